@@ -1,0 +1,67 @@
+"""The error tree of the suite, in one place.
+
+    Tau2Error                    anything this suite raises on purpose
+    ├── DataError                upstream data missing, corrupt or inconsistent (names file and fix)
+    │   └── DigestMismatch       a file's sha256 differs from the pinned manifest
+    ├── ConfigError              a bad setting (the pytest plugin turns it into pytest.UsageError)
+    ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
+    │   └── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
+    └── ArtifactError            a run directory or artifact cannot be written or read
+
+Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
+``Error: ...`` results for the model (see ``tools.errors.ToolError``). Our own bugs are never
+caught and turned into text: they raise.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArtifactError",
+    "ConfigError",
+    "ContextWindowExceeded",
+    "DataError",
+    "DigestMismatch",
+    "EndpointError",
+    "Tau2Error",
+]
+
+
+class Tau2Error(Exception):
+    """Base of every error this suite raises on purpose."""
+
+
+class DataError(Tau2Error):
+    """Upstream data is missing, corrupt or inconsistent. The message names the file and the fix."""
+
+
+class DigestMismatch(DataError):
+    """A data file's sha256 differs from the one pinned in the manifest."""
+
+    def __init__(self, *, path: str, expected: str, actual: str, fix: str) -> None:
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"{path}: sha256 mismatch (expected {expected}, got {actual}). {fix}"
+        )
+
+
+class ConfigError(Tau2Error):
+    """A setting has a value that cannot work; the message names it and what is accepted."""
+
+
+class EndpointError(Tau2Error):
+    """A model endpoint failed after retries: an infrastructure error, not the model's fault."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        self.status = status
+        self.body = body
+        super().__init__(message)
+
+
+class ContextWindowExceeded(EndpointError):
+    """The endpoint rejected the request because the prompt exceeds the model's context."""
+
+
+class ArtifactError(Tau2Error):
+    """A run directory or artifact cannot be written or read."""

@@ -1,0 +1,3 @@
+"""Shared fixtures of the suite's own tests."""
+
+from __future__ import annotations
