@@ -1,0 +1,27 @@
+"""The tau2 retail domain: database store, lookup normalization, the 16 tools and dispatch.
+
+Standard library only; knows nothing of tasks, models or pytest.
+"""
+
+from __future__ import annotations
+
+from tools.database import SeedDatabase
+from tools.dispatch import Action, ToolResult, dispatch, dispatch_json, parse_arguments
+from tools.errors import ToolError
+from tools.registry import AGENT_TOOL_NAMES, END_CONVERSATION, TOOL_NAMES, TOOLS
+from tools.store import Store
+
+__all__ = [
+    "AGENT_TOOL_NAMES",
+    "END_CONVERSATION",
+    "TOOLS",
+    "TOOL_NAMES",
+    "Action",
+    "SeedDatabase",
+    "Store",
+    "ToolError",
+    "ToolResult",
+    "dispatch",
+    "dispatch_json",
+    "parse_arguments",
+]

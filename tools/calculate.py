@@ -1,0 +1,143 @@
+"""``calculate``: arithmetic with Python's semantics, without ``eval``.
+
+The expression is parsed into a syntax tree and only number literals, ``+ - * / // **`` and
+unary signs are evaluated, with Python's own operators so results and error texts equal
+upstream's ``eval``. Integer results beyond a size bound and powers that would exhaust memory
+or time are refused instead of computed.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from tools.errors import ToolError
+
+__all__ = ["ALLOWED_CHARACTERS", "MAX_EXPRESSION_LENGTH", "MAX_INTEGER_BITS", "calculate"]
+
+ALLOWED_CHARACTERS = frozenset("0123456789+-*/(). ")
+MAX_EXPRESSION_LENGTH = 10_000
+# 2**4096 is far beyond a float (about 2**1024): any larger integer could only end in upstream's
+# "int too large to convert to float", so refusing it changes no realistic answer.
+MAX_INTEGER_BITS = 4096
+
+Number = int | float
+# eval of these characters can also produce ``...`` (Ellipsis) and ``()``; Python's operators
+# then raise the TypeError texts upstream shows, so they are carried as values too.
+Value = Any
+
+_BINARY: dict[type[ast.operator], Callable[[Value, Value], Value]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+}
+_TOO_LARGE = "Expression result is too large to compute"
+
+
+def _checked_pow(base: Value, exponent: Value) -> Value:
+    both_int = isinstance(base, int) and isinstance(exponent, int)
+    if (
+        both_int
+        and exponent > 0
+        and abs(base) > 1
+        and exponent * math.log2(abs(base)) > MAX_INTEGER_BITS
+    ):
+        raise ToolError(_TOO_LARGE)
+    result = base**exponent
+    if isinstance(result, complex):
+        # upstream's float() of eval's complex result fails with this TypeError text
+        raise ToolError("float() argument must be a string or a real number, not 'complex'")
+    return result
+
+
+def _apply(node: ast.expr, values: list[Value]) -> Value:
+    if isinstance(node, ast.Call):
+        del values[len(values) - len(node.args) :]
+        function = values.pop()
+        raise ToolError(f"'{type(function).__name__}' object is not callable")
+    if isinstance(node, ast.Tuple):
+        del values[len(values) - len(node.elts) :]
+        return ()
+    if isinstance(node, ast.BinOp):
+        right = values.pop()
+        left = values.pop()
+        if isinstance(node.op, ast.Pow):
+            return _checked_pow(left, right)
+        result = _BINARY[type(node.op)](left, right)
+    elif isinstance(node, ast.UnaryOp):
+        operand = values.pop()
+        result = -operand if isinstance(node.op, ast.USub) else +operand
+    else:
+        raise AssertionError(f"unexpected node {type(node).__name__}")
+    if isinstance(result, int) and result.bit_length() > MAX_INTEGER_BITS:
+        raise ToolError(_TOO_LARGE)
+    return result
+
+
+def _check_node(node: ast.expr) -> None:
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if value is not Ellipsis and (
+            isinstance(value, bool) or not isinstance(value, int | float)
+        ):
+            raise ToolError("Invalid characters in expression")
+    elif isinstance(node, ast.Tuple | ast.Call):
+        if isinstance(node, ast.Call) and node.keywords:
+            raise ToolError("Invalid characters in expression")
+    elif isinstance(node, ast.BinOp):
+        if type(node.op) not in _BINARY:
+            raise ToolError("Invalid characters in expression")
+    elif isinstance(node, ast.UnaryOp):
+        if not isinstance(node.op, ast.USub | ast.UAdd):
+            raise ToolError("Invalid characters in expression")
+    else:
+        raise ToolError("Invalid characters in expression")
+
+
+def _evaluate(root: ast.expr) -> Value:
+    # An explicit stack: "1+1+...+1" nests as deep as it is long, too deep for recursion.
+    values: list[Value] = []
+    stack: list[tuple[ast.expr, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            values.append(_apply(node, values))
+            continue
+        _check_node(node)
+        if isinstance(node, ast.Constant):
+            values.append(node.value)
+        elif isinstance(node, ast.BinOp):
+            stack.extend(((node, True), (node.right, False), (node.left, False)))
+        elif isinstance(node, ast.UnaryOp):
+            stack.extend(((node, True), (node.operand, False)))
+        elif isinstance(node, ast.Tuple):
+            stack.append((node, True))
+            stack.extend((element, False) for element in reversed(node.elts))
+        elif isinstance(node, ast.Call):
+            stack.append((node, True))
+            stack.extend((argument, False) for argument in reversed(node.args))
+            stack.append((node.func, False))
+    return values.pop()
+
+
+def calculate(expression: str) -> str:
+    """Evaluate ``expression`` and return ``str(round(float(result), 2))``."""
+    if not all(char in ALLOWED_CHARACTERS for char in expression):
+        raise ToolError("Invalid characters in expression")
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise ToolError(f"Expression is too long (at most {MAX_EXPRESSION_LENGTH} characters)")
+    try:
+        # eval() strips leading spaces of a source string; compile() does not
+        tree = ast.parse(expression.lstrip(" \t"), filename="<string>", mode="eval")
+        result = _evaluate(tree.body)
+        return str(round(float(result), 2))
+    except (SyntaxError, ArithmeticError, TypeError) as error:
+        raise ToolError(str(error)) from error
+    except MemoryError as error:
+        raise ToolError(_TOO_LARGE) from error

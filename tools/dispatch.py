@@ -1,0 +1,125 @@
+"""The one entry point for tool calls: ``(store, name, arguments) -> ToolResult``.
+
+It never raises for anything a model can send: unknown tools, arguments that are not JSON,
+missing, unexpected or mistyped arguments and every refusal of a tool become an ``Error: ...``
+result. Our own bugs are not caught: they raise, so they cannot silently lower scores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tools.errors import ToolError
+from tools.normalize import normalize_order_id, normalize_user_id
+from tools.registry import TOOLS, ParamKind, ToolSpec
+from tools.store import Store
+
+__all__ = ["Action", "ToolResult", "dispatch", "dispatch_json", "parse_arguments"]
+
+_NORMALIZERS = {"order_id": normalize_order_id, "user_id": normalize_user_id}
+_JSON_TYPE_NAMES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    """A successful write (or transfer): upstream name and normalized arguments."""
+
+    name: str
+    arguments: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What the agent sees (``content``), whether it is an error, and the recorded action."""
+
+    content: str
+    error: bool
+    action: Action | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"content": self.content, "error": self.error}
+
+
+def _error(message: str) -> ToolResult:
+    return ToolResult(content=f"Error: {message}", error=True)
+
+
+def _type_name(value: Any) -> str:
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _validated(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any] | str:
+    """Normalized keyword arguments, or the text of what is wrong with them."""
+    expected = dict(spec.params)
+    for name in arguments:
+        if name not in expected:
+            return f"{spec.name} got an unexpected argument '{name}'"
+    values: dict[str, Any] = {}
+    for name, kind in spec.params:
+        if name not in arguments:
+            return f"{spec.name} is missing the required argument '{name}'"
+        value = arguments[name]
+        if kind is ParamKind.STRING:
+            if not isinstance(value, str):
+                return f"{spec.name} argument '{name}' must be a string, not {_type_name(value)}"
+            normalize = _NORMALIZERS.get(name)
+            values[name] = normalize(value) if normalize else value
+        else:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                return f"{spec.name} argument '{name}' must be an array of strings"
+            values[name] = list(value)
+    return values
+
+
+def dispatch(store: Store, name: str, arguments: Any) -> ToolResult:
+    """Run one tool call against ``store``."""
+    spec = TOOLS.get(name)
+    if spec is None:
+        return _error(f"Tool '{name}' not found.")
+    if not isinstance(arguments, Mapping):
+        return _error(f"{spec.name} arguments must be a JSON object, not {_type_name(arguments)}")
+    values = _validated(spec, arguments)
+    if isinstance(values, str):
+        return _error(values)
+    recorded = {
+        key: list(value) if isinstance(value, list) else value for key, value in values.items()
+    }
+    try:
+        content = spec.run(store, **values)
+    except ToolError as refusal:
+        return _error(str(refusal))
+    action = Action(name=spec.name, arguments=recorded) if spec.records_action else None
+    return ToolResult(content=content, error=False, action=action)
+
+
+def parse_arguments(text: str) -> Any:
+    """Tool-call arguments from their JSON text; an empty string means ``{}``.
+
+    Raises ``ValueError`` (``json.JSONDecodeError``) for text that is not JSON.
+    """
+    if not text.strip():
+        return {}
+    return json.loads(text)
+
+
+def dispatch_json(store: Store, name: str, arguments_text: str) -> ToolResult:
+    """Like ``dispatch`` for arguments as the model sent them (JSON text)."""
+    try:
+        arguments = parse_arguments(arguments_text)
+    except json.JSONDecodeError as error:
+        return _error(f"Invalid JSON in the arguments of {name}: {error}")
+    return dispatch(store, name, arguments)
