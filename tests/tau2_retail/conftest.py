@@ -1,0 +1,31 @@
+"""Fixtures for the tests of ``tau2_retail``: the verified data folder and copies of it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.datafiles import load_manifest, resolve_data_dir
+from tau2_retail.errors import DataError
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real data folder ($TAU2_DATA_DIR or fixtures/cache); fails the test if absent."""
+    try:
+        return resolve_data_dir()
+    except DataError as error:
+        pytest.fail(f"these tests need the upstream data: {error}", pytrace=False)
+
+
+@pytest.fixture
+def copied_data_dir(data_dir: Path, tmp_path: Path) -> Path:
+    """A writable copy of the data folder, for tests that change or remove files."""
+    copy = tmp_path / "data"
+    for entry in load_manifest().files:
+        target = copy / entry.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data_dir / entry.name, target)
+    return copy
