@@ -38,6 +38,7 @@ _BINARY: dict[type[ast.operator], Callable[[Value, Value], Value]] = {
     ast.Pow: operator.pow,
 }
 _TOO_LARGE = "Expression result is too large to compute"
+_TOO_DEEP = "Expression is too deeply nested"
 
 
 def _checked_pow(base: Value, exponent: Value) -> Value:
@@ -139,5 +140,8 @@ def calculate(expression: str) -> str:
         return str(round(float(result), 2))
     except (SyntaxError, ArithmeticError, TypeError) as error:
         raise ToolError(str(error)) from error
+    except RecursionError as error:
+        # ast.parse recurses while building the tree of a long chain such as "1+1+...+1"
+        raise ToolError(_TOO_DEEP) from error
     except MemoryError as error:
         raise ToolError(_TOO_LARGE) from error

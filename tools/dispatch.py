@@ -109,17 +109,21 @@ def dispatch(store: Store, name: str, arguments: Any) -> ToolResult:
 def parse_arguments(text: str) -> Any:
     """Tool-call arguments from their JSON text; an empty string means ``{}``.
 
-    Raises ``ValueError`` (``json.JSONDecodeError``) for text that is not JSON.
+    Raises ``ValueError`` for text that is not JSON (``json.JSONDecodeError``), nests too
+    deeply, or holds an integer too long to convert.
     """
     if not text.strip():
         return {}
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except RecursionError as error:
+        raise ValueError("JSON nested too deeply") from error
 
 
 def dispatch_json(store: Store, name: str, arguments_text: str) -> ToolResult:
     """Like ``dispatch`` for arguments as the model sent them (JSON text)."""
     try:
         arguments = parse_arguments(arguments_text)
-    except json.JSONDecodeError as error:
+    except ValueError as error:
         return _error(f"Invalid JSON in the arguments of {name}: {error}")
     return dispatch(store, name, arguments)
