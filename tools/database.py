@@ -32,20 +32,22 @@ class _HashIndex:
         self.position: dict[RecordKey, int] = {}
         self.states: list[Any] = []
         hasher = hashlib.sha256()
-        opening = b"{"
-        for table in sorted(seed.tables):
-            opening += json.dumps(table).encode() + b":{"
-            separator = opening
+        # ``pending``: canonical text not yet emitted (table openings and closings); the first
+        # record after it carries it as its separator, so empty tables are kept too.
+        pending = b"{"
+        for number, table in enumerate(sorted(seed.tables)):
+            pending += (b"," if number else b"") + json.dumps(table).encode() + b":{"
             for key in sorted(seed.tables[table]):
+                separator = pending or b","
+                pending = b""
                 self.position[(table, key)] = len(self.pieces)
                 self.states.append(hasher.copy())
                 entry = record_entry(key, seed.canonical_text(table, key)).encode()
                 self.separators.append(separator)
                 self.pieces.append(separator + entry)
                 hasher.update(self.pieces[-1])
-                separator = b","
-            opening = b"}," if separator == b"," else opening
-        closing = b"}}" if self.pieces else b"{}"
+            pending += b"}"
+        closing = pending + b"}"
         self.separators.append(b"")
         self.pieces.append(closing)
         self.states.append(hasher.copy())
