@@ -1,0 +1,144 @@
+"""How to reach one OpenAI-compatible endpoint: model, URL, key variable, sampling, retries.
+
+``EndpointConfig`` is shared by the agent, the user simulator and the judge, and by the pytest
+options layer that builds it. It holds the *name* of the environment variable with the API key,
+never the key, so its ``repr`` and ``to_json`` are safe to print and to write into artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, NoReturn
+
+from tau2_retail.errors import ConfigError
+
+__all__ = ["DEFAULT_API_KEY_ENV", "EndpointConfig"]
+
+DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndpointConfig:
+    """One OpenAI-compatible chat endpoint and how to call it.
+
+    - ``model``: the model id at the endpoint.
+    - ``base_url``: e.g. ``http://127.0.0.1:8000/v1``; None means the ``openai`` package's default
+      (``OPENAI_BASE_URL`` if set, else api.openai.com).
+    - ``api_key_env``: the name of the environment variable holding the key, read when a client is
+      built. When it is unset the client sends ``EMPTY`` (local servers such as vLLM or Ollama
+      accept any key).
+    - ``temperature``, ``top_p``, ``max_tokens``: sent only when set.
+    - ``seed``: sent when the call passes none; a seed given to the call wins.
+    - ``extra_body``: server-specific request fields merged into the JSON body (for example
+      ``{"chat_template_kwargs": {"enable_thinking": false}}``); they override same-named fields.
+    - ``timeout_seconds``: per attempt. ``max_retries``: attempts after the first one, with
+      exponential backoff from ``backoff_base_seconds`` capped at ``backoff_max_seconds``.
+
+    Values are checked at construction; a bad one raises ``ConfigError`` naming the field.
+    """
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    timeout_seconds: float = 120.0
+    max_retries: int = 4
+    backoff_base_seconds: float = 1.0
+    backoff_max_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not (_is_str(self.model) and self.model.strip()):
+            _bad("model", self.model, "a non-empty model id")
+        if self.base_url is not None and not (
+            _is_str(self.base_url) and self.base_url.startswith(("http://", "https://"))
+        ):
+            _bad("base_url", self.base_url, "an http:// or https:// URL, or None")
+        if not (_is_str(self.api_key_env) and _ENV_NAME.fullmatch(self.api_key_env)):
+            # The value is not echoed: a user may have pasted the key itself here.
+            raise ConfigError(
+                "EndpointConfig.api_key_env must be the NAME of an environment variable "
+                "(letters, digits and underscores, not starting with a digit), e.g. "
+                f"{DEFAULT_API_KEY_ENV}; the value given is not shown in case it is a key"
+            )
+        if self.temperature is not None and not (
+            _is_number(self.temperature) and self.temperature >= 0
+        ):
+            _bad("temperature", self.temperature, "a number >= 0, or None")
+        if self.top_p is not None and not (_is_number(self.top_p) and 0 < self.top_p <= 1):
+            _bad("top_p", self.top_p, "a number in (0, 1], or None")
+        if self.seed is not None and not _is_int(self.seed):
+            _bad("seed", self.seed, "an integer, or None")
+        if self.max_tokens is not None and not (_is_int(self.max_tokens) and self.max_tokens > 0):
+            _bad("max_tokens", self.max_tokens, "a positive integer, or None")
+        self._check_extra_body()
+        if not (_is_number(self.timeout_seconds) and self.timeout_seconds > 0):
+            _bad("timeout_seconds", self.timeout_seconds, "a number > 0")
+        if not (_is_int(self.max_retries) and self.max_retries >= 0):
+            _bad("max_retries", self.max_retries, "an integer >= 0")
+        if not (_is_number(self.backoff_base_seconds) and self.backoff_base_seconds >= 0):
+            _bad("backoff_base_seconds", self.backoff_base_seconds, "a number >= 0")
+        if not (_is_number(self.backoff_max_seconds) and self.backoff_max_seconds >= 0):
+            _bad("backoff_max_seconds", self.backoff_max_seconds, "a number >= 0")
+
+    def _check_extra_body(self) -> None:
+        if not _is_json_object(self.extra_body):
+            _bad("extra_body", self.extra_body, "a JSON object (a mapping with string keys)")
+        try:
+            json.dumps(self.extra_body, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(
+                f"EndpointConfig.extra_body: got {self.extra_body!r}; expected JSON-able values "
+                f"({e})"
+            ) from e
+        # A private copy: the frozen config must not change when the caller's dict does.
+        object.__setattr__(self, "extra_body", dict(self.extra_body))
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values (safe to print: the key itself is never part of the config)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {
+            "extra_body": json.loads(json.dumps(self.extra_body))
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EndpointConfig:
+        """The inverse of ``to_json``; unknown keys raise ``ConfigError``."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"EndpointConfig: unknown field(s) {', '.join(unknown)}; "
+                f"accepted: {', '.join(sorted(known))}"
+            )
+        if "model" not in data:
+            raise ConfigError("EndpointConfig: the field 'model' is required")
+        return cls(**data)
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_json_object(value: object) -> bool:
+    return isinstance(value, Mapping) and all(isinstance(key, str) for key in value)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _bad(name: str, value: object, accepted: str) -> NoReturn:
+    raise ConfigError(f"EndpointConfig.{name}: got {value!r}; expected {accepted}")

@@ -1,0 +1,383 @@
+"""The OpenAI-compatible chat model: ``AsyncOpenAI`` for the wire, our own retries around it.
+
+The ``openai`` client's built-in retries are turned off (``max_retries=0``) so that the policy is
+ours, visible and testable: connection errors, timeouts, HTTP 408/429/500/502/503/504 and replies
+that cannot be parsed (a body that is not JSON, no choices) are retried with exponential backoff
+(``base * 2**attempt``, capped, plus up to 10 % jitter) or after the server's ``Retry-After``
+(seconds or an HTTP date, also capped). When the attempts run out, ``EndpointError`` says what
+failed, with the status, a short body excerpt and the number of attempts. A 400 about the context
+length raises ``ContextWindowExceeded`` at once; any other 4xx raises ``EndpointError`` at once,
+since a wrong URL, model or key does not heal by waiting.
+
+The reply body is parsed here, not by the ``openai`` models, so that a malformed reply is caught
+where JSON enters: tool-call arguments stay the raw string the model sent (the conversation turns
+invalid JSON into a tool error for the model), an empty string becomes ``{}``, a missing call id
+gets ``call_<n>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import itertools
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Final, Self
+
+import openai
+
+from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.config import EndpointConfig
+
+__all__ = [
+    "BODY_EXCERPT_CHARS",
+    "CONTEXT_WINDOW_MARKERS",
+    "MISSING_API_KEY",
+    "RETRYABLE_STATUSES",
+    "OpenAIChatModel",
+]
+
+MISSING_API_KEY: Final = "EMPTY"
+"""Sent when the configured key variable is unset; local servers accept any key."""
+
+RETRYABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})
+"""HTTP statuses retried with backoff; any other error status fails at once."""
+
+CONTEXT_WINDOW_MARKERS: Final = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "context size",
+    "too many tokens",
+    "prompt is too long",
+)
+"""Lower-case phrases that mark a 400 as a prompt too long for the model (OpenAI, vLLM,
+llama.cpp and others word it differently)."""
+
+BODY_EXCERPT_CHARS: Final = 300
+
+# Jitter spreads the retries of many xdist workers hitting one server at the same moment.
+_JITTER_FRACTION: Final = 0.1
+_REDACTED: Final = "***"
+# Shorter "keys" (placeholders such as "EMPTY" or "x") are not worth redacting and would mangle
+# ordinary words in error messages.
+_MIN_REDACTED_KEY_CHARS: Final = 8
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Failure:
+    """One failed attempt, kept to decide the wait and to word the final error."""
+
+    detail: str
+    cause: BaseException
+    status: int | None = None
+    body: str = ""
+    retry_after: float | None = None
+
+
+class _UnparseableReply(Exception):
+    """A 200 reply that is not a chat completion we can read (retried like a 5xx)."""
+
+
+class OpenAIChatModel:
+    """A ``ChatModel`` behind any OpenAI-compatible ``/chat/completions`` endpoint.
+
+    The API key is read from the environment variable named by ``config.api_key_env`` when the
+    model is constructed (``environ`` replaces ``os.environ``, for tests); unset or empty means
+    ``MISSING_API_KEY`` is sent. ``sleep``, ``clock`` and ``jitter`` (returning a number in
+    [0, 1)) are injectable so tests neither wait nor depend on chance. Close the model with
+    ``await model.close()`` or use it as an async context manager.
+    """
+
+    def __init__(
+        self,
+        config: EndpointConfig,
+        *,
+        environ: Mapping[str, str] | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.perf_counter,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        api_key = env.get(config.api_key_env) or MISSING_API_KEY
+        self._config = config
+        self._sleep = sleep
+        self._clock = clock
+        self._jitter = jitter
+        self._call_ids = itertools.count()
+        self._redact = _redactor(api_key)
+        self._client = openai.AsyncOpenAI(
+            base_url=config.base_url,
+            api_key=api_key,
+            timeout=config.timeout_seconds,
+            max_retries=0,
+        )
+
+    @property
+    def name(self) -> str:
+        """The model id at the endpoint."""
+        return self._config.model
+
+    @property
+    def config(self) -> EndpointConfig:
+        """The endpoint configuration (it holds the key's variable name, never the key)."""
+        return self._config
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self._config!r})"
+
+    async def close(self) -> None:
+        """Close the HTTP connections. The model cannot be used afterwards."""
+        await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> AssistantTurn:
+        """One chat completion, retried as the module docstring says.
+
+        Raises ``ContextWindowExceeded`` when the prompt is too long and ``EndpointError`` when
+        the endpoint failed (after the retries for transient failures, at once for others).
+        """
+        request = self._request(messages, tools=tools, seed=seed)
+        attempts = self._config.max_retries + 1
+        failure: _Failure | None = None
+        for attempt in range(attempts):
+            if failure is not None:
+                await self._sleep(self._delay(attempt - 1, failure.retry_after))
+            started = self._clock()
+            try:
+                raw = await self._client.chat.completions.with_raw_response.create(**request)
+            except openai.APIStatusError as e:
+                failure = self._status_failure(e, attempt=attempt)
+                continue
+            except openai.APITimeoutError as e:
+                failure = _Failure(
+                    detail=f"no reply within the {self._config.timeout_seconds:g} s timeout",
+                    cause=e,
+                )
+                continue
+            except openai.APIConnectionError as e:
+                failure = _Failure(detail=f"connection failed ({_cause_text(e)})", cause=e)
+                continue
+            try:
+                content, tool_calls, usage = self._parse(raw.content)
+            except _UnparseableReply as e:
+                body = _excerpt(raw.text, self._redact)
+                failure = _Failure(
+                    detail=f"unparseable reply (HTTP 200, {e}): {body}",
+                    cause=e,
+                    status=200,
+                    body=body,
+                )
+                continue
+            return AssistantTurn(
+                content=content,
+                tool_calls=tool_calls,
+                usage=usage,
+                latency_seconds=self._clock() - started,
+            )
+        assert failure is not None  # the loop ran at least once and did not return
+        raise EndpointError(
+            f"{self._where()}: chat completion failed after {attempts} attempt(s): "
+            f"{failure.detail}",
+            status=failure.status,
+            body=failure.body,
+        ) from failure.cause
+
+    def _request(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None,
+        seed: int | None,
+    ) -> dict[str, Any]:
+        config = self._config
+        request: dict[str, Any] = {
+            "model": config.model,
+            "messages": [message.to_openai() for message in messages],
+        }
+        # An empty tools list is rejected by OpenAI ("[] is too short"): send none instead.
+        if tools:
+            request["tools"] = [dict(tool) for tool in tools]
+        seed = config.seed if seed is None else seed
+        optional = {
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "seed": seed,
+            "max_tokens": config.max_tokens,
+        }
+        request.update((key, value) for key, value in optional.items() if value is not None)
+        if config.extra_body:
+            request["extra_body"] = dict(config.extra_body)
+        return request
+
+    def _status_failure(self, error: openai.APIStatusError, *, attempt: int) -> _Failure:
+        """The failure of an HTTP error status; raises at once when retrying cannot help."""
+        status = error.status_code
+        body = _excerpt(error.response.text, self._redact)
+        if status in RETRYABLE_STATUSES:
+            return _Failure(
+                detail=f"HTTP {status}: {body}",
+                cause=error,
+                status=status,
+                body=body,
+                retry_after=_retry_after_seconds(error.response.headers),
+            )
+        if status == 400 and any(m in body.lower() for m in CONTEXT_WINDOW_MARKERS):
+            raise ContextWindowExceeded(
+                f"{self._where()}: the prompt exceeds the model's context window "
+                f"(HTTP {status}): {body}",
+                status=status,
+                body=body,
+            ) from error
+        raise EndpointError(
+            f"{self._where()}: chat completion failed after {attempt + 1} attempt(s): "
+            f"HTTP {status} (not retried: check the base URL, model name and API key): {body}",
+            status=status,
+            body=body,
+        ) from error
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (0-based)."""
+        cap = self._config.backoff_max_seconds
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), cap)
+        # The exponent is bounded so a huge max_retries cannot overflow the float.
+        backoff = self._config.backoff_base_seconds * 2.0 ** min(attempt, 64)
+        return min(backoff * (1 + _JITTER_FRACTION * self._jitter()), cap)
+
+    def _parse(self, payload: bytes) -> tuple[str | None, tuple[ToolCall, ...], Usage]:
+        """Content, tool calls and usage of a 200 reply; raises ``_UnparseableReply``."""
+        try:
+            data = json.loads(payload)
+        except ValueError as e:
+            raise _UnparseableReply("body is not JSON") from e
+        if not isinstance(data, dict):
+            raise _UnparseableReply("body is not a JSON object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise _UnparseableReply("no choices")
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            raise _UnparseableReply("the first choice has no message")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise _UnparseableReply("the message content is not a string")
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise _UnparseableReply("tool_calls is not a list")
+        tool_calls = tuple(self._tool_call(raw) for raw in raw_calls)
+        return content, tool_calls, _usage(data.get("usage"))
+
+    def _tool_call(self, raw: object) -> ToolCall:
+        if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
+            raise _UnparseableReply("a tool call has no function")
+        function = raw["function"]
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise _UnparseableReply("a tool call has no function name")
+        arguments = function.get("arguments")
+        if arguments is None or arguments == "":
+            arguments = "{}"
+        elif isinstance(arguments, dict):
+            # Some servers send the arguments as an object rather than a JSON string.
+            arguments = json.dumps(arguments)
+        elif not isinstance(arguments, str):
+            raise _UnparseableReply("tool-call arguments are neither a string nor an object")
+        call_id = raw.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = f"call_{next(self._call_ids)}"
+        return ToolCall(id=call_id, name=name, arguments=arguments)
+
+    def _where(self) -> str:
+        return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
+
+
+def _usage(raw: object) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage(n_calls=1)
+    return Usage(
+        n_calls=1,
+        prompt=_count(raw.get("prompt_tokens")),
+        completion=_count(raw.get("completion_tokens")),
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait the server asks for: ``retry-after-ms`` (OpenAI) or ``Retry-After``."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return float(milliseconds) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - datetime.now(UTC)).total_seconds()
+
+
+def _excerpt(text: str, redact: Callable[[str], str]) -> str:
+    """At most ``BODY_EXCERPT_CHARS`` characters of a body, whitespace collapsed, key removed."""
+    flat = redact(" ".join(text.split()))
+    if len(flat) <= BODY_EXCERPT_CHARS:
+        return flat
+    return flat[: BODY_EXCERPT_CHARS - 1] + "…"
+
+
+def _redactor(api_key: str) -> Callable[[str], str]:
+    """Removes the key from text a server sent back (some echo it in a 401 body)."""
+    if len(api_key) < _MIN_REDACTED_KEY_CHARS:
+        return lambda text: text
+    pattern = re.compile(re.escape(api_key))
+    return lambda text: pattern.sub(_REDACTED, text)
+
+
+def _cause_text(error: BaseException) -> str:
+    """The innermost cause's type and message, e.g. ``RemoteProtocolError: Server disconnected``."""
+    inner: BaseException = error
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    text = str(inner)
+    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__

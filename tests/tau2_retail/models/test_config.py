@@ -1,0 +1,79 @@
+"""EndpointConfig: defaults, validation at construction, JSON round trip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tau2_retail.errors import ConfigError
+from tau2_retail.models import EndpointConfig
+
+
+def test_defaults():
+    config = EndpointConfig(model="gpt-4.1")
+    assert config.base_url is None
+    assert config.api_key_env == "OPENAI_API_KEY"
+    assert (config.temperature, config.top_p, config.seed, config.max_tokens) == (None,) * 4
+    assert config.extra_body == {}
+    assert (config.timeout_seconds, config.max_retries) == (120.0, 4)
+    assert (config.backoff_base_seconds, config.backoff_max_seconds) == (1.0, 30.0)
+
+
+def test_json_round_trip():
+    config = EndpointConfig(
+        model="Qwen/Qwen3-8B",
+        base_url="http://127.0.0.1:8000/v1",
+        api_key_env="VLLM_KEY",
+        temperature=0.0,
+        seed=300,
+        max_tokens=1024,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    )
+    assert EndpointConfig.from_json(config.to_json()) == config
+
+
+def test_extra_body_is_a_private_copy():
+    extra: dict[str, Any] = {"top_k": 20}
+    config = EndpointConfig(model="m", extra_body=extra)
+    extra["top_k"] = 1
+    assert config.extra_body == {"top_k": 20}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("model", ""),
+        ("base_url", "127.0.0.1:8000/v1"),
+        ("temperature", -0.1),
+        ("temperature", float("nan")),
+        ("top_p", 0),
+        ("top_p", 1.5),
+        ("seed", True),
+        ("seed", 1.5),
+        ("max_tokens", 0),
+        ("extra_body", {"bad": object()}),
+        ("extra_body", {1: "non-string key"}),
+        ("timeout_seconds", 0),
+        ("max_retries", -1),
+        ("backoff_base_seconds", -1),
+        ("backoff_max_seconds", "30"),
+    ],
+)
+def test_bad_values_raise_config_error_naming_the_field(field, value):
+    with pytest.raises(ConfigError, match=rf"EndpointConfig\.{field}\b"):
+        EndpointConfig(**{"model": "m", field: value})
+
+
+def test_a_key_pasted_as_the_variable_name_is_rejected_without_echoing_it():
+    key = "sk-proj-abcdef0123456789"
+    with pytest.raises(ConfigError, match="NAME of an environment variable") as caught:
+        EndpointConfig(model="m", api_key_env=key)
+    assert key not in str(caught.value)
+
+
+def test_from_json_rejects_unknown_and_missing_fields():
+    with pytest.raises(ConfigError, match=r"unknown field.*temprature"):
+        EndpointConfig.from_json({"model": "m", "temprature": 0.0})
+    with pytest.raises(ConfigError, match="'model' is required"):
+        EndpointConfig.from_json({})

@@ -1,0 +1,561 @@
+"""OpenAIChatModel through the real ``openai`` client against the real loopback server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import pytest
+
+from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.loopback_server import (
+    Completion,
+    Drop,
+    Hang,
+    HttpError,
+    InvalidJson,
+    LoopbackOpenAIServer,
+    NoChoices,
+    ReplyToolCall,
+)
+from tau2_retail.messages import Message, Role, ToolCall, Usage
+from tau2_retail.models import EndpointConfig, OpenAIChatModel
+from tau2_retail.models.openai_client import BODY_EXCERPT_CHARS, MISSING_API_KEY
+
+KEY_ENV = "TAU2_TEST_AGENT_KEY"
+SECRET = "sk-test-0123456789abcdef-secret"
+
+USER_HELLO = (Message(role=Role.USER, content="Hi, I want to return an order."),)
+
+LOOKUP_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "find_user_id_by_email",
+        "description": "Find a user id by email.",
+        "parameters": {
+            "type": "object",
+            "properties": {"email": {"type": "string"}},
+            "required": ["email"],
+        },
+    },
+}
+
+
+class Sleeps:
+    """An injected sleep that records the waits instead of waiting."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+def make_model(
+    openai_server: LoopbackOpenAIServer, sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., OpenAIChatModel]:
+    """Builds a model pointed at the loopback server, with no real sleeps and no jitter."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+
+    def make(**overrides: Any) -> OpenAIChatModel:
+        clock = overrides.pop("clock", None)
+        jitter = overrides.pop("jitter", lambda: 0.0)
+        fields: dict[str, Any] = {
+            "model": "agent-model",
+            "base_url": openai_server.base_url,
+            "api_key_env": KEY_ENV,
+            "max_retries": 3,
+            "timeout_seconds": 5.0,
+        }
+        config = EndpointConfig(**(fields | overrides))
+        if clock is None:
+            return OpenAIChatModel(config, sleep=sleeps, jitter=jitter)
+        return OpenAIChatModel(config, sleep=sleeps, jitter=jitter, clock=clock)
+
+    return make
+
+
+def ticking_clock(*times: float) -> Callable[[], float]:
+    values: Iterator[float] = iter(times)
+    return lambda: next(values)
+
+
+# -- replies ------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_text_reply_carries_usage_and_latency(openai_server, make_model):
+    openai_server.enqueue(
+        Completion(content="Sure, which order?", prompt_tokens=42, completion_tokens=7)
+    )
+    async with make_model(clock=ticking_clock(100.0, 100.25)) as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.content == "Sure, which order?"
+    assert turn.tool_calls == ()
+    assert turn.usage == Usage(n_calls=1, prompt=42, completion=7)
+    assert turn.latency_seconds == pytest.approx(0.25)
+
+
+@pytest.mark.asyncio
+async def test_latency_is_measured_with_the_real_clock(openai_server, make_model):
+    openai_server.enqueue(Completion(content="ok", latency=0.05))
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.latency_seconds >= 0.05
+
+
+@pytest.mark.asyncio
+async def test_tool_call_keeps_id_name_and_raw_arguments(openai_server, make_model):
+    arguments = '{"email": "yusuf.rossi@example.com"}'
+    openai_server.enqueue(
+        Completion(
+            tool_calls=(
+                ReplyToolCall(id="call_abc", name="find_user_id_by_email", arguments=arguments),
+            )
+        )
+    )
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO, tools=[LOOKUP_TOOL])
+    assert turn.content is None
+    assert turn.tool_calls == (
+        ToolCall(id="call_abc", name="find_user_id_by_email", arguments=arguments),
+    )
+
+
+@pytest.mark.asyncio
+async def test_parallel_tool_calls_keep_their_order(openai_server, make_model):
+    openai_server.enqueue(
+        Completion(
+            content="Let me look both up.",
+            tool_calls=(
+                ReplyToolCall(
+                    id="call_1", name="get_order_details", arguments='{"order_id": "#W1"}'
+                ),
+                ReplyToolCall(
+                    id="call_2", name="get_order_details", arguments='{"order_id": "#W2"}'
+                ),
+            ),
+        )
+    )
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.content == "Let me look both up."
+    assert [(c.id, c.arguments) for c in turn.tool_calls] == [
+        ("call_1", '{"order_id": "#W1"}'),
+        ("call_2", '{"order_id": "#W2"}'),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_empty_string_arguments_become_an_empty_object(openai_server, make_model):
+    openai_server.enqueue(
+        Completion(
+            tool_calls=(ReplyToolCall(id="call_x", name="list_all_product_types", arguments=""),)
+        )
+    )
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.tool_calls[0].arguments == "{}"
+
+
+@pytest.mark.asyncio
+async def test_missing_tool_call_ids_are_generated_and_unique(openai_server, make_model):
+    call = ReplyToolCall(name="list_all_product_types", omit_id=True)
+    openai_server.enqueue(Completion(tool_calls=(call, call)), Completion(tool_calls=(call,)))
+    async with make_model() as model:
+        first = await model.complete(USER_HELLO)
+        second = await model.complete(USER_HELLO)
+    assert [c.id for c in first.tool_calls + second.tool_calls] == ["call_0", "call_1", "call_2"]
+
+
+@pytest.mark.asyncio
+async def test_malformed_tool_call_arguments_pass_through_raw(openai_server, make_model):
+    openai_server.enqueue(
+        Completion(
+            tool_calls=(
+                ReplyToolCall(id="call_m", name="get_user_details", arguments='{"user_id": '),
+            )
+        )
+    )
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.tool_calls == (
+        ToolCall(id="call_m", name="get_user_details", arguments='{"user_id": '),
+    )
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.asyncio
+async def test_empty_message_is_returned_not_retried(openai_server, make_model, sleeps):
+    openai_server.enqueue(Completion(content=""))
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.content == ""
+    assert turn.is_empty
+    assert sleeps.calls == []
+
+
+@pytest.mark.asyncio
+async def test_usage_is_counted_per_call_and_zero_when_absent(openai_server, make_model):
+    openai_server.enqueue(
+        Completion(content="a", prompt_tokens=100, completion_tokens=5),
+        Completion(content="b", prompt_tokens=120, completion_tokens=6),
+        Completion(content="c", include_usage=False),
+    )
+    async with make_model() as model:
+        turns = [await model.complete(USER_HELLO) for _ in range(3)]
+    assert turns[2].usage == Usage(n_calls=1, prompt=0, completion=0)
+    total = sum((t.usage for t in turns), Usage())
+    assert total == Usage(n_calls=3, prompt=220, completion=11)
+
+
+@pytest.mark.asyncio
+async def test_default_usage_of_the_loopback_server_reaches_the_turn(openai_server, make_model):
+    openai_server.enqueue(Completion(content="x" * 40))
+    async with make_model() as model:
+        turn = await model.complete((Message(role=Role.USER, content="y" * 80),))
+    assert turn.usage == Usage(n_calls=1, prompt=20, completion=11)
+
+
+# -- the request --------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_request_shape_reaches_the_server(openai_server, make_model):
+    openai_server.enqueue(Completion(content="done"))
+    history = (
+        Message(role=Role.SYSTEM, content="You are a retail agent."),
+        Message(role=Role.USER, content="My email is a@b.c"),
+        Message(
+            role=Role.ASSISTANT,
+            tool_calls=(
+                ToolCall(id="call_1", name="find_user_id_by_email", arguments='{"email": "a@b.c"}'),
+            ),
+        ),
+        Message(role=Role.TOOL, tool_call_id="call_1", name="find_user_id_by_email", content="u_1"),
+    )
+    extra = {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20}
+    async with make_model(temperature=0.0, top_p=0.9, max_tokens=256, extra_body=extra) as model:
+        await model.complete(history, tools=[LOOKUP_TOOL], seed=626729)
+
+    (request,) = openai_server.requests
+    body = request.body
+    assert body["model"] == "agent-model"
+    assert body["messages"] == [m.to_openai() for m in history]
+    assert body["tools"] == [LOOKUP_TOOL]
+    assert "tool_choice" not in body
+    assert body["seed"] == 626729
+    assert body["temperature"] == 0.0
+    assert body["top_p"] == 0.9
+    assert body["max_tokens"] == 256
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert body["top_k"] == 20
+    assert request.header("Authorization") == f"Bearer {SECRET}"
+    assert request.path == "/v1/chat/completions"
+
+
+@pytest.mark.asyncio
+async def test_unset_parameters_are_not_sent(openai_server, make_model):
+    openai_server.enqueue(Completion(content="ok"))
+    async with make_model() as model:
+        await model.complete(USER_HELLO, tools=[])
+    body = openai_server.requests[0].body
+    assert set(body) == {"model", "messages"}
+
+
+@pytest.mark.asyncio
+async def test_config_seed_is_the_default_and_a_call_seed_wins(openai_server, make_model):
+    openai_server.enqueue(Completion(content="a"), Completion(content="b"))
+    async with make_model(seed=300) as model:
+        await model.complete(USER_HELLO)
+        await model.complete(USER_HELLO, seed=1567)
+    assert [r.body["seed"] for r in openai_server.requests] == [300, 1567]
+
+
+@pytest.mark.asyncio
+async def test_unset_key_variable_sends_a_placeholder(openai_server, make_model, monkeypatch):
+    monkeypatch.delenv(KEY_ENV)
+    openai_server.enqueue(Completion(content="ok"))
+    async with make_model() as model:
+        await model.complete(USER_HELLO)
+    assert openai_server.requests[0].header("authorization") == f"Bearer {MISSING_API_KEY}"
+
+
+# -- retries ------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_429_waits_for_retry_after_then_succeeds(openai_server, make_model, sleeps):
+    openai_server.enqueue(HttpError.rate_limited(retry_after="7"), Completion(content="ok"))
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.content == "ok"
+    assert sleeps.calls == [7.0]
+    assert len(openai_server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        pytest.param({"Retry-After": "0.5"}, 0.5, id="fractional-seconds"),
+        pytest.param({"Retry-After": "3600"}, 30.0, id="capped-at-backoff-max"),
+        pytest.param({"retry-after-ms": "250"}, 0.25, id="retry-after-ms"),
+        pytest.param(
+            {"Retry-After": format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)},
+            30.0,
+            id="http-date-capped",
+        ),
+        pytest.param(
+            {"Retry-After": format_datetime(datetime(2000, 1, 1, tzinfo=UTC), usegmt=True)},
+            0.0,
+            id="http-date-in-the-past",
+        ),
+        pytest.param({"Retry-After": "soon"}, 1.0, id="unreadable-falls-back-to-backoff"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_retry_after_forms(openai_server, make_model, sleeps, headers, expected):
+    openai_server.enqueue(
+        HttpError(status=429, body='{"error": {"message": "slow down"}}', headers=headers),
+        Completion(content="ok"),
+    )
+    async with make_model() as model:
+        await model.complete(USER_HELLO)
+    assert sleeps.calls == [pytest.approx(expected)]
+
+
+@pytest.mark.asyncio
+async def test_429_without_retry_after_backs_off_exponentially(openai_server, make_model, sleeps):
+    openai_server.enqueue(*[HttpError.rate_limited()] * 4, Completion(content="ok"))
+    async with make_model(
+        max_retries=4, backoff_base_seconds=0.5, backoff_max_seconds=3.0
+    ) as model:
+        await model.complete(USER_HELLO)
+    assert sleeps.calls == [0.5, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.asyncio
+async def test_backoff_jitter_adds_at_most_a_tenth(openai_server, make_model, sleeps):
+    openai_server.enqueue(*[HttpError.rate_limited()] * 2, Completion(content="ok"))
+    async with make_model(jitter=lambda: 0.999) as model:
+        await model.complete(USER_HELLO)
+    assert sleeps.calls == [pytest.approx(1.0999), pytest.approx(2.1998)]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408])
+@pytest.mark.asyncio
+async def test_transient_server_errors_are_retried(openai_server, make_model, sleeps, status):
+    openai_server.enqueue(HttpError.server_error(status), Completion(content="recovered"))
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.content == "recovered"
+    assert sleeps.calls == [1.0]
+
+
+@pytest.mark.asyncio
+async def test_exhausted_retries_raise_endpoint_error(openai_server, make_model, sleeps):
+    openai_server.enqueue(*[HttpError.server_error(503)] * 3)
+    async with make_model(max_retries=2) as model:
+        with pytest.raises(EndpointError) as caught:
+            await model.complete(USER_HELLO)
+    error = caught.value
+    assert type(error) is EndpointError
+    assert error.status == 503
+    assert "after 3 attempt(s)" in str(error)
+    assert "HTTP 503" in str(error)
+    assert "The server had an error while processing your request." in str(error)
+    assert error.body in str(error)
+    assert sleeps.calls == [1.0, 2.0]
+    assert len(openai_server.requests) == 3
+
+
+@pytest.mark.asyncio
+async def test_long_error_bodies_are_cut_to_an_excerpt(openai_server, make_model):
+    openai_server.enqueue(HttpError(status=500, body="x" * 5000, content_type="text/plain"))
+    async with make_model(max_retries=0) as model:
+        with pytest.raises(EndpointError) as caught:
+            await model.complete(USER_HELLO)
+    assert len(caught.value.body) == BODY_EXCERPT_CHARS
+    assert "x" * 5000 not in str(caught.value)
+    assert "after 1 attempt(s)" in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_hang_past_the_timeout_is_retried_then_fails(openai_server, make_model, sleeps):
+    openai_server.enqueue(Hang(), Hang())
+    async with make_model(timeout_seconds=0.3, max_retries=1) as model:
+        with pytest.raises(EndpointError) as caught:
+            await model.complete(USER_HELLO)
+    assert caught.value.status is None
+    assert "timeout" in str(caught.value)
+    assert "after 2 attempt(s)" in str(caught.value)
+    assert sleeps.calls == [1.0]
+    assert len(openai_server.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_hang_then_reply_recovers(openai_server, make_model):
+    openai_server.enqueue(Hang())
+    # A responder rather than a second scripted reply: on a loaded machine the retry may time
+    # out too, and must then find another answer rather than an exhausted script.
+    openai_server.responder = lambda body: Completion(content="late but fine")
+    async with make_model(timeout_seconds=0.3) as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.content == "late but fine"
+
+
+@pytest.mark.asyncio
+async def test_dropped_connection_is_retried(openai_server, make_model, sleeps):
+    openai_server.enqueue(Drop(), Completion(content="reconnected"))
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.content == "reconnected"
+    assert sleeps.calls == [1.0]
+
+
+@pytest.mark.asyncio
+async def test_dropped_connections_exhaust_into_endpoint_error(openai_server, make_model):
+    openai_server.enqueue(Drop(), Drop())
+    async with make_model(max_retries=1) as model:
+        with pytest.raises(
+            EndpointError, match=r"after 2 attempt\(s\): connection failed"
+        ) as caught:
+            await model.complete(USER_HELLO)
+    assert caught.value.status is None
+
+
+@pytest.mark.asyncio
+async def test_refused_connection_is_an_endpoint_error(make_model):
+    with LoopbackOpenAIServer() as closed:
+        base_url = closed.base_url
+    async with make_model(base_url=base_url, max_retries=1) as model:
+        with pytest.raises(EndpointError, match="connection failed"):
+            await model.complete(USER_HELLO)
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        pytest.param(InvalidJson(), "body is not JSON", id="invalid-json"),
+        pytest.param(InvalidJson(content_type="text/html"), "body is not JSON", id="html"),
+        pytest.param(NoChoices(), "no choices", id="no-choices"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_unparseable_replies_are_retried_then_fail(
+    openai_server, make_model, sleeps, reply, reason
+):
+    openai_server.enqueue(reply, reply)
+    async with make_model(max_retries=1) as model:
+        with pytest.raises(EndpointError) as caught:
+            await model.complete(USER_HELLO)
+    message = str(caught.value)
+    assert reason in message
+    assert "after 2 attempt(s)" in message
+    assert caught.value.status == 200
+    assert caught.value.body in message
+    assert sleeps.calls == [1.0]
+
+
+@pytest.mark.asyncio
+async def test_unparseable_reply_then_success(openai_server, make_model):
+    openai_server.enqueue(InvalidJson(), NoChoices(), Completion(content="third time"))
+    async with make_model() as model:
+        turn = await model.complete(USER_HELLO)
+    assert turn.content == "third time"
+    assert turn.usage.n_calls == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(HttpError.context_length_exceeded(), id="openai"),
+        pytest.param(
+            HttpError.openai(
+                400,
+                "This model's maximum context length is 4096 tokens. However, you requested "
+                "5000 tokens (4000 in the messages, 1000 in the completion).",
+                error_type="BadRequestError",
+            ),
+            id="vllm",
+        ),
+        pytest.param(
+            HttpError(
+                status=400,
+                body="the request exceeds the available context size",
+                content_type="text/plain",
+            ),
+            id="llama-cpp-plain-text",
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_context_length_400_is_not_retried(openai_server, make_model, sleeps, reply):
+    openai_server.enqueue(reply)
+    async with make_model() as model:
+        with pytest.raises(ContextWindowExceeded) as caught:
+            await model.complete(USER_HELLO)
+    assert caught.value.status == 400
+    assert "context window" in str(caught.value)
+    assert sleeps.calls == []
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (401, "Incorrect API key provided."),
+        (403, "You are not allowed to sample from this model."),
+        (404, "The model `agent-model` does not exist."),
+        (400, "Invalid value for 'temperature'."),
+        (422, "Unprocessable request."),
+    ],
+)
+@pytest.mark.asyncio
+async def test_other_client_errors_fail_at_once(openai_server, make_model, sleeps, status, message):
+    openai_server.enqueue(HttpError.openai(status, message))
+    async with make_model() as model:
+        with pytest.raises(EndpointError) as caught:
+            await model.complete(USER_HELLO)
+    error = caught.value
+    assert type(error) is EndpointError
+    assert error.status == status
+    assert f"HTTP {status}" in str(error)
+    assert message in str(error)
+    assert "after 1 attempt(s)" in str(error)
+    assert sleeps.calls == []
+    assert len(openai_server.requests) == 1
+
+
+# -- the key stays secret -----------------------------------------------------------------------
+
+
+def test_config_repr_and_json_hold_the_variable_name_only(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    config = EndpointConfig(model="m", base_url="http://127.0.0.1:9/v1", api_key_env=KEY_ENV)
+    assert SECRET not in repr(config)
+    assert SECRET not in json.dumps(config.to_json())
+    assert KEY_ENV in repr(config)
+
+
+@pytest.mark.asyncio
+async def test_key_never_appears_in_model_repr_or_errors(openai_server, make_model):
+    echoed = json.dumps({"error": {"message": f"Incorrect API key provided: {SECRET}."}})
+    openai_server.enqueue(HttpError(status=401, body=echoed), HttpError(status=503, body=echoed))
+    async with make_model(max_retries=0) as model:
+        assert SECRET not in repr(model)
+        for _ in range(2):
+            with pytest.raises(EndpointError) as caught:
+                await model.complete(USER_HELLO)
+            assert SECRET not in str(caught.value)
+            assert SECRET not in caught.value.body
+            assert "***" in str(caught.value)
