@@ -1,0 +1,499 @@
+"""A loopback OpenAI-compatible chat server for tests and benchmarks.
+
+``LoopbackOpenAIServer`` serves ``POST /v1/chat/completions`` on ``127.0.0.1`` (never any other
+address) from a queue of scripted replies or from a responder callback, and records every request
+so tests can assert on what reached the wire. It runs aiohttp's web server in a thread of its own
+with its own event loop, so sync tests, async tests and benchmark drivers all use it the same way::
+
+    with LoopbackOpenAIServer(replies=[Completion(content="Hello!")]) as server:
+        ...  # point any OpenAI client at server.base_url
+
+Replies are small frozen records: ``Completion`` (text and/or tool calls with raw argument
+strings, usage, finish reason) and the faults ``HttpError``, ``Hang``, ``Drop``, ``InvalidJson``
+and ``NoChoices``. Every reply takes a ``latency`` (seconds to wait before answering), added to
+the server-wide one. An empty message is ``Completion(content="")``; malformed tool-call
+arguments are ``ReplyToolCall(name=..., arguments="{not json")``. When the script is exhausted
+and no responder is set, the server answers 500 with a body that says so, so tests fail loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, Self, TypeAlias, assert_never
+
+from aiohttp import web
+
+__all__ = [
+    "CHAT_COMPLETIONS_PATH",
+    "Completion",
+    "Drop",
+    "Hang",
+    "HttpError",
+    "InvalidJson",
+    "LoopbackOpenAIServer",
+    "NoChoices",
+    "RecordedRequest",
+    "Reply",
+    "ReplyToolCall",
+    "Responder",
+]
+
+HOST: Final = "127.0.0.1"
+CHAT_COMPLETIONS_PATH: Final = "/v1/chat/completions"
+
+# Bounds how long stop() waits for in-flight handlers; they return at once when stopping is
+# signalled, so this only matters if a handler is stuck in a bug.
+_SHUTDOWN_TIMEOUT_SECONDS: Final = 2.0
+_START_TIMEOUT_SECONDS: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyToolCall:
+    """A tool call in a scripted completion; ``arguments`` goes on the wire exactly as given.
+
+    ``id=None`` lets the server generate one (``call_loopback_<n>``); ``omit_id=True`` leaves the
+    ``id`` field out of the reply, as some servers do.
+    """
+
+    name: str
+    arguments: str = "{}"
+    id: str | None = None
+    omit_id: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """A 200 chat completion with text and/or tool calls.
+
+    Token counts default to rough estimates (request message characters // 4 for the prompt,
+    reply characters // 4 + 1 for the completion); ``include_usage=False`` leaves ``usage`` out.
+    ``finish_reason=None`` means ``"tool_calls"`` when there are tool calls, else ``"stop"``.
+    """
+
+    content: str | None = None
+    tool_calls: tuple[ReplyToolCall, ...] = ()
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    include_usage: bool = True
+    latency: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpError:
+    """An HTTP error status with a raw body and optional headers (e.g. ``Retry-After``)."""
+
+    status: int
+    body: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+    latency: float = 0.0
+
+    @classmethod
+    def openai(
+        cls,
+        status: int,
+        message: str,
+        *,
+        error_type: str = "invalid_request_error",
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        latency: float = 0.0,
+    ) -> HttpError:
+        """An error with a body in OpenAI's format: ``{"error": {"message", "type", ...}}``."""
+        body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+        return cls(
+            status=status, body=json.dumps(body), headers=dict(headers or {}), latency=latency
+        )
+
+    @classmethod
+    def rate_limited(cls, *, retry_after: str | None = None, latency: float = 0.0) -> HttpError:
+        """A 429, with a ``Retry-After`` header (seconds or an HTTP date) when given."""
+        headers = {} if retry_after is None else {"Retry-After": retry_after}
+        return cls.openai(
+            429,
+            "Rate limit reached. Please try again later.",
+            error_type="requests",
+            code="rate_limit_exceeded",
+            headers=headers,
+            latency=latency,
+        )
+
+    @classmethod
+    def server_error(cls, status: int = 500, *, latency: float = 0.0) -> HttpError:
+        """A 5xx in OpenAI's error format."""
+        return cls.openai(
+            status,
+            "The server had an error while processing your request.",
+            error_type="server_error",
+            latency=latency,
+        )
+
+    @classmethod
+    def context_length_exceeded(cls, *, latency: float = 0.0) -> HttpError:
+        """The 400 OpenAI sends when the prompt does not fit the model's context window."""
+        return cls.openai(
+            400,
+            "This model's maximum context length is 8192 tokens. However, your messages resulted "
+            "in 9001 tokens. Please reduce the length of the messages.",
+            code="context_length_exceeded",
+            latency=latency,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hang:
+    """Answer nothing for ``seconds`` (longer than any client timeout); ends early on ``stop()``."""
+
+    seconds: float = 3600.0
+    latency: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Drop:
+    """Close the connection without sending any response."""
+
+    latency: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InvalidJson:
+    """A 200 whose body is not JSON (by default it still claims ``application/json``)."""
+
+    body: str = "<html>upstream proxy says hello</html>"
+    content_type: str = "application/json"
+    latency: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoChoices:
+    """A 200 completion object whose ``choices`` list is empty."""
+
+    latency: float = 0.0
+
+
+Reply: TypeAlias = Completion | HttpError | Hang | Drop | InvalidJson | NoChoices
+"""Anything the server can answer with."""
+
+Responder: TypeAlias = Callable[[Mapping[str, Any]], Reply]
+"""Computes a reply from the parsed request body; runs in the server's thread. If it raises,
+aiohttp answers 500 and logs the traceback (pytest shows it with the failing test)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedRequest:
+    """One request as the server saw it. Header names are lower-cased."""
+
+    method: str
+    path: str
+    body: Any
+    headers: Mapping[str, str]
+
+    def header(self, name: str) -> str | None:
+        """The value of header ``name`` (case-insensitive), or None."""
+        return self.headers.get(name.lower())
+
+
+class LoopbackOpenAIServer:
+    """An OpenAI-compatible chat server on 127.0.0.1, scripted, in a thread of its own.
+
+    Scripted replies (``replies`` and ``enqueue``) are used first, in order; then the
+    ``responder`` if one is set; otherwise the server answers 500 saying the script ran out.
+    ``latency`` is added before every reply (benchmarks use it to model a real server).
+    """
+
+    def __init__(
+        self,
+        *,
+        replies: Iterable[Reply] = (),
+        responder: Responder | None = None,
+        latency: float = 0.0,
+        port: int = 0,
+    ) -> None:
+        self._script: deque[Reply] = deque(replies)
+        self.responder = responder
+        self._latency = latency
+        self._requested_port = port
+        self._requests: list[RecordedRequest] = []
+        self._requests_lock = threading.Lock()
+        self._port: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._stopping: asyncio.Event | None = None
+        # Touched only in the server thread.
+        self._n_answered = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Bind 127.0.0.1 (port 0 picks a free one) and serve; returns once the port is bound."""
+        if self._thread is not None:
+            raise RuntimeError("LoopbackOpenAIServer is already started")
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(
+            target=_run_loop, args=(loop,), name="loopback-openai-server", daemon=True
+        )
+        thread.start()
+        self._loop, self._thread = loop, thread
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._serve(), loop)
+            self._port = future.result(timeout=_START_TIMEOUT_SECONDS)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, end pending hangs and delays, and join the thread. Idempotent."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        try:
+            if self._runner is not None:
+                future = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+                future.result(timeout=_SHUTDOWN_TIMEOUT_SECONDS + _START_TIMEOUT_SECONDS)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            self._loop = self._thread = None
+            self._runner = None
+            self._port = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- what tests use -----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound port; the server must be started."""
+        if self._port is None:
+            raise RuntimeError("LoopbackOpenAIServer is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, ``http://127.0.0.1:<port>/v1``."""
+        return f"http://{HOST}:{self.port}/v1"
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Append replies to the script (safe from any thread)."""
+        self._script.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """How many scripted replies have not been used yet."""
+        return len(self._script)
+
+    @property
+    def requests(self) -> tuple[RecordedRequest, ...]:
+        """Every request received so far, oldest first."""
+        with self._requests_lock:
+            return tuple(self._requests)
+
+    # -- the server thread --------------------------------------------------------------------
+
+    async def _serve(self) -> int:
+        self._stopping = asyncio.Event()
+        app = web.Application()
+        app.router.add_post(CHAT_COMPLETIONS_PATH, self._chat_completions)
+        # handler_cancellation: a handler whose client went away (timed out on a Hang) is
+        # cancelled at once instead of sleeping on; no access log keeps per-request cost low.
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=_SHUTDOWN_TIMEOUT_SECONDS,
+        )
+        await runner.setup()
+        self._runner = runner
+        site = web.TCPSite(runner, HOST, self._requested_port)
+        await site.start()
+        port: int = runner.addresses[0][1]
+        return port
+
+    async def _shutdown(self) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds``; False when the server began stopping meanwhile."""
+        assert self._stopping is not None
+        try:
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+        except TimeoutError:
+            return True
+        return False
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = None
+        recorded = RecordedRequest(
+            method=request.method,
+            path=request.path,
+            body=body,
+            headers={name.lower(): value for name, value in request.headers.items()},
+        )
+        with self._requests_lock:
+            self._requests.append(recorded)
+            n_received = len(self._requests)
+        if not isinstance(body, dict):
+            return _error_response(400, "loopback server: the request body is not a JSON object")
+
+        reply = self._next_reply(body)
+        if reply is None:
+            return _error_response(
+                500,
+                f"loopback server: the reply script ran out at request {n_received} "
+                "(enqueue more replies or set a responder)",
+                error_type="loopback_script_exhausted",
+            )
+        delay = self._latency + reply.latency
+        if delay > 0 and not await self._pause(delay):
+            return _error_response(503, "loopback server: stopping")
+        self._n_answered += 1
+        return await self._answer(request, body, reply)
+
+    def _next_reply(self, body: Mapping[str, Any]) -> Reply | None:
+        try:
+            return self._script.popleft()
+        except IndexError:
+            pass
+        if self.responder is None:
+            return None
+        return self.responder(body)
+
+    async def _answer(
+        self, request: web.Request, body: Mapping[str, Any], reply: Reply
+    ) -> web.StreamResponse:
+        match reply:
+            case Completion():
+                return _json_response(200, self._completion_body(body, reply))
+            case HttpError(status=status, body=text, headers=headers, content_type=ctype):
+                return web.Response(status=status, text=text, headers=headers, content_type=ctype)
+            case InvalidJson(body=text, content_type=ctype):
+                return web.Response(status=200, text=text, content_type=ctype)
+            case NoChoices():
+                return _json_response(200, self._envelope(body, choices=[], usage=None))
+            case Hang(seconds=seconds):
+                if await self._pause(seconds):
+                    return _error_response(500, "loopback server: the hang ended without a reply")
+                return _error_response(503, "loopback server: stopping")
+            case Drop():
+                transport = request.transport
+                if transport is not None:
+                    transport.close()
+                # The connection is gone: wait to be cancelled (handler_cancellation) rather
+                # than write a response nobody can read.
+                await self._pause(_SHUTDOWN_TIMEOUT_SECONDS)
+                raise web.HTTPInternalServerError(text="loopback server: dropped")
+            case _:
+                assert_never(reply)
+
+    def _completion_body(self, body: Mapping[str, Any], reply: Completion) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                self._wire_tool_call(call, index) for index, call in enumerate(reply.tool_calls)
+            ]
+        finish_reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        usage: dict[str, int] | None = None
+        if reply.include_usage:
+            prompt = (
+                reply.prompt_tokens if reply.prompt_tokens is not None else _prompt_estimate(body)
+            )
+            completion = reply.completion_tokens
+            if completion is None:
+                n_chars = len(reply.content or "") + sum(len(c.arguments) for c in reply.tool_calls)
+                completion = n_chars // 4 + 1
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+        choice = {"index": 0, "message": message, "finish_reason": finish_reason}
+        return self._envelope(body, choices=[choice], usage=usage)
+
+    def _wire_tool_call(self, call: ReplyToolCall, index: int) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+        if not call.omit_id:
+            wire["id"] = call.id or f"call_loopback_{self._n_answered}_{index}"
+        return wire
+
+    def _envelope(
+        self, body: Mapping[str, Any], *, choices: list[Any], usage: dict[str, int] | None
+    ) -> dict[str, Any]:
+        envelope: dict[str, Any] = {
+            "id": f"chatcmpl-loopback-{self._n_answered}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "loopback"),
+            "choices": choices,
+        }
+        if usage is not None:
+            envelope["usage"] = usage
+        return envelope
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        # Anything still pending (a handler stuck past the shutdown timeout) is cancelled so
+        # closing the loop leaves no destroyed-while-pending tasks behind.
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def _prompt_estimate(body: Mapping[str, Any]) -> int:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return 0
+    n_chars = sum(
+        len(m["content"])
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), str)
+    )
+    return n_chars // 4
+
+
+def _json_response(status: int, data: Any) -> web.Response:
+    return web.Response(status=status, text=json.dumps(data), content_type="application/json")
+
+
+def _error_response(
+    status: int, message: str, *, error_type: str = "loopback_error"
+) -> web.Response:
+    body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+    return _json_response(status, body)
