@@ -41,6 +41,7 @@ __all__ = [
     "SUMMARY_JSON_FILE",
     "SUMMARY_TEXT_FILE",
     "build_summary",
+    "headline_lines",
     "pass_hat_k",
     "render_summary_text",
     "summarize_command",
@@ -328,26 +329,10 @@ def _scenario_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def render_summary_text(summary: Mapping[str, Any]) -> str:
-    """``all_summary.txt``: the figures of :func:`build_summary`, for people."""
-    counts = summary["counts"]
-    models = summary["models"]
+def headline_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The overall and per-signal rates: the lines a terminal summary shows."""
     signals = summary["signals"]
-    out = ["tau2 retail benchmark: run summary", ""]
-    out.append(f"Agent model: {models['agent'] or 'not recorded'}")
-    out.append(f"User model:  {models['user'] or 'not recorded'}")
-    out.append(f"Judge model: {models['judge'] or 'none (NL assertions not judged)'}")
-    out.append(f"Trials:      {summary['trials']}")
-    out.append("")
-    out.append(
-        f"Scenarios: {counts['expected']} expected, {counts['scored']} scored "
-        f"({counts['succeeded']} succeeded, {counts['failed']} failed), "
-        f"{counts['infra_errors']} infra error{'' if counts['infra_errors'] == 1 else 's'}, "
-        f"{counts['lost']} lost"
-    )
-    out.append("")
-    out.extend(_scenario_lines(summary["scenarios"]))
-    out.append("")
+    out: list[str] = []
     out.append(f"Overall success rate: {_percent(summary['success_rate'], 'scenarios')}")
     out.append(
         f"Task success rate (CLEAN_EXIT ignored): "
@@ -366,6 +351,29 @@ def render_summary_text(summary: Mapping[str, Any]) -> str:
     out.append(
         f"Action match (excluded from success): {_percent(signals['ACTION_MATCH'], 'scenarios')}"
     )
+    return out
+
+
+def render_summary_text(summary: Mapping[str, Any]) -> str:
+    """``all_summary.txt``: the figures of :func:`build_summary`, for people."""
+    counts = summary["counts"]
+    models = summary["models"]
+    out = ["tau2 retail benchmark: run summary", ""]
+    out.append(f"Agent model: {models['agent'] or 'not recorded'}")
+    out.append(f"User model:  {models['user'] or 'not recorded'}")
+    out.append(f"Judge model: {models['judge'] or 'none (NL assertions not judged)'}")
+    out.append(f"Trials:      {summary['trials']}")
+    out.append("")
+    out.append(
+        f"Scenarios: {counts['expected']} expected, {counts['scored']} scored "
+        f"({counts['succeeded']} succeeded, {counts['failed']} failed), "
+        f"{counts['infra_errors']} infra error{'' if counts['infra_errors'] == 1 else 's'}, "
+        f"{counts['lost']} lost"
+    )
+    out.append("")
+    out.extend(_scenario_lines(summary["scenarios"]))
+    out.append("")
+    out.extend(headline_lines(summary))
     judge = summary["judge_score"]
     if judge["mean"] is not None:
         out.append(f"Judge score (informational): mean {judge['mean']:.3f} over {judge['n']}")

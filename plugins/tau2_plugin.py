@@ -1,0 +1,62 @@
+"""The tau2 retail pytest plugin: thin hooks handing off to the run object.
+
+Options are declared in ``plugins.options``, fixtures in ``plugins.fixtures``, the run state
+and its reporting hooks in ``plugins.run`` (an object registered here and kept in the stash).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from plugins.options import add_options, resolve_settings
+from plugins.run import RUN_KEY, Tau2Run, XdistBridge
+from plugins.runtime import select_scenarios
+
+pytest_plugins = ["plugins.fixtures"]
+
+__all__ = [
+    "pytest_addoption",
+    "pytest_configure",
+    "pytest_generate_tests",
+    "pytest_unconfigure",
+]
+
+_RUN_PLUGIN = "tau2-run"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    run = Tau2Run(config, resolve_settings(config))
+    if not run.is_worker:
+        run.prepare_controller()
+    config.stash[RUN_KEY] = run
+    config.pluginmanager.register(run, _RUN_PLUGIN)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistBridge(run), f"{_RUN_PLUGIN}-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name in (_RUN_PLUGIN, f"{_RUN_PLUGIN}-xdist"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "tau2_scenario" not in metafunc.fixturenames:
+        return
+    run = metafunc.config.stash[RUN_KEY]
+    try:
+        scenarios = select_scenarios(run.settings, run.bundle.tasks)
+    except ValueError as error:
+        pytest.fail(str(error), pytrace=False)
+    params = []
+    for scenario in scenarios:
+        marks = [getattr(pytest.mark, f"tau2_split_{scenario.task.split}")]
+        if scenario.task.nl_assertions:
+            marks.append(pytest.mark.tau2_nl)
+        params.append(pytest.param(scenario, id=scenario.id, marks=marks))
+    metafunc.parametrize("tau2_scenario", params, indirect=True)
