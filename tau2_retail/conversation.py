@@ -219,6 +219,8 @@ class _Conversation:
                     )
                 retried_empty = True
                 continue
+            # The retry is per empty message: a good reply earns the next empty one a retry too.
+            retried_empty = False
             self.record(turn.to_message())
             self.steps += 1
             if not turn.tool_calls:
