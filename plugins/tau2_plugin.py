@@ -22,6 +22,12 @@ __all__ = [
 ]
 
 _RUN_PLUGIN = "tau2-run"
+MARKERS = (
+    "tau2_split_train: scenario of the tau2 train split",
+    "tau2_split_test: scenario of the tau2 test split",
+    "tau2_nl: scenario with natural-language assertions (judged when a judge is configured)",
+    "tau2_live: needs a real model endpoint",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,6 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
     run = Tau2Run(config, resolve_settings(config))
     if not run.is_worker:
         run.prepare_controller()
