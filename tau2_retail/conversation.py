@@ -225,9 +225,10 @@ class _Conversation:
             self.steps += 1
             if not turn.tool_calls:
                 return False
-            if self.run_tools(turn):
-                return True
+            exited = self.run_tools(turn)
             self.steps += 1
+            if exited:
+                return True
             if self.tool_errors >= self.limits.max_errors:
                 raise _Stopped(StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors")
 

@@ -217,6 +217,8 @@ async def test_end_conversation_is_agent_exit_right_after_its_result(store):
         name="end_conversation",
     )
     assert len(agent.requests) == 2
+    # greeting, user, call, result, call, result: the exit's result batch counts too.
+    assert result.steps == 6
 
 
 @pytest.mark.asyncio
