@@ -24,7 +24,7 @@ RecordKey = tuple[str, str]
 class _HashIndex:
     """The whole canonical text cut at record boundaries, with a hash state before each piece."""
 
-    __slots__ = ("full_hash", "pieces", "position", "separators", "states")
+    __slots__ = ("full_hash", "offsets", "pieces", "position", "separators", "states", "text")
 
     def __init__(self, seed: SeedDatabase) -> None:
         self.pieces: list[bytes] = []
@@ -53,6 +53,15 @@ class _HashIndex:
         self.states.append(hasher.copy())
         hasher.update(closing)
         self.full_hash = hasher.hexdigest()
+        # The whole text once more, with each piece's start, so unchanged runs of records are
+        # hashed in one call each instead of one call per record.
+        self.text = memoryview(b"".join(self.pieces))
+        self.offsets: list[int] = []
+        offset = 0
+        for piece in self.pieces:
+            self.offsets.append(offset)
+            offset += len(piece)
+        self.offsets.append(offset)
 
 
 class SeedDatabase:
@@ -102,18 +111,15 @@ class SeedDatabase:
         index = self._index()
         if not replaced:
             return index.full_hash
-        positions = {
-            index.position[key]: record_entry(key[1], text) for key, text in replaced.items()
-        }
-        start = min(positions)
-        hasher = index.states[start].copy()
-        pieces = index.pieces
-        separators = index.separators
-        for position in range(start, len(pieces)):
-            entry = positions.get(position)
-            if entry is None:
-                hasher.update(pieces[position])
-            else:
-                hasher.update(separators[position] + entry.encode())
+        positions = sorted(
+            (index.position[key], record_entry(key[1], text)) for key, text in replaced.items()
+        )
+        hasher = index.states[positions[0][0]].copy()
+        offsets = index.offsets
+        for number, (position, entry) in enumerate(positions):
+            hasher.update(index.separators[position] + entry.encode())
+            following = positions[number + 1][0] if number + 1 < len(positions) else None
+            end = offsets[following] if following is not None else offsets[-1]
+            hasher.update(index.text[offsets[position + 1] : end])
         digest: str = hasher.hexdigest()
         return digest
