@@ -41,9 +41,7 @@ class DigestMismatch(DataError):
         self.path = path
         self.expected = expected
         self.actual = actual
-        super().__init__(
-            f"{path}: sha256 mismatch (expected {expected}, got {actual}). {fix}"
-        )
+        super().__init__(f"{path}: sha256 mismatch (expected {expected}, got {actual}). {fix}")
 
 
 class ConfigError(Tau2Error):
