@@ -9,6 +9,7 @@ from tools.database import SeedDatabase
 from tools.dispatch import Action, ToolResult, dispatch, dispatch_json, parse_arguments
 from tools.errors import ToolError
 from tools.registry import AGENT_TOOL_NAMES, END_CONVERSATION, TOOL_NAMES, TOOLS
+from tools.schemas import TOOL_SCHEMAS, tool_schemas
 from tools.store import Store
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "END_CONVERSATION",
     "TOOLS",
     "TOOL_NAMES",
+    "TOOL_SCHEMAS",
     "Action",
     "SeedDatabase",
     "Store",
@@ -24,4 +26,5 @@ __all__ = [
     "dispatch",
     "dispatch_json",
     "parse_arguments",
+    "tool_schemas",
 ]
