@@ -1,0 +1,212 @@
+"""``calculate``: upstream's results and error texts without ``eval``, and refusal of attacks.
+
+The reference in these tests is upstream's own expression, ``eval`` included: it only ever sees
+strings generated here from digits and operators, or the fixed strings below.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tools.calculate import calculate
+from tools.dispatch import ToolResult, dispatch
+from tools.errors import ToolError
+from tools.store import Store
+
+
+def upstream(expression: str) -> str:
+    """What upstream answers: its character check, then ``eval`` (only on safe test input)."""
+    if not all(char in "0123456789+-*/(). " for char in expression):
+        return "Error: Invalid characters in expression"
+    try:
+        with warnings.catch_warnings():
+            # "'int' object is not callable; perhaps you missed a comma?" is only printed
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))
+    except Exception as error:  # upstream turns every exception into its text
+        return f"Error: {error}"
+
+
+def ours(expression: str) -> str:
+    try:
+        return calculate(expression)
+    except ToolError as error:
+        return f"Error: {error}"
+
+
+@pytest.mark.parametrize(
+    ("expression", "content"),
+    [
+        ("2 + 2", "4.0"),
+        ("10/3", "3.33"),
+        ("100 - 33.333", "66.67"),
+        ("(120.50 - 30) * 0.9", "81.45"),
+        ("7 // 2", "3.0"),
+        ("-2 ** 2", "-4.0"),
+        ("2 ** -1", "0.5"),
+        ("  2+2", "4.0"),
+        ("1/3*3", "1.0"),
+        ("00", "0.0"),
+        ("10.0**308*10", "inf"),
+    ],
+)
+def test_results_are_bare_strings(store, expression, content):
+    result = dispatch(store, "calculate", {"expression": expression})
+    assert result == ToolResult(content=content, error=False)
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("1/0", "division by zero"),
+        ("1.0/0", "float division by zero"),
+        ("1//0", "integer division or modulo by zero"),
+        ("1.5.2", "invalid syntax (<string>, line 1)"),
+        ("", "invalid syntax (<string>, line 0)"),
+        ("(1 + 2", "'(' was never closed (<string>, line 1)"),
+        ("2 +* 3", "invalid syntax (<string>, line 1)"),
+        ("2 x 3", "Invalid characters in expression"),
+        ("1e5", "Invalid characters in expression"),
+        ("1_000", "Invalid characters in expression"),
+        ("2 % 3", "Invalid characters in expression"),
+        ("\t2", "Invalid characters in expression"),
+        ("__import__('os')", "Invalid characters in expression"),
+        ("0 ** -1", "0.0 cannot be raised to a negative power"),
+        ("2 ** 4096", "int too large to convert to float"),
+    ],
+)
+def test_error_texts(store, expression, message):
+    result = dispatch(store, "calculate", {"expression": expression})
+    assert result == ToolResult(content=f"Error: {message}", error=True)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "",
+        " ",
+        "1.5.2",
+        "()",
+        "...",
+        "(1)(2)",
+        "1(2)",
+        "()()",
+        "(1, 2)",
+        "(-8) ** (1/3)",
+        "(-1) ** 0.5",
+        "0.0 ** -1",
+        "1.0 // 0",
+        "10.0 ** 400",
+        "2 ** -10000",
+        "1" * 5000,
+        "0" * 3 + "1",
+        "1" * 400 + ".0 - " + "1" * 400 + ".0",
+        "4.0 ** 0.5 ** -1",
+        "- - + 3",
+        "(((((1)))))",
+        "1 .5",
+        "1. 5",
+        "1 /",
+    ],
+)
+def test_odd_expressions_match_upstream(expression):
+    assert ours(expression) == upstream(expression)
+
+
+def _number() -> st.SearchStrategy[str]:
+    integers = st.integers(min_value=0, max_value=999).map(str)
+    decimals = st.tuples(st.integers(0, 999), st.integers(0, 99)).map(lambda p: f"{p[0]}.{p[1]}")
+    return st.one_of(integers, decimals)
+
+
+def _power_free() -> st.SearchStrategy[str]:
+    return st.recursive(
+        _number(),
+        lambda inner: st.one_of(
+            st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "//"]), inner).map(
+                lambda t: f"{t[0]} {t[1]} {t[2]}"
+            ),
+            inner.map(lambda e: f"({e})"),
+            inner.map(lambda e: f"-{e}"),
+        ),
+        max_leaves=12,
+    )
+
+
+def _expressions() -> st.SearchStrategy[str]:
+    # powers only with a small literal exponent, so the reference stays fast
+    power = st.tuples(_power_free(), st.integers(0, 3)).map(lambda t: f"({t[0]}) ** {t[1]}")
+    return st.recursive(
+        st.one_of(_power_free(), power),
+        lambda inner: st.tuples(inner, st.sampled_from(["+", "-", "*", "/"]), inner).map(
+            lambda t: f"{t[0]} {t[1]} {t[2]}"
+        ),
+        max_leaves=4,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(_expressions())
+def test_generated_expressions_match_upstream(expression):
+    assert ours(expression) == upstream(expression)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789+-*/(). ", max_size=30))
+def test_any_allowed_text_gives_a_result_or_an_error(expression):
+    # random strings of the allowed characters: never an exception, and upstream's answer
+    # wherever upstream's own answer is cheap to compute (no power operator)
+    answer = ours(expression)
+    assert isinstance(answer, str)
+    if "**" not in expression:
+        assert answer == upstream(expression)
+
+
+ATTACKS = {
+    "tower": "9**9**9**9",
+    "huge-power": "10**10**10",
+    "long-chain": "+".join(["1"] * 10_000),
+    "chain-under-limit": "+".join(["1"] * 4_999),
+    "deep-parentheses": "(" * 5_000 + "1" + ")" * 5_000,
+    "parentheses-under-limit": "(" * 300 + "1" + ")" * 300,
+    "unary-chain": "-" * 9_999 + "1",
+    "power-chain": "2**" * 3_000 + "2",
+    "product-of-powers": "-(2**4000)*-(2**4000)",
+    "float-power": "2.0**100000",
+    "import": "__import__('os').system('true')",
+    "attribute": "(1).__class__",
+}
+
+
+@pytest.mark.parametrize("expression", ATTACKS.values(), ids=ATTACKS.keys())
+def test_attacks_refused_quickly(seed, expression):
+    start = time.perf_counter()
+    result = dispatch(Store(seed), "calculate", {"expression": expression})
+    elapsed = time.perf_counter() - start
+    assert result.error is True
+    assert result.content.startswith("Error: ")
+    assert elapsed < 1.0, f"{elapsed:.2f} s"
+
+
+def test_attack_texts(store):
+    for expression, message in [
+        ("9**9**9**9", "Expression result is too large to compute"),
+        ("10**10**10", "Expression result is too large to compute"),
+        ("+".join(["1"] * 10_000), "Expression is too long (at most 10000 characters)"),
+        ("+".join(["1"] * 4_999), "Expression is too deeply nested"),
+        ("(" * 300 + "1" + ")" * 300, "too many nested parentheses (<string>, line 1)"),
+        ("__import__('os')", "Invalid characters in expression"),
+    ]:
+        assert dispatch(store, "calculate", {"expression": expression}) == ToolResult(
+            content=f"Error: {message}", error=True
+        )
+
+
+def test_calculate_records_no_action_and_changes_nothing(store):
+    assert dispatch(store, "calculate", {"expression": "2 + 2"}).action is None
+    assert store.changed_keys() == []
