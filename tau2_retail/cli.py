@@ -105,7 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--user-model", default="builtin:customer")
     run.add_argument("--user-base-url")
     run.add_argument("--user-api-key-env", default="OPENAI_API_KEY")
+    run.add_argument("--judge-model", help="judge model id at an endpoint (default: no judge)")
+    run.add_argument("--judge-base-url")
+    run.add_argument("--judge-api-key-env", default="OPENAI_API_KEY")
     run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--max-steps", type=int, help="routed-message limit (default: 200)")
+    run.add_argument(
+        "--no-agent-notes", action="store_true", help="agent prompt is the policy alone"
+    )
     run.add_argument("--json", action="store_true", help="print the full result as JSON")
     run.set_defaults(handler=_run)
 

@@ -224,7 +224,7 @@ async def test_end_conversation_is_agent_exit_right_after_its_result(store):
 @pytest.mark.asyncio
 async def test_transfer_is_agent_exit_and_later_calls_in_the_message_do_not_run(store):
     transfer = call("transfer_to_human_agents", {"summary": "wants a human"})
-    cancel = call("cancel_pending_order", {"order_id": "#W2611340", "reason": "no longer needed"})
+    cancel = call("cancel_pending_order", {"order_id": "#W5918442", "reason": "no longer needed"})
     agent = Scripted("agent", [act(lookup(), transfer, cancel, end())])
     result = await converse(store, agent, user_says("Get me a human."))
     assert result.stop_reason is StopReason.AGENT_EXIT
