@@ -108,6 +108,9 @@ class ConversationResult:
         }
 
 
+_GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})
+
+
 class _Stopped(Exception):
     """Ends the loop; carries the reason (internal control flow only)."""
 
@@ -256,6 +259,7 @@ class _Conversation:
     async def converse(self) -> tuple[StopReason, str]:
         self.record(Message(role=Role.ASSISTANT, content=GREETING))
         self.steps += 1
+        user_stopped = False
         try:
             while True:
                 message = await self.user_turn()
@@ -265,6 +269,10 @@ class _Conversation:
                 if user_stopped:
                     return StopReason.USER_STOP, ""
         except _Stopped as stop:
+            if user_stopped and stop.reason in _GRACE_LIMITS:
+                # The user had already ended the conversation (upstream stops right there);
+                # a limit reached during our grace turn does not change that ending.
+                return StopReason.USER_STOP, f"grace turn cut short: {stop.detail}"
             return stop.reason, stop.detail
 
     def result(self, reason: StopReason, detail: str) -> ConversationResult:

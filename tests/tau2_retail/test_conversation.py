@@ -287,6 +287,18 @@ async def test_tool_calls_then_text_in_the_grace_turn_is_user_stop(store):
     assert len(user.requests) == 2
 
 
+@pytest.mark.asyncio
+async def test_a_limit_reached_in_the_grace_turn_keeps_the_user_stop(store):
+    # greeting 1, user 2, agent 3, user "###STOP###" 4: the grace turn would be step 5.
+    agent = Scripted("agent", [say("Anything else?"), say("Bye.")])
+    result = await converse(
+        store, agent, user_says("Hi.", "No. ###STOP###"), limits=Limits(max_steps=4)
+    )
+    assert result.stop_reason is StopReason.USER_STOP
+    assert result.detail.startswith("grace turn cut short")
+    assert len(agent.requests) == 1
+
+
 # -- endings: limits ------------------------------------------------------------------------------
 
 
