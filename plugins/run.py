@@ -27,7 +27,9 @@ __all__ = ["METRICS_KEY", "RUN_KEY", "Tau2Run"]
 
 METRICS_KEY = pytest.StashKey[dict[str, Any]]()
 _SCENARIO_IN_NODEID = re.compile(r"::test_tau2_retail\[(tau2_retail__\d+(?:-trial\d+)?)\]$")
-_SECRETISH = re.compile(r"(key|token|secret|authorization|password)", re.IGNORECASE)
+# A key that names a secret (api_key, x-api-key, access_token, Authorization), not one that only
+# mentions a word such as the sampling setting ``max_tokens``.
+_SECRETISH = re.compile(r"(key|token|secret|authorization|password)$", re.IGNORECASE)
 
 
 def _new_run_id() -> str:
