@@ -20,6 +20,7 @@ from typing import Any
 
 from tau2_retail.datafiles import read_verified, resolve_data_dir
 from tau2_retail.errors import DataError
+from tools.records import freeze, thaw
 from tools.registry import TOOL_NAMES
 
 __all__ = [
@@ -44,23 +45,6 @@ _tasks_cache: dict[tuple[str, tuple[tuple[int, int], ...]], Mapping[str, Task]] 
 _text_cache: dict[tuple[str, int, int], str] = {}
 
 
-def _freeze(value: Any) -> Any:
-    """A read-only deep copy of a JSON value: objects become mapping proxies, arrays tuples."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({key: _freeze(item) for key, item in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(item) for item in value)
-    return value
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _thaw(item) for key, item in value.items()}
-    if isinstance(value, tuple):
-        return [_thaw(item) for item in value]
-    return value
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoldAction:
     """One expected tool call of a task, as upstream lists it (``action_id`` is dropped).
@@ -75,11 +59,11 @@ class GoldAction:
 
     def __post_init__(self) -> None:
         # object.__setattr__ is the documented way to normalize a field of a frozen dataclass.
-        object.__setattr__(self, "arguments", _freeze(self.arguments))
+        object.__setattr__(self, "arguments", freeze(self.arguments))
 
     def plain_arguments(self) -> dict[str, Any]:
         """A mutable, JSON-serializable copy of the arguments."""
-        thawed: dict[str, Any] = _thaw(self.arguments)
+        thawed: dict[str, Any] = thaw(self.arguments)
         return thawed
 
 

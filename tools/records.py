@@ -8,6 +8,8 @@ An order in ``db.json`` omits its seven optional fields; upstream always shows t
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 __all__ = [
@@ -17,7 +19,9 @@ __all__ = [
     "address_record",
     "deep_copy",
     "dump_for_model",
+    "freeze",
     "order_view",
+    "thaw",
 ]
 
 Record = dict[str, Any]
@@ -69,6 +73,24 @@ def address_record(
 def dump_for_model(value: Any) -> str:
     """Tool output text: Python ``json.dumps`` defaults (``", "``/``": "``, ASCII-escaped)."""
     return json.dumps(value)
+
+
+def freeze(value: Any) -> Any:
+    """A read-only deep copy of a JSON value: objects become mapping proxies, arrays tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: freeze(item) for key, item in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(freeze(item) for item in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The inverse of :func:`freeze`: plain, mutable dicts and lists again."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(item) for item in value]
+    return value
 
 
 def deep_copy(value: Any) -> Any:

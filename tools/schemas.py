@@ -13,8 +13,9 @@ copies, ready for a JSON request body; callers may change those freely.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
+
+from tools.records import freeze, thaw
 
 __all__ = ["TOOL_SCHEMAS", "tool_schemas"]
 
@@ -224,27 +225,11 @@ _SCHEMAS: tuple[dict[str, Any], ...] = (
 )
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return MappingProxyType({key: _freeze(item) for key, item in value.items()})
-    if isinstance(value, list):
-        return tuple(_freeze(item) for item in value)
-    return value
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _thaw(item) for key, item in value.items()}
-    if isinstance(value, tuple):
-        return [_thaw(item) for item in value]
-    return value
-
-
-TOOL_SCHEMAS: tuple[Mapping[str, Any], ...] = tuple(_freeze(schema) for schema in _SCHEMAS)
+TOOL_SCHEMAS: tuple[Mapping[str, Any], ...] = tuple(freeze(schema) for schema in _SCHEMAS)
 """The 17 schemas in ``tools.registry.AGENT_TOOL_NAMES`` order, deeply immutable."""
 
 
 def tool_schemas() -> list[dict[str, Any]]:
     """Fresh, mutable, JSON-ready copies of the 17 schemas (OpenAI ``tools`` request field)."""
-    thawed: list[dict[str, Any]] = [_thaw(schema) for schema in TOOL_SCHEMAS]
+    thawed: list[dict[str, Any]] = [thaw(schema) for schema in TOOL_SCHEMAS]
     return thawed
