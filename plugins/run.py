@@ -108,7 +108,8 @@ class Tau2Run:
             try:
                 self._bundle = load_bundle(self.settings)
             except Tau2Error as error:
-                pytest.fail(str(error), pytrace=False)
+                # from None: the chained error would print the same message a second time
+                raise pytest.fail.Exception(str(error), pytrace=False) from None
         return self._bundle
 
     # -- hooks -------------------------------------------------------------------------------

@@ -60,7 +60,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         scenarios = select_scenarios(run.settings, run.bundle.tasks)
     except ValueError as error:
-        pytest.fail(str(error), pytrace=False)
+        # from None: the chained ValueError would print the same message a second time
+        raise pytest.fail.Exception(str(error), pytrace=False) from None
     params = []
     for scenario in scenarios:
         marks = [getattr(pytest.mark, f"tau2_split_{scenario.task.split}")]

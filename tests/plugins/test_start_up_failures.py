@@ -1,0 +1,39 @@
+"""Values that can only be checked against the data or the disk still fail before any scenario
+runs, with one clear message: an unknown task id, a missing data folder, an output folder that
+is a file."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Bench
+
+
+def test_an_unknown_task_id_fails_collection_naming_it(
+    bench: Bench, xdist: tuple[str, ...]
+) -> None:
+    result = bench.run(*xdist, "--tau2-tasks=0,999")
+
+    assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED)
+    output = result.stdout.str()
+    message = "--tau2-tasks: unknown task id(s) 999; known ids are 0..113"
+    # one collection error per collecting process (the controller, or each xdist worker)
+    collectors = output.count("ERROR collecting test_scenarios.py")
+    assert collectors == (1 if xdist[-1] == "0" else 2)
+    # regression: the chained ValueError printed the message a second time
+    assert output.count(message) == collectors
+    assert "During handling of the above exception" not in output
+    assert not bench.output_dir.exists()
+
+
+def test_a_missing_data_folder_fails_collection_once_with_the_fix(bench: Bench) -> None:
+    missing = bench.path / "no-data"
+
+    result = bench.run_inprocess(f"--tau2-data-dir={missing}")
+
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    output = result.stdout.str()
+    # regression: the message was printed twice (the chained DataError repeated it)
+    assert output.count(f"data folder {missing} (given by --tau2-data-dir") == 1
+    assert "python -m tau2_retail data fetch" in output
+    assert "During handling of the above exception" not in output
