@@ -88,6 +88,15 @@ class Tau2Run:
 
     def prepare_controller(self) -> None:
         """Controller only: check the output folder and, on resume, find finished scenarios."""
+        for folder in (self.run_dir, *self.run_dir.parents):
+            if folder.exists():
+                if not folder.is_dir():
+                    raise pytest.UsageError(
+                        f"{self.settings.sources['output_dir']}: "
+                        f"{self.settings['output_dir']!r} is not valid for --tau2-output-dir; "
+                        f"expected a folder (or a path to create one), but {folder} is a file"
+                    )
+                break
         if self.settings["resume"]:
             if not self.run_dir.is_dir():
                 raise pytest.UsageError(

@@ -37,3 +37,18 @@ def test_a_missing_data_folder_fails_collection_once_with_the_fix(bench: Bench) 
     assert output.count(f"data folder {missing} (given by --tau2-data-dir") == 1
     assert "python -m tau2_retail data fetch" in output
     assert "During handling of the above exception" not in output
+
+
+def test_an_output_dir_that_is_a_file_is_a_usage_error(bench: Bench) -> None:
+    # regression: every scenario failed with a traceback, then the run exited INTERNAL_ERROR
+    blocker = bench.path / "not-a-folder"
+    blocker.write_text("", encoding="utf-8")
+
+    result = bench.pytester.runpytest_inprocess(f"--tau2-output-dir={blocker / 'runs'}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert errors == [
+        f"ERROR: --tau2-output-dir: '{blocker / 'runs'}' is not valid for --tau2-output-dir; "
+        f"expected a folder (or a path to create one), but {blocker} is a file"
+    ]
