@@ -131,8 +131,9 @@ class Tau2Run:
             f"tau2: run {self.run_id} -> {self.run_dir}",
         ]
         if settings.is_offline_self_check:
+            agent = settings.agent.name.removeprefix("builtin:")
             lines.append(
-                "tau2: OFFLINE SELF-CHECK (built-in oracle agent, scripted customer, no judge): "
+                f"tau2: OFFLINE SELF-CHECK (built-in {agent} agent, scripted customer, no judge): "
                 "this measures the harness, not a model"
             )
         if settings.judge is None:

@@ -1,0 +1,260 @@
+"""The ``--tau2-*`` options: start-up errors, precedence, and the run header.
+
+Runs that stop at start-up go through ``runpytest_inprocess`` (nothing runs, so nothing can
+leak); the rest through a subprocess, with ``-n 0`` and ``-n 2``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.tasks import trial_seeds
+
+from .conftest import Bench, ScriptedEndpoint
+
+NAME_RULE = "letters, digits, '_', '.', '-' (not starting with '.', '_' or '-')"
+BAD_VALUES = [
+    ("--tau2-trials", "0", "an integer >= 1"),
+    ("--tau2-trials", "two", "an integer >= 1"),
+    ("--tau2-seed", "-1", "an integer >= 0"),
+    ("--tau2-tasks", "0,x", "task ids separated by commas, e.g. 0,5,17"),
+    ("--tau2-split", "dev", "one of base, train, test"),
+    ("--tau2-agent-temperature", "hot", "a number >= 0"),
+    ("--tau2-user-top-p", "0", "a number > 0 and <= 1"),
+    ("--tau2-judge-max-tokens", "0", "an integer >= 1"),
+    ("--tau2-agent-extra-body", "[1]", "a JSON object"),
+    (
+        "--tau2-user-extra-body",
+        "{oops",
+        """a JSON object, e.g. '{"chat_template_kwargs": {"x": 1}}'""",
+    ),
+    ("--tau2-judge-base-url", "localhost:8000/v1", "an http:// or https:// URL"),
+    ("--tau2-agent-timeout", "0", "a number > 0"),
+    ("--tau2-agent-max-retries", "-1", "an integer >= 0"),
+    ("--tau2-agent-notes", "maybe", "on or off"),
+    ("--tau2-max-steps", "0", "an integer >= 1"),
+    ("--tau2-max-errors", "0", "an integer >= 1"),
+    ("--tau2-max-duration", "inf", "a number > 0"),
+    ("--tau2-run-id", "../escape", NAME_RULE),
+    ("--tau2-resume", ".hidden", NAME_RULE),
+    ("--tau2-min-pass-rate", "1.5", "a number >= 0 and <= 1"),
+    ("--tau2-max-infra-errors", "-1", "an integer >= 0"),
+]
+
+
+def error_line(result: pytest.RunResult) -> str:
+    lines = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(lines) == 1, result.stderr.str()
+    return lines[0]
+
+
+@pytest.mark.parametrize(("flag", "value", "accepted"), BAD_VALUES)
+def test_a_bad_value_is_a_usage_error_naming_option_value_and_accepted_forms(
+    bench: Bench, flag: str, value: str, accepted: str
+) -> None:
+    result = bench.run_inprocess(f"{flag}={value}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert error_line(result) == (
+        f"ERROR: {flag}: {value!r} is not valid for {flag}; expected {accepted}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "accepted"),
+    [
+        ("--tau2-agent-model", "builtin:gpt", "accepted built-ins: builtin:oracle, builtin:noop"),
+        ("--tau2-user-model", "builtin:oracle", "accepted built-ins: builtin:customer"),
+        ("--tau2-judge-model", "builtin:oracle", "none (the judge must be an endpoint)"),
+    ],
+)
+def test_an_unknown_builtin_model_is_a_usage_error(
+    bench: Bench, flag: str, value: str, accepted: str
+) -> None:
+    result = bench.run_inprocess(f"{flag}={value}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = error_line(result)
+    assert line.startswith(f"ERROR: {flag}: {value!r} is not a built-in")
+    assert line.endswith(accepted)
+
+
+def test_an_endpoint_value_rejected_by_the_client_config_is_a_usage_error(bench: Bench) -> None:
+    result = bench.run_inprocess("--tau2-agent-model=m", '--tau2-agent-extra-body={"x": NaN}')
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = error_line(result)
+    assert "--tau2-agent-" in line
+    assert "extra_body" in line
+    assert "JSON" in line
+
+
+def test_a_pasted_key_is_never_echoed(bench: Bench) -> None:
+    pasted = "sk-proj-Pasted0123456789abcdef"
+
+    result = bench.run_inprocess(f"--tau2-agent-api-key-env={pasted}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = error_line(result)
+    assert line.startswith("ERROR: --tau2-agent-api-key-env: is not valid for")
+    assert "the NAME of an environment variable" in line
+    assert pasted not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_bad_value_from_the_environment_names_the_variable(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAU2_AGENT_BASE_URL", "ftp://example.invalid")
+
+    result = bench.run_inprocess()
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert error_line(result) == (
+        "ERROR: TAU2_AGENT_BASE_URL: 'ftp://example.invalid' is not valid for "
+        "--tau2-agent-base-url; expected an http:// or https:// URL"
+    )
+
+
+def test_a_bad_value_from_the_ini_file_names_the_key(bench: Bench) -> None:
+    bench.add_ini(tau2_trials="none")
+
+    result = bench.run_inprocess()
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert error_line(result) == (
+        "ERROR: ini tau2_trials: 'none' is not valid for --tau2-trials; expected an integer >= 1"
+    )
+
+
+def test_resume_of_a_run_that_does_not_exist_is_a_usage_error(bench: Bench) -> None:
+    result = bench.run_inprocess("--tau2-resume=nosuchrun")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = error_line(result)
+    assert line.startswith("ERROR: --tau2-resume nosuchrun: no run directory ")
+    assert str(bench.output_dir) in line
+
+
+def test_resume_and_a_different_run_id_is_a_usage_error(bench: Bench) -> None:
+    result = bench.run_inprocess("--tau2-resume=a", "--tau2-run-id=b")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--tau2-resume 'a' and --tau2-run-id 'b' disagree" in error_line(result)
+
+
+def test_a_usage_error_stops_an_xdist_run_before_any_worker(bench: Bench) -> None:
+    result = bench.run("-n", "2", "--tau2-split=dev")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert error_line(result) == (
+        "ERROR: --tau2-split: 'dev' is not valid for --tau2-split; "
+        "expected one of base, train, test"
+    )
+    assert "created: 2/2 workers" not in result.stdout.str()
+
+
+# -- precedence: option > environment > ini > default --------------------------------------
+
+
+def test_precedence_option_then_environment_then_ini_then_default(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, xdist: tuple[str, ...]
+) -> None:
+    env_output = bench.path / "env-runs"
+    monkeypatch.setenv("TAU2_AGENT_MODEL", "env-agent")
+    monkeypatch.setenv("TAU2_AGENT_BASE_URL", "http://env.invalid/v1")
+    monkeypatch.setenv("TAU2_OUTPUT_DIR", str(env_output))
+    monkeypatch.setenv("TAU2_TRIALS", "5")  # trials has no environment variable: ignored
+    bench.add_ini(
+        tau2_agent_model="ini-agent",
+        tau2_agent_base_url="http://ini.invalid/v1",
+        tau2_user_base_url="http://ini-user.invalid/v1",
+        tau2_trials="3",
+        tau2_seed="7",
+    )
+
+    result = bench.run(
+        *xdist,
+        "--tau2-agent-model=builtin:noop",
+        "--tau2-trials=2",
+        "--tau2-tasks=10",
+        "--tau2-run-id=prec",
+    )
+
+    result.assert_outcomes(passed=2)
+    assert not env_output.exists()
+    configuration = bench.read_json("prec", "run_args.json")["configuration"]
+    settings, sources = configuration["settings"], configuration["sources"]
+    expected = {
+        "agent_model": ("builtin:noop", "--tau2-agent-model"),  # option over env and ini
+        "agent_base_url": ("http://env.invalid/v1", "TAU2_AGENT_BASE_URL"),  # env over ini
+        "output_dir": (str(bench.output_dir), "--tau2-output-dir"),  # option over env
+        "user_base_url": ("http://ini-user.invalid/v1", "ini tau2_user_base_url"),
+        "trials": (2, "--tau2-trials"),  # option over ini; TAU2_TRIALS is no setting
+        "seed": (7, "ini tau2_seed"),
+        "max_steps": (200, "default"),
+        "split": ("base", "default"),
+        "agent_max_tokens": (None, "default"),
+    }
+    assert {name: (settings[name], sources[name]) for name in expected} == expected
+    seeds = [bench.metrics("prec", f"tau2_retail__10/trial-{k}")["seed"] for k in (1, 2)]
+    assert seeds == list(trial_seeds(7, 2))
+
+
+# -- the run header -------------------------------------------------------------------------
+
+
+def header(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.stdout.lines if line.startswith("tau2:")]
+
+
+def test_header_of_an_unconfigured_run_says_offline_self_check(bench: Bench) -> None:
+    result = bench.run("--co", "--tau2-run-id=hdr")
+
+    assert result.ret == pytest.ExitCode.OK
+    assert header(result) == [
+        "tau2: agent builtin:oracle; user builtin:customer; judge none",
+        f"tau2: run hdr -> {bench.output_dir / 'hdr'}",
+        "tau2: OFFLINE SELF-CHECK (built-in oracle agent, scripted customer, no judge): "
+        "this measures the harness, not a model",
+        "tau2: NL assertions not applicable: no judge configured "
+        "(set --tau2-judge-model and --tau2-judge-base-url)",
+    ]
+
+
+def test_header_of_a_noop_run_names_the_noop_agent(bench: Bench) -> None:
+    result = bench.run("--co", "--tau2-run-id=hdr", "--tau2-agent-model=builtin:noop")
+
+    assert result.ret == pytest.ExitCode.OK
+    lines = header(result)
+    assert lines[0] == "tau2: agent builtin:noop; user builtin:customer; judge none"
+    # regression: the self-check line claimed the built-in oracle agent
+    assert lines[2] == (
+        "tau2: OFFLINE SELF-CHECK (built-in noop agent, scripted customer, no judge): "
+        "this measures the harness, not a model"
+    )
+
+
+def test_header_of_a_configured_run_names_agent_user_judge_and_folder(
+    bench: Bench, endpoint: ScriptedEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output = bench.path / "elsewhere"
+    monkeypatch.setenv("TAU2_OUTPUT_DIR", str(output))
+
+    result = bench.run(
+        "--co",
+        "--tau2-run-id=hdr",
+        *endpoint.agent_args("my-agent"),
+        *endpoint.judge_args("my-judge"),
+        output_dir=False,
+    )
+
+    assert result.ret == pytest.ExitCode.OK
+    url = endpoint.base_url
+    assert header(result) == [
+        f"tau2: agent my-agent at {url}; user builtin:customer; judge my-judge at {url}",
+        f"tau2: run hdr -> {output / 'hdr'}",
+    ]
+    assert not Path(output).exists()  # collecting writes nothing
+    assert endpoint.server.requests == ()
