@@ -13,7 +13,7 @@ The process that ran a scenario writes its folder ``<run dir>/<scenario>[/trial-
 - ``metrics.json``, written last: its presence marks the scenario complete (resume and
   ``summarize`` rely on it).
 
-Every file is written atomically (:mod:`tau2_retail.atomic`).
+Every file is written atomically but not fsynced (:mod:`tau2_retail.atomic` says why).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tau2_retail.atomic import write_json_atomic, write_text_atomic
+from tau2_retail import atomic
 from tau2_retail.errors import ArtifactError
 from tau2_retail.messages import Message, Role
 
@@ -52,6 +52,16 @@ JUDGE_FILE = "judge_result.json"
 CONFIG_DIR = "scenario_config"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """A per-scenario file: atomic rename, no fsync (see :mod:`tau2_retail.atomic`)."""
+    atomic.write_text_atomic(path, text, durable=False)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """A per-scenario JSON file: atomic rename, no fsync (see :mod:`tau2_retail.atomic`)."""
+    atomic.write_json_atomic(path, value, durable=False)
 
 
 def validate_name(kind: str, value: str) -> str:
