@@ -1,8 +1,9 @@
 """Fixtures of the plugin tests: a pytester project that runs the benchmark module, and one
 loopback endpoint that plays both the agent and the judge.
 
-Every run goes through ``pytester.runpytest_subprocess``: xdist, asyncio loops and the data
-caches of the engine then live in a fresh process, as in a real run.
+Every run of scenarios goes through ``pytester.runpytest_subprocess``: xdist, asyncio loops
+and the data caches of the engine then live in a fresh process, as in a real run. Runs that
+stop at start-up or after collection (``--co``) may run in-process, which is much faster.
 """
 
 from __future__ import annotations
@@ -60,10 +61,11 @@ SEED_DB_TASKS = frozenset({"10", "12", "24", "25", "50", "57", "62", "65", "67",
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
+    """The real data folder ($TAU2_DATA_DIR or fixtures/cache); fails the test if absent."""
     try:
         return resolve_data_dir(None)
     except DataError as error:
-        pytest.skip(f"the tau2 retail data is not available: {error}")
+        pytest.fail(f"these tests need the upstream data: {error}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -76,6 +78,11 @@ def xdist(request: pytest.FixtureRequest) -> tuple[str, ...]:
     """``-n 0`` or ``-n 2``: scenario-running tests run once with each."""
     mode: tuple[str, ...] = request.param
     return mode
+
+
+def distributed(xdist: tuple[str, ...]) -> bool:
+    """Whether the run of that ``xdist`` fixture value uses workers."""
+    return xdist[-1] != "0"
 
 
 @dataclass(slots=True)
@@ -100,9 +107,10 @@ class Bench:
         lines = "".join(f"{key} = {value}\n" for key, value in values.items())
         ini.write_text(ini.read_text(encoding="utf-8") + lines, encoding="utf-8")
 
-    def run_inprocess(self, *args: str) -> pytest.RunResult:
+    def run_inprocess(self, *args: str, output_dir: bool = True) -> pytest.RunResult:
         """Run pytest in this process: only for runs that stop at start-up or collection."""
-        return self.pytester.runpytest_inprocess(f"--tau2-output-dir={self.output_dir}", *args)
+        shown = (f"--tau2-output-dir={self.output_dir}",) if output_dir else ()
+        return self.pytester.runpytest_inprocess(*shown, *args)
 
     def run_dir(self, run_id: str) -> Path:
         return self.output_dir / run_id

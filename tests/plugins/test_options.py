@@ -210,7 +210,7 @@ def header(result: pytest.RunResult) -> list[str]:
 
 
 def test_header_of_an_unconfigured_run_says_offline_self_check(bench: Bench) -> None:
-    result = bench.run("--co", "--tau2-run-id=hdr")
+    result = bench.run_inprocess("--co", "--tau2-run-id=hdr")
 
     assert result.ret == pytest.ExitCode.OK
     assert header(result) == [
@@ -224,7 +224,7 @@ def test_header_of_an_unconfigured_run_says_offline_self_check(bench: Bench) -> 
 
 
 def test_header_of_a_noop_run_names_the_noop_agent(bench: Bench) -> None:
-    result = bench.run("--co", "--tau2-run-id=hdr", "--tau2-agent-model=builtin:noop")
+    result = bench.run_inprocess("--co", "--tau2-run-id=hdr", "--tau2-agent-model=builtin:noop")
 
     assert result.ret == pytest.ExitCode.OK
     lines = header(result)
@@ -242,7 +242,7 @@ def test_header_of_a_configured_run_names_agent_user_judge_and_folder(
     output = bench.path / "elsewhere"
     monkeypatch.setenv("TAU2_OUTPUT_DIR", str(output))
 
-    result = bench.run(
+    result = bench.run_inprocess(
         "--co",
         "--tau2-run-id=hdr",
         *endpoint.agent_args("my-agent"),

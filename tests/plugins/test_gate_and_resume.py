@@ -1,0 +1,132 @@
+"""The CI gate's exit status, and ``--tau2-resume`` giving the summary of an uninterrupted run.
+
+Runs of tasks 0, 3, 10 with the loopback endpoint as agent: 0 fails (the agent ends at once,
+the gold database is not the seed), 10 passes, 3 is an infra error while the endpoint answers
+500. Success rate 1/2 = 50%, one infra error.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from .conftest import END, SERVER_ERROR, Bench, ScriptedEndpoint, distributed
+
+TASKS = "--tau2-tasks=0,3,10,12"
+
+
+@pytest.mark.parametrize(
+    ("gate", "status", "line"),
+    [
+        (
+            ("--tau2-min-pass-rate=0.5", "--tau2-max-infra-errors=1"),
+            pytest.ExitCode.OK,
+            "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 1 (max 1): PASS",
+        ),
+        (
+            ("--tau2-min-pass-rate=0.5",),
+            pytest.ExitCode.TESTS_FAILED,
+            "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 1 (max 0): FAIL",
+        ),
+        (
+            ("--tau2-min-pass-rate=0.51", "--tau2-max-infra-errors=1"),
+            pytest.ExitCode.TESTS_FAILED,
+            "tau2 gate: success rate 50.00% (threshold 51.00%), infra errors 1 (max 1): FAIL",
+        ),
+    ],
+    ids=["pass", "fail-by-infra", "fail-by-rate"],
+)
+def test_the_gate_sets_the_exit_status_from_rate_and_infra_errors(
+    bench: Bench,
+    endpoint: ScriptedEndpoint,
+    xdist: tuple[str, ...],
+    gate: tuple[str, ...],
+    status: pytest.ExitCode,
+    line: str,
+) -> None:
+    endpoint.agent["3"] = SERVER_ERROR
+
+    result = bench.run(*xdist, "--tau2-tasks=0,3,10", *endpoint.agent_args(), *gate)
+
+    # whatever pytest counted (one failure, one error), the gate decides the status
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    assert result.ret == status
+    assert line in result.stdout.lines
+
+
+def test_without_a_gate_failures_and_errors_fail_the_run(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    endpoint.agent["0"] = SERVER_ERROR  # only an infra error and a pass
+
+    result = bench.run("--tau2-tasks=0,10", *endpoint.agent_args())
+
+    result.assert_outcomes(passed=1, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert not [line for line in result.stdout.lines if line.startswith("tau2 gate:")]
+
+
+# -- resume ---------------------------------------------------------------------------------
+
+RUN_FILES = ("summary.json", "all_summary.txt", "all_metrics.json", "run_args.json")
+
+
+def comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json`` without what differs between two runs of the same scenarios."""
+    summary = copy.deepcopy(summary)
+    for row in summary["scenarios"]:
+        del row["duration_seconds"]
+    configuration = summary["configuration"]
+    del configuration["run_id"]
+    for name in ("run_id", "resume"):
+        del configuration["settings"][name]
+        del configuration["sources"][name]
+    return summary
+
+
+def test_resume_reruns_incomplete_and_infra_scenarios_to_the_uninterrupted_summary(
+    bench: Bench, endpoint: ScriptedEndpoint, xdist: tuple[str, ...]
+) -> None:
+    endpoint.agent["3"] = SERVER_ERROR
+    first = bench.run(*xdist, TASKS, "--tau2-run-id=res", *endpoint.agent_args())
+    first.assert_outcomes(passed=2, failed=1, errors=1)
+    # a run killed while __12 was being written: metrics.json (written last) and the run
+    # files (written at the end) are missing
+    run_dir = bench.run_dir("res")
+    (run_dir / "tau2_retail__12" / "metrics.json").unlink()
+    for name in RUN_FILES:
+        (run_dir / name).unlink()
+    endpoint.agent_requests.clear()
+
+    # the endpoint still fails: __3 runs again and stays an infra error, __12 completes
+    second = bench.run(*xdist, TASKS, "--tau2-resume=res", *endpoint.agent_args())
+
+    second.assert_outcomes(passed=1, errors=1, deselected=None if distributed(xdist) else 2)
+    assert endpoint.agent_requests == Counter({"3": 1, "12": 1})
+    assert "tau2: resuming: 2 scenario(s) already complete" in second.stdout.lines
+    summary = bench.summary("res")
+    assert summary["counts"]["expected"] == 4
+    assert [entry["scenario_id"] for entry in summary["infra_errors"]] == ["tau2_retail__3"]
+    endpoint.agent["3"] = END  # the endpoint is back
+    endpoint.agent_requests.clear()
+
+    third = bench.run(*xdist, TASKS, "--tau2-resume=res", *endpoint.agent_args())
+
+    third.assert_outcomes(failed=1, deselected=None if distributed(xdist) else 3)
+    assert endpoint.agent_requests == Counter({"3": 1})
+    assert "tau2: resuming: 3 scenario(s) already complete" in third.stdout.lines
+    assert third.ret == pytest.ExitCode.TESTS_FAILED
+
+    uninterrupted = bench.run("-n", "0", TASKS, "--tau2-run-id=ref", *endpoint.agent_args())
+    uninterrupted.assert_outcomes(passed=2, failed=2)
+    summary = bench.summary("res")
+    assert summary["counts"]["infra_errors"] == 0
+    assert comparable(summary) == comparable(bench.summary("ref"))
+    assert (
+        bench.read_json("res", "run_args.json")["expected"]
+        == (bench.read_json("ref", "run_args.json")["expected"])
+    )
+    assert (run_dir / "all_summary.txt").is_file()

@@ -1,0 +1,110 @@
+"""Which scenarios a run has: ids, ``--tau2-tasks``, ``--tau2-split``, trials, and markers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pytest
+
+from tau2_retail.tasks import Task
+
+from .conftest import Bench, distributed
+
+NODE = "test_scenarios.py::test_tau2_retail[{}]"
+
+
+def collected(result: pytest.RunResult) -> list[str]:
+    """The node ids listed by ``--co -q``."""
+    return [line for line in result.stdout.lines if line.startswith("test_scenarios.py::")]
+
+
+def nodes(*scenario_ids: str) -> list[str]:
+    return [NODE.format(scenario_id) for scenario_id in scenario_ids]
+
+
+def test_a_default_run_has_the_114_scenarios_in_task_order(bench: Bench) -> None:
+    result = bench.run_inprocess("--co", "-q")
+
+    assert result.ret == pytest.ExitCode.OK
+    assert collected(result) == nodes(*(f"tau2_retail__{n}" for n in range(114)))
+
+
+def test_tau2_tasks_selects_exactly_those_ids(bench: Bench) -> None:
+    # 0,3 must not pick tau2_retail__30..39 or __103
+    result = bench.run_inprocess("--co", "-q", "--tau2-tasks=3, 0")
+
+    assert collected(result) == nodes("tau2_retail__0", "tau2_retail__3")
+
+
+def test_trials_number_the_ids(bench: Bench) -> None:
+    result = bench.run_inprocess("--co", "-q", "--tau2-tasks=0,3", "--tau2-trials=2")
+
+    assert collected(result) == nodes(
+        "tau2_retail__0-trial1",
+        "tau2_retail__0-trial2",
+        "tau2_retail__3-trial1",
+        "tau2_retail__3-trial2",
+    )
+
+
+def test_tau2_split_test_has_the_40_test_tasks(bench: Bench, tasks: Mapping[str, Task]) -> None:
+    result = bench.run_inprocess("--co", "-q", "--tau2-split=test")
+
+    test_ids = [task.id for task in tasks.values() if task.split == "test"]
+    assert len(test_ids) == 40
+    assert collected(result) == nodes(*(f"tau2_retail__{n}" for n in test_ids))
+
+
+@pytest.mark.parametrize(
+    ("expression", "wanted", "count"),
+    [
+        ("tau2_split_test", lambda task: task.split == "test", 40),
+        ("tau2_split_train", lambda task: task.split == "train", 74),
+        ("tau2_nl", lambda task: bool(task.nl_assertions), 40),
+        (
+            "tau2_split_test and tau2_nl",
+            lambda task: task.split == "test" and task.nl_assertions,
+            None,
+        ),
+    ],
+    ids=["test", "train", "nl", "test-and-nl"],
+)
+def test_markers_select_by_split_and_nl_assertions(
+    bench: Bench,
+    tasks: Mapping[str, Task],
+    expression: str,
+    wanted: Callable[[Task], object],
+    count: int | None,
+) -> None:
+    result = bench.run_inprocess("--co", "-q", "-m", expression)
+
+    ids = [task.id for task in tasks.values() if wanted(task)]
+    assert count is None or len(ids) == count
+    assert collected(result) == nodes(*(f"tau2_retail__{n}" for n in ids))
+    assert f"{len(ids)}/114 tests collected ({114 - len(ids)} deselected)" in result.stdout.str()
+
+
+def test_the_scenarios_run_are_those_selected(bench: Bench, xdist: tuple[str, ...]) -> None:
+    # 10 is train, 12 and 62 are test: only those two run, and only they are in the summary
+    result = bench.run(
+        *xdist,
+        "-m",
+        "tau2_split_test",
+        "--tau2-tasks=10,12,62",
+        "--tau2-agent-model=builtin:noop",
+        "--tau2-run-id=sel",
+    )
+
+    # xdist's controller does not report the deselections its workers make
+    result.assert_outcomes(passed=2, deselected=None if distributed(xdist) else 1)
+    summary = bench.summary("sel")
+    assert [row["scenario_id"] for row in summary["scenarios"]] == [
+        "tau2_retail__12",
+        "tau2_retail__62",
+    ]
+    assert summary["counts"]["expected"] == 2
+    assert summary["lost"] == []
+    assert sorted(p.name for p in bench.run_dir("sel").iterdir() if p.is_dir()) == [
+        "tau2_retail__12",
+        "tau2_retail__62",
+    ]
