@@ -59,6 +59,12 @@ def _summarize(args: argparse.Namespace) -> int:
     return summarize_command(args)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from tau2_retail.report import report_command
+
+    return report_command(args)
+
+
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
@@ -119,6 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     summarize = commands.add_parser("summarize", help="rebuild a run's summaries from artifacts")
     summarize.add_argument("run_dir", metavar="RUN_DIR")
     summarize.set_defaults(handler=_summarize)
+
+    report = commands.add_parser("report", help="write a run's self-contained HTML report")
+    report.add_argument("run_dir", metavar="RUN_DIR")
+    report.add_argument(
+        "--against", metavar="OTHER_RUN", help="compare with this run: flipped scenarios, rates"
+    )
+    report.add_argument(
+        "--output",
+        metavar="FILE",
+        help="where to write (default: RUN_DIR/report.html, or RUN_DIR/report-vs-OTHER.html)",
+    )
+    report.set_defaults(handler=_report)
     return parser
 
 

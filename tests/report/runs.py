@@ -1,0 +1,211 @@
+"""Real run directories for the report's tests, written by the engine itself.
+
+Each scenario runs through :func:`tau2_retail.scenario.run_scenario` with the built-in customer
+and an agent of the test's choosing: the built-in ``oracle`` or ``noop``, a ``hostile`` agent
+whose every text and tool argument is markup (``<script>``, ``onerror``, ``</script>``,
+``<!--``), or an ``infra`` agent whose endpoint fails. A scripted judge answers for the tasks
+with NL assertions. Artifacts and run files are written by the suite's own functions, so the
+report reads exactly what a pytest run leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import platform
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tau2_retail.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.errors import EndpointError
+from tau2_retail.gold import GoldBook
+from tau2_retail.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.builtin import builtin_model
+from tau2_retail.prompts import agent_system_prompt, user_system_prompt
+from tau2_retail.scenario import Scenario, run_scenario, scenario_id
+from tau2_retail.seed import load_seed
+from tau2_retail.summary import write_run_summary
+from tau2_retail.tasks import load_policy, load_tasks, load_user_guidelines
+from tools.schemas import tool_schemas
+from tools.store import Store
+
+__all__ = ["HOSTILE", "JUDGE_REASON", "write_run"]
+
+#: Markup a model might answer: if the page ever parsed it, it would set window.__pwned.
+HOSTILE = (
+    '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+    "</script><!-- <b>bold?</b> & done"
+)
+JUDGE_REASON = f"The agent said {HOSTILE}"
+
+
+class ScriptedModel:
+    """An agent that sends the given turns in order, then ends the conversation."""
+
+    def __init__(self, name: str, turns: Sequence[AssistantTurn]) -> None:
+        self.name = name
+        self._turns = list(turns)
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> AssistantTurn:
+        usage = Usage(n_calls=1, prompt=200, completion=20)
+        if self._turns:
+            turn = self._turns.pop(0)
+            return AssistantTurn(content=turn.content, tool_calls=turn.tool_calls, usage=usage)
+        end = ToolCall(id="call_end", name="end_conversation", arguments="{}")
+        return AssistantTurn(content=None, tool_calls=(end,), usage=usage)
+
+
+class FailingModel:
+    """An endpoint that is down: every call is an infra error."""
+
+    name = "test:down"
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> AssistantTurn:
+        raise EndpointError("connection refused (test endpoint is down)")
+
+
+class ScriptedJudge:
+    """A judge that meets the first assertion and fails the others, with markup in reasons."""
+
+    name = "test:judge"
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> AssistantTurn:
+        # out-of-range indices are dropped by the judge's normalization
+        verdicts = [
+            {"index": n, "passed": n == 1, "reason": JUDGE_REASON if n == 1 else "not said"}
+            for n in range(1, 6)
+        ]
+        reply = {"score": 0.5, "reason": f"overall: {HOSTILE}", "nl_assertion_verdicts": verdicts}
+        return AssistantTurn(
+            content=json.dumps(reply), usage=Usage(n_calls=1, prompt=300, completion=40)
+        )
+
+
+def _hostile_agent() -> ScriptedModel:
+    lookup = ToolCall(
+        id="call_1",
+        name="get_order_details",
+        arguments=json.dumps({"order_id": HOSTILE}),
+    )
+    return ScriptedModel(
+        "test:hostile",
+        [
+            AssistantTurn(content=HOSTILE, tool_calls=(lookup,)),
+            AssistantTurn(content=f"Here is what I found: {HOSTILE}"),
+        ],
+    )
+
+
+def _agent(kind: str, task: Any) -> Any:
+    if kind == "hostile":
+        return _hostile_agent()
+    if kind == "infra":
+        return FailingModel()
+    return builtin_model(f"builtin:{kind}", task, role="agent")
+
+
+def write_run(
+    run_dir: Path, data_dir: Path, plan: Mapping[str, Sequence[str]], **options: Any
+) -> dict[str, Any]:
+    """Run ``plan`` (task id -> the agent kind of each trial) into ``run_dir``; the summary.
+
+    Every task gets as many trials as its list has kinds (all lists the same length).
+    ``options``: ``judge`` (default True) and ``agent_model`` (the name recorded). The work
+    happens in a thread of its own: while playwright's sync API is active the calling thread
+    has a running event loop, in which the engine's ``asyncio.run`` cannot start.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_write_run, run_dir, data_dir, plan, **options).result()
+
+
+def _write_run(
+    run_dir: Path,
+    data_dir: Path,
+    plan: Mapping[str, Sequence[str]],
+    *,
+    judge: bool = True,
+    agent_model: str = "test:mixed-agent",
+) -> dict[str, Any]:
+    trials = {len(kinds) for kinds in plan.values()}
+    if len(trials) != 1:
+        raise ValueError("every task needs the same number of trials")
+    n_trials = trials.pop()
+    tasks = load_tasks(data_dir)
+    seed = load_seed(data_dir)
+    book = GoldBook(seed=seed, tasks=tasks)
+    policy = agent_system_prompt(load_policy(data_dir))
+    guidelines = load_user_guidelines(data_dir)
+    tools = tool_schemas()
+    configuration = {
+        "settings": {
+            "agent_model": agent_model,
+            "user_model": "builtin:customer",
+            "judge_model": "test:judge" if judge else "",
+            "trials": n_trials,
+            "seed": 300,
+            "split": "base",
+            "max_steps": 200,
+            "agent_notes": True,
+        },
+        "agent": {"model": agent_model, "endpoint": None},
+        "user": {"model": "builtin:customer", "endpoint": None},
+        "judge": {"model": "test:judge"} if judge else None,
+    }
+    metrics = []
+    for task_id, kinds in plan.items():
+        task = tasks[task_id]
+        for trial, kind in enumerate(kinds):
+            scenario = Scenario(task=task, trial=trial, trials=n_trials, seed=300 + trial)
+            outcome = asyncio.run(
+                run_scenario(
+                    scenario,
+                    agent=_agent(kind, task),
+                    user=builtin_model("builtin:customer", task, role="user"),
+                    judge_model=ScriptedJudge() if judge else None,
+                    gold=book[task_id],
+                    store=Store(seed),
+                    agent_prompt=policy,
+                    user_prompt=user_system_prompt(guidelines, task),
+                    tools=tools,
+                )
+            )
+            write_scenario_artifacts(
+                scenario_dir(run_dir, scenario.name, trial, n_trials),
+                outcome,
+                agent_prompt=policy,
+                user_prompt=user_system_prompt(guidelines, task),
+                tools=tools,
+                config=configuration,
+            )
+            metrics.append(outcome.metrics)
+    expected = [
+        scenario_id(task_id, trial, n_trials) for task_id in plan for trial in range(n_trials)
+    ]
+    return write_run_summary(
+        run_dir,
+        metrics,
+        expected=expected,
+        trials=n_trials,
+        configuration=configuration,
+        versions={"python": platform.python_version()},
+    )
