@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import sys
 from importlib import metadata
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from plugins.run import Tau2Run, argv_redacted
 from tau2_retail.artifacts import load_run_metrics
 from tau2_retail.errors import ArtifactError
+from tau2_retail.report import ReportError, write_report
 from tau2_retail.summary import headline_lines, write_run_args, write_run_summary
 
 __all__ = ["finish_run", "terminal_lines"]
@@ -68,6 +70,10 @@ def finish_run(run: Tau2Run, session: pytest.Session) -> None:
         run.gate_line = f"tau2: could not write the run summary: {error}"
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
+    try:
+        write_report(run.run_dir)
+    except ReportError as error:  # the summary is written; the page is a convenience
+        print(f"\ntau2: report.html not written: {error}", file=sys.stderr)
     _gate(run, session)
 
 
