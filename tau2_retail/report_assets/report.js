@@ -477,7 +477,7 @@
       root,
       h("h2", null, "Compared with ", h("span", { class: "mono" }, CMP.name)),
       h("p", { class: "muted" }, "Baseline: agent " + (CMP.models.agent || "not recorded") + ", user " + (CMP.models.user || "not recorded") + ", judge " + (CMP.models.judge || "none") + ", " + CMP.trials + " trial(s). Differences are this run minus the baseline."),
-      h("div", { class: "grid2" }, panel("Rate differences", deltaChart(chartItems), table), panel("Flipped scenarios", flipLists, only))
+      h("div", { class: "grid-compare" }, panel("Rate differences", deltaChart(chartItems), table), panel("Flipped scenarios", flipLists, only))
     );
   }
 
