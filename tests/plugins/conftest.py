@@ -135,7 +135,7 @@ def bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, data_dir: 
     leaks into the runs, except the data folder.
     """
     shutil.copy(BENCHMARK_MODULE, pytester.path / "test_scenarios.py")
-    pytester.makeconftest(_CONFTEST)
+    (pytester.path / "conftest.py").write_text(_CONFTEST, encoding="utf-8")
     (pytester.path / "pytest.ini").write_text(_INI, encoding="utf-8")
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     for name in list(os.environ):

@@ -1,8 +1,9 @@
-"""The CI gate's exit status, and ``--tau2-resume`` giving the summary of an uninterrupted run.
+"""The CI gate's exit status, lost scenarios, and ``--tau2-resume`` giving the summary of an
+uninterrupted run.
 
-Runs of tasks 0, 3, 10 with the loopback endpoint as agent: 0 fails (the agent ends at once,
-the gold database is not the seed), 10 passes, 3 is an infra error while the endpoint answers
-500. Success rate 1/2 = 50%, one infra error.
+The loopback endpoint is the agent and ends every conversation at once: task 0 fails (its gold
+database is not the seed), 10 and 12 pass, and 3 is an infra error while the endpoint answers
+500 (no retries). Tasks 0, 3, 10: success rate 1/2 = 50%, one infra error.
 """
 
 from __future__ import annotations
@@ -130,3 +131,46 @@ def test_resume_reruns_incomplete_and_infra_scenarios_to_the_uninterrupted_summa
         == (bench.read_json("ref", "run_args.json")["expected"])
     )
     assert (run_dir / "all_summary.txt").is_file()
+
+
+def test_a_crashed_worker_loses_only_its_scenario_and_the_gate_counts_it(bench: Bench) -> None:
+    # only with workers: without xdist a crash ends the whole session
+    with (bench.path / "conftest.py").open("a", encoding="utf-8") as conftest:
+        conftest.write(
+            "import os\n\n\n"
+            "def pytest_runtest_call(item):\n"
+            "    if item.nodeid.endswith('[tau2_retail__12]'):\n"
+            "        os._exit(3)\n"
+        )
+
+    result = bench.run(
+        "-n",
+        "2",
+        "--tau2-tasks=0,10,12",
+        "--tau2-agent-model=builtin:noop",
+        "--tau2-run-id=crash",
+        "--tau2-min-pass-rate=0.5",
+    )
+
+    result.assert_outcomes(passed=1, failed=2)
+    assert "worker 'gw" in result.stdout.str()
+    summary = bench.summary("crash")
+    assert summary["lost"] == ["tau2_retail__12"]
+    assert summary["counts"] == {
+        "expected": 3,
+        "reported": 2,
+        "scored": 2,
+        "succeeded": 1,
+        "failed": 1,
+        "infra_errors": 0,
+        "lost": 1,
+    }
+    assert "infra errors: 0, lost scenarios: 1 (excluded from the rates; see all_summary.txt)" in (
+        result.stdout.lines
+    )
+    # the rate (1/2) meets the threshold, but a lost scenario counts against the infra limit
+    assert (
+        "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 1 (max 0): FAIL"
+        in result.stdout.lines
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
