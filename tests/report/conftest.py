@@ -63,9 +63,13 @@ def _unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless chromium, launched once per test process."""
+    """Headless chromium for the tests of one module.
+
+    Not longer: while playwright's sync API is active the thread has a running event loop,
+    and the suite's other tests (``asyncio.run``, pytest-asyncio) cannot start theirs.
+    """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
