@@ -8,6 +8,7 @@ value on its teardown report and writes the run files once, at the end.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import sys
@@ -90,11 +91,17 @@ class Tau2Run:
         """Controller only: check the output folder and, on resume, find finished scenarios."""
         for folder in (self.run_dir, *self.run_dir.parents):
             if folder.exists():
+                problem = None
                 if not folder.is_dir():
+                    problem = "is a file"
+                elif not os.access(folder, os.W_OK | os.X_OK):
+                    # read-only mount or permissions: every scenario would fail to write
+                    problem = "is not writable"
+                if problem:
                     raise pytest.UsageError(
                         f"{self.settings.sources['output_dir']}: "
                         f"{self.settings['output_dir']!r} is not valid for --tau2-output-dir; "
-                        f"expected a folder (or a path to create one), but {folder} is a file"
+                        f"expected a folder (or a path to create one), but {folder} {problem}"
                     )
                 break
         if self.settings["resume"]:
