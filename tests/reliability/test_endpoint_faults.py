@@ -1,0 +1,234 @@
+"""The endpoint fault matrix, end to end: one pytest run (``-n 2``) against the loopback server,
+each fault injected into its own scenario, every outcome and the summary counts checked.
+
+The agent (and the judge) sit at a real aiohttp server on 127.0.0.1 that plays a scripted
+agent reaching the gold database in three requests, except where a fault replaces a reply.
+"Once" faults hit the scenario's first agent request only (the client's retry then gets the
+scripted reply); the others hit every request. The README's "Failure behaviour" table is this
+matrix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+from tau2_retail.loopback_server import (
+    Completion,
+    Drop,
+    Hang,
+    HttpError,
+    InvalidJson,
+    NoChoices,
+    ReplyToolCall,
+)
+from tests.reliability.conftest import Bench, Fault, ScriptedEndpoint, always, once, temp_files
+
+RETRIES = 1
+TIMEOUT = 2.0
+SCRIPTED_AGENT_REQUESTS = 3  # gold actions, report, end_conversation
+
+
+def _call(name: str, arguments: str, call_id: str) -> Completion:
+    return Completion(tool_calls=(ReplyToolCall(name=name, arguments=arguments, id=call_id),))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One fault, the task it is injected into, and the documented outcome."""
+
+    fault: str
+    task: str
+    inject: Fault
+    outcome: str  # the scenario's pytest outcome
+    stop_reason: str
+    agent_requests: int | None = None  # what reached the server (retries included)
+
+
+PASSED, FAILED, ERROR = "passed", "failed", "error"
+RETRIED = SCRIPTED_AGENT_REQUESTS + 1  # one failed attempt, then the script
+
+MATRIX = (
+    Row(fault="none (control)", task="0", inject=lambda r: None, outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="429 with Retry-After: 1, once", task="1",
+        inject=once(HttpError.rate_limited(retry_after="1")), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="429 without Retry-After, once", task="5",
+        inject=once(HttpError.rate_limited()), outcome=PASSED, stop_reason="agent_exit",
+        agent_requests=RETRIED),
+    Row(fault="429 on every attempt", task="6",
+        inject=always(HttpError.rate_limited(retry_after="0")), outcome=ERROR,
+        stop_reason="infra_error", agent_requests=RETRIES + 1),
+    Row(fault="500, once", task="7", inject=once(HttpError.server_error(500)), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="502, once", task="8", inject=once(HttpError.server_error(502)), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="503, once", task="9", inject=once(HttpError.server_error(503)), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="503 on every attempt", task="11", inject=always(HttpError.server_error(503)),
+        outcome=ERROR, stop_reason="infra_error", agent_requests=RETRIES + 1),
+    Row(fault="401 (bad key)", task="13",
+        inject=always(HttpError.openai(401, "Incorrect API key provided.")), outcome=ERROR,
+        stop_reason="infra_error", agent_requests=1),
+    Row(fault="hang past the timeout, once", task="14", inject=once(Hang()), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="hang past the timeout on every attempt", task="17", inject=always(Hang()),
+        outcome=ERROR, stop_reason="infra_error", agent_requests=RETRIES + 1),
+    Row(fault="dropped connection, once", task="18", inject=once(Drop()), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="dropped connection on every attempt", task="25", inject=always(Drop()),
+        outcome=ERROR, stop_reason="infra_error", agent_requests=RETRIES + 1),
+    Row(fault="invalid JSON body, once", task="27", inject=once(InvalidJson()), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="reply with no choices, once", task="33", inject=once(NoChoices()),
+        outcome=PASSED, stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="malformed tool-call arguments", task="34",
+        inject=once(_call("get_user_details", '{"user_id": ', "bad-1")), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="unknown tool", task="48", inject=once(_call("delete_all_orders", "{}", "bad-1")),
+        outcome=PASSED, stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="empty assistant message, once", task="51", inject=once(Completion(content="")),
+        outcome=PASSED, stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="empty assistant message, twice", task="52",
+        inject=always(Completion(content="")), outcome=FAILED, stop_reason="agent_error",
+        agent_requests=2),
+    Row(fault="endless tool-call loop", task="53",
+        inject=always(_call("calculate", '{"expression": "2 + 2"}', "loop")), outcome=FAILED,
+        stop_reason="max_steps"),
+    Row(fault="endless failing tool calls", task="57",
+        inject=always(_call("get_order_details", '{"order_id": "#W0000000"}', "loop")),
+        outcome=FAILED, stop_reason="too_many_errors", agent_requests=10),
+    Row(fault="context-length 400", task="58",
+        inject=always(HttpError.context_length_exceeded()), outcome=FAILED,
+        stop_reason="context_window_exceeded", agent_requests=1),
+    Row(fault="judge answers prose", task="40",
+        inject=always(Completion(content="The agent did a great job overall."), role="judge"),
+        outcome=FAILED, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="judge endpoint down (503 on every attempt)", task="38",
+        inject=always(HttpError.server_error(503), role="judge"), outcome=FAILED,
+        stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+)  # fmt: skip
+
+ROWS = {row.task: row for row in MATRIX}
+RUN_ID = "faults"
+
+
+def _scenario(task: str) -> str:
+    return f"tau2_retail__{task}"
+
+
+def test_fault_matrix(bench: Bench, endpoint: ScriptedEndpoint) -> None:
+    assert len(ROWS) == len(MATRIX), "one task per fault"
+    for row in MATRIX:
+        judged = row.fault.startswith("judge")
+        assert bool(endpoint.tasks[row.task].nl_assertions) == judged, row
+        endpoint.faults[row.task] = row.inject
+    run = bench.run(
+        "-n",
+        "2",
+        f"--tau2-run-id={RUN_ID}",
+        f"--tau2-tasks={','.join(ROWS)}",
+        *endpoint.args("agent", timeout=TIMEOUT, max_retries=RETRIES),
+        *endpoint.args("judge", timeout=TIMEOUT, max_retries=RETRIES),
+    )
+    assert run.returncode == 1, run.output  # tests failed; the run itself completed
+    assert "tau2 retail" in run.stdout
+
+    # every scenario: its pytest outcome and its stop reason
+    outcomes = run.outcomes()
+    observed = {
+        row.fault: (
+            outcomes.get(_scenario(row.task)),
+            bench.metrics(RUN_ID, _scenario(row.task))["stop_reason"],
+        )
+        for row in MATRIX
+    }
+    assert observed == {row.fault: (row.outcome, row.stop_reason) for row in MATRIX}
+
+    # what reached the server: retried once, retried until the budget ran out, or not at all
+    requests = {row.fault: len(endpoint.requests(row.task)) for row in MATRIX}
+    assert requests == {
+        row.fault: row.agent_requests if row.agent_requests is not None else requests[row.fault]
+        for row in MATRIX
+    }
+
+    # the summary counts: infra errors excluded from the rates, nothing lost
+    summary = bench.summary(RUN_ID)
+    n_infra = sum(row.outcome == ERROR for row in MATRIX)
+    n_passed = sum(row.outcome == PASSED for row in MATRIX)
+    assert summary["counts"] == {
+        "expected": len(MATRIX),
+        "reported": len(MATRIX),
+        "scored": len(MATRIX) - n_infra,
+        "succeeded": n_passed,
+        "failed": len(MATRIX) - n_infra - n_passed,
+        "infra_errors": n_infra,
+        "lost": 0,
+    }
+    assert summary["success_rate"] == {
+        "passed": n_passed,
+        "total": len(MATRIX) - n_infra,
+        "rate": n_passed / (len(MATRIX) - n_infra),
+    }
+    assert summary["stop_reasons"] == dict(Counter(row.stop_reason for row in MATRIX))
+    infra_listed = {entry["scenario_id"] for entry in summary["infra_errors"]}
+    assert infra_listed == {_scenario(row.task) for row in MATRIX if row.outcome == ERROR}
+    assert not temp_files(bench.output_dir)
+
+    _check_details(bench, endpoint)
+
+
+def _detail(bench: Bench, task: str) -> str:
+    return str(bench.metrics(RUN_ID, _scenario(task))["stop_detail"])
+
+
+def _tool_results(bench: Bench, task: str) -> list[dict[str, object]]:
+    transcript = bench.read_json(RUN_ID, f"{_scenario(task)}/transcript.json")
+    return [m for m in transcript["messages"] if m["role"] == "tool"]
+
+
+def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
+    # Retry-After is honoured, and without it the client backs off (base 1 s)
+    for task in ("1", "5"):
+        first, second = endpoint.requests(task)[:2]
+        assert second.at - first.at >= 0.95, (task, second.at - first.at)
+
+    # infra errors say what failed, and how often it was tried
+    expected_details = {
+        "6": "HTTP 429",
+        "11": "HTTP 503",
+        "13": "HTTP 401 (not retried: check the base URL, model name and API key)",
+        "17": f"no reply within the {TIMEOUT:g} s timeout",
+        "25": "connection failed",
+    }
+    for task, text in expected_details.items():
+        detail = _detail(bench, task)
+        assert text in detail, (task, detail)
+        attempts = 1 if task == "13" else RETRIES + 1
+        assert f"after {attempts} attempt(s)" in detail, (task, detail)
+
+    # malformed output is the model's fault: a tool error it can read, and the run goes on
+    malformed = _tool_results(bench, "34")[0]
+    assert malformed["error"] is True
+    assert str(malformed["content"]).startswith(
+        "Error: Invalid JSON in the arguments of get_user_details: "
+    )
+    assert _tool_results(bench, "48")[0]["content"] == "Error: Tool 'delete_all_orders' not found."
+    assert "empty message twice" in _detail(bench, "52")
+    assert "context window" in _detail(bench, "58")
+    assert bench.metrics(RUN_ID, _scenario("53"))["db_state_match"] is False
+    assert bench.metrics(RUN_ID, _scenario("57"))["stop_detail"] == "10 tool errors"
+
+    # a judge that answers prose, or is down: every verdict false, with the reason
+    for task, text in (("40", "no JSON object"), ("38", "HTTP 503")):
+        judged = bench.read_json(RUN_ID, f"{_scenario(task)}/judge_result.json")
+        verdicts = judged["nl_assertion_verdicts"]
+        assert len(verdicts) == len(endpoint.tasks[task].nl_assertions)
+        assert all(v["passed"] is False for v in verdicts), verdicts
+        assert all(v["reason"].startswith("Judge error: ") for v in verdicts), verdicts
+        assert text in judged["error"], judged["error"]
+        metrics = bench.metrics(RUN_ID, _scenario(task))
+        assert (metrics["db_state_match"], metrics["nl_assertion_pass_rate"]) == (True, 0.0)
+        assert json.dumps(judged).count("Judge error: ") >= len(verdicts)
