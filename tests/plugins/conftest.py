@@ -33,7 +33,7 @@ from tau2_retail.loopback_server import (
 from tau2_retail.models.builtin import ScriptedCustomer
 from tau2_retail.tasks import Task, load_tasks
 
-pytest_plugins = ["pytester"]
+# pytester is enabled in the root conftest (pytest_plugins must live there)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK_MODULE = REPO_ROOT / "tests_tau2_retail" / "test_scenarios.py"
