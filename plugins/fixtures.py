@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from plugins.options import ModelSettings, Tau2Settings
-from plugins.run import METRICS_KEY, RUN_KEY, Tau2Run
+from plugins.run import METRICS_KEY, RUN_KEY, Tau2InfraError, Tau2Run
 from plugins.runtime import DataBundle, endpoint_model
 from tau2_retail.artifacts import scenario_dir, write_scenario_artifacts
 from tau2_retail.conversation import Limits
@@ -35,10 +35,6 @@ __all__ = [
     "tau2_settings",
     "tau2_store",
 ]
-
-
-class Tau2InfraError(Exception):
-    """An endpoint failed after retries: the scenario is an error, not a failure."""
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ from plugins.runtime import DataBundle, load_bundle
 from tau2_retail.artifacts import load_run_metrics, validate_name
 from tau2_retail.errors import ArtifactError, Tau2Error
 
-__all__ = ["METRICS_KEY", "RUN_KEY", "Tau2Run"]
+__all__ = ["METRICS_KEY", "RUN_KEY", "Tau2InfraError", "Tau2Run"]
 
 METRICS_KEY = pytest.StashKey[dict[str, Any]]()
 _SCENARIO_IN_NODEID = re.compile(r"::test_tau2_retail\[(tau2_retail__\d+(?:-trial\d+)?)\]$")
@@ -54,6 +54,10 @@ def redact(value: Any) -> Any:
     if isinstance(value, list):
         return [redact(item) for item in value]
     return value
+
+
+class Tau2InfraError(Exception):
+    """An endpoint failed after retries: the scenario is an error, not a failure."""
 
 
 class Tau2Run:
@@ -171,6 +175,9 @@ class Tau2Run:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        if call.excinfo is not None and call.excinfo.errisinstance(Tau2InfraError):
+            # an outage is not a bug of the test: one line says what failed, no traceback
+            report.longrepr = f"Tau2InfraError: {call.excinfo.value}"
         if call.when == "teardown":
             metrics = item.stash.get(METRICS_KEY, None)
             if metrics is not None:
