@@ -8,6 +8,7 @@ result. Our own bugs are not caught: they raise, so they cannot silently lower s
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,9 @@ from tools.store import Store
 __all__ = ["Action", "ToolResult", "dispatch", "dispatch_json", "parse_arguments"]
 
 _NORMALIZERS = {"order_id": normalize_order_id, "user_id": normalize_user_id}
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# json.loads joins a valid surrogate pair into one code point: any surrogate left is lone.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _JSON_TYPE_NAMES = {
     dict: "object",
     list: "array",
@@ -106,16 +110,30 @@ def dispatch(store: Store, name: str, arguments: Any) -> ToolResult:
     return ToolResult(content=content, error=False, action=action)
 
 
+def _valid_unicode(value: Any) -> Any:
+    """``value`` with each lone UTF-16 surrogate in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_valid_unicode(item) for item in value]
+    if isinstance(value, dict):
+        return {_valid_unicode(key): _valid_unicode(item) for key, item in value.items()}
+    return value
+
+
 def parse_arguments(text: str) -> Any:
     """Tool-call arguments from their JSON text; an empty string means ``{}``.
 
-    Raises ``ValueError`` for text that is not JSON (``json.JSONDecodeError``), nests too
-    deeply, or holds an integer too long to convert.
+    Half of a surrogate pair spelled as an escape (``"\\ud83d"``) becomes U+FFFD: no UTF-8 text
+    can hold it, so echoed in a result or stored in a record it would break the next request
+    and every artifact. Raises ``ValueError`` for text that is not JSON
+    (``json.JSONDecodeError``), nests too deeply, or holds an integer too long to convert.
     """
     if not text.strip():
         return {}
     try:
-        return json.loads(text)
+        value = json.loads(text)
+        return _valid_unicode(value) if _SURROGATE_ESCAPE.search(text) else value
     except RecursionError as error:
         raise ValueError("JSON nested too deeply") from error
 

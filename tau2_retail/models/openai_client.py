@@ -12,7 +12,7 @@ since a wrong URL, model or key does not heal by waiting.
 The reply body is parsed here, not by the ``openai`` models, so that a malformed reply is caught
 where JSON enters: tool-call arguments stay the raw string the model sent (the conversation turns
 invalid JSON into a tool error for the model), an empty string becomes ``{}``, a missing call id
-gets ``call_<n>``.
+gets ``call_<n>``, and half a UTF-16 surrogate pair in any kept text becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -71,6 +71,9 @@ _REDACTED: Final = "***"
 # Shorter "keys" (placeholders such as "EMPTY" or "x") are not worth redacting and would mangle
 # ordinary words in error messages.
 _MIN_REDACTED_KEY_CHARS: Final = 8
+
+# json.loads joins a valid surrogate pair into one code point: any surrogate left is lone.
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -292,6 +295,8 @@ class OpenAIChatModel:
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise _UnparseableReply("the message content is not a string")
+        if content is not None:
+            content = _valid_unicode(content)
         raw_calls = message.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             raise _UnparseableReply("tool_calls is not a list")
@@ -316,10 +321,24 @@ class OpenAIChatModel:
         call_id = raw.get("id")
         if not isinstance(call_id, str) or not call_id:
             call_id = f"call_{next(self._call_ids)}"
-        return ToolCall(id=call_id, name=name, arguments=arguments)
+        return ToolCall(
+            id=_valid_unicode(call_id),
+            name=_valid_unicode(name),
+            arguments=_valid_unicode(arguments),
+        )
 
     def _where(self) -> str:
         return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
+
+
+def _valid_unicode(text: str) -> str:
+    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD.
+
+    JSON can spell half of a surrogate pair (``"\\ud83d"``, e.g. an emoji cut by a token
+    limit); no UTF-8 text can hold one, so it would break the next request body, the xdist
+    report and every artifact it reaches.
+    """
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _usage(raw: object) -> Usage:

@@ -89,6 +89,15 @@ MATRIX = (
         stop_reason="agent_exit", agent_requests=RETRIED),
     Row(fault="unknown tool", task="48", inject=once(_call("delete_all_orders", "{}", "bad-1")),
         outcome=PASSED, stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="half a surrogate pair in the reply text", task="61",
+        inject=once(Completion(content="One moment \ud83d")), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="half a surrogate pair in a tool name", task="65",
+        inject=once(_call("get_order_details\ud83d", "{}", "bad-1")), outcome=PASSED,
+        stop_reason="agent_exit", agent_requests=RETRIED),
+    Row(fault="half a surrogate pair escaped in tool-call arguments", task="66",
+        inject=once(_call("get_user_details", '{"user_id": "x", "\\ud83d": 1}', "bad-1")),
+        outcome=PASSED, stop_reason="agent_exit", agent_requests=RETRIED),
     Row(fault="empty assistant message, once", task="51", inject=once(Completion(content="")),
         outcome=PASSED, stop_reason="agent_exit", agent_requests=RETRIED),
     Row(fault="empty assistant message, twice", task="52",
@@ -216,6 +225,17 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         "Error: Invalid JSON in the arguments of get_user_details: "
     )
     assert _tool_results(bench, "48")[0]["content"] == "Error: Tool 'delete_all_orders' not found."
+    # half a surrogate pair (no UTF-8 text can hold it) arrives as U+FFFD, and the run goes on
+    turns = bench.metrics(RUN_ID, _scenario("61"))["turns"]
+    assert {"role": "agent", "text": "One moment \ufffd"} in [
+        {"role": t["role"], "text": t["text"]} for t in turns
+    ]
+    assert _tool_results(bench, "65")[0]["content"] == (
+        "Error: Tool 'get_order_details\ufffd' not found."
+    )
+    assert _tool_results(bench, "66")[0]["content"] == (
+        "Error: get_user_details got an unexpected argument '\ufffd'"
+    )
     assert "empty message twice" in _detail(bench, "52")
     assert "context window" in _detail(bench, "58")
     assert bench.metrics(RUN_ID, _scenario("53"))["db_state_match"] is False
