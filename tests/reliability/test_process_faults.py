@@ -1,0 +1,284 @@
+"""Process faults: an xdist worker killed with SIGKILL mid-run, and Ctrl-C (SIGINT) mid-run,
+then ``--tau2-resume``. Nothing finished is lost, nothing half-written stays, and the resumed
+run's summary equals that of a run that was never interrupted.
+
+The endpoint holds chosen scenarios in a hang (the worker is then provably mid-scenario) and
+tells the test through an event; a test-side probe in the project's conftest records which
+process runs which scenario, so the test kills exactly the worker that runs the victim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tau2_retail.loopback_server import Completion, Hang, HttpError, Reply
+from tests.reliability.conftest import (
+    Bench,
+    Request,
+    ScriptedEndpoint,
+    always,
+    files_under,
+    temp_files,
+)
+
+WAIT_SECONDS = 60.0
+ARTIFACTS = (
+    "metrics.json",
+    "transcript.json",
+    "conversation_log.txt",
+    "final_agent_response.json",
+    "reference_answer.json",
+    "db_diff.json",
+    "scenario_config/agent_system_prompt.txt",
+    "scenario_config/user_system_prompt.txt",
+    "scenario_config/tools.json",
+    "scenario_config/scenario.json",
+)
+
+
+def _scenario(task: str) -> str:
+    return f"tau2_retail__{task}"
+
+
+def assert_artifacts_intact(run_dir: Path, scenarios: list[str]) -> None:
+    """Each scenario's files all present and readable; no temporary file anywhere."""
+    for scenario in scenarios:
+        for name in ARTIFACTS:
+            path = run_dir / scenario / name
+            text = path.read_text(encoding="utf-8")
+            if path.suffix == ".json":
+                json.loads(text)
+    assert temp_files(run_dir) == []
+
+
+def comparable(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A summary without what legitimately differs between two runs of the same scenarios:
+    timings, the run id and how it was given."""
+    summary = json.loads(json.dumps(summary))
+    settings = summary["configuration"]["settings"]
+    for key in ("run_id", "resume"):
+        settings.pop(key)
+        summary["configuration"]["sources"].pop(key)
+    summary["configuration"].pop("run_id")
+    for row in summary["scenarios"]:
+        row.pop("duration_seconds")
+    return summary
+
+
+# -- SIGKILL -----------------------------------------------------------------------------------
+
+KILL_TASKS = ("0", "1", "5", "6", "7", "8", "9", "11")
+VICTIM = "6"
+
+
+def test_worker_killed_loses_only_its_scenario(
+    bench: Bench, endpoint: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    reached = threading.Event()
+
+    def hold_victim(request: Request) -> Reply | None:
+        if request.role == "agent" and not resumed.is_set():
+            reached.set()
+            return Hang()
+        return None
+
+    resumed = threading.Event()
+    endpoint.faults[VICTIM] = hold_victim
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    bench.env["RELIABILITY_PID_DIR"] = str(pids)
+    started = bench.start(
+        "-n", "2", "--tau2-run-id=killed", f"--tau2-tasks={','.join(KILL_TASKS)}",
+        *endpoint.args("agent"),
+    )  # fmt: skip
+    try:
+        assert reached.wait(WAIT_SECONDS), "the victim scenario never reached the endpoint"
+        worker = int((pids / f"test_tau2_retail[{_scenario(VICTIM)}]").read_text())
+        assert worker != started.process.pid, "the victim must run in an xdist worker"
+        os.kill(worker, signal.SIGKILL)
+        run = started.wait()
+    finally:
+        started.kill()
+    assert run.returncode == 1, run.output
+    assert f"crashed while running 'test_scenarios.py::test_tau2_retail[{_scenario(VICTIM)}]'" in (
+        run.output
+    )
+    assert "lost scenarios: 1" in run.stdout
+
+    run_dir = bench.run_dir("killed")
+    others = [_scenario(task) for task in KILL_TASKS if task != VICTIM]
+    summary = bench.summary("killed")
+    assert summary["lost"] == [_scenario(VICTIM)]
+    assert summary["counts"] == {
+        "expected": len(KILL_TASKS),
+        "reported": len(others),
+        "scored": len(others),
+        "succeeded": len(others),
+        "failed": 0,
+        "infra_errors": 0,
+        "lost": 1,
+    }
+    assert (
+        f"Lost scenarios (no metrics; excluded from rates): 1\n  {_scenario(VICTIM)}\n"
+        in (run_dir / "all_summary.txt").read_text()
+    )
+    assert_artifacts_intact(run_dir, others)
+    assert not (run_dir / _scenario(VICTIM) / "metrics.json").exists()
+
+    # --tau2-resume runs the lost scenario only, and the run is whole
+    resumed.set()
+    before = {path: path.stat().st_mtime_ns for path in files_under(run_dir / others[0])}
+    rerun = bench.run(
+        "-n", "2", "--tau2-resume=killed", f"--tau2-tasks={','.join(KILL_TASKS)}",
+        *endpoint.args("agent"),
+    )  # fmt: skip
+    assert rerun.returncode == 0, rerun.output
+    assert set(rerun.outcomes()) == {_scenario(VICTIM)}
+    assert {path: path.stat().st_mtime_ns for path in files_under(run_dir / others[0])} == before
+    final = bench.summary("killed")
+    assert (final["counts"]["succeeded"], final["counts"]["lost"]) == (len(KILL_TASKS), 0)
+    assert_artifacts_intact(run_dir, [*others, _scenario(VICTIM)])
+
+
+_WRITER = """
+import itertools, sys
+from pathlib import Path
+from tau2_retail.atomic import write_json_atomic
+
+folder = Path(sys.argv[1])
+values = [{"n": n, "blob": [str(n) * 64] * 20000} for n in range(3)]
+print("ready", flush=True)
+for i in itertools.count():
+    write_json_atomic(folder / f"file{i % 4}.json", values[i % 3])
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_no_half_file_under_a_real_name(
+    tmp_path: Path, bench: Bench
+) -> None:
+    """SIGKILL at random moments of a loop of 1.3 MB atomic writes: every file under its real
+    name is always complete; only temporary files can stay behind."""
+    values = [{"n": n, "blob": [str(n) * 64] * 20000} for n in range(3)]
+    rng = random.Random(20261130)
+    for _ in range(12):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(tmp_path)],
+            env=bench.env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert writer.stdout is not None
+            assert writer.stdout.readline() == "ready\n"
+            time.sleep(rng.uniform(0.01, 0.1))
+        finally:
+            writer.kill()
+            writer.wait()
+            if writer.stdout is not None:
+                writer.stdout.close()
+        for path in tmp_path.glob("file*.json"):
+            assert json.loads(path.read_text(encoding="utf-8")) in values, path
+
+
+# -- SIGINT ------------------------------------------------------------------------------------
+
+INT_TASKS = ("0", "1", "5", "6", "7", "8", "9", "11", "13", "14", "17", "18", "25", "27")
+# a mix of outcomes, so that "equal summaries" means something
+FAILING = "13"  # the agent only sends empty messages: agent_error, a scored failure
+BROKEN = "14"  # the endpoint always answers 503: infra_error, which resume runs again
+
+
+class Gate:
+    """Once ``after`` scenarios have ended, each new scenario hangs (until the run is killed).
+
+    When both workers hang, every scenario they started before has finished and written its
+    artifacts: the moment to press Ctrl-C.
+    """
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.ended = 0
+        self.held: set[str] = set()
+        self.both_held = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, request: Request) -> Reply | None:
+        last = request.body["messages"][-1]
+        with self._lock:
+            if last["role"] == "user" and "###STOP###" in (last.get("content") or ""):
+                self.ended += 1
+            elif request.attempt == 0 and self.ended >= self.after:
+                self.held.add(request.task_id)
+                if len(self.held) == 2:
+                    self.both_held.set()
+                return Hang()
+        return None
+
+
+def _faults(endpoint: ScriptedEndpoint, gate: Gate | None) -> None:
+    endpoint.reset()
+    endpoint.default_fault = gate
+    endpoint.faults[FAILING] = always(Completion(content=""))
+    endpoint.faults[BROKEN] = always(HttpError.server_error(503))
+
+
+@pytest.mark.parametrize("target", ["group", "main"])
+def test_ctrl_c_then_resume_equals_an_uninterrupted_run(
+    bench: Bench, endpoint: ScriptedEndpoint, target: str
+) -> None:
+    """Ctrl-C in a terminal signals the whole process group; a CI runner may signal only
+    the main process (xdist then stops the workers itself)."""
+    common = (
+        "-n", "2", f"--tau2-tasks={','.join(INT_TASKS)}",
+        *endpoint.args("agent", max_retries=0),
+    )  # fmt: skip
+    _faults(endpoint, None)
+    baseline = bench.run(*common, "--tau2-run-id=baseline")
+    assert baseline.returncode == 1, baseline.output
+
+    gate = Gate(after=2)
+    _faults(endpoint, gate)
+    started = bench.start(*common, "--tau2-run-id=interrupted")
+    try:
+        assert gate.both_held.wait(WAIT_SECONDS), "the workers were never both held"
+        if target == "group":
+            os.killpg(started.process.pid, signal.SIGINT)
+        else:
+            started.process.send_signal(signal.SIGINT)
+        run = started.wait()
+    finally:
+        started.kill()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, run.output
+
+    # the summary of what finished: every finished scenario, and only those
+    run_dir = bench.run_dir("interrupted")
+    finished = {path.parent.name for path in run_dir.glob("*/metrics.json")}
+    assert len(finished) >= gate.after
+    assert not finished & {_scenario(task) for task in gate.held}
+    summary = bench.summary("interrupted")
+    assert {row["scenario_id"] for row in summary["scenarios"]} == finished
+    assert summary["counts"]["reported"] == len(finished)
+    assert "Scenarios: " in (run_dir / "all_summary.txt").read_text()
+    assert_artifacts_intact(run_dir, sorted(finished))
+
+    # resume runs the rest (and the infra error again), and ends where the baseline ended
+    _faults(endpoint, None)
+    resumed = bench.run(*common, "--tau2-resume=interrupted")
+    assert resumed.returncode == 1, resumed.output
+    rerun = set(resumed.outcomes())
+    all_scenarios = {_scenario(task) for task in INT_TASKS}
+    assert rerun == (all_scenarios - finished) | {_scenario(BROKEN)}
+    assert comparable(bench.summary("interrupted")) == comparable(bench.summary("baseline"))
+    assert_artifacts_intact(run_dir, sorted(all_scenarios))
