@@ -152,15 +152,21 @@ def write_scenario_artifacts(
     ``config`` is the run configuration as it should be recorded (secrets already redacted
     by the caller). An earlier attempt's ``metrics.json`` is removed first, so the folder
     reads as incomplete until this attempt has written everything; a stale
-    ``judge_result.json`` is removed when no judge ran this time.
+    ``judge_result.json`` is removed when no judge ran this time, and so are the temporary
+    files of an earlier attempt killed mid-write (only one process writes a scenario folder).
     """
     directory = Path(directory)
-    stale_files = (METRICS_FILE,) if outcome.judge is not None else (METRICS_FILE, JUDGE_FILE)
+    stale_files = [
+        directory / name
+        for name in ((METRICS_FILE,) if outcome.judge is not None else (METRICS_FILE, JUDGE_FILE))
+    ]
+    for folder in (directory, directory / CONFIG_DIR):
+        stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
     for stale in stale_files:
         try:
-            (directory / stale).unlink(missing_ok=True)
+            stale.unlink(missing_ok=True)
         except OSError as error:
-            raise ArtifactError(f"cannot remove {directory / stale}: {error}") from error
+            raise ArtifactError(f"cannot remove {stale}: {error}") from error
     conversation = outcome.conversation
     write_json_atomic(directory / "transcript.json", conversation.to_json())
     write_text_atomic(

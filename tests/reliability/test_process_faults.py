@@ -81,6 +81,7 @@ def comparable(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 KILL_TASKS = ("0", "1", "5", "6", "7", "8", "9", "11")
 VICTIM = "6"
+CONFIG_DEBRIS = Path("scenario_config", ".tmp-tools.json.k1ll3d")
 
 
 def test_worker_killed_loses_only_its_scenario(
@@ -137,6 +138,13 @@ def test_worker_killed_loses_only_its_scenario(
     assert_artifacts_intact(run_dir, others)
     assert not (run_dir / _scenario(VICTIM) / "metrics.json").exists()
 
+    # a worker killed while writing leaves its temporary file (see the test below): plant
+    # that debris in the victim's folder, as the kill could have
+    victim_dir = run_dir / _scenario(VICTIM)
+    for debris in (victim_dir / ".tmp-transcript.json.k1ll3d", victim_dir / CONFIG_DEBRIS):
+        debris.parent.mkdir(parents=True, exist_ok=True)
+        debris.write_text('{"messages": [{"role": "assis')
+
     # --tau2-resume runs the lost scenario only, and the run is whole
     resumed.set()
     before = {path: path.stat().st_mtime_ns for path in files_under(run_dir / others[0])}
@@ -169,7 +177,7 @@ def test_a_writer_killed_mid_write_leaves_no_half_file_under_a_real_name(
     tmp_path: Path, bench: Bench
 ) -> None:
     """SIGKILL at random moments of a loop of 1.3 MB atomic writes: every file under its real
-    name is always complete; only temporary files can stay behind."""
+    name is always complete; only temporary files can stay behind (resume removes them)."""
     values = [{"n": n, "blob": [str(n) * 64] * 20000} for n in range(3)]
     rng = random.Random(20261130)
     for _ in range(12):
