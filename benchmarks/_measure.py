@@ -1,0 +1,367 @@
+"""Shared helpers of the benchmark scripts: run pytest as a subprocess and measure it.
+
+It imports only the standard library and pytest, so that it is cheap as the pytest plugin it
+contains:
+
+- :func:`run_suite` runs one pytest command and returns its wall time (``perf_counter`` from
+  just before the process starts to just after it exits), the CPU time and peak RSS of the
+  whole process tree (``os.wait4``: the controller plus the xdist workers it reaped), its exit
+  status, and what the probe wrote.
+- The probe: given as ``-p _measure`` (with ``benchmarks/`` on ``PYTHONPATH``) and with
+  ``TAU2_BENCH_PROBE_DIR`` set, every pytest process (controller and each xdist worker) writes
+  ``<role>-<pid>.json`` at exit: its own ``getrusage(RUSAGE_SELF)`` (CPU, peak RSS), a
+  timeline (``time.monotonic``, the same clock in every process on Linux) and, in the process
+  that ran them, per test the phase durations pytest reports and the process CPU time spent
+  between ``pytest_runtest_logstart`` and ``pytest_runtest_logfinish``.
+- :func:`machine` describes the machine; :func:`table` prints rows; :func:`write_json` saves
+  figures under ``benchmarks/results/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "benchmarks"
+RESULTS_DIR = BENCH_DIR / "results"
+PROBE_ENV = "TAU2_BENCH_PROBE_DIR"
+SCENARIO_TEST = "test_tau2_retail["
+
+_IMPORTED_AT = time.monotonic()
+
+
+# -- the probe (a pytest plugin; active only when PROBE_ENV is set) ---------------------------
+
+
+class _Probe:
+    """Records one pytest process's timeline, rusage and per-test figures, writes them at exit."""
+
+    def __init__(self, config: Any, folder: Path) -> None:
+        workerinput = getattr(config, "workerinput", None)
+        self.folder = folder
+        self.config = config
+        self.role = workerinput["workerid"] if workerinput is not None else "controller"
+        self.is_worker = workerinput is not None
+        self.marks: dict[str, float] = {"plugin_imported": _IMPORTED_AT}
+        self.cpu_marks: dict[str, float] = {}
+        self.tests: dict[str, dict[str, Any]] = {}
+        self._started: tuple[float, float] = (0.0, 0.0)
+        # CPU time in the cyclic garbage collector, per generation (gen 2 walks every object).
+        self.gc_seconds = [0.0, 0.0, 0.0]
+        self.gc_runs = [0, 0, 0]
+        self._gc_start = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.process_time()
+        else:
+            generation = info["generation"]
+            self.gc_seconds[generation] += time.process_time() - self._gc_start
+            self.gc_runs[generation] += 1
+
+    def mark(self, name: str) -> None:
+        if name not in self.marks:
+            self.marks[name] = time.monotonic()
+            self.cpu_marks[name] = time.process_time()
+
+    @property
+    def runs_tests(self) -> bool:
+        # Under xdist the controller only relays the workers' test events: no per-test CPU there.
+        return self.is_worker or not self.config.pluginmanager.has_plugin("dsession")
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.mark("collected")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: Any) -> None:
+        self.mark("sessionfinish")
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.marks["last_worker_down"] = time.monotonic()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.mark("terminal_summary")
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if self.runs_tests:
+            self.mark("first_test")
+            self._started = (time.monotonic(), time.process_time())
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if self.runs_tests:
+            record = self.tests.setdefault(report.nodeid, {})
+            record[report.when] = report.duration
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        if self.runs_tests:
+            wall0, cpu0 = self._started
+            record = self.tests.setdefault(nodeid, {})
+            record["wall"] = time.monotonic() - wall0
+            record["cpu"] = time.process_time() - cpu0
+            self.marks["last_test"] = time.monotonic()
+            self.cpu_marks["last_test"] = time.process_time()
+
+    def pytest_unconfigure(self, config: Any) -> None:
+        self.mark("unconfigure")
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        record = {
+            "role": self.role,
+            "pid": os.getpid(),
+            "cpu_user_s": usage.ru_utime,
+            "cpu_sys_s": usage.ru_stime,
+            "maxrss_mb": usage.ru_maxrss / 1024,  # KB on Linux
+            "gc_seconds": self.gc_seconds,
+            "gc_runs": self.gc_runs,
+            "marks": self.marks,
+            "cpu_marks": self.cpu_marks,
+            "tests": self.tests,
+        }
+        path = self.folder / f"{self.role}-{os.getpid()}.json"
+        path.write_text(json.dumps(record), encoding="utf-8")
+        atexit.register(_mark_exit, path.with_suffix(".exit"))
+
+
+def _mark_exit(path: Path) -> None:
+    path.write_text(str(time.monotonic()), encoding="utf-8")
+
+
+def pytest_configure(config: Any) -> None:
+    folder = os.environ.get(PROBE_ENV)
+    if folder:
+        probe = _Probe(config, Path(folder))
+        probe.mark("configured")
+        config.pluginmanager.register(probe, "tau2-bench-probe")
+
+
+# -- running pytest ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class Run:
+    """One pytest process tree, measured from outside (and from inside when probed)."""
+
+    argv: list[str]
+    wall_s: float
+    cpu_s: float
+    maxrss_mb: float
+    returncode: int
+    started: float  # time.monotonic() just before the process started
+    output: str
+    processes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def workers(self) -> list[dict[str, Any]]:
+        return [p for p in self.processes if p["role"] != "controller"]
+
+    @property
+    def controller(self) -> dict[str, Any] | None:
+        return next((p for p in self.processes if p["role"] == "controller"), None)
+
+    def scenario_tests(self) -> list[dict[str, Any]]:
+        """Per scenario test (``test_tau2_retail[...]``): phase durations and CPU.
+
+        Each record also has ``scenario_id`` (``tau2_retail__N[-trialK]``) and ``first``: True
+        for the first scenario test of its process, which also pays the session's one-time
+        set-up (e.g. importing ``openai`` and building the endpoint clients).
+        """
+        tests = []
+        for process in self.processes:
+            first = True
+            for nodeid, test in process["tests"].items():  # in the order they ran
+                if SCENARIO_TEST in nodeid:
+                    scenario = nodeid.split(SCENARIO_TEST, 1)[1].rstrip("]")
+                    tests.append({**test, "scenario_id": scenario, "first": first})
+                    first = False
+        return tests
+
+    def last_line(self) -> str:
+        lines = [line for line in self.output.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+def child_env(probe_dir: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH_DIR), env.get("PYTHONPATH", "")) if p)
+    env.pop(PROBE_ENV, None)
+    if probe_dir is not None:
+        env[PROBE_ENV] = str(probe_dir)
+    return env
+
+
+def run_suite(args: Sequence[str], *, probe_dir: Path | None = None) -> Run:
+    """Run ``python -m pytest ARGS`` from the repository root and measure it.
+
+    With ``probe_dir`` the probe plugin is loaded (``-p _measure``) and each process's record
+    is read back from that (empty) folder.
+    """
+    argv = [sys.executable, "-m", "pytest", *args]
+    if probe_dir is not None:
+        probe_dir.mkdir(parents=True, exist_ok=True)
+        for stale in [*probe_dir.glob("*.json"), *probe_dir.glob("*.exit")]:
+            stale.unlink()
+        argv[3:3] = ["-p", "_measure"]
+    env = child_env(probe_dir)
+    started = time.monotonic()
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert process.stdout is not None
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    process.stdout.close()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    run = Run(
+        argv=argv,
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        maxrss_mb=usage.ru_maxrss / 1024,
+        returncode=process.returncode,
+        started=started,
+        output=output.decode("utf-8", "replace"),
+    )
+    if probe_dir is not None:
+        for path in sorted(probe_dir.glob("*.json")):
+            process = json.loads(path.read_text(encoding="utf-8"))
+            exit_mark = path.with_suffix(".exit")
+            if exit_mark.exists():
+                process["marks"]["atexit"] = float(exit_mark.read_text(encoding="utf-8"))
+            run.processes.append(process)
+    return run
+
+
+# -- reading artifacts ------------------------------------------------------------------------
+
+
+def artifact_sizes(run_dir: Path) -> dict[str, Any]:
+    """Bytes on disk per scenario folder (every file under it) and per file name, in KB."""
+    per_scenario: list[int] = []
+    per_file: dict[str, list[int]] = {}
+    for metrics in run_dir.glob("**/metrics.json"):
+        folder = metrics.parent
+        total = 0
+        for path in folder.rglob("*"):
+            if path.is_file():
+                size = path.stat().st_size
+                total += size
+                per_file.setdefault(path.relative_to(folder).as_posix(), []).append(size)
+        per_scenario.append(total)
+    return {
+        "scenarios": len(per_scenario),
+        "per_scenario_kb_median": statistics.median(per_scenario) / 1024 if per_scenario else 0,
+        "per_scenario_kb_max": max(per_scenario, default=0) / 1024,
+        "total_mb": sum(per_scenario) / 1024 / 1024,
+        "per_file_kb_mean": {
+            name: statistics.fmean(sizes) / 1024 for name, sizes in sorted(per_file.items())
+        },
+    }
+
+
+def completions_from_metrics(run_dir: Path) -> dict[str, dict[str, int]]:
+    """Per scenario id, the completions the suite recorded (``token_usage.<role>.n_calls``)."""
+    completions: dict[str, dict[str, int]] = {}
+    for path in run_dir.glob("**/metrics.json"):
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+        completions[metrics["scenario_id"]] = {
+            role: value["n_calls"] for role, value in metrics["token_usage"].items()
+        }
+    return completions
+
+
+# -- describing and reporting -----------------------------------------------------------------
+
+
+def load_average() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory, Python and the load when the benchmark started."""
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gb": round(mem_kb / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_start": load_average(),
+        "pythondontwritebytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
+    }
+
+
+def median(values: Iterable[float]) -> float:
+    data = list(values)
+    return statistics.median(data) if data else float("nan")
+
+
+def percentile(values: Iterable[float], fraction: float) -> float:
+    data = sorted(values)
+    if not data:
+        return float("nan")
+    return data[min(len(data) - 1, round(fraction * (len(data) - 1)))]
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain-text table (also valid Markdown)."""
+    shown = [[_cell(value) for value in row] for row in rows]
+    widths = [
+        max(len(h), *(len(r[i]) for r in shown)) if shown else len(h) for i, h in enumerate(headers)
+    ]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |",
+        "| " + " | ".join("-" * w for w in widths) + " |",
+    ]
+    lines += [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in shown
+    ]
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def verdict(value: float, limit: float) -> str:
+    return "met" if value <= limit else "NOT met"
+
+
+def write_json(name: str, figures: Mapping[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(figures, indent=1, default=str) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,410 @@
+"""The offline suite's own cost: wall time, CPU, memory, per-scenario harness time, scale.
+
+Run from the repository root (about two minutes on 2 cores)::
+
+    TAU2_DATA_DIR=/path/to/data .venv/bin/python benchmarks/bench_offline.py [--repeats 3]
+
+Every figure comes from running the real command as a subprocess, exactly as a user types it
+(plus ``--tau2-output-dir`` pointing at a temporary folder, deleted at the end):
+
+- ``pytest --collect-only -q -k tau2_retail``, ``pytest -k tau2_retail -n 0`` and ``-n 2``
+  (114 scenarios with the built-in oracle agent and scripted customer, plus the 115 gold
+  snapshot tests), ``--repeats`` times each: wall from the command to its exit (artifacts and
+  summaries included), CPU of the whole process tree; medians are reported.
+- One more run of each, with the probe of ``_measure`` (``-p _measure``): per process peak RSS
+  and CPU, and per scenario test the set-up time pytest reports, which is the ``tau2_outcome``
+  fixture: conversation + scoring + artifact writes (``metrics.json``'s ``duration_seconds`` is
+  the conversation alone, reported beside it).
+- Scale: ``--tau2-trials 4`` (456 scenarios) at ``-n 8``; then, on its run directory, the time
+  to build and write the run summaries with pass^k in process (what the controller does at the
+  end, from the metrics it already holds) and ``python -m tau2_retail summarize RUN_DIR`` (reads
+  every ``metrics.json`` first); and the artifacts' size per scenario.
+
+Prints tables and writes ``benchmarks/results/offline.json``. Timings are never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _measure import (
+    ROOT,
+    Run,
+    artifact_sizes,
+    load_average,
+    machine,
+    median,
+    percentile,
+    run_suite,
+    table,
+    verdict,
+    write_json,
+)
+
+TARGETS = {
+    "n2_wall_s": 8.0,
+    "collect_wall_s": 2.0,
+    "worker_maxrss_mb": 150.0,
+    "summary_s": 1.0,
+}
+
+
+def suite_args(out: Path, run_id: str, *extra: str) -> list[str]:
+    return [
+        "-k",
+        "tau2_retail",
+        "-q",
+        f"--tau2-output-dir={out}",
+        f"--tau2-run-id={run_id}",
+        *extra,
+    ]
+
+
+def repeated(label: str, args_for: Any, repeats: int, probe_dir: Path) -> dict[str, Any]:
+    """``repeats`` plain runs (wall, CPU) and one probed run (per process, per scenario)."""
+    plain: list[Run] = []
+    for number in range(repeats):
+        run = run_suite(args_for(f"{label}-{number}"))
+        plain.append(run)
+        print(
+            f"  {label} #{number + 1}: {run.wall_s:.2f} s wall, rc {run.returncode}, "
+            f"load {load_average()[0]:.2f}: {run.last_line()}",
+            flush=True,
+        )
+    probed = run_suite(args_for(f"{label}-probe"), probe_dir=probe_dir / label)
+    print(f"  {label} probed: {probed.wall_s:.2f} s wall, rc {probed.returncode}", flush=True)
+    return {"plain": plain, "probed": probed}
+
+
+def process_rows(run: Run) -> list[dict[str, Any]]:
+    rows = []
+    for process in sorted(run.processes, key=lambda p: p["role"]):
+        marks, cpu_marks = process["marks"], process["cpu_marks"]
+        scenarios = [t for n, t in process["tests"].items() if "test_tau2_retail[" in n]
+        total = process["cpu_user_s"] + process["cpu_sys_s"]
+        # CPU before the first test, while testing (or relaying, on an xdist controller), after.
+        begin = cpu_marks.get("first_test", cpu_marks.get("configured", 0.0))
+        end = cpu_marks.get("last_test", cpu_marks.get("sessionfinish", total))
+        rows.append(
+            {
+                "role": process["role"],
+                "maxrss_mb": process["maxrss_mb"],
+                "cpu_s": total,
+                "cpu_before_tests_s": begin,
+                "cpu_tests_s": end - begin,
+                "cpu_after_tests_s": total - end,
+                "gc_s": sum(process["gc_seconds"]),
+                "plugin_imported_s": marks["plugin_imported"] - run.started,
+                "collected_s": marks.get("collected", float("nan")) - run.started,
+                "first_test_s": marks.get("first_test", float("nan")) - run.started,
+                "last_test_s": marks.get("last_test", float("nan")) - run.started,
+                "exit_s": marks["unconfigure"] - run.started,
+                "tests": len(process["tests"]),
+                "scenarios": len(scenarios),
+            }
+        )
+    return rows
+
+
+def harness_times(run: Run, run_dir: Path) -> dict[str, float]:
+    tests = run.scenario_tests()
+    setups = [t["setup"] for t in tests if "setup" in t]
+    whole = [t["wall"] for t in tests if "wall" in t]
+    cpu = [t["cpu"] for t in tests if "cpu" in t]
+    conversation = [
+        json.loads(path.read_text())["duration_seconds"] for path in run_dir.glob("**/metrics.json")
+    ]
+    return {
+        "scenarios": len(setups),
+        "setup_ms_median": median(setups) * 1000,
+        "setup_ms_p90": percentile(setups, 0.9) * 1000,
+        "setup_ms_max": max(setups, default=float("nan")) * 1000,
+        "conversation_ms_median": median(conversation) * 1000,
+        "test_protocol_ms_median": median(whole) * 1000,
+        "test_protocol_cpu_ms_median": median(cpu) * 1000,
+    }
+
+
+def summary_times(run_dir: Path, repeats: int) -> dict[str, float]:
+    """In process: build + write the summaries from the metrics; and the summarize command."""
+    from tau2_retail.artifacts import load_run_metrics
+    from tau2_retail.summary import write_run_summary
+
+    start = time.perf_counter()
+    metrics = load_run_metrics(run_dir)
+    load_s = time.perf_counter() - start
+    run_args = json.loads((run_dir / "run_args.json").read_text())
+    scratch = Path(tempfile.mkdtemp(prefix="tau2-bench-summary-"))
+    build = []
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            summary = write_run_summary(
+                scratch,
+                metrics,
+                expected=run_args["expected"],
+                trials=run_args["trials"],
+                configuration=run_args["configuration"],
+                versions={},
+            )
+            build.append(time.perf_counter() - start)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    command = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "tau2_retail", "summarize", str(run_dir)],
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        command.append(time.perf_counter() - start)
+    return {
+        "scenarios": len(metrics),
+        "pass_hat_k": [entry["k"] for entry in summary["pass_hat_k"]],
+        "build_and_write_s": median(build),
+        "load_metrics_s": load_s,
+        "summarize_command_s": median(command),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the run directories")
+    args = parser.parse_args()
+    if not os.environ.get("TAU2_DATA_DIR"):
+        parser.error("set TAU2_DATA_DIR to the data folder")
+
+    work = Path(tempfile.mkdtemp(prefix="tau2-bench-offline-"))
+    out, probes = work / "runs", work / "probe"
+    figures: dict[str, Any] = {"machine": machine(), "targets": TARGETS}
+    print(f"machine: {figures['machine']}", flush=True)
+    try:
+        collect = [
+            run_suite(["--collect-only", "-q", "-k", "tau2_retail"]) for _ in range(args.repeats)
+        ]
+        print(f"  collect-only: {[round(r.wall_s, 2) for r in collect]} s", flush=True)
+        n0 = repeated("n0", lambda rid: suite_args(out, rid, "-n", "0"), args.repeats, probes)
+        n2 = repeated("n2", lambda rid: suite_args(out, rid, "-n", "2"), args.repeats, probes)
+        t4 = repeated(
+            "t4n8",
+            lambda rid: suite_args(out, rid, "-n", "8", "--tau2-trials", "4"),
+            args.repeats,
+            probes,
+        )
+
+        runs = {"n0": n0, "n2": n2, "t4n8": t4}
+        wall_rows = [
+            {
+                "command": "pytest --collect-only -q -k tau2_retail",
+                "tests": 229,
+                "wall_s": median(r.wall_s for r in collect),
+                "cpu_s": median(r.cpu_s for r in collect),
+                "returncode": collect[0].returncode,
+            }
+        ]
+        for name, label, tests in (
+            ("n0", "pytest -k tau2_retail -n 0", 229),
+            ("n2", "pytest -k tau2_retail -n 2", 229),
+            ("t4n8", "pytest -k tau2_retail -n 8 --tau2-trials 4", 571),
+        ):
+            plain = runs[name]["plain"]
+            wall_rows.append(
+                {
+                    "command": label,
+                    "tests": tests,
+                    "wall_s": median(r.wall_s for r in plain),
+                    "cpu_s": median(r.cpu_s for r in plain),
+                    "returncode": plain[0].returncode,
+                }
+            )
+        figures["wall"] = wall_rows
+        figures["wall_all_repeats_s"] = {
+            "collect": [r.wall_s for r in collect],
+            **{name: [r.wall_s for r in runs[name]["plain"]] for name in runs},
+        }
+        figures["processes"] = {name: process_rows(runs[name]["probed"]) for name in runs}
+        figures["harness"] = {
+            name: harness_times(runs[name]["probed"], out / f"{name}-probe") for name in runs
+        }
+        t4_dir = out / "t4n8-probe"
+        figures["summary_trials4"] = summary_times(t4_dir, args.repeats)
+        figures["artifacts"] = {
+            "n2": artifact_sizes(out / "n2-probe"),
+            "t4n8": artifact_sizes(t4_dir),
+        }
+        figures["load_average_at_end"] = load_average()
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"runs kept in {work}")
+
+    report(figures)
+    path = write_json("offline", figures)
+    print(f"\nwritten: {path.relative_to(ROOT)}")
+    return 0
+
+
+def report(figures: dict[str, Any]) -> None:
+    m = figures["machine"]
+    print(
+        f"\nmachine: {m['cpus']} cores ({m['cpu_model']}), {m['memory_gb']} GB, Python "
+        f"{m['python']}; load average {m['load_average_at_start'][0]:.2f} at start, "
+        f"{figures['load_average_at_end'][0]:.2f} at end"
+    )
+    print("\nWall time from the command to its exit (median of the repeats)\n")
+    print(
+        table(
+            ["command", "tests", "wall s", "CPU s (all processes)", "exit"],
+            [
+                [r["command"], r["tests"], r["wall_s"], r["cpu_s"], r["returncode"]]
+                for r in figures["wall"]
+            ],
+        )
+    )
+    print(
+        "\nPer process (probed run): peak RSS; CPU s before the first test, in the tests (on an "
+        "xdist controller: relaying them), after the last; timeline in s from the command\n"
+    )
+    rows = []
+    for name, processes in figures["processes"].items():
+        for p in processes:
+            rows.append(
+                [
+                    name,
+                    p["role"],
+                    p["maxrss_mb"],
+                    p["cpu_s"],
+                    p["cpu_before_tests_s"],
+                    p["cpu_tests_s"],
+                    p["cpu_after_tests_s"],
+                    p["gc_s"],
+                    p["plugin_imported_s"],
+                    p["collected_s"],
+                    p["first_test_s"],
+                    p["last_test_s"],
+                    p["exit_s"],
+                    p["scenarios"],
+                ]
+            )
+    print(
+        table(
+            [
+                "run",
+                "process",
+                "peak RSS MB",
+                "CPU s",
+                "CPU before tests",
+                "CPU in tests",
+                "CPU after",
+                "of which GC",
+                "plugins imported",
+                "collected",
+                "first test",
+                "last test",
+                "exit",
+                "scenarios",
+            ],
+            rows,
+        )
+    )
+    print("\nPer scenario harness time (probed runs; ms)\n")
+    print(
+        table(
+            [
+                "run",
+                "scenarios",
+                "set-up median (conversation+scoring+artifacts)",
+                "p90",
+                "max",
+                "conversation median",
+                "whole test median",
+                "whole test CPU median",
+            ],
+            [
+                [
+                    name,
+                    h["scenarios"],
+                    h["setup_ms_median"],
+                    h["setup_ms_p90"],
+                    h["setup_ms_max"],
+                    h["conversation_ms_median"],
+                    h["test_protocol_ms_median"],
+                    h["test_protocol_cpu_ms_median"],
+                ]
+                for name, h in figures["harness"].items()
+            ],
+        )
+    )
+    s = figures["summary_trials4"]
+    print(
+        f"\nScale, 4 trials ({s['scenarios']} scenarios): summaries + pass^k "
+        f"(k = {s['pass_hat_k']}) built and written in {s['build_and_write_s']:.3f} s in process; "
+        f"reading the metrics.json files {s['load_metrics_s']:.3f} s; "
+        f"`python -m tau2_retail summarize` {s['summarize_command_s']:.3f} s"
+    )
+    for name, a in figures["artifacts"].items():
+        print(
+            f"artifacts ({name}): {a['scenarios']} scenarios, median "
+            f"{a['per_scenario_kb_median']:.1f} KB per scenario (max "
+            f"{a['per_scenario_kb_max']:.1f}), {a['total_mb']:.1f} MB in all"
+        )
+    wall = {r["command"]: r for r in figures["wall"]}
+    worker_rss = max(
+        (p["maxrss_mb"] for ps in figures["processes"].values() for p in ps),
+        default=float("nan"),
+    )
+    print("\nTargets\n")
+    print(
+        table(
+            ["target", "limit", "measured", "verdict"],
+            [
+                [
+                    "pytest -k tau2_retail -n 2, wall s",
+                    TARGETS["n2_wall_s"],
+                    wall["pytest -k tau2_retail -n 2"]["wall_s"],
+                    verdict(wall["pytest -k tau2_retail -n 2"]["wall_s"], TARGETS["n2_wall_s"]),
+                ],
+                [
+                    "pytest --collect-only -q -k tau2_retail, wall s",
+                    TARGETS["collect_wall_s"],
+                    wall["pytest --collect-only -q -k tau2_retail"]["wall_s"],
+                    verdict(
+                        wall["pytest --collect-only -q -k tau2_retail"]["wall_s"],
+                        TARGETS["collect_wall_s"],
+                    ),
+                ],
+                [
+                    "peak RSS of any pytest process, MB",
+                    TARGETS["worker_maxrss_mb"],
+                    worker_rss,
+                    verdict(worker_rss, TARGETS["worker_maxrss_mb"]),
+                ],
+                [
+                    "summaries + pass^k, 456 scenarios, s",
+                    TARGETS["summary_s"],
+                    s["build_and_write_s"],
+                    verdict(s["build_and_write_s"], TARGETS["summary_s"]),
+                ],
+            ],
+        )
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
