@@ -1,11 +1,11 @@
 """The endpoint fault matrix, end to end: one pytest run (``-n 2``) against the loopback server,
 each fault injected into its own scenario, every outcome and the summary counts checked.
 
-The agent (and the judge) sit at a real aiohttp server on 127.0.0.1 that plays a scripted
-agent reaching the gold database in three requests, except where a fault replaces a reply.
-"Once" faults hit the scenario's first agent request only (the client's retry then gets the
-scripted reply); the others hit every request. The README's "Failure behaviour" table is this
-matrix.
+The agent, the customer simulator and the judge sit at a real aiohttp server on 127.0.0.1
+that plays them by script (the agent reaches the gold database in three requests), except
+where a fault replaces a reply. "Once" faults hit the scenario's first request of that role
+only (the client's retry then gets the scripted reply); the others hit every request. The
+README's "Failure behaviour" table is this matrix.
 """
 
 from __future__ import annotations
@@ -112,6 +112,12 @@ MATRIX = (
     Row(fault="context-length 400", task="58",
         inject=always(HttpError.context_length_exceeded()), outcome=FAILED,
         stop_reason="context_window_exceeded", agent_requests=1),
+    Row(fault="customer simulator: 503 on every attempt", task="69",
+        inject=always(HttpError.server_error(503), role="user"), outcome=ERROR,
+        stop_reason="infra_error", agent_requests=0),
+    Row(fault="customer simulator: empty message twice", task="71",
+        inject=always(Completion(content=""), role="user"), outcome=ERROR,
+        stop_reason="infra_error", agent_requests=0),
     Row(fault="judge answers prose", task="40",
         inject=always(Completion(content="The agent did a great job overall."), role="judge"),
         outcome=FAILED, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
@@ -140,6 +146,7 @@ def test_fault_matrix(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         f"--tau2-run-id={RUN_ID}",
         f"--tau2-tasks={','.join(ROWS)}",
         *endpoint.args("agent", timeout=TIMEOUT, max_retries=RETRIES),
+        *endpoint.args("user", timeout=TIMEOUT, max_retries=RETRIES),
         *endpoint.args("judge", timeout=TIMEOUT, max_retries=RETRIES),
     )
     assert run.returncode == 1, run.output  # tests failed; the run itself completed
@@ -211,12 +218,15 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         "13": "HTTP 401 (not retried: check the base URL, model name and API key)",
         "17": f"no reply within the {TIMEOUT:g} s timeout",
         "25": "connection failed",
+        "69": "user: model 'scripted-user'",
+        "71": "user: the simulator returned an empty message twice",
     }
     for task, text in expected_details.items():
         detail = _detail(bench, task)
         assert text in detail, (task, detail)
-        attempts = 1 if task == "13" else RETRIES + 1
-        assert f"after {attempts} attempt(s)" in detail, (task, detail)
+        if task != "71":
+            attempts = 1 if task == "13" else RETRIES + 1
+            assert f"after {attempts} attempt(s)" in detail, (task, detail)
 
     # malformed output is the model's fault: a tool error it can read, and the run goes on
     malformed = _tool_results(bench, "34")[0]
