@@ -1,6 +1,7 @@
-"""Process faults: an xdist worker killed with SIGKILL mid-run, and Ctrl-C (SIGINT) mid-run,
-then ``--tau2-resume``. Nothing finished is lost, nothing half-written stays, and the resumed
-run's summary equals that of a run that was never interrupted.
+"""Process faults: an xdist worker killed with SIGKILL mid-run, Ctrl-C (SIGINT) mid-run, then
+``--tau2-resume``; SIGTERM of the whole run, then ``summarize``; a writer killed mid-write.
+Nothing finished is lost, nothing half-written stays, and the resumed run's summary equals
+that of a run that was never interrupted.
 
 The endpoint holds chosen scenarios in a hang (the worker is then provably mid-scenario) and
 tells the test through an event; a test-side probe in the project's conftest records which
@@ -301,3 +302,41 @@ def _interrupt_and_resume(
     assert rerun == (all_scenarios - finished) | {_scenario(BROKEN)}
     assert comparable(bench.summary(run_id)) == expected
     assert_artifacts_intact(run_dir, sorted(all_scenarios))
+
+
+def test_sigterm_keeps_finished_artifacts_and_summarize_reads_them(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    """SIGTERM (what many CI runners send on a timeout) ends every process at once: no
+    summary is written, but every finished scenario's artifacts are whole and
+    ``python -m tau2_retail summarize`` turns them into one."""
+    gate = Gate(after=2)
+    _faults(endpoint, gate)
+    started = bench.start(
+        "-n", "2", f"--tau2-tasks={','.join(INT_TASKS)}", "--tau2-run-id=terminated",
+        *endpoint.args("agent", max_retries=0),
+    )  # fmt: skip
+    try:
+        assert gate.both_held.wait(WAIT_SECONDS), "the workers were never both held"
+        os.killpg(started.process.pid, signal.SIGTERM)
+        run = started.wait()
+    finally:
+        started.kill()
+    assert run.returncode == -signal.SIGTERM
+    run_dir = bench.run_dir("terminated")
+    assert not (run_dir / "summary.json").exists()
+    finished = {path.parent.name for path in run_dir.glob("*/metrics.json")}
+    assert len(finished) >= gate.after
+    assert_artifacts_intact(run_dir, sorted(finished))
+
+    summarize = subprocess.run(
+        [sys.executable, "-m", "tau2_retail", "summarize", str(run_dir)],
+        env=bench.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert summarize.returncode == 0, summarize.stderr
+    summary = bench.summary("terminated")
+    assert {row["scenario_id"] for row in summary["scenarios"]} == finished
