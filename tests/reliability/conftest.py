@@ -203,23 +203,30 @@ class Started:
         try:
             self.process.wait(timeout=timeout)
         finally:
-            self.kill()
+            self._stop()
         self.out.seek(0)
         self.err.seek(0)
         run = Run(self.process.returncode, self.out.read(), self.err.read(), self.junit)
+        self.close()
+        return run
+
+    def close(self) -> None:
         self.out.close()
         self.err.close()
-        return run
 
     def kill(self) -> None:
         """Kill what is left of the process group this run started (its xdist workers too)."""
+        self._stop()
+        self.close()
+
+    def _stop(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
 
 
 @pytest.fixture
-def bench(tmp_path: Path, data_dir: Path) -> Iterator[Bench]:
+def bench(tmp_path: Path, data_dir: Path) -> Bench:
     """A benchmark project in ``tmp_path/project``; its runs write to ``tmp_path/project/runs``.
 
     The environment is hermetic: no ``TAU2_*``, ``OPENAI_*``, ``PYTEST_*`` or proxy variable of

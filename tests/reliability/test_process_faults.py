@@ -64,10 +64,10 @@ def assert_artifacts_intact(run_dir: Path, scenarios: list[str]) -> None:
     assert temp_files(run_dir) == []
 
 
-def comparable(summary: Mapping[str, Any]) -> dict[str, Any]:
+def comparable(run_summary: Mapping[str, Any]) -> dict[str, Any]:
     """A summary without what legitimately differs between two runs of the same scenarios:
     timings, the run id and how it was given."""
-    summary = json.loads(json.dumps(summary))
+    summary: dict[str, Any] = json.loads(json.dumps(run_summary))
     settings = summary["configuration"]["settings"]
     for key in ("run_id", "resume"):
         settings.pop(key)

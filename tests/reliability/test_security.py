@@ -176,7 +176,9 @@ def _role(body: Mapping[str, Any]) -> str:
     return "judge" if body["messages"][0]["content"] == JUDGE_SYSTEM_PROMPT else "user"
 
 
-def test_api_keys_reach_the_endpoint_and_nothing_else(bench: Bench, endpoint: ScriptedEndpoint):
+def test_api_keys_reach_the_endpoint_and_nothing_else(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
     """Three roles at the endpoint, each with its own key; debug logging to a file, pytest's
     debug trace, locals in tracebacks, captured logs in the junit XML; a 401 whose body
     echoes the key (as some proxies do) and a failing scenario. Then every byte written and
@@ -304,6 +306,8 @@ TOOL_NAMES = st.sampled_from(AGENT_TOOL_NAMES) | st.text(max_size=20)
 
 class _Agent:
     """Sends the given turns, then ends the conversation."""
+
+    name = "scripted"
 
     def __init__(self, turns: Sequence[AssistantTurn]) -> None:
         self.turns = list(turns)
