@@ -26,7 +26,7 @@ from tau2_retail.loopback_server import (
 from tests.reliability.conftest import Bench, Fault, ScriptedEndpoint, always, once, temp_files
 
 RETRIES = 1
-TIMEOUT = 2.0
+TIMEOUT = 3.0  # seconds: far beyond a loopback reply, even on a loaded machine
 SCRIPTED_AGENT_REQUESTS = 3  # gold actions, report, end_conversation
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -50,7 +49,10 @@ from tools.store import Store
 # -- calculate -----------------------------------------------------------------------------
 
 _CALCULATE = """
-import json, sys, time
+import json, resource, sys, time
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
 from tools.database import SeedDatabase
 from tools.dispatch import dispatch_json
 from tools.store import Store
@@ -103,18 +105,13 @@ def test_calculate_runs_no_code_and_refuses_exhaustion_in_bounded_time(
     sentinel = tmp_path / "pwned"
     attacks = _attacks(sentinel)
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-        resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
-
     process = subprocess.run(
-        [sys.executable, "-c", _CALCULATE],
+        [sys.executable, "-c", _CALCULATE, str(MEMORY_LIMIT)],
         input=json.dumps(attacks),
         env=bench.env,
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=limit,
         check=False,
     )
     assert process.returncode == 0, process.stderr
