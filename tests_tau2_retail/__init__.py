@@ -1,0 +1,1 @@
+"""The benchmark: the 114 retail scenarios and the gold snapshots."""
