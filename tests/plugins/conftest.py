@@ -142,6 +142,9 @@ def bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, data_dir: 
         if name.startswith(("TAU2_", "OPENAI_", "PYTEST_XDIST_")) or name == "PYTEST_ADDOPTS":
             monkeypatch.delenv(name)
     monkeypatch.setenv("TAU2_DATA_DIR", str(data_dir))
+    # a fixed width: counts of a message in the output must not depend on the terminal (tox
+    # exports its own COLUMNS; a wide one makes the short summary repeat whole messages)
+    monkeypatch.setenv("COLUMNS", "80")
     return Bench(pytester=pytester, output_dir=pytester.path / "runs")
 
 

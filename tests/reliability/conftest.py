@@ -243,6 +243,7 @@ def bench(tmp_path: Path, data_dir: Path) -> Bench:
         TAU2_DATA_DIR=str(data_dir),
         NO_PROXY="127.0.0.1,localhost",
         PYTHONDONTWRITEBYTECODE="1",
+        COLUMNS="80",  # output must not depend on the caller's terminal (tox sets COLUMNS)
     )
     return Bench(path=project, output_dir=project / "runs", env=env)
 
