@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plugins.options import ModelSettings, Tau2Settings
-from tau2_retail.datafiles import resolve_data_dir
+from tau2_retail.datafiles import DATA_DIR_ENV, resolve_data_dir
 from tau2_retail.gold import GoldBook
 from tau2_retail.prompts import agent_system_prompt
 from tau2_retail.scenario import Scenario
@@ -39,7 +39,10 @@ class DataBundle:
 
 
 def load_bundle(settings: Tau2Settings) -> DataBundle:
-    data_dir = resolve_data_dir(settings["data_dir"] or None)
+    # From the environment, let the data layer read TAU2_DATA_DIR itself so its messages name
+    # the variable; an option or ini value is an explicit folder.
+    from_env = settings.sources["data_dir"] == DATA_DIR_ENV
+    data_dir = resolve_data_dir(None if from_env else settings["data_dir"] or None)
     tasks = load_tasks(data_dir)
     return DataBundle(
         data_dir=data_dir,

@@ -52,3 +52,17 @@ def test_an_output_dir_that_is_a_file_is_a_usage_error(bench: Bench) -> None:
         f"ERROR: --tau2-output-dir: '{blocker / 'runs'}' is not valid for --tau2-output-dir; "
         f"expected a folder (or a path to create one), but {blocker} is a file"
     ]
+
+
+def test_a_missing_data_folder_from_the_environment_is_named_as_such(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = bench.path / "no-data-env"
+    monkeypatch.setenv("TAU2_DATA_DIR", str(missing))
+
+    result = bench.run_inprocess()
+
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    output = result.stdout.str()
+    assert output.count(f"data folder {missing} (from $TAU2_DATA_DIR)") == 1
+    assert "given by --tau2-data-dir" not in output
