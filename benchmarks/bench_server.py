@@ -8,7 +8,7 @@ The server is ``tau2_retail.loopback_server`` in a process of its own (so its th
 compete for the GIL of the process that measures), answering every completion after
 ``--latency`` seconds (default 0.1) from a fixed scripted dialogue. Both the agent and the
 simulated user are endpoint models at that server (``--tau2-agent-model=bench-agent``,
-``--tau2-user-model=bench-user``); no judge. Per scenario, exactly 20 completions reach it:
+``--tau2-user-model=bench-user``); no judge. Per scenario, 20 completions reach it:
 
 - user: 2 (the opening request, the scripted customer's; then ``###STOP###`` once the agent
   asks whether anything else is needed);
@@ -17,6 +17,8 @@ simulated user are endpoint models at that server (``--tau2-agent-model=bench-ag
   "Is there anything else I can help you with?"), and 1 ``end_conversation`` call after the
   user's stop: 18.
 
+Four tasks (10, 12, 26, 50) have ``transfer_to_human_agents`` among their gold actions, which
+ends the conversation at once (6, 6, 9 and 2 completions): 2223 completions per 114 scenarios.
 So every scenario ends in ``agent_exit`` with the gold database (114/114 succeed, a check that
 the measured runs did the real work). Completions are counted twice: by the server (requests
 answered, per model) and by the suite (``token_usage.<role>.n_calls`` in every
@@ -27,7 +29,10 @@ and ``--tau2-trials 4`` at ``-n 8`` (456 scenarios):
 
 - wall from the command to its exit; ideal = start-up + completions x latency / N, where
   start-up is the time from the command to the server's first request (interpreter, plugins,
-  collection, xdist workers, data); ratio = wall / ideal;
+  collection, xdist workers, data, the gold tests, importing ``openai``); ratio = wall / ideal;
+  also the model phase alone (first request to last reply) against completions x latency / N,
+  and the time from the last reply to the exit (the last artifacts, workers' and controller's
+  shutdown, summaries);
 - harness CPU per completion = the CPU time the pytest workers spent inside the scenario
   tests (probe: ``time.process_time`` from ``pytest_runtest_logstart`` to ``logfinish``: client,
   tools, scoring, artifacts, reporting) / the completions of those scenarios, leaving out each
@@ -35,7 +40,8 @@ and ``--tau2-trials 4`` at ``-n 8`` (456 scenarios):
   building the two clients; shown on its own as "first scenario CPU s"); "incl. first
   scenarios" counts every scenario test; "tree CPU" is the whole pytest tree's CPU
   (``os.wait4``: start-up, collection and the gold tests included) / all completions;
-- per worker peak RSS; artifacts per scenario.
+- per worker peak RSS; artifacts per scenario; the server's own CPU per completion (it runs
+  on the same 2 cores, as a real local model server would not).
 
 Prints tables and writes ``benchmarks/results/server.json``. Timings are never asserted.
 """
@@ -108,6 +114,7 @@ class ScriptedDialogue:
         self.counts: Counter[str] = Counter()
         self.first: float | None = None
         self.last: float | None = None
+        self.cpu_at_reset = 0.0
 
     def __call__(self, body: Any) -> Any:
         from tau2_retail.loopback_server import Completion, HttpError
@@ -158,13 +165,15 @@ class ScriptedDialogue:
             "requests": dict(self.counts),
             "first_request": self.first,
             "last_request": self.last,
-            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "cpu_s": usage.ru_utime + usage.ru_stime - self.cpu_at_reset,
             "maxrss_mb": usage.ru_maxrss / 1024,
         }
 
     def reset(self) -> None:
         self.counts.clear()
         self.first = self.last = None
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.cpu_at_reset = usage.ru_utime + usage.ru_stime
 
 
 def serve(latency: float) -> int:
@@ -286,6 +295,9 @@ def measure(
         "after_last_reply_s": run.started + run.wall_s - last_reply,
         "ideal_s": ideal,
         "wall_over_ideal": run.wall_s / ideal,
+        # From the first request to the last reply, against completions x latency / workers.
+        "model_phase_over_ideal": (last_reply - run.started - startup)
+        / (completions * latency / workers),
         "harness_cpu_ms_per_completion": (
             sum(t["cpu"] for t in steady) / steady_calls * 1000 if steady_calls else float("nan")
         ),
@@ -294,6 +306,7 @@ def measure(
         "tree_cpu_ms_per_completion": run.cpu_s / completions * 1000,
         "tree_cpu_s": run.cpu_s,
         "server_cpu_s": stats["cpu_s"],
+        "server_cpu_ms_per_completion": stats["cpu_s"] / completions * 1000,
         "worker_maxrss_mb": max((p["maxrss_mb"] for p in run.workers), default=float("nan")),
         "controller_maxrss_mb": (run.controller or {}).get("maxrss_mb", float("nan")),
         "server_maxrss_mb": stats["maxrss_mb"],
@@ -304,11 +317,10 @@ def measure(
                 "maxrss_mb": process["maxrss_mb"],
                 "cpu_s": process["cpu_user_s"] + process["cpu_sys_s"],
                 "scenarios": sum(SCENARIO_TEST in nodeid for nodeid in process["tests"]),
-                **{
-                    name: process["marks"][name] - run.started
-                    for name in ("collected", "first_test", "last_test", "unconfigure")
-                    if name in process["marks"]
-                },
+                "cpu_after_last_test_s": process["cpu_user_s"]
+                + process["cpu_sys_s"]
+                - process["cpu_marks"].get("last_test", 0.0),
+                **{name: value - run.started for name, value in process["marks"].items()},
             }
             for process in sorted(run.processes, key=lambda p: p["role"])
         ],
@@ -401,12 +413,13 @@ def grouped(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "startup_s",
             "after_last_reply_s",
             "wall_over_ideal",
+            "model_phase_over_ideal",
             "harness_cpu_ms_per_completion",
             "scenario_tests_cpu_ms_per_completion",
             "first_scenario_cpu_s_median",
             "tree_cpu_ms_per_completion",
             "worker_maxrss_mb",
-            "server_cpu_s",
+            "server_cpu_ms_per_completion",
         )
         row: dict[str, Any] = {key: median(m[key] for m in members) for key in keys}
         row.update(
@@ -445,11 +458,13 @@ def report(figures: dict[str, Any]) -> None:
                 "ideal s",
                 "wall/ideal",
                 "start-up s",
+                "first request to last reply / ideal",
                 "after last reply s",
                 "harness CPU ms/completion",
                 "incl. first scenarios",
                 "first scenario CPU s",
                 "tree CPU ms/completion",
+                "server CPU ms/completion",
                 "worker peak RSS MB",
                 "artifacts KB/scenario",
             ],
@@ -464,11 +479,13 @@ def report(figures: dict[str, Any]) -> None:
                     r["ideal_s"],
                     r["wall_over_ideal"],
                     r["startup_s"],
+                    r["model_phase_over_ideal"],
                     r["after_last_reply_s"],
                     r["harness_cpu_ms_per_completion"],
                     r["scenario_tests_cpu_ms_per_completion"],
                     r["first_scenario_cpu_s_median"],
                     r["tree_cpu_ms_per_completion"],
+                    r["server_cpu_ms_per_completion"],
                     r["worker_maxrss_mb"],
                     r["artifact_kb"],
                 ]
