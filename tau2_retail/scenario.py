@@ -62,7 +62,7 @@ class Scenario:
         return scenario_id(self.task.id, self.trial, self.trials)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class ScenarioOutcome:
     """What one scenario produced and how it scored."""
 
@@ -72,6 +72,16 @@ class ScenarioOutcome:
     judge: JudgeResult | None
     db_diff: dict[str, dict[str, dict[str, Any]]]
     metrics: dict[str, Any]
+
+    def __repr__(self) -> str:
+        # Short on purpose: on Python 3.11, asyncio.Runner.run ends with signal.getsignal(),
+        # which formats the repr of its SIGINT handler, hence of the finished task and its
+        # result; pytest-asyncio's fixture set-up returns this outcome, so a field-by-field
+        # repr of the whole conversation was built and thrown away once per scenario.
+        return (
+            f"ScenarioOutcome(scenario={self.scenario.id!r}, "
+            f"stop_reason={self.conversation.stop_reason.value!r})"
+        )
 
     @property
     def is_infra_error(self) -> bool:
