@@ -145,6 +145,9 @@ def bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, data_dir: 
     # a fixed width: counts of a message in the output must not depend on the terminal (tox
     # exports its own COLUMNS; a wide one makes the short summary repeat whole messages)
     monkeypatch.setenv("COLUMNS", "80")
+    # and pytest shows whole messages in the short summary when it sees a CI variable
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
     return Bench(pytester=pytester, output_dir=pytester.path / "runs")
 
 
