@@ -15,6 +15,8 @@ Every figure comes from running the real command as a subprocess, exactly as a u
   and CPU, and per scenario test the set-up time pytest reports, which is the ``tau2_outcome``
   fixture: conversation + scoring + artifact writes (``metrics.json``'s ``duration_seconds`` is
   the conversation alone, reported beside it).
+- In process, without pytest: the 114 scenarios' conversation + scoring and their artifact
+  writes, timed apart (``perf_counter``), ``--repeats`` times.
 - Scale: ``--tau2-trials 4`` (456 scenarios) at ``-n 8``; then, on its run directory, the time
   to build and write the run summaries with pass^k in process (what the controller does at the
   end, from the metrics it already holds) and ``python -m tau2_retail summarize RUN_DIR`` (reads
@@ -137,6 +139,79 @@ def harness_times(run: Run, run_dir: Path) -> dict[str, float]:
     }
 
 
+def in_process_harness(repeats: int) -> dict[str, float]:
+    """The harness per scenario without pytest: conversation + scoring, then the artifacts.
+
+    The 114 scenarios with the built-in oracle and scripted customer, golds already replayed
+    (as in a worker after the gold tests), ``repeats`` times; medians in ms.
+    """
+    import asyncio
+
+    from tau2_retail.artifacts import write_scenario_artifacts
+    from tau2_retail.datafiles import resolve_data_dir
+    from tau2_retail.gold import GoldBook
+    from tau2_retail.models.builtin import builtin_model
+    from tau2_retail.prompts import agent_system_prompt, user_system_prompt
+    from tau2_retail.scenario import Scenario, run_scenario
+    from tau2_retail.seed import load_seed
+    from tau2_retail.tasks import load_policy, load_tasks, load_user_guidelines
+    from tools.schemas import tool_schemas
+    from tools.store import Store
+
+    data_dir = resolve_data_dir()
+    tasks = load_tasks(data_dir)
+    book = GoldBook(seed=load_seed(data_dir), tasks=tasks)
+    agent_prompt = agent_system_prompt(load_policy(data_dir), additional_notes=True)
+    guidelines = load_user_guidelines(data_dir)
+    tools = tool_schemas()
+    for task_id in tasks:
+        _ = book[task_id].db_hash
+    scenario_ms: list[float] = []
+    artifacts_ms: list[float] = []
+    scratch = Path(tempfile.mkdtemp(prefix="tau2-bench-harness-"))
+
+    async def one_pass(number: int) -> None:
+        for task in tasks.values():
+            user_prompt = user_system_prompt(guidelines, task)
+            start = time.perf_counter()
+            outcome = await run_scenario(
+                Scenario(task=task, trial=0, trials=1, seed=300),
+                agent=builtin_model("builtin:oracle", task, role="agent"),
+                user=builtin_model("builtin:customer", task, role="user"),
+                judge_model=None,
+                gold=book[task.id],
+                store=Store(book.seed),
+                agent_prompt=agent_prompt,
+                user_prompt=user_prompt,
+                tools=tools,
+            )
+            middle = time.perf_counter()
+            write_scenario_artifacts(
+                scratch / str(number) / outcome.scenario.name,
+                outcome,
+                agent_prompt=agent_prompt,
+                user_prompt=user_prompt,
+                tools=tools,
+                config={"run_id": "bench"},
+            )
+            end = time.perf_counter()
+            scenario_ms.append((middle - start) * 1000)
+            artifacts_ms.append((end - middle) * 1000)
+
+    try:
+        for number in range(repeats):
+            asyncio.run(one_pass(number))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {
+        "scenarios": len(scenario_ms),
+        "conversation_and_scoring_ms_median": median(scenario_ms),
+        "artifacts_ms_median": median(artifacts_ms),
+        "artifacts_ms_p90": percentile(artifacts_ms, 0.9),
+        "total_ms_median": median(a + b for a, b in zip(scenario_ms, artifacts_ms, strict=True)),
+    }
+
+
 def summary_times(run_dir: Path, repeats: int) -> dict[str, float]:
     """In process: build + write the summaries from the metrics; and the summarize command."""
     from tau2_retail.artifacts import load_run_metrics
@@ -243,6 +318,7 @@ def main() -> int:
         }
         t4_dir = out / "t4n8-probe"
         figures["summary_trials4"] = summary_times(t4_dir, args.repeats)
+        figures["harness_in_process"] = in_process_harness(args.repeats)
         figures["artifacts"] = {
             "n2": artifact_sizes(out / "n2-probe"),
             "t4n8": artifact_sizes(t4_dir),
@@ -350,6 +426,13 @@ def report(figures: dict[str, Any]) -> None:
                 for name, h in figures["harness"].items()
             ],
         )
+    )
+    h = figures["harness_in_process"]
+    print(
+        f"\nIn process, without pytest ({h['scenarios']} scenario runs, ms, median): conversation"
+        f" + scoring {h['conversation_and_scoring_ms_median']:.2f}, artifact writes "
+        f"{h['artifacts_ms_median']:.2f} (p90 {h['artifacts_ms_p90']:.2f}), together "
+        f"{h['total_ms_median']:.2f}"
     )
     s = figures["summary_trials4"]
     print(
