@@ -32,11 +32,10 @@ from tau2_retail.loopback_server import (
 )
 from tau2_retail.models.builtin import ScriptedCustomer
 from tau2_retail.tasks import Task, load_tasks
+from tests.run_files import BENCHMARK_MODULE, REPO_ROOT, RunFiles
 
 # pytester is enabled in the root conftest (pytest_plugins must live there)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BENCHMARK_MODULE = REPO_ROOT / "tests_tau2_retail" / "test_scenarios.py"
 
 # Each test that runs scenarios runs them in-process and with two xdist workers.
 XDIST_MODES = [pytest.param(("-n", "0"), id="n0"), pytest.param(("-n", "2"), id="n2")]
@@ -86,7 +85,7 @@ def distributed(xdist: tuple[str, ...]) -> bool:
 
 
 @dataclass(slots=True)
-class Bench:
+class Bench(RunFiles):
     """A pytester project holding the benchmark module, with the tau2 plugin as its conftest."""
 
     pytester: pytest.Pytester
@@ -111,20 +110,6 @@ class Bench:
         """Run pytest in this process: only for runs that stop at start-up or collection."""
         shown = (f"--tau2-output-dir={self.output_dir}",) if output_dir else ()
         return self.pytester.runpytest_inprocess(*shown, *args)
-
-    def run_dir(self, run_id: str) -> Path:
-        return self.output_dir / run_id
-
-    def read_json(self, run_id: str, name: str) -> Any:
-        return json.loads((self.run_dir(run_id) / name).read_text(encoding="utf-8"))
-
-    def summary(self, run_id: str) -> dict[str, Any]:
-        summary: dict[str, Any] = self.read_json(run_id, "summary.json")
-        return summary
-
-    def metrics(self, run_id: str, scenario: str) -> dict[str, Any]:
-        metrics: dict[str, Any] = self.read_json(run_id, f"{scenario}/metrics.json")
-        return metrics
 
 
 @pytest.fixture

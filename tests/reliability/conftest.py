@@ -35,9 +35,8 @@ from tau2_retail.loopback_server import Completion, LoopbackOpenAIServer, Reply,
 from tau2_retail.models.builtin import ScriptedCustomer
 from tau2_retail.prompts import user_system_prompt
 from tau2_retail.tasks import Task, load_tasks, load_user_guidelines
+from tests.run_files import BENCHMARK_MODULE, REPO_ROOT, RunFiles
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BENCHMARK_MODULE = REPO_ROOT / "tests_tau2_retail" / "test_scenarios.py"
 RUN_TIMEOUT_SECONDS = 150.0
 TEMP_PREFIX = ".tmp-"
 
@@ -127,7 +126,7 @@ class Run:
 
 
 @dataclass(slots=True)
-class Bench:
+class Bench(RunFiles):
     """A project holding the benchmark module, with the tau2 plugin in its conftest."""
 
     path: Path
@@ -174,20 +173,6 @@ class Bench:
             command, cwd=self.path, env=self.env, stdout=out, stderr=err, start_new_session=True
         )
         return Started(process=process, junit=junit, out=out, err=err)
-
-    def run_dir(self, run_id: str) -> Path:
-        return self.output_dir / run_id
-
-    def read_json(self, run_id: str, name: str) -> Any:
-        return json.loads((self.run_dir(run_id) / name).read_text(encoding="utf-8"))
-
-    def summary(self, run_id: str) -> dict[str, Any]:
-        summary: dict[str, Any] = self.read_json(run_id, "summary.json")
-        return summary
-
-    def metrics(self, run_id: str, scenario: str) -> dict[str, Any]:
-        metrics: dict[str, Any] = self.read_json(run_id, f"{scenario}/metrics.json")
-        return metrics
 
 
 @dataclass(slots=True)
