@@ -21,9 +21,9 @@ sys.path.insert(0, str(ROOT))
 IMPORT_AND_LOAD = """
 import time
 start = time.perf_counter()
-from tau2_retail.datafiles import resolve_data_dir
-from tau2_retail.seed import load_seed
-from tau2_retail.tasks import load_tasks, load_policy, load_user_guidelines
+from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.data.seed import load_seed
+from tau2_retail.data.tasks import load_tasks, load_policy, load_user_guidelines
 data_dir = resolve_data_dir()
 load_seed(data_dir); load_tasks(data_dir); load_policy(data_dir); load_user_guidelines(data_dir)
 print(time.perf_counter() - start)
@@ -52,11 +52,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    from tau2_retail.datafiles import resolve_data_dir
-    from tau2_retail.gold import compute_gold
-    from tau2_retail.seed import load_seed
-    from tau2_retail.tasks import load_tasks
-    from tools.store import Store
+    from tau2_retail.data.files import resolve_data_dir
+    from tau2_retail.data.gold import compute_gold
+    from tau2_retail.data.seed import load_seed
+    from tau2_retail.data.tasks import load_tasks
+    from tau2_retail.tools.store import Store
 
     data_dir = resolve_data_dir()
     seed = load_seed(data_dir)

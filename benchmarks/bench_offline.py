@@ -147,16 +147,16 @@ def in_process_harness(repeats: int) -> dict[str, float]:
     """
     import asyncio
 
-    from tau2_retail.artifacts import write_scenario_artifacts
-    from tau2_retail.datafiles import resolve_data_dir
-    from tau2_retail.gold import GoldBook
+    from tau2_retail.data.files import resolve_data_dir
+    from tau2_retail.data.gold import GoldBook
+    from tau2_retail.data.seed import load_seed
+    from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
+    from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
+    from tau2_retail.engine.scenario import Scenario, run_scenario
     from tau2_retail.models.builtin import builtin_model
-    from tau2_retail.prompts import agent_system_prompt, user_system_prompt
-    from tau2_retail.scenario import Scenario, run_scenario
-    from tau2_retail.seed import load_seed
-    from tau2_retail.tasks import load_policy, load_tasks, load_user_guidelines
-    from tools.schemas import tool_schemas
-    from tools.store import Store
+    from tau2_retail.results.artifacts import write_scenario_artifacts
+    from tau2_retail.tools.schemas import tool_schemas
+    from tau2_retail.tools.store import Store
 
     data_dir = resolve_data_dir()
     tasks = load_tasks(data_dir)
@@ -214,8 +214,8 @@ def in_process_harness(repeats: int) -> dict[str, float]:
 
 def summary_times(run_dir: Path, repeats: int) -> dict[str, float]:
     """In process: build + write the summaries from the metrics; and the summarize command."""
-    from tau2_retail.artifacts import load_run_metrics
-    from tau2_retail.summary import write_run_summary
+    from tau2_retail.results.artifacts import load_run_metrics
+    from tau2_retail.results.summary import write_run_summary
 
     start = time.perf_counter()
     metrics = load_run_metrics(run_dir)

@@ -4,8 +4,8 @@ Run from the repository root (about ten minutes: the model latency is real sleep
 
     TAU2_DATA_DIR=/path/to/data .venv/bin/python benchmarks/bench_server.py
 
-The server is ``tau2_retail.loopback_server`` in a process of its own (so its thread does not
-compete for the GIL of the process that measures), answering every completion after
+The server is ``tau2_retail.testing.loopback_server`` in a process of its own (so its thread
+does not compete for the GIL of the process that measures), answering every completion after
 ``--latency`` seconds (default 0.1) from a fixed scripted dialogue. Both the agent and the
 simulated user are endpoint models at that server (``--tau2-agent-model=bench-agent``,
 ``--tau2-user-model=bench-user``); no judge. Per scenario, 20 completions reach it:
@@ -94,10 +94,10 @@ class ScriptedDialogue:
     """The responder: a fixed agent and customer, finding the task from the request itself."""
 
     def __init__(self, data_dir: Path) -> None:
+        from tau2_retail.data.seed import load_seed
+        from tau2_retail.data.tasks import load_tasks, load_user_guidelines
+        from tau2_retail.engine.prompts import user_system_prompt
         from tau2_retail.models.builtin import ScriptedCustomer
-        from tau2_retail.prompts import user_system_prompt
-        from tau2_retail.seed import load_seed
-        from tau2_retail.tasks import load_tasks, load_user_guidelines
 
         tasks = load_tasks(data_dir)
         guidelines = load_user_guidelines(data_dir)
@@ -117,7 +117,7 @@ class ScriptedDialogue:
         self.cpu_at_reset = 0.0
 
     def __call__(self, body: Any) -> Any:
-        from tau2_retail.loopback_server import Completion, HttpError
+        from tau2_retail.testing.loopback_server import Completion, HttpError
 
         now = time.monotonic()
         if self.first is None:
@@ -142,7 +142,7 @@ class ScriptedDialogue:
         return "Yes, please go ahead."
 
     def agent_reply(self, messages: list[dict[str, Any]]) -> Any:
-        from tau2_retail.loopback_server import Completion, ReplyToolCall
+        from tau2_retail.testing.loopback_server import Completion, ReplyToolCall
 
         opening = next(m["content"] for m in messages if m["role"] == "user")
         task = self.task_by_opening[opening]
@@ -178,8 +178,8 @@ class ScriptedDialogue:
 
 def serve(latency: float) -> int:
     """Server mode: print the base URL, then answer ``stats``/``reset`` lines until stdin ends."""
-    from tau2_retail.datafiles import resolve_data_dir
-    from tau2_retail.loopback_server import LoopbackOpenAIServer
+    from tau2_retail.data.files import resolve_data_dir
+    from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
 
     dialogue = ScriptedDialogue(resolve_data_dir())
     with LoopbackOpenAIServer(responder=dialogue, latency=latency) as server:

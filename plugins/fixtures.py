@@ -12,17 +12,17 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 import pytest_asyncio
 
-from plugins.options import ModelSettings, Tau2Settings
-from plugins.run import METRICS_KEY, RUN_KEY, Tau2InfraError, Tau2Run
-from plugins.runtime import DataBundle, endpoint_model
-from tau2_retail.artifacts import scenario_dir, write_scenario_artifacts
-from tau2_retail.conversation import Limits
-from tau2_retail.gold import Gold
+from tau2_retail.data.gold import Gold
+from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.prompts import user_system_prompt
+from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.protocol import ChatModel
-from tau2_retail.prompts import user_system_prompt
-from tau2_retail.scenario import Scenario, ScenarioOutcome, run_scenario
-from tools.store import Store
+from tau2_retail.plugins.options import ModelSettings, Tau2Settings
+from tau2_retail.plugins.run import METRICS_KEY, RUN_KEY, Tau2InfraError, Tau2Run
+from tau2_retail.plugins.runtime import DataBundle, endpoint_model
+from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.tools.store import Store
 
 __all__ = [
     "Tau2InfraError",

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from plugins.options import Tau2Settings
-from plugins.runtime import DataBundle, load_bundle
-from tau2_retail.artifacts import load_run_metrics, validate_name
 from tau2_retail.errors import ArtifactError, Tau2Error
+from tau2_retail.plugins.options import Tau2Settings
+from tau2_retail.plugins.runtime import DataBundle, load_bundle
+from tau2_retail.results.artifacts import load_run_metrics, validate_name
 
 __all__ = ["METRICS_KEY", "RUN_KEY", "Tau2InfraError", "Tau2Run"]
 
@@ -199,14 +199,14 @@ class Tau2Run:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker or not (self.seen or self.completed):
             return
-        from plugins.summary import finish_run
+        from tau2_retail.plugins.summary import finish_run
 
         finish_run(self, session)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
             return
-        from plugins.summary import terminal_lines
+        from tau2_retail.plugins.summary import terminal_lines
 
         terminalreporter.section("tau2 retail")
         for line in terminal_lines(self):

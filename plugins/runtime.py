@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plugins.options import ModelSettings, Tau2Settings
-from tau2_retail.datafiles import DATA_DIR_ENV, resolve_data_dir
-from tau2_retail.gold import GoldBook
-from tau2_retail.prompts import agent_system_prompt
-from tau2_retail.scenario import Scenario
-from tau2_retail.seed import load_seed
-from tau2_retail.tasks import Task, load_policy, load_tasks, load_user_guidelines, trial_seeds
-from tools.schemas import tool_schemas
+from tau2_retail.data.files import DATA_DIR_ENV, resolve_data_dir
+from tau2_retail.data.gold import GoldBook
+from tau2_retail.data.seed import load_seed
+from tau2_retail.data.tasks import Task, load_policy, load_tasks, load_user_guidelines, trial_seeds
+from tau2_retail.engine.prompts import agent_system_prompt
+from tau2_retail.engine.scenario import Scenario
+from tau2_retail.plugins.options import ModelSettings, Tau2Settings
+from tau2_retail.tools.schemas import tool_schemas
 
 if TYPE_CHECKING:
     from tau2_retail.models.openai_client import OpenAIChatModel

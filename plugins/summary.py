@@ -8,11 +8,11 @@ from importlib import metadata
 
 import pytest
 
-from plugins.run import Tau2Run, argv_redacted
-from tau2_retail.artifacts import load_run_metrics
 from tau2_retail.errors import ArtifactError
-from tau2_retail.report import ReportError, write_report
-from tau2_retail.summary import headline_lines, write_run_args, write_run_summary
+from tau2_retail.plugins.run import Tau2Run, argv_redacted
+from tau2_retail.report.page import ReportError, write_report
+from tau2_retail.results.artifacts import load_run_metrics
+from tau2_retail.results.summary import headline_lines, write_run_args, write_run_summary
 
 __all__ = ["finish_run", "terminal_lines"]
 

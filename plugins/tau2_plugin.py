@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.options import add_options, resolve_settings
-from plugins.run import RUN_KEY, Tau2Run, XdistBridge
-from plugins.runtime import select_scenarios
+from tau2_retail.plugins.options import add_options, resolve_settings
+from tau2_retail.plugins.run import RUN_KEY, Tau2Run, XdistBridge
+from tau2_retail.plugins.runtime import select_scenarios
 
-pytest_plugins = ["plugins.fixtures"]
+pytest_plugins = ["tau2_retail.plugins.fixtures"]
 
 __all__ = [
     "pytest_addoption",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tau2_retail.cli import main
+from tau2_retail.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,8 @@
 
     Tau2Error                    anything this suite raises on purpose
     ├── DataError                upstream data missing, corrupt or inconsistent (names file and fix)
-    │   └── DigestMismatch       a file's sha256 differs from the pinned manifest
+    │   ├── DigestMismatch       a file's sha256 differs from the pinned manifest
+    │   └── GoldMismatch         a gold replay differs from the pinned gold digest (a harness error)
     ├── ConfigError              a bad setting (the pytest plugin turns it into pytest.UsageError)
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
     │   └── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
@@ -22,6 +23,7 @@ __all__ = [
     "DataError",
     "DigestMismatch",
     "EndpointError",
+    "GoldMismatch",
     "Tau2Error",
 ]
 
@@ -42,6 +44,14 @@ class DigestMismatch(DataError):
         self.expected = expected
         self.actual = actual
         super().__init__(f"{path}: sha256 mismatch (expected {expected}, got {actual}). {fix}")
+
+
+class GoldMismatch(DataError):
+    """A task's gold replay differs from the digest pinned with this release.
+
+    The data files passed their sha256 check, so the installed tools (or a changed replay) no
+    longer reproduce the expected state: a harness error, never the agent's failure.
+    """
 
 
 class ConfigError(Tau2Error):

@@ -1,25 +1,38 @@
-"""Guards on the architecture: code runs from the checkout and imports point down the layers."""
+"""Guards on the architecture: one folder per concept, imports pointing down the layers.
+
+The order is DESIGN.md's, refined inside ``tau2_retail``: each layer may import itself and the
+layers below it, never above. No file is exempt by name.
+"""
 
 from __future__ import annotations
 
 import ast
-import importlib
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("tools", "tau2_retail", "plugins")
-# what each layer may import from the project (DESIGN.md: imports point down only)
-ALLOWED = {"tools": {"tools"}, "tau2_retail": {"tools", "tau2_retail"}, "plugins": set(PACKAGES)}
+PACKAGE = ROOT / "tau2_retail"
 
-
-@pytest.mark.parametrize("package", PACKAGES)
-def test_packages_resolve_inside_the_repository(package: str) -> None:
-    module = importlib.import_module(package)
-    assert module.__file__ is not None
-    assert Path(module.__file__).resolve().is_relative_to(ROOT), module.__file__
+# bottom to top; a layer may import the layers listed before it (and itself)
+LAYERS = (
+    "errors",
+    "tools",
+    "data",
+    "models",
+    "engine",
+    "results",
+    "report",
+    "cli",
+    "plugins",
+)
+# helpers for tests and benchmarks: they may use every layer, and no layer may use them
+TESTING = "testing"
+# the top-level modules of the package and where they sit
+TOP_MODULES = {"__init__": "errors", "__main__": "cli"}
+# data only (the pinned manifest): no code to import
+DATA_FOLDERS = {"fixtures"}
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -33,34 +46,60 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_imports_point_down_the_layers(package: str) -> None:
+def _layer_of(relative: Path) -> str:
+    first = relative.parts[0]
+    if first.endswith(".py"):
+        stem = first[:-3]
+        return TOP_MODULES.get(stem, stem)
+    return first
+
+
+def _sources() -> list[Path]:
+    return sorted(path for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+def test_every_folder_is_a_known_layer() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == {*LAYERS[1:], TESTING, *DATA_FOLDERS}
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules == {"errors", *TOP_MODULES}
+
+
+@pytest.mark.parametrize("layer", [*LAYERS, TESTING])
+def test_imports_point_down_the_layers(layer: str) -> None:
+    allowed = set(LAYERS) if layer == TESTING else set(LAYERS[: LAYERS.index(layer) + 1])
     wrong = []
-    for path in sorted((ROOT / package).rglob("*.py")):
+    for path in _sources():
+        relative = path.relative_to(PACKAGE)
+        if _layer_of(relative) != layer:
+            continue
         for name in _imported_modules(path):
-            top = name.split(".")[0]
-            if top in PACKAGES and top not in ALLOWED[package]:
-                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+            parts = name.split(".")
+            if parts[0] != "tau2_retail" or len(parts) < 2:
+                continue
+            if parts[1] not in allowed and TOP_MODULES.get(parts[1]) not in allowed:
+                wrong.append(f"tau2_retail/{relative} imports {name}")
     assert not wrong, "\n".join(wrong)
 
 
 def test_tools_uses_the_standard_library_only() -> None:
     foreign = []
-    for path in sorted((ROOT / "tools").rglob("*.py")):
+    for path in sorted((PACKAGE / "tools").rglob("*.py")):
         for name in _imported_modules(path):
             top = name.split(".")[0]
-            if top != "tools" and top not in sys.stdlib_module_names and top != "__future__":
+            if name.startswith("tau2_retail.tools") or top == "__future__":
+                continue
+            if top not in sys.stdlib_module_names:
                 foreign.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not foreign, "\n".join(foreign)
 
 
 def test_the_runtime_never_imports_test_only_packages() -> None:
-    """aiohttp is a test dependency: only the loopback server (for tests) may use it."""
-    offenders = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if path.name == "loopback_server.py":
-                continue
-            if any(n.split(".")[0] == "aiohttp" for n in _imported_modules(path)):
-                offenders.append(str(path.relative_to(ROOT)))
+    """aiohttp is a test dependency: only ``tau2_retail.testing`` may use it."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in _sources()
+        if _layer_of(path.relative_to(PACKAGE)) != TESTING
+        and any(n.split(".")[0] == "aiohttp" for n in _imported_modules(path))
+    ]
     assert not offenders

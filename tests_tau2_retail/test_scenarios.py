@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.options import Tau2Settings
-from tau2_retail.scenario import ScenarioOutcome
+from tau2_retail.engine.scenario import ScenarioOutcome
+from tau2_retail.plugins.options import Tau2Settings
 
 NO_JUDGE = (
     "NL assertion not applicable: no judge configured "

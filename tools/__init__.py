@@ -5,12 +5,12 @@ Standard library only; knows nothing of tasks, models or pytest.
 
 from __future__ import annotations
 
-from tools.database import SeedDatabase
-from tools.dispatch import Action, ToolResult, dispatch, dispatch_json, parse_arguments
-from tools.errors import ToolError
-from tools.registry import AGENT_TOOL_NAMES, END_CONVERSATION, TOOL_NAMES, TOOLS
-from tools.schemas import TOOL_SCHEMAS, tool_schemas
-from tools.store import Store
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.dispatch import Action, ToolResult, dispatch, dispatch_json, parse_arguments
+from tau2_retail.tools.errors import ToolError
+from tau2_retail.tools.registry import AGENT_TOOL_NAMES, END_CONVERSATION, TOOL_NAMES, TOOLS
+from tau2_retail.tools.schemas import TOOL_SCHEMAS, tool_schemas
+from tau2_retail.tools.store import Store
 
 __all__ = [
     "AGENT_TOOL_NAMES",

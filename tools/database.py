@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tools.canonical import canonical_record_text, record_entry
-from tools.records import TABLES, Record
+from tau2_retail.tools.canonical import canonical_record_text, record_entry
+from tau2_retail.tools.records import TABLES, Record
 
 __all__ = ["RecordKey", "SeedDatabase"]
 

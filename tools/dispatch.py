@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tools.errors import ToolError
-from tools.normalize import normalize_order_id, normalize_user_id
-from tools.registry import TOOLS, ParamKind, ToolSpec
-from tools.store import Store
+from tau2_retail.tools.errors import ToolError
+from tau2_retail.tools.normalize import normalize_order_id, normalize_user_id
+from tau2_retail.tools.registry import TOOLS, ParamKind, ToolSpec
+from tau2_retail.tools.store import Store
 
 __all__ = ["Action", "ToolResult", "dispatch", "dispatch_json", "parse_arguments"]
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tools.errors import ToolError
-from tools.lookups import find_item, find_order, find_product, find_user
-from tools.normalize import same_text
-from tools.records import dump_for_model, order_view
-from tools.store import Store
+from tau2_retail.tools.errors import ToolError
+from tau2_retail.tools.lookups import find_item, find_order, find_product, find_user
+from tau2_retail.tools.normalize import same_text
+from tau2_retail.tools.records import dump_for_model, order_view
+from tau2_retail.tools.store import Store
 
 __all__ = [
     "find_user_id_by_email",

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tools import reads, writes
-from tools.calculate import calculate as _calculate
-from tools.store import Store
+from tau2_retail.tools import reads, writes
+from tau2_retail.tools.calculate import calculate as _calculate
+from tau2_retail.tools.store import Store
 
 __all__ = [
     "AGENT_TOOL_NAMES",

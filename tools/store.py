@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tools.canonical import canonical_record_text
-from tools.database import RecordKey, SeedDatabase
-from tools.records import TABLES, Record, deep_copy
+from tau2_retail.tools.canonical import canonical_record_text
+from tau2_retail.tools.database import RecordKey, SeedDatabase
+from tau2_retail.tools.records import TABLES, Record, deep_copy
 
 __all__ = ["Store"]
 

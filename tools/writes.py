@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tools.errors import ToolError
-from tools.lookups import (
+from tau2_retail.tools.errors import ToolError
+from tau2_retail.tools.lookups import (
     find_order,
     find_payment_method,
     find_user,
@@ -19,8 +19,8 @@ from tools.lookups import (
     first_order_item,
     is_gift_card,
 )
-from tools.records import Record, address_record, deep_copy, dump_for_model, order_view
-from tools.store import Store
+from tau2_retail.tools.records import Record, address_record, deep_copy, dump_for_model, order_view
+from tau2_retail.tools.store import Store
 
 __all__ = [
     "cancel_pending_order",

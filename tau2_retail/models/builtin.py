@@ -20,12 +20,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tau2_retail.data.tasks import Task
 from tau2_retail.errors import ConfigError
-from tau2_retail.messages import AssistantTurn, Message, Role, ToolCall, Usage
+from tau2_retail.models.messages import STOP_TOKENS, AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
-from tau2_retail.prompts import STOP_TOKENS
-from tau2_retail.tasks import Task
-from tools.registry import END_CONVERSATION
+from tau2_retail.tools.registry import END_CONVERSATION
 
 __all__ = [
     "BUILTIN_AGENTS",

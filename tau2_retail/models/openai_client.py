@@ -34,8 +34,8 @@ from typing import Any, Final, Self
 import openai
 
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
-from tau2_retail.messages import AssistantTurn, Message, ToolCall, Usage
 from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 
 __all__ = [
     "BODY_EXCERPT_CHARS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from tau2_retail.messages import AssistantTurn, Message
+from tau2_retail.models.messages import AssistantTurn, Message
 
 __all__ = ["ChatModel"]
 

@@ -20,19 +20,19 @@ from typing import Any, TypeAlias
 
 import pytest
 
-from tau2_retail.datafiles import resolve_data_dir
+from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
 from tau2_retail.errors import DataError
-from tau2_retail.judge import JUDGE_SYSTEM_PROMPT
-from tau2_retail.loopback_server import (
+from tau2_retail.models.builtin import ScriptedCustomer
+from tau2_retail.testing.loopback_server import (
     Completion,
     HttpError,
     LoopbackOpenAIServer,
     Reply,
     ReplyToolCall,
 )
-from tau2_retail.models.builtin import ScriptedCustomer
-from tau2_retail.tasks import Task, load_tasks
-from tests.run_files import BENCHMARK_MODULE, REPO_ROOT, RunFiles
+from tests.run_files import BENCHMARK_MODULE, RunFiles
 
 # pytester is enabled in the root conftest (pytest_plugins must live there)
 
@@ -47,11 +47,13 @@ _INI = """\
 testpaths = test_scenarios.py
 asyncio_mode = strict
 asyncio_default_fixture_loop_scope = function
-filterwarnings = error
+filterwarnings =
+    error
+    # in-process runs: this process imported the installed plugin before the inner pytest
+    ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning
 strict = true
 addopts = -p no:hypothesispytest -p no:syrupy -p no:anyio -p no:cacheprovider
 """
-_CONFTEST = 'pytest_plugins = ["plugins.tau2_plugin"]\n'
 RUN_TIMEOUT_SECONDS = 240
 
 # The 11 tasks whose gold database is the seed: an agent that ends at once matches them.
@@ -120,9 +122,7 @@ def bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, data_dir: 
     leaks into the runs, except the data folder.
     """
     shutil.copy(BENCHMARK_MODULE, pytester.path / "test_scenarios.py")
-    (pytester.path / "conftest.py").write_text(_CONFTEST, encoding="utf-8")
     (pytester.path / "pytest.ini").write_text(_INI, encoding="utf-8")
-    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     for name in list(os.environ):
         if name.startswith(("TAU2_", "OPENAI_", "PYTEST_XDIST_")) or name == "PYTEST_ADDOPTS":
             monkeypatch.delenv(name)

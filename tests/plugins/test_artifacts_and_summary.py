@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tau2_retail.judge import JUDGE_SYSTEM_PROMPT
+from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
 
 from .conftest import CHAT, END, SEED_DB_TASKS, SERVER_ERROR, Bench, ScriptedEndpoint
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tau2_retail.tasks import trial_seeds
+from tau2_retail.data.tasks import trial_seeds
 
 from .conftest import Bench, ScriptedEndpoint
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.run import redact
+from tau2_retail.plugins.run import redact
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tau2_retail.loopback_server import HttpError
+from tau2_retail.testing.loopback_server import HttpError
 
 from .conftest import Bench, ScriptedEndpoint
 

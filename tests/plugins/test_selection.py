@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from tau2_retail.tasks import Task
+from tau2_retail.data.tasks import Task
 
 from .conftest import Bench, distributed
 

@@ -4,7 +4,7 @@ faults injected per task.
 
 Every benchmark run here is a real ``python -m pytest`` process with a timeout: xdist workers,
 signals, crashes and asyncio loops behave as in production, and a hang fails the test instead
-of stalling CI. The endpoint is :class:`tau2_retail.loopback_server.LoopbackOpenAIServer` (a
+of stalling CI. The endpoint is :class:`tau2_retail.testing.loopback_server.LoopbackOpenAIServer` (a
 real aiohttp server on 127.0.0.1) in a thread of the test process.
 """
 
@@ -28,14 +28,19 @@ from typing import Any, TypeAlias
 
 import pytest
 
-from tau2_retail.datafiles import resolve_data_dir
+from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.data.tasks import Task, load_tasks, load_user_guidelines
+from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
+from tau2_retail.engine.prompts import user_system_prompt
 from tau2_retail.errors import DataError
-from tau2_retail.judge import JUDGE_SYSTEM_PROMPT
-from tau2_retail.loopback_server import Completion, LoopbackOpenAIServer, Reply, ReplyToolCall
 from tau2_retail.models.builtin import ScriptedCustomer
-from tau2_retail.prompts import user_system_prompt
-from tau2_retail.tasks import Task, load_tasks, load_user_guidelines
-from tests.run_files import BENCHMARK_MODULE, REPO_ROOT, RunFiles
+from tau2_retail.testing.loopback_server import (
+    Completion,
+    LoopbackOpenAIServer,
+    Reply,
+    ReplyToolCall,
+)
+from tests.run_files import BENCHMARK_MODULE, RunFiles
 
 RUN_TIMEOUT_SECONDS = 150.0
 TEMP_PREFIX = ".tmp-"
@@ -46,7 +51,10 @@ _INI = """\
 testpaths = test_scenarios.py
 asyncio_mode = strict
 asyncio_default_fixture_loop_scope = function
-filterwarnings = error
+filterwarnings =
+    error
+    # in-process runs: this process imported the installed plugin before the inner pytest
+    ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning
 strict = true
 addopts = -p no:hypothesispytest -p no:syrupy -p no:anyio -p no:cacheprovider
 """
@@ -55,8 +63,6 @@ addopts = -p no:hypothesispytest -p no:syrupy -p no:anyio -p no:cacheprovider
 _CONFTEST = """\
 import os
 from pathlib import Path
-
-pytest_plugins = ["plugins.tau2_plugin"]
 
 
 def pytest_runtest_setup(item):
@@ -227,7 +233,6 @@ def bench(tmp_path: Path, data_dir: Path) -> Bench:
     env.pop("CI", None)
     env.pop("BUILD_NUMBER", None)
     env.update(
-        PYTHONPATH=str(REPO_ROOT),
         TAU2_DATA_DIR=str(data_dir),
         NO_PROXY="127.0.0.1,localhost",
         PYTHONDONTWRITEBYTECODE="1",

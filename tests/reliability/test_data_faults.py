@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tau2_retail import datafiles
+from tau2_retail.data import files as datafiles
+from tau2_retail.data.tasks import load_tasks
 from tau2_retail.errors import DataError
-from tau2_retail.tasks import load_tasks
 from tests.reliability.conftest import Bench, file_digests
 
 FETCH = "python -m tau2_retail data fetch"

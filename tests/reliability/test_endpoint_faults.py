@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from tau2_retail.loopback_server import (
+from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
     Hang,

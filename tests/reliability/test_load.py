@@ -18,8 +18,15 @@ import os
 from collections import Counter
 from collections.abc import Mapping
 
-from tau2_retail.loopback_server import Completion, Drop, HttpError, InvalidJson, NoChoices, Reply
-from tau2_retail.tasks import Task, trial_seeds
+from tau2_retail.data.tasks import Task, trial_seeds
+from tau2_retail.testing.loopback_server import (
+    Completion,
+    Drop,
+    HttpError,
+    InvalidJson,
+    NoChoices,
+    Reply,
+)
 from tests.reliability.conftest import Bench, Request, ScriptedEndpoint, temp_files
 
 TRIALS = 4

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tau2_retail.loopback_server import Completion, Hang, HttpError, Reply
+from tau2_retail.testing.loopback_server import Completion, Hang, HttpError, Reply
 from tests.reliability.conftest import (
     Bench,
     Request,
@@ -164,7 +164,7 @@ def test_worker_killed_loses_only_its_scenario(
 _WRITER = """
 import itertools, sys
 from pathlib import Path
-from tau2_retail.atomic import write_json_atomic
+from tau2_retail.results.atomic import write_json_atomic
 
 folder = Path(sys.argv[1])
 values = [{"n": n, "blob": [str(n) * 64] * 20000} for n in range(3)]

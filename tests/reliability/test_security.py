@@ -21,17 +21,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tau2_retail.artifacts import write_scenario_artifacts
-from tau2_retail.conversation import Limits
-from tau2_retail.gold import GoldBook, replay_calls
-from tau2_retail.judge import JUDGE_SYSTEM_PROMPT
-from tau2_retail.loopback_server import Completion, HttpError, Reply, ReplyToolCall
-from tau2_retail.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.data.gold import GoldBook, replay_calls
+from tau2_retail.data.seed import load_seed
+from tau2_retail.data.tasks import Task, load_policy, load_user_guidelines
+from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
+from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
+from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import ScriptedCustomer
-from tau2_retail.prompts import agent_system_prompt, user_system_prompt
-from tau2_retail.scenario import Scenario, run_scenario
-from tau2_retail.seed import load_seed
-from tau2_retail.tasks import Task, load_policy, load_user_guidelines
+from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.results.artifacts import write_scenario_artifacts
+from tau2_retail.testing.loopback_server import Completion, HttpError, Reply, ReplyToolCall
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.dispatch import dispatch_json
+from tau2_retail.tools.registry import AGENT_TOOL_NAMES, TOOLS, ToolKind
+from tau2_retail.tools.schemas import tool_schemas
+from tau2_retail.tools.store import Store
 from tests.reliability.conftest import (
     Bench,
     Request,
@@ -40,11 +45,6 @@ from tests.reliability.conftest import (
     files_under,
     once,
 )
-from tools.database import SeedDatabase
-from tools.dispatch import dispatch_json
-from tools.registry import AGENT_TOOL_NAMES, TOOLS, ToolKind
-from tools.schemas import tool_schemas
-from tools.store import Store
 
 # -- calculate -----------------------------------------------------------------------------
 
@@ -53,9 +53,9 @@ import json, resource, sys, time
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
-from tools.database import SeedDatabase
-from tools.dispatch import dispatch_json
-from tools.store import Store
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.dispatch import dispatch_json
+from tau2_retail.tools.store import Store
 
 store = Store(SeedDatabase.from_json('{"users": {}, "orders": {}, "products": {}}'))
 for expression in json.load(sys.stdin):

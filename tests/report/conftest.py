@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from tau2_retail.datafiles import resolve_data_dir
+from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.errors import DataError
-from tau2_retail.report import write_report
+from tau2_retail.report.page import write_report
 from tests.report.runs import write_run
 
 if TYPE_CHECKING:

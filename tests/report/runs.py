@@ -1,11 +1,11 @@
 """Real run directories for the report's tests, written by the engine itself.
 
-Each scenario runs through :func:`tau2_retail.scenario.run_scenario` with the built-in customer
-and an agent of the test's choosing: the built-in ``oracle`` or ``noop``, a ``hostile`` agent
-whose every text and tool argument is markup (``<script>``, ``onerror``, ``</script>``,
-``<!--``), or an ``infra`` agent whose endpoint fails. A scripted judge answers for the tasks
-with NL assertions. Artifacts and run files are written by the suite's own functions, so the
-report reads exactly what a pytest run leaves.
+Each scenario runs through :func:`tau2_retail.engine.scenario.run_scenario` with the built-in
+customer and an agent of the test's choosing: the built-in ``oracle`` or ``noop``, a ``hostile``
+agent whose every text and tool argument is markup (``<script>``, ``onerror``, ``</script>``,
+``<!--``), or an ``infra`` agent whose endpoint fails. A scripted judge answers for the tasks with
+NL assertions. Artifacts and run files are written by the suite's own functions, so the report reads
+exactly what a pytest run leaves.
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tau2_retail.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.data.gold import GoldBook
+from tau2_retail.data.seed import load_seed
+from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
+from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
+from tau2_retail.engine.scenario import Scenario, run_scenario, scenario_id
 from tau2_retail.errors import EndpointError
-from tau2_retail.gold import GoldBook
-from tau2_retail.messages import AssistantTurn, Message, ToolCall, Usage
 from tau2_retail.models.builtin import builtin_model
-from tau2_retail.prompts import agent_system_prompt, user_system_prompt
-from tau2_retail.scenario import Scenario, run_scenario, scenario_id
-from tau2_retail.seed import load_seed
-from tau2_retail.summary import write_run_summary
-from tau2_retail.tasks import load_policy, load_tasks, load_user_guidelines
-from tools.schemas import tool_schemas
-from tools.store import Store
+from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.summary import write_run_summary
+from tau2_retail.tools.schemas import tool_schemas
+from tau2_retail.tools.store import Store
 
 __all__ = ["HOSTILE", "JUDGE_REASON", "write_run"]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tau2_retail.report import REPORT_FILE, write_report
-from tau2_retail.report_compare import compare_summaries
+from tau2_retail.report.compare import compare_summaries
+from tau2_retail.report.page import REPORT_FILE, write_report
 from tests.report.conftest import PLUGIN_RUN_ARGS, Opened, run_benchmark
 from tests.report.runs import HOSTILE, JUDGE_REASON
 

@@ -1,14 +1,17 @@
-"""Fixtures for the tests of ``tau2_retail``: the verified data folder and copies of it."""
+"""Fixtures for the tests of ``tau2_retail``: the verified data folder and copies of it, and a
+loopback OpenAI-compatible server per test."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tau2_retail.datafiles import load_manifest, resolve_data_dir
+from tau2_retail.data.files import load_manifest, resolve_data_dir
 from tau2_retail.errors import DataError
+from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +32,10 @@ def copied_data_dir(data_dir: Path, tmp_path: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(data_dir / entry.name, target)
     return copy
+
+
+@pytest.fixture
+def openai_server() -> Iterator[LoopbackOpenAIServer]:
+    """A started ``LoopbackOpenAIServer`` with an empty script; stopped at teardown."""
+    with LoopbackOpenAIServer() as server:
+        yield server

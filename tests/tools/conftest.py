@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-from tools.database import SeedDatabase
-from tools.dispatch import ToolResult, dispatch
-from tools.store import Store
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.dispatch import ToolResult, dispatch
+from tau2_retail.tools.store import Store
 
 
 def _data_dir() -> Path:

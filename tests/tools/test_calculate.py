@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.calculate import calculate
-from tools.dispatch import ToolResult, dispatch
-from tools.errors import ToolError
-from tools.store import Store
+from tau2_retail.tools.calculate import calculate
+from tau2_retail.tools.dispatch import ToolResult, dispatch
+from tau2_retail.tools.errors import ToolError
+from tau2_retail.tools.store import Store
 
 
 def upstream(expression: str) -> str:

@@ -10,9 +10,15 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tools.dispatch import Action, ToolResult, dispatch, dispatch_json, parse_arguments
-from tools.registry import AGENT_TOOL_NAMES, END_CONVERSATION_RESULT, TOOLS, ParamKind, ToolKind
-from tools.store import Store
+from tau2_retail.tools.dispatch import Action, ToolResult, dispatch, dispatch_json, parse_arguments
+from tau2_retail.tools.registry import (
+    AGENT_TOOL_NAMES,
+    END_CONVERSATION_RESULT,
+    TOOLS,
+    ParamKind,
+    ToolKind,
+)
+from tau2_retail.tools.store import Store
 
 
 def error(message: str) -> ToolResult:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.dispatch import dispatch
-from tools.normalize import normalize_order_id, normalize_user_id, same_text
-from tools.store import Store
+from tau2_retail.tools.dispatch import dispatch
+from tau2_retail.tools.normalize import normalize_order_id, normalize_user_id, same_text
+from tau2_retail.tools.store import Store
 
 WHITE_SPACE = st.text(alphabet=" \t\n\r\x0b\x0c\u00a0\u2003\u3000", max_size=3)
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tools.dispatch import ToolResult
-from tools.records import ORDER_OPTIONAL_FIELDS
-from tools.store import Store
+from tau2_retail.tools.dispatch import ToolResult
+from tau2_retail.tools.records import ORDER_OPTIONAL_FIELDS
+from tau2_retail.tools.store import Store
 
 ORDER_W6002958 = (
     '{"order_id": "#W6002958", "user_id": "anya_sanchez_9707", "address": {"address1": '

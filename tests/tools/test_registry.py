@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-import tools
-from tools.registry import (
+import tau2_retail.tools as tools
+from tau2_retail.tools.registry import (
     AGENT_TOOL_NAMES,
     END_CONVERSATION,
     TOOL_NAMES,

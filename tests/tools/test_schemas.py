@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from tools.registry import AGENT_TOOL_NAMES, TOOLS, ParamKind
-from tools.schemas import TOOL_SCHEMAS, tool_schemas
+from tau2_retail.tools.registry import AGENT_TOOL_NAMES, TOOLS, ParamKind
+from tau2_retail.tools.schemas import TOOL_SCHEMAS, tool_schemas
 
 JSON_TYPES = {
     ParamKind.STRING: {"type": "string"},

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.database import SeedDatabase
-from tools.dispatch import dispatch
-from tools.normalize import normalize_order_id, normalize_user_id
-from tools.records import deep_copy
-from tools.store import Store
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.dispatch import dispatch
+from tau2_retail.tools.normalize import normalize_order_id, normalize_user_id
+from tau2_retail.tools.records import deep_copy
+from tau2_retail.tools.store import Store
 
 OPTIONAL_ORDER_FIELDS = (
     "cancel_reason",

@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tools.database import SeedDatabase
-from tools.dispatch import Action, ToolResult, dispatch
-from tools.records import deep_copy
-from tools.store import Store
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.dispatch import Action, ToolResult, dispatch
+from tau2_retail.tools.records import deep_copy
+from tau2_retail.tools.store import Store
 
 
 def assert_error(result: ToolResult, message: str) -> None:

@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
-from tau2_retail.loopback_server import (
+from tau2_retail.models import EndpointConfig, OpenAIChatModel
+from tau2_retail.models.messages import Message, Role, ToolCall, Usage
+from tau2_retail.models.openai_client import BODY_EXCERPT_CHARS, MISSING_API_KEY
+from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
     Hang,
@@ -21,9 +24,6 @@ from tau2_retail.loopback_server import (
     NoChoices,
     ReplyToolCall,
 )
-from tau2_retail.messages import Message, Role, ToolCall, Usage
-from tau2_retail.models import EndpointConfig, OpenAIChatModel
-from tau2_retail.models.openai_client import BODY_EXCERPT_CHARS, MISSING_API_KEY
 
 KEY_ENV = "TAU2_TEST_AGENT_KEY"
 SECRET = "sk-test-0123456789abcdef-secret"

@@ -1,0 +1,327 @@
+"""One scenario's conversation: the agent and the simulated user take turns (spec §3).
+
+The agent opens with a fixed greeting. Each agent turn is one completion; its tool calls run
+in order through the dispatcher and the agent is called again, until it answers in text,
+which goes to the user. The user's messages end the run when they carry a stop token, after
+one grace turn in which the agent may still call ``end_conversation``. Limits (steps, tool
+errors, wall-clock duration) and model failures end the run with a ``StopReason``; nothing a
+model sends raises out of here. The clock is injectable so limits are tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from tau2_retail.engine.prompts import GREETING
+from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.models.messages import STOP_TOKENS, AssistantTurn, Message, Role, Usage
+from tau2_retail.models.protocol import ChatModel
+from tau2_retail.tools.dispatch import Action, dispatch_json
+from tau2_retail.tools.registry import END_CONVERSATION, TRANSFER_TO_HUMAN_AGENTS
+from tau2_retail.tools.store import Store
+
+__all__ = [
+    "Clock",
+    "ConversationResult",
+    "Limits",
+    "StopReason",
+    "SystemClock",
+    "run_conversation",
+]
+
+_EXIT_TOOLS = frozenset({END_CONVERSATION, TRANSFER_TO_HUMAN_AGENTS})
+
+
+class StopReason(StrEnum):
+    AGENT_EXIT = "agent_exit"
+    USER_STOP = "user_stop"
+    MAX_STEPS = "max_steps"
+    TOO_MANY_ERRORS = "too_many_errors"
+    TIMEOUT = "timeout"
+    AGENT_ERROR = "agent_error"
+    CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
+    INFRA_ERROR = "infra_error"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """When a conversation is cut short: routed messages, tool errors, wall-clock seconds."""
+
+    max_steps: int = 200
+    max_errors: int = 10
+    max_duration_seconds: float = 900.0
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def wall(self) -> float: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationResult:
+    """Everything one conversation produced. ``store`` is the final database (not JSON)."""
+
+    messages: tuple[Message, ...]
+    timestamps: tuple[float, ...]
+    stop_reason: StopReason
+    detail: str
+    actions: tuple[Action, ...]
+    store: Store = field(repr=False, compare=False)
+    usage: Mapping[str, Usage]
+    latencies: tuple[tuple[str, float], ...]
+    started_at: float
+    duration_seconds: float
+    steps: int
+    tool_errors: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "messages": [
+                {**message.to_json(), "timestamp": timestamp}
+                for message, timestamp in zip(self.messages, self.timestamps, strict=True)
+            ],
+            "stop_reason": self.stop_reason.value,
+            "detail": self.detail,
+            "actions": [action.to_json() for action in self.actions],
+            "usage": {role: usage.to_json() for role, usage in self.usage.items()},
+            "latencies": [[role, seconds] for role, seconds in self.latencies],
+            "started_at": self.started_at,
+            "duration_seconds": self.duration_seconds,
+            "steps": self.steps,
+            "tool_errors": self.tool_errors,
+        }
+
+
+_GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})
+
+
+class _Stopped(Exception):
+    """Ends the loop; carries the reason (internal control flow only)."""
+
+    def __init__(self, reason: StopReason, detail: str = "") -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def has_stop_token(text: str | None) -> bool:
+    return text is not None and any(token in text for token in STOP_TOKENS)
+
+
+class _Conversation:
+    """The state of one running conversation."""
+
+    def __init__(
+        self,
+        *,
+        agent: ChatModel,
+        user: ChatModel,
+        agent_prompt: str,
+        user_prompt: str,
+        tools: Sequence[Mapping[str, Any]],
+        store: Store,
+        limits: Limits,
+        seed: int | None,
+        clock: Clock,
+    ) -> None:
+        self.agent = agent
+        self.user = user
+        self.agent_system = Message(role=Role.SYSTEM, content=agent_prompt)
+        self.user_system = Message(role=Role.SYSTEM, content=user_prompt)
+        self.tools = tools
+        self.store = store
+        self.limits = limits
+        self.seed = seed
+        self.clock = clock
+        self.messages: list[Message] = []
+        self.timestamps: list[float] = []
+        self.actions: list[Action] = []
+        self.usage = {"agent": Usage(), "user": Usage()}
+        self.latencies: list[tuple[str, float]] = []
+        self.steps = 0
+        self.tool_errors = 0
+        self.started = clock.monotonic()
+        self.started_at = clock.wall()
+
+    def record(self, message: Message) -> None:
+        self.messages.append(message)
+        self.timestamps.append(self.clock.wall())
+
+    def check_limits(self) -> None:
+        elapsed = self.clock.monotonic() - self.started
+        if elapsed >= self.limits.max_duration_seconds:
+            raise _Stopped(
+                StopReason.TIMEOUT, f"{elapsed:.1f} s >= {self.limits.max_duration_seconds} s"
+            )
+        if self.steps >= self.limits.max_steps:
+            raise _Stopped(StopReason.MAX_STEPS, f"{self.steps} routed messages")
+
+    async def complete(self, role: str, model: ChatModel, messages: list[Message]) -> AssistantTurn:
+        tools = self.tools if role == "agent" else None
+        try:
+            turn = await model.complete(messages, tools=tools, seed=self.seed)
+        except ContextWindowExceeded as error:
+            raise _Stopped(StopReason.CONTEXT_WINDOW_EXCEEDED, f"{role}: {error}") from error
+        except EndpointError as error:
+            raise _Stopped(StopReason.INFRA_ERROR, f"{role}: {error}") from error
+        self.usage[role] = self.usage[role] + turn.usage
+        self.latencies.append((role, turn.latency_seconds))
+        return turn
+
+    def user_view(self) -> list[Message]:
+        """The user simulator sees agent text as 'user' and its own messages as 'assistant'."""
+        view = [self.user_system]
+        for message in self.messages:
+            if message.role is Role.USER:
+                view.append(Message(role=Role.ASSISTANT, content=message.content))
+            elif message.role is Role.ASSISTANT and not message.tool_calls and message.content:
+                view.append(Message(role=Role.USER, content=message.content))
+        return view
+
+    async def user_turn(self) -> Message:
+        self.check_limits()
+        turn = await self.complete("user", self.user, self.user_view())
+        if not (turn.content and turn.content.strip()):
+            self.check_limits()
+            turn = await self.complete("user", self.user, self.user_view())
+        if not (turn.content and turn.content.strip()):
+            raise _Stopped(
+                StopReason.INFRA_ERROR, "user: the simulator returned an empty message twice"
+            )
+        message = Message(role=Role.USER, content=turn.content)
+        self.record(message)
+        self.steps += 1
+        return message
+
+    async def agent_turn(self) -> bool:
+        """Run the agent until it answers in text (False) or leaves the conversation (True)."""
+        retried_empty = False
+        while True:
+            self.check_limits()
+            turn = await self.complete("agent", self.agent, [self.agent_system, *self.messages])
+            if turn.is_empty:
+                if retried_empty:
+                    raise _Stopped(
+                        StopReason.AGENT_ERROR, "the agent returned an empty message twice"
+                    )
+                retried_empty = True
+                continue
+            # The retry is per empty message: a good reply earns the next empty one a retry too.
+            retried_empty = False
+            self.record(turn.to_message())
+            self.steps += 1
+            if not turn.tool_calls:
+                return False
+            exited = self.run_tools(turn)
+            self.steps += 1
+            if exited:
+                return True
+            if self.tool_errors >= self.limits.max_errors:
+                raise _Stopped(StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors")
+
+    def run_tools(self, turn: AssistantTurn) -> bool:
+        """Execute the turn's calls in order; True when one of them ended the conversation."""
+        for call in turn.tool_calls:
+            result = dispatch_json(self.store, call.name, call.arguments)
+            self.record(
+                Message(
+                    role=Role.TOOL,
+                    content=result.content,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    error=result.error,
+                )
+            )
+            if result.action is not None:
+                self.actions.append(result.action)
+            if result.error:
+                self.tool_errors += 1
+            elif call.name in _EXIT_TOOLS:
+                return True
+        return False
+
+    async def converse(self) -> tuple[StopReason, str]:
+        self.record(Message(role=Role.ASSISTANT, content=GREETING))
+        self.steps += 1
+        user_stopped = False
+        try:
+            while True:
+                message = await self.user_turn()
+                user_stopped = has_stop_token(message.content)
+                if await self.agent_turn():
+                    return StopReason.AGENT_EXIT, ""
+                if user_stopped:
+                    return StopReason.USER_STOP, ""
+        except _Stopped as stop:
+            if user_stopped and stop.reason in _GRACE_LIMITS:
+                # The user had already ended the conversation (upstream stops right there);
+                # a limit reached during our grace turn does not change that ending.
+                return StopReason.USER_STOP, f"grace turn cut short: {stop.detail}"
+            return stop.reason, stop.detail
+
+    def result(self, reason: StopReason, detail: str) -> ConversationResult:
+        return ConversationResult(
+            messages=tuple(self.messages),
+            timestamps=tuple(self.timestamps),
+            stop_reason=reason,
+            detail=detail,
+            actions=tuple(self.actions),
+            store=self.store,
+            usage=dict(self.usage),
+            latencies=tuple(self.latencies),
+            started_at=self.started_at,
+            duration_seconds=self.clock.monotonic() - self.started,
+            steps=self.steps,
+            tool_errors=self.tool_errors,
+        )
+
+
+async def run_conversation(
+    *,
+    agent: ChatModel,
+    user: ChatModel,
+    agent_prompt: str,
+    user_prompt: str,
+    tools: Sequence[Mapping[str, Any]],
+    store: Store,
+    limits: Limits | None = None,
+    seed: int | None = None,
+    clock: Clock | None = None,
+) -> ConversationResult:
+    """Run one conversation on ``store`` (mutated in place) and return what happened."""
+    limits = limits or Limits()
+    conversation = _Conversation(
+        agent=agent,
+        user=user,
+        agent_prompt=agent_prompt,
+        user_prompt=user_prompt,
+        tools=tools,
+        store=store,
+        limits=limits,
+        seed=seed,
+        clock=clock or SystemClock(),
+    )
+    try:
+        # The clock checks between turns are exact; this bounds a single call that hangs.
+        async with asyncio.timeout(limits.max_duration_seconds):
+            reason, detail = await conversation.converse()
+    except TimeoutError:
+        reason = StopReason.TIMEOUT
+        detail = f"a model call outlived the {limits.max_duration_seconds} s limit"
+    return conversation.result(reason, detail)

@@ -1,0 +1,406 @@
+"""The LLM judge of natural-language assertions (spec: conversation_and_scoring.md §5).
+
+One request per scenario: ``build_judge_prompt`` renders our own prompt (the numbered assertions,
+the conversation as ``role: text`` lines, the reference and the recorded actions) and
+``judge_scenario`` sends it and turns the reply into a ``JudgeResult`` through
+``normalize_judgement``. The judge never crashes a scenario: an endpoint failure or a reply with
+no JSON object in it makes every verdict false with reason ``Judge error: <detail>`` and score 0.
+
+Normalization rules, beyond the spec's wording, decided here:
+
+- The reply is read as strict JSON, else from the first fenced block tagged ``json`` or untagged,
+  else from the first ``{`` at which a JSON object can be decoded; each stage accepts only a JSON
+  object (a bare list or number falls through to the next stage).
+- ``index`` must be a JSON integer: a string such as ``"2"`` or a float such as ``2.0`` is treated
+  like an out-of-range index and dropped (the assertion then gets the missing-verdict reason
+  unless another verdict names it properly).
+- A verdict that is not an object is dropped; a ``nl_assertion_verdicts`` that is not a list means
+  no verdicts at all.
+- A verdict's ``reason`` is kept when it is a string, rendered as JSON when it is another value,
+  and ``NO_REASON`` when it is missing or null. The overall ``reason`` is kept when it is a
+  string, else empty.
+- ``score`` must be a finite JSON number (a boolean is not one); it is clamped to [0, 1], and
+  anything else counts as 0.0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeGuard
+
+from tau2_retail.errors import EndpointError
+from tau2_retail.models.messages import Message, Role, ToolCall, Usage
+from tau2_retail.models.protocol import ChatModel
+from tau2_retail.tools.dispatch import Action
+
+__all__ = [
+    "JUDGE_ERROR_PREFIX",
+    "JUDGE_SYSTEM_PROMPT",
+    "MAX_RENDERED_CHARS",
+    "MISSING_VERDICT_REASON",
+    "NO_REASON",
+    "JudgeResult",
+    "Verdict",
+    "build_judge_prompt",
+    "judge_scenario",
+    "normalize_judgement",
+]
+
+MISSING_VERDICT_REASON: Final = "Missing verdict; treated as failed."
+"""The reason of an assertion the judge gave no (valid) verdict for."""
+
+NO_REASON: Final = "No reason given."
+"""The reason of a verdict whose ``reason`` is missing or null."""
+
+JUDGE_ERROR_PREFIX: Final = "Judge error: "
+"""Starts the reason of every verdict when the judge could not be asked or understood."""
+
+MAX_RENDERED_CHARS: Final = 2000
+"""Tool-call arguments and tool results longer than this are cut in the judge's prompt."""
+
+JUDGE_SYSTEM_PROMPT: Final = """\
+You are a strict evaluator of a customer-support conversation between an agent and a customer \
+of an online retail store. The agent can call tools that read and change the store's database.
+
+You receive:
+- numbered assertions about what the agent should have said or done;
+- the conversation, one message per line as "role: text" (roles: agent, user, tool); a line \
+"agent -> name({...})" is a tool call by the agent and "tool name: ..." is its result;
+- the reference actions (the database writes a correct agent makes for this task) and the \
+recorded actions (the writes this agent actually made).
+
+Judge each assertion on its own, strictly from the evidence in the conversation and the recorded \
+actions. An assertion passes only when the evidence clearly shows it is met; if the evidence is \
+missing, ambiguous or contradicts it, it fails. The reference actions are context, not evidence \
+of what the agent did.
+
+Answer ONLY with one JSON object, no prose and no code fence, of this form:
+{"score": <number from 0 to 1: your overall judgement of how well the agent met the assertions>, \
+"reason": "<one or two sentences>", "nl_assertion_verdicts": [{"index": <the assertion's \
+1-based number>, "passed": <true or false>, "reason": "<the evidence, briefly>"}]}
+Give exactly one verdict per assertion, in the order of the assertions."""
+"""The judge's system prompt (pinned by a snapshot test: it is part of the benchmark)."""
+
+_ROLE_LABELS: Final = {Role.ASSISTANT: "agent", Role.USER: "user", Role.TOOL: "tool"}
+_FENCE: Final = re.compile(r"```")
+_FENCE_TAG: Final = re.compile(r"[A-Za-z0-9_+.-]*")
+_JSON_FENCE_TAGS: Final = frozenset({"", "json"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The judge's verdict on one assertion; ``index`` is 1-based."""
+
+    index: int
+    assertion: str
+    passed: bool
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{index, assertion, passed, reason}`` as in ``judge_result.json``."""
+        return {
+            "index": self.index,
+            "assertion": self.assertion,
+            "passed": self.passed,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeResult:
+    """What the judge said about one scenario, with the exact prompt it was given.
+
+    ``verdicts`` holds exactly one verdict per assertion, in order. ``error`` is set (and every
+    verdict failed) when the endpoint failed or the reply could not be read. ``usage`` counts the
+    judge's tokens.
+    """
+
+    score: float
+    reason: str
+    system_prompt: str
+    user_content: str
+    verdicts: tuple[Verdict, ...]
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+    @property
+    def pass_count(self) -> int:
+        """How many assertions were judged met."""
+        return sum(verdict.passed for verdict in self.verdicts)
+
+    @property
+    def total(self) -> int:
+        """How many assertions were judged."""
+        return len(self.verdicts)
+
+    @property
+    def pass_rate(self) -> float:
+        """``pass_count / total`` (0.0 when there is nothing to judge)."""
+        return self.pass_count / self.total if self.verdicts else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The content of ``judge_result.json`` (spec §6), plus ``error`` when set."""
+        data: dict[str, Any] = {
+            "score": self.score,
+            "reason": self.reason,
+            "judge_input": {"system_prompt": self.system_prompt, "user_content": self.user_content},
+            "nl_assertion_verdicts": [verdict.to_json() for verdict in self.verdicts],
+            "nl_assertion_pass_count": self.pass_count,
+            "nl_assertion_total": self.total,
+            "nl_assertion_pass_rate": self.pass_rate,
+        }
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+
+class _UnreadableJudgement(ValueError):
+    """The judge's reply holds no JSON object (``judge_scenario`` fails every verdict)."""
+
+
+# -- the prompt ---------------------------------------------------------------------------------
+
+
+def build_judge_prompt(
+    *,
+    assertions: Sequence[str],
+    messages: Sequence[Message],
+    reference_actions: Sequence[Action],
+    recorded_actions: Sequence[Action],
+) -> tuple[str, str]:
+    """The judge's ``(system prompt, user content)`` for one scenario; deterministic text.
+
+    System messages of the conversation are left out; tool-call arguments and tool results are
+    cut at ``MAX_RENDERED_CHARS`` characters each.
+    """
+    if not assertions:
+        raise ValueError("build_judge_prompt needs at least one assertion")
+    numbered = "\n".join(f"{n}. {text}" for n, text in enumerate(assertions, start=1))
+    conversation = "\n".join(_render_conversation(messages)) or "(no messages)"
+    sections = [
+        f"## Assertions\n\n{numbered}",
+        f"## Conversation\n\n{conversation}",
+        f"## Reference actions\n\n{_render_actions(reference_actions)}",
+        f"## Recorded actions\n\n{_render_actions(recorded_actions)}",
+    ]
+    return JUDGE_SYSTEM_PROMPT, "\n\n".join(sections)
+
+
+def _render_conversation(messages: Sequence[Message]) -> list[str]:
+    lines: list[str] = []
+    for message in messages:
+        label = _ROLE_LABELS.get(message.role)
+        if label is None:
+            continue
+        if message.role is Role.TOOL:
+            who = f"tool {message.name}" if message.name else "tool"
+            lines.append(f"{who}: {_truncated(message.content or '')}")
+            continue
+        if message.content and message.content.strip():
+            lines.append(f"{label}: {message.content}")
+        lines.extend(f"{label} -> {_render_call(call)}" for call in message.tool_calls)
+    return lines
+
+
+def _render_call(call: ToolCall) -> str:
+    try:
+        arguments = json.dumps(json.loads(call.arguments), ensure_ascii=False)
+    except ValueError:
+        # The model's raw text, as it sent it: the judge may need to see it was malformed.
+        arguments = call.arguments
+    return f"{call.name}({_truncated(arguments)})"
+
+
+def _render_actions(actions: Sequence[Action]) -> str:
+    if not actions:
+        return "(none)"
+    return "\n".join(json.dumps(action.to_json(), ensure_ascii=False) for action in actions)
+
+
+def _truncated(text: str) -> str:
+    if len(text) <= MAX_RENDERED_CHARS:
+        return text
+    cut = len(text) - MAX_RENDERED_CHARS
+    return f"{text[:MAX_RENDERED_CHARS]}… [{cut} more characters]"
+
+
+# -- the reply ----------------------------------------------------------------------------------
+
+
+def normalize_judgement(
+    text: str, assertions: Sequence[str]
+) -> tuple[float, str, tuple[Verdict, ...]]:
+    """``(score, reason, verdicts)`` from the judge's reply, per spec §5 and the module docstring.
+
+    The verdicts are exactly one per assertion, in order, indexed 1..n. Raises a private
+    ``ValueError`` subclass when the reply holds no JSON object at all.
+    """
+    data = _judgement_object(text)
+    raw_verdicts = data.get("nl_assertion_verdicts")
+    by_index: dict[int, dict[str, Any]] = {}
+    if isinstance(raw_verdicts, list):
+        for raw in raw_verdicts:
+            if not isinstance(raw, dict):
+                continue
+            index = raw.get("index")
+            if _is_int(index) and 1 <= index <= len(assertions):
+                by_index[index] = raw  # a repeated index keeps the last
+    verdicts = tuple(
+        _verdict(n, assertion, by_index.get(n)) for n, assertion in enumerate(assertions, start=1)
+    )
+    reason = data.get("reason")
+    return _score(data.get("score")), reason if isinstance(reason, str) else "", verdicts
+
+
+def _verdict(index: int, assertion: str, raw: dict[str, Any] | None) -> Verdict:
+    if raw is None:
+        return Verdict(
+            index=index, assertion=assertion, passed=False, reason=MISSING_VERDICT_REASON
+        )
+    reason = raw.get("reason")
+    if reason is None:
+        reason = NO_REASON
+    elif not isinstance(reason, str):
+        reason = json.dumps(reason, ensure_ascii=False)
+    # Only JSON true passes: "true", 1 or "yes" are not a verdict the judge committed to.
+    return Verdict(
+        index=index, assertion=assertion, passed=raw.get("passed") is True, reason=reason
+    )
+
+
+def _score(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    score = float(value)
+    if not math.isfinite(score):
+        return 0.0
+    return min(max(score, 0.0), 1.0)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _judgement_object(text: str) -> dict[str, Any]:
+    """The JSON object of the reply: strict JSON, else the first JSON fence, else the first one."""
+    if not text.strip():
+        raise _UnreadableJudgement("the reply is empty")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        pass
+    else:
+        if isinstance(data, dict):
+            return data
+    fenced = _first_json_fence(text)
+    if fenced is not None:
+        try:
+            data = json.loads(fenced)
+        except ValueError:
+            pass
+        else:
+            if isinstance(data, dict):
+                return data
+    found = _first_object(text)
+    if found is None:
+        raise _UnreadableJudgement(f"no JSON object in the reply: {_excerpt(text)}")
+    return found
+
+
+def _first_json_fence(text: str) -> str | None:
+    """The body of the first fenced block tagged ``json`` or untagged; fences pair in order."""
+    marks = [match.end() for match in _FENCE.finditer(text)]
+    for opening, closing in zip(marks[::2], marks[1::2], strict=False):
+        tag_match = _FENCE_TAG.match(text, opening)
+        assert tag_match is not None  # the pattern matches the empty string
+        if tag_match.group().lower() in _JSON_FENCE_TAGS:
+            return text[tag_match.end() : closing - 3]
+    return None
+
+
+def _first_object(text: str) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            data, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            pass
+        else:
+            if isinstance(data, dict):
+                return data
+        start = text.find("{", start + 1)
+    return None
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# -- the request --------------------------------------------------------------------------------
+
+
+async def judge_scenario(
+    model: ChatModel,
+    *,
+    assertions: Sequence[str],
+    messages: Sequence[Message],
+    reference_actions: Sequence[Action],
+    recorded_actions: Sequence[Action],
+    seed: int | None = None,
+) -> JudgeResult:
+    """Ask ``model`` once (system + user message, no tools) to judge the assertions.
+
+    Never raises for the endpoint's or the model's behaviour: an ``EndpointError`` (including
+    ``ContextWindowExceeded``) or a reply with no JSON object gives a result whose verdicts all
+    fail with reason ``Judge error: <detail>``, score 0 and ``error`` set. ``usage`` is the
+    completion's usage, or empty when no completion came back. Raises ``ValueError`` when
+    ``assertions`` is empty (a caller bug: a task without assertions is not judged).
+    """
+    system_prompt, user_content = build_judge_prompt(
+        assertions=assertions,
+        messages=messages,
+        reference_actions=reference_actions,
+        recorded_actions=recorded_actions,
+    )
+    request = (
+        Message(role=Role.SYSTEM, content=system_prompt),
+        Message(role=Role.USER, content=user_content),
+    )
+
+    def failed(detail: str, usage: Usage) -> JudgeResult:
+        reason = JUDGE_ERROR_PREFIX + detail
+        return JudgeResult(
+            score=0.0,
+            reason=reason,
+            system_prompt=system_prompt,
+            user_content=user_content,
+            verdicts=tuple(
+                Verdict(index=n, assertion=assertion, passed=False, reason=reason)
+                for n, assertion in enumerate(assertions, start=1)
+            ),
+            usage=usage,
+            error=detail,
+        )
+
+    try:
+        turn = await model.complete(request, tools=None, seed=seed)
+    except EndpointError as error:
+        return failed(str(error), Usage())
+    try:
+        score, reason, verdicts = normalize_judgement(turn.content or "", assertions)
+    except _UnreadableJudgement as error:
+        return failed(str(error), turn.usage)
+    return JudgeResult(
+        score=score,
+        reason=reason,
+        system_prompt=system_prompt,
+        user_content=user_content,
+        verdicts=verdicts,
+        usage=turn.usage,
+    )

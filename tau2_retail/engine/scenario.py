@@ -1,0 +1,265 @@
+"""One scenario end to end: conversation, judge, signals, and the metrics record.
+
+This is the engine's entry point for the pytest plugin and for ``python -m tau2_retail run``.
+Everything it returns is either a plain JSON-able value (``metrics``) or an object used only
+in the process that ran the scenario (the conversation result with its store).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tau2_retail.data.gold import Gold
+from tau2_retail.data.tasks import Task
+from tau2_retail.engine.conversation import (
+    Clock,
+    ConversationResult,
+    Limits,
+    StopReason,
+    run_conversation,
+)
+from tau2_retail.engine.scoring import (
+    action_match,
+    db_difference,
+    describe_db_difference,
+    success,
+    tau2_reward,
+)
+from tau2_retail.models.messages import Message, Role, Usage
+from tau2_retail.models.protocol import ChatModel
+from tau2_retail.tools.store import Store
+
+if TYPE_CHECKING:
+    from tau2_retail.engine.judge import JudgeResult
+
+__all__ = ["Scenario", "ScenarioOutcome", "run_scenario", "scenario_id"]
+
+
+def scenario_id(task_id: str, trial: int, trials: int) -> str:
+    """``tau2_retail__N``, with ``-trialK`` (1-based) when a run has several trials."""
+    base = f"tau2_retail__{task_id}"
+    return base if trials <= 1 else f"{base}-trial{trial + 1}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A task in one trial: what a parametrized test case runs."""
+
+    task: Task
+    trial: int
+    trials: int
+    seed: int | None
+
+    @property
+    def name(self) -> str:
+        return f"tau2_retail__{self.task.id}"
+
+    @property
+    def id(self) -> str:
+        return scenario_id(self.task.id, self.trial, self.trials)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ScenarioOutcome:
+    """What one scenario produced and how it scored."""
+
+    scenario: Scenario
+    conversation: ConversationResult
+    gold: Gold
+    judge: JudgeResult | None
+    db_diff: dict[str, dict[str, dict[str, Any]]]
+    metrics: dict[str, Any]
+
+    def __repr__(self) -> str:
+        # Short on purpose: on Python 3.11, asyncio.Runner.run ends with signal.getsignal(),
+        # which formats the repr of its SIGINT handler, hence of the finished task and its
+        # result; pytest-asyncio's fixture set-up returns this outcome, so a field-by-field
+        # repr of the whole conversation was built and thrown away once per scenario.
+        return (
+            f"ScenarioOutcome(scenario={self.scenario.id!r}, "
+            f"stop_reason={self.conversation.stop_reason.value!r})"
+        )
+
+    @property
+    def is_infra_error(self) -> bool:
+        return self.conversation.stop_reason is StopReason.INFRA_ERROR
+
+    def signal_failures(self) -> list[str]:
+        """One readable message per failed gating signal (empty when the scenario succeeded).
+
+        NL assertions are not included: each is reported on its own as a subtest.
+        """
+        failures = []
+        if not self.metrics["db_state_match"]:
+            failures.append(
+                "DB_STATE_MATCH failed: the final database differs from the gold state "
+                f"(expected hash {self.metrics['db_state_expected_hash'][:12]}, "
+                f"actual {self.metrics['db_state_actual_hash'][:12]}):\n"
+                + describe_db_difference(self.db_diff)
+            )
+        if not self.metrics["clean_exit"]:
+            detail = f" ({self.conversation.detail})" if self.conversation.detail else ""
+            failures.append(
+                "CLEAN_EXIT failed: the conversation ended with "
+                f"{self.conversation.stop_reason.value}{detail}, not agent_exit"
+            )
+        return failures
+
+
+def _turns(messages: Sequence[Message], timestamps: Sequence[float]) -> list[dict[str, Any]]:
+    """The spoken turns (agent and user text) with their times."""
+    turns = []
+    for message, timestamp in zip(messages, timestamps, strict=True):
+        if message.role is Role.USER:
+            role = "user"
+        elif message.role is Role.ASSISTANT and not message.tool_calls and message.content:
+            role = "agent"
+        else:
+            continue
+        turns.append({"timestamp": timestamp, "role": role, "text": message.content})
+    return turns
+
+
+def _latency_stats(latencies: Sequence[tuple[str, float]]) -> dict[str, dict[str, float]]:
+    by_role: dict[str, list[float]] = {}
+    for role, seconds in latencies:
+        by_role.setdefault(role, []).append(seconds)
+    stats = {}
+    for role, values in sorted(by_role.items()):
+        ordered = sorted(values)
+        stats[role] = {
+            "n": len(ordered),
+            "mean": statistics.fmean(ordered),
+            "p50": statistics.median(ordered),
+            "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
+            "max": ordered[-1],
+        }
+    return stats
+
+
+def build_metrics(
+    *,
+    scenario: Scenario,
+    conversation: ConversationResult,
+    gold: Gold,
+    judge: JudgeResult | None,
+    judge_configured: bool,
+    db_match: bool,
+) -> dict[str, Any]:
+    """The ``metrics.json`` record of spec §6 (plain JSON values)."""
+    task = scenario.task
+    clean_exit = conversation.stop_reason is StopReason.AGENT_EXIT
+    nl_applicable = bool(task.nl_assertions) and judge_configured
+    nl_passed: bool | None = None
+    if nl_applicable:
+        nl_passed = judge is not None and judge.pass_count == judge.total
+    actions_matched = action_match(gold.actions, conversation.actions)
+    verdict = success(
+        db_match=db_match,
+        clean_exit=clean_exit,
+        nl_passed=nl_passed,
+        actions_matched=actions_matched,
+    )
+    usage: dict[str, Usage] = {
+        "agent": conversation.usage.get("agent", Usage()),
+        "user": conversation.usage.get("user", Usage()),
+        "judge": judge.usage if judge is not None else Usage(),
+    }
+    turns = _turns(conversation.messages, conversation.timestamps)
+    metrics: dict[str, Any] = {
+        "scenario_name": scenario.name,
+        "scenario_id": scenario.id,
+        "task_id": task.id,
+        "trial": scenario.trial,
+        "seed": scenario.seed,
+        "split": task.split,
+        "persona_name": task.persona_name,
+        "total_turns": len(turns),
+        "turns": turns,
+        "duration_seconds": conversation.duration_seconds,
+        "latency_stats": _latency_stats(conversation.latencies),
+        "stop_reason": conversation.stop_reason.value,
+        "stop_detail": conversation.detail,
+        "infra_error": conversation.stop_reason is StopReason.INFRA_ERROR,
+        "clean_exit": clean_exit,
+        "db_state_expected_hash": gold.db_hash,
+        "db_state_actual_hash": gold.db_hash if db_match else conversation.store.hash(),
+        "db_state_match": db_match,
+        "is_action_match": actions_matched,
+        "nl_assertion_total": len(task.nl_assertions),
+        "token_usage": {role: value.to_json() for role, value in usage.items()},
+        "success_breakdown": verdict.breakdown,
+        "is_successful": verdict.is_successful,
+        "is_task_successful": verdict.is_task_successful,
+        "tau2_reward": tau2_reward(
+            stop_reason=conversation.stop_reason, db_match=db_match, nl_passed=nl_passed
+        ),
+    }
+    if nl_applicable:
+        metrics["nl_assertion_pass_count"] = judge.pass_count if judge is not None else 0
+        metrics["nl_assertion_pass_rate"] = judge.pass_rate if judge is not None else 0.0
+    if judge is not None:
+        metrics["judge_score"] = judge.score
+    return metrics
+
+
+async def run_scenario(
+    scenario: Scenario,
+    *,
+    agent: ChatModel,
+    user: ChatModel,
+    judge_model: ChatModel | None,
+    gold: Gold,
+    store: Store,
+    agent_prompt: str,
+    user_prompt: str,
+    tools: Sequence[Mapping[str, Any]],
+    limits: Limits | None = None,
+    clock: Clock | None = None,
+) -> ScenarioOutcome:
+    """Run the conversation on ``store``, judge it when a judge is given, score it."""
+    conversation = await run_conversation(
+        agent=agent,
+        user=user,
+        agent_prompt=agent_prompt,
+        user_prompt=user_prompt,
+        tools=tools,
+        store=store,
+        limits=limits,
+        seed=scenario.seed,
+        clock=clock,
+    )
+    judge = None
+    assertions = scenario.task.nl_assertions
+    infra = conversation.stop_reason is StopReason.INFRA_ERROR
+    if judge_model is not None and assertions and not infra:
+        from tau2_retail.engine.judge import judge_scenario
+
+        judge = await judge_scenario(
+            judge_model,
+            assertions=assertions,
+            messages=conversation.messages,
+            reference_actions=gold.actions,
+            recorded_actions=conversation.actions,
+            seed=scenario.seed,
+        )
+    db_diff = db_difference(store, gold.store)
+    metrics = build_metrics(
+        scenario=scenario,
+        conversation=conversation,
+        gold=gold,
+        judge=judge,
+        judge_configured=judge_model is not None,
+        db_match=not db_diff,
+    )
+    return ScenarioOutcome(
+        scenario=scenario,
+        conversation=conversation,
+        gold=gold,
+        judge=judge,
+        db_diff=db_diff,
+        metrics=metrics,
+    )

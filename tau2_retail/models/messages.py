@@ -1,0 +1,131 @@
+"""Chat messages, tool calls and usage: the plain values every layer above ``tools`` shares.
+
+They are frozen and JSON-able (``to_json``/``from_json``) so results cross xdist process
+boundaries and land in artifacts unchanged. ``to_openai`` renders the wire form of the
+Chat Completions API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["STOP_TOKENS", "AssistantTurn", "Message", "Role", "ToolCall", "Usage"]
+
+# The markers by which the simulated user ends the conversation (tau2's user-side stop tokens).
+STOP_TOKENS: tuple[str, ...] = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One function call as the model sent it; ``arguments`` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ToolCall:
+        return cls(id=data["id"], name=data["name"], arguments=data["arguments"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """A chat message. Tool results carry ``tool_call_id``, the tool ``name`` and ``error``."""
+
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    error: bool = False
+
+    def to_openai(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"role": self.role.value}
+        if self.role is Role.TOOL:
+            wire["tool_call_id"] = self.tool_call_id
+            wire["content"] = self.content or ""
+            return wire
+        wire["content"] = self.content
+        if self.tool_calls:
+            wire["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        elif self.content is None:
+            wire["content"] = ""
+        return wire
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": self.role.value, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [call.to_json() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            data["name"] = self.name
+        if self.error:
+            data["error"] = True
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Message:
+        return cls(
+            role=Role(data["role"]),
+            content=data.get("content"),
+            tool_calls=tuple(ToolCall.from_json(c) for c in data.get("tool_calls", ())),
+            tool_call_id=data.get("tool_call_id"),
+            name=data.get("name"),
+            error=bool(data.get("error", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Token counts of one or more completions."""
+
+    n_calls: int = 0
+    prompt: int = 0
+    completion: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            n_calls=self.n_calls + other.n_calls,
+            prompt=self.prompt + other.prompt,
+            completion=self.completion + other.completion,
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {"n_calls": self.n_calls, "prompt": self.prompt, "completion": self.completion}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantTurn:
+    """What a model returned for one request: text and/or tool calls, usage and latency."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    latency_seconds: float = 0.0
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.content and self.content.strip()) and not self.tool_calls
+
+    def to_message(self) -> Message:
+        return Message(role=Role.ASSISTANT, content=self.content, tool_calls=self.tool_calls)

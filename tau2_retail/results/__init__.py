@@ -1,0 +1,1 @@
+"""What a run writes and reads back: atomic writes, per-scenario artifacts, run summaries."""

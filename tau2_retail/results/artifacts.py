@@ -1,0 +1,246 @@
+"""Per-scenario artifacts (spec: conversation_and_scoring.md §6).
+
+The process that ran a scenario writes its folder ``<run dir>/<scenario>[/trial-<k>]/``:
+
+- ``transcript.json``: every message with tool calls and results, and the run facts;
+- ``conversation_log.txt``: the same conversation, readable;
+- ``final_agent_response.json``: ``[{"actions": [{name, arguments}, ...]}]`` recorded;
+- ``reference_answer.json``: ``{"actions": [...]}`` of the gold replay;
+- ``db_diff.json``: ``{table: {key: {actual, expected}}}``, ``{}`` on a match;
+- ``judge_result.json``: only when a judge ran;
+- ``scenario_config/``: ``agent_system_prompt.txt``, ``user_system_prompt.txt``,
+  ``tools.json``, ``scenario.json`` (task id, trial, seed, split, persona, assertions, config);
+- ``metrics.json``, written last: its presence marks the scenario complete (resume and
+  ``summarize`` rely on it).
+
+Every file is written atomically but not fsynced (:mod:`tau2_retail.results.atomic` says why).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tau2_retail.errors import ArtifactError
+from tau2_retail.models.messages import Message, Role
+from tau2_retail.results import atomic
+
+if TYPE_CHECKING:
+    from tau2_retail.engine.scenario import ScenarioOutcome
+
+__all__ = [
+    "CONFIG_DIR",
+    "JUDGE_FILE",
+    "METRICS_FILE",
+    "is_complete",
+    "load_run_metrics",
+    "metrics_sort_key",
+    "read_metrics",
+    "render_conversation_log",
+    "scenario_dir",
+    "validate_name",
+    "write_scenario_artifacts",
+]
+
+METRICS_FILE = "metrics.json"
+JUDGE_FILE = "judge_result.json"
+CONFIG_DIR = "scenario_config"
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """A per-scenario file: atomic rename, no fsync (see :mod:`tau2_retail.results.atomic`)."""
+    atomic.write_text_atomic(path, text, durable=False)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """A per-scenario JSON file: atomic rename, no fsync (see :mod:`tau2_retail.results.atomic`)."""
+    atomic.write_json_atomic(path, value, durable=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _tools_text(compact: str) -> str:
+    # Every scenario of a run writes the same 17 schemas: the artifact form (indented, so
+    # encoded by the pure-Python json encoder, ~0.8 ms) is made once per process, keyed by
+    # the compact form (C encoder, ~0.05 ms). JSON round-trips them exactly.
+    return atomic.dumps_json(json.loads(compact))
+
+
+def validate_name(kind: str, value: str) -> str:
+    """Return ``value`` if it is safe as one path component, else raise :class:`ArtifactError`.
+
+    Accepted: a letter or digit, then letters, digits, ``_``, ``.``, ``-`` (so no ``/``, no
+    ``..`` at the start, nothing that escapes the output folder). ``kind`` names the value in
+    the message, e.g. ``"run id"``.
+    """
+    if _NAME.fullmatch(value) is None:
+        raise ArtifactError(
+            f"invalid {kind} {value!r}: use a letter or digit followed by letters, digits, "
+            "'_', '.' or '-' (it names a folder inside the output directory)"
+        )
+    return value
+
+
+def scenario_dir(run_dir: Path, scenario_name: str, trial: int, trials: int) -> Path:
+    """The artifact folder of one scenario trial.
+
+    ``trial`` is 0-based, as in :class:`tau2_retail.engine.scenario.Scenario`; the folder is
+    ``<run_dir>/<scenario_name>`` for a single-trial run, else
+    ``<run_dir>/<scenario_name>/trial-<trial + 1>``.
+    """
+    validate_name("scenario name", scenario_name)
+    if trials < 1 or not 0 <= trial < trials:
+        raise ValueError(f"trial must be in 0..{trials - 1} (trials={trials}), got {trial}")
+    base = Path(run_dir) / scenario_name
+    return base if trials == 1 else base / f"trial-{trial + 1}"
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds")
+
+
+def render_conversation_log(messages: Sequence[Message], timestamps: Sequence[float]) -> str:
+    """The conversation as readable text: one block per message, blank line between blocks.
+
+    ``[time] agent:`` / ``[time] user:`` with the text below, ``[time] agent -> name(args)``
+    for each tool call, ``[time] tool name:`` (``(error)`` for failures) with the result below.
+    """
+    blocks: list[str] = []
+    for message, seconds in zip(messages, timestamps, strict=True):
+        stamp = f"[{_timestamp(seconds)}]"
+        text = message.content or ""
+        if message.role is Role.ASSISTANT:
+            lines = [f"{stamp} agent:\n{text}"] if text.strip() else []
+            lines += [
+                f"{stamp} agent -> {call.name}({call.arguments})" for call in message.tool_calls
+            ]
+            blocks.append("\n".join(lines) if lines else f"{stamp} agent: (empty)")
+        elif message.role is Role.TOOL:
+            marker = " (error)" if message.error else ""
+            blocks.append(f"{stamp} tool {message.name}{marker}:\n{text}")
+        else:
+            blocks.append(f"{stamp} {message.role.value}:\n{text}")
+    return "\n\n".join(blocks) + "\n"
+
+
+def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> dict[str, Any]:
+    scenario = outcome.scenario
+    task = scenario.task
+    return {
+        "scenario_name": scenario.name,
+        "scenario_id": scenario.id,
+        "task_id": task.id,
+        "trial": scenario.trial,
+        "trials": scenario.trials,
+        "seed": scenario.seed,
+        "split": task.split,
+        "persona_name": task.persona_name,
+        "nl_assertions": list(task.nl_assertions),
+        "config": dict(config),
+    }
+
+
+def write_scenario_artifacts(
+    directory: Path,
+    outcome: ScenarioOutcome,
+    *,
+    agent_prompt: str,
+    user_prompt: str,
+    tools: Sequence[Mapping[str, Any]],
+    config: Mapping[str, Any],
+) -> None:
+    """Write every artifact of ``outcome`` into ``directory``, ``metrics.json`` last.
+
+    ``config`` is the run configuration as it should be recorded (secrets already redacted
+    by the caller). An earlier attempt's ``metrics.json`` is removed first, so the folder
+    reads as incomplete until this attempt has written everything; a stale
+    ``judge_result.json`` is removed when no judge ran this time, and so are the temporary
+    files of an earlier attempt killed mid-write (only one process writes a scenario folder).
+    """
+    directory = Path(directory)
+    stale_files = [
+        directory / name
+        for name in ((METRICS_FILE,) if outcome.judge is not None else (METRICS_FILE, JUDGE_FILE))
+    ]
+    for folder in (directory, directory / CONFIG_DIR):
+        stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
+    for stale in stale_files:
+        try:
+            stale.unlink(missing_ok=True)
+        except OSError as error:
+            raise ArtifactError(f"cannot remove {stale}: {error}") from error
+    conversation = outcome.conversation
+    write_json_atomic(directory / "transcript.json", conversation.to_json())
+    write_text_atomic(
+        directory / "conversation_log.txt",
+        render_conversation_log(conversation.messages, conversation.timestamps),
+    )
+    write_json_atomic(
+        directory / "final_agent_response.json",
+        [{"actions": [action.to_json() for action in conversation.actions]}],
+    )
+    write_json_atomic(
+        directory / "reference_answer.json",
+        {"actions": [action.to_json() for action in outcome.gold.actions]},
+    )
+    write_json_atomic(directory / "db_diff.json", outcome.db_diff)
+    if outcome.judge is not None:
+        write_json_atomic(directory / JUDGE_FILE, outcome.judge.to_json())
+    config_dir = directory / CONFIG_DIR
+    write_text_atomic(config_dir / "agent_system_prompt.txt", agent_prompt)
+    write_text_atomic(config_dir / "user_system_prompt.txt", user_prompt)
+    write_text_atomic(config_dir / "tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
+    write_json_atomic(config_dir / "scenario.json", _scenario_metadata(outcome, config))
+    write_json_atomic(directory / METRICS_FILE, outcome.metrics)
+
+
+def read_metrics(path: Path) -> dict[str, Any]:
+    """Parse one ``metrics.json``; :class:`ArtifactError` naming the file when it is unusable."""
+    try:
+        value = json.loads(Path(path).read_bytes())
+    except OSError as error:
+        raise ArtifactError(f"cannot read {path}: {error}") from error
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+        raise ArtifactError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(value, dict):
+        raise ArtifactError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def is_complete(directory: Path) -> bool:
+    """True when ``directory`` holds a ``metrics.json`` that parses as a JSON object."""
+    path = Path(directory) / METRICS_FILE
+    if not path.is_file():
+        return False
+    try:
+        read_metrics(path)
+    except ArtifactError:
+        return False
+    return True
+
+
+def metrics_sort_key(metrics: Mapping[str, Any]) -> tuple[float, str, int]:
+    """Order of scenarios in listings: task id as an integer, then trial."""
+    task_id = str(metrics.get("task_id", ""))
+    number = float(int(task_id)) if task_id.isdigit() else math.inf
+    trial = metrics.get("trial")
+    return number, task_id, trial if isinstance(trial, int) else 0
+
+
+def load_run_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """Every scenario's metrics under ``run_dir`` (single- and multi-trial layouts), sorted.
+
+    A ``metrics.json`` that cannot be read or parsed raises :class:`ArtifactError` naming it.
+    """
+    run_dir = Path(run_dir)
+    paths = [*run_dir.glob(f"*/{METRICS_FILE}"), *run_dir.glob(f"*/trial-*/{METRICS_FILE}")]
+    metrics = [read_metrics(path) for path in sorted(paths)]
+    metrics.sort(key=metrics_sort_key)
+    return metrics

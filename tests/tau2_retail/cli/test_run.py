@@ -1,0 +1,317 @@
+"""``python -m tau2_retail run ID`` through ``cli.main``: built-in runs, the loopback endpoint,
+exit statuses and the readable and JSON outputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from tau2_retail.cli.main import main
+from tau2_retail.cli.run import (
+    EXIT_FAILED,
+    EXIT_INFRA_ERROR,
+    EXIT_SUCCESS,
+    MAX_SHOWN_CHARS,
+    render_transcript,
+)
+from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.models.messages import Message, Role, ToolCall
+from tau2_retail.models.openai_client import OpenAIChatModel
+from tau2_retail.testing.loopback_server import (
+    Completion,
+    HttpError,
+    LoopbackOpenAIServer,
+    ReplyToolCall,
+)
+
+KEY_ENV = "TAU2_TEST_RUN_ONE_KEY"
+
+
+@pytest.fixture(scope="module")
+def tasks(data_dir) -> Mapping[str, Task]:
+    return load_tasks(data_dir)
+
+
+@pytest.fixture
+def server(monkeypatch) -> Iterator[LoopbackOpenAIServer]:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with LoopbackOpenAIServer() as started:
+        yield started
+
+
+@pytest.fixture
+def closed(monkeypatch) -> list[str]:
+    """The names of the endpoint models closed during the test."""
+    names: list[str] = []
+    original = OpenAIChatModel.close
+
+    async def spy(self: OpenAIChatModel) -> None:
+        names.append(self.name)
+        await original(self)
+
+    monkeypatch.setattr(OpenAIChatModel, "close", spy)
+    return names
+
+
+def run(data_dir, *args: str) -> int:
+    return main(["run", *args, "--data-dir", str(data_dir)])
+
+
+def endpoint(role: str, server: LoopbackOpenAIServer, model: str) -> list[str]:
+    return [
+        f"--{role}-model",
+        model,
+        f"--{role}-base-url",
+        server.base_url,
+        f"--{role}-api-key-env",
+        KEY_ENV,
+    ]
+
+
+def gold_calls(task: Task) -> list[Completion]:
+    return [
+        Completion(
+            tool_calls=(
+                ReplyToolCall(id=f"c{n}", name=a.name, arguments=json.dumps(a.plain_arguments())),
+            )
+        )
+        for n, a in enumerate(task.actions)
+    ]
+
+
+# -- built-in models ------------------------------------------------------------------------------
+
+
+def test_default_run_is_the_oracle_and_succeeds(data_dir, capsys):
+    assert run(data_dir, "0") == EXIT_SUCCESS
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "scenario tau2_retail__0 (split train, persona lisa_brenner, seed None)"
+    assert lines[1] == "agent: builtin:oracle; user: builtin:customer; judge: none"
+    assert "agent: Hi! How can I help you today?" in lines
+    assert "agent -> end_conversation({})" in lines
+    assert "tool: Conversation ended." in lines
+    assert "ending: agent_exit" in lines
+    assert any(line.startswith("DB match: yes (hash ") for line in lines)
+    assert (
+        "signals: passed DB_STATE_MATCH, CLEAN_EXIT; not_applicable NL_ASSERTION; "
+        "excluded ACTION_MATCH"
+    ) in lines
+    assert lines[-1] == "result: success, tau2 reward 1"
+
+
+def test_the_json_output_holds_metrics_and_transcript(data_dir, capsys):
+    assert run(data_dir, "0", "--json", "--seed", "626729") == EXIT_SUCCESS
+    document = json.loads(capsys.readouterr().out)
+    metrics = document["metrics"]
+    assert metrics["scenario_name"] == "tau2_retail__0"
+    assert metrics["seed"] == 626729
+    assert metrics["stop_reason"] == "agent_exit"
+    assert metrics["db_state_match"] is True
+    assert metrics["is_successful"] is True
+    transcript = document["transcript"]
+    assert transcript[0]["role"] == "assistant"
+    assert transcript[0]["content"] == "Hi! How can I help you today?"
+    assert transcript[-1]["content"] == "Conversation ended."
+    assert [Message.from_json(m).role for m in transcript][-2:] == [Role.ASSISTANT, Role.TOOL]
+    assert [a["name"] for a in document["actions"]] == ["exchange_delivered_order_items"]
+    assert "judge" not in document
+
+
+def test_noop_on_a_task_that_changes_the_database_fails(data_dir, capsys):
+    assert run(data_dir, "0", "--agent-model", "builtin:noop") == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "ending: agent_exit" in out
+    assert "DB match: no (expected hash " in out
+    assert "  orders['#W2378156'].status: actual 'delivered', expected 'exchange requested'" in out
+    assert "failed DB_STATE_MATCH" in out
+    assert out.rstrip().endswith("result: failure, tau2 reward 0")
+
+
+def test_noop_on_a_task_whose_gold_is_the_seed_succeeds(data_dir, capsys):
+    assert run(data_dir, "10", "--agent-model", "builtin:noop") == EXIT_SUCCESS
+    assert "DB match: yes" in capsys.readouterr().out
+
+
+def test_max_steps_is_a_failed_ending(data_dir, capsys):
+    assert run(data_dir, "0", "--max-steps", "3") == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "ending: max_steps (4 routed messages)" in out  # greeting, user, call, result
+    assert "failed DB_STATE_MATCH, CLEAN_EXIT" in out
+
+
+def test_a_task_with_assertions_and_no_judge_says_how_to_configure_one(data_dir, capsys):
+    assert run(data_dir, "2") == EXIT_SUCCESS
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == (
+        "no judge configured: NL assertions are not applicable "
+        "(set --judge-model and --judge-base-url to judge them)"
+    )
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def test_unknown_task_id_exits_2(data_dir, capsys):
+    assert run(data_dir, "114") == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "error: unknown task id '114'; known ids are 0..113 "
+        "(list them with: python -m tau2_retail tasks)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--agent-base-url", "http://127.0.0.1:9/v1"],
+            "error: --agent-base-url 'http://127.0.0.1:9/v1' given with the built-in model "
+            "'builtin:oracle'; built-in models run locally: drop the URL or name an endpoint model",
+        ),
+        (
+            ["--user-model", "builtin:oracle"],
+            "error: 'builtin:oracle' is not a built-in user model; "
+            "built-in user models: builtin:customer",
+        ),
+        (
+            ["--judge-model", "builtin:oracle"],
+            "error: --judge-model 'builtin:oracle': there is no built-in judge; name a model at "
+            "an OpenAI-compatible endpoint (with --judge-base-url), or leave the option out",
+        ),
+        (["--max-steps", "0"], "error: --max-steps: got 0; expected a positive integer"),
+        (
+            ["--agent-model", "m", "--agent-base-url", "ftp://x"],
+            "error: EndpointConfig.base_url: got 'ftp://x'; "
+            "expected an http:// or https:// URL, or None",
+        ),
+    ],
+)
+def test_bad_settings_exit_2_naming_the_option(data_dir, capsys, args, message):
+    assert run(data_dir, "0", *args) == 2
+    assert capsys.readouterr().err == message + "\n"
+
+
+def test_a_client_built_before_a_bad_setting_is_closed(data_dir, server, closed, capsys):
+    args = [*endpoint("agent", server, "test-model"), "--user-model", "builtin:noop"]
+    assert run(data_dir, "0", *args) == 2
+    assert "is not a built-in user model" in capsys.readouterr().err
+    assert closed == ["test-model"]
+    assert server.requests == ()
+
+
+# -- against the loopback endpoint ----------------------------------------------------------------
+
+
+def test_scripted_endpoint_agent_end_to_end(data_dir, tasks, server, closed, capsys):
+    task = tasks["0"]
+    server.enqueue(
+        *gold_calls(task),
+        Completion(content="Your exchange is requested. Is there anything else?"),
+        Completion(tool_calls=(ReplyToolCall(id="end", name="end_conversation"),)),
+    )
+    status = run(data_dir, "0", *endpoint("agent", server, "test-model"), "--seed", "7")
+    out = capsys.readouterr().out
+    assert status == EXIT_SUCCESS, out
+    assert f"agent: test-model at {server.base_url}; user: builtin:customer" in out
+    assert "agent -> exchange_delivered_order_items({" in out
+    assert "agent: Your exchange is requested. Is there anything else?" in out
+    assert "user: No, that's all I needed. Thank you! ###STOP###" in out
+    assert "ending: agent_exit" in out
+    bodies = [request.body for request in server.requests]
+    assert len(bodies) == len(task.actions) + 2
+    assert {body["model"] for body in bodies} == {"test-model"}
+    assert {body["seed"] for body in bodies} == {7}
+    assert all(len(body["tools"]) == 17 for body in bodies)
+    assert bodies[0]["messages"][0]["role"] == "system"
+    assert bodies[0]["messages"][0]["content"].endswith(
+        "claiming success."
+    )  # the notes are on by default
+    assert closed == ["test-model"]
+
+
+def test_no_agent_notes_sends_the_policy_alone(data_dir, server, capsys):
+    server.enqueue(Completion(tool_calls=(ReplyToolCall(name="end_conversation"),)))
+    args = endpoint("agent", server, "test-model")
+    assert run(data_dir, "10", *args, "--no-agent-notes") == EXIT_SUCCESS
+    prompt = server.requests[0].body["messages"][0]["content"]
+    assert "## Additional Notes to Follow" not in prompt
+
+
+def test_endpoint_user_and_judge(data_dir, tasks, server, closed, capsys):
+    task = tasks["2"]
+    verdicts = [
+        {"index": n, "passed": True, "reason": "said so"}
+        for n in range(1, len(task.nl_assertions) + 1)
+    ]
+    judgement = json.dumps({"score": 0.9, "reason": "fine", "nl_assertion_verdicts": verdicts})
+
+    def respond(body: Mapping[str, Any]) -> Completion:
+        if body["model"] == "judge-model":
+            return Completion(content=judgement)
+        assert body["model"] == "user-model"
+        assert "tools" not in body
+        said = sum(m["role"] == "assistant" for m in body["messages"])
+        if said == 0:
+            return Completion(content=task.reason_for_call)
+        return Completion(content="Yes, please." if said < 3 else "Thanks! ###STOP###")
+
+    server.responder = respond
+    args = [*endpoint("user", server, "user-model"), *endpoint("judge", server, "judge-model")]
+    status = run(data_dir, "2", *args)
+    out = capsys.readouterr().out
+    assert status == EXIT_SUCCESS, out
+    assert f"judge: judge-model at {server.base_url}" in out
+    assert "passed DB_STATE_MATCH, CLEAN_EXIT, NL_ASSERTION" in out
+    assert "  NL 1 passed: " in out
+    assert sorted(closed) == ["judge-model", "user-model"]
+
+
+def test_endpoint_failure_is_infra_error_exit_3(data_dir, server, closed, capsys):
+    server.enqueue(HttpError.openai(401, "Incorrect API key provided"))
+    status = run(data_dir, "0", *endpoint("agent", server, "test-model"), "--json")
+    assert status == EXIT_INFRA_ERROR
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert metrics["stop_reason"] == "infra_error"
+    assert metrics["infra_error"] is True
+    assert "HTTP 401" in metrics["stop_detail"]
+    assert closed == ["test-model"]
+
+
+def test_infra_error_readable_result_line(data_dir, server, capsys):
+    server.enqueue(HttpError.openai(404, "no such model"))
+    assert run(data_dir, "0", *endpoint("user", server, "who")) == EXIT_INFRA_ERROR
+    out = capsys.readouterr().out
+    assert "ending: infra_error (user: model 'who' at " in out
+    assert "result: infra_error (the endpoint failed; not scored)" in out
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+
+def test_render_transcript_lines_and_truncation():
+    long = "x" * (MAX_SHOWN_CHARS + 10)
+    messages = [
+        Message(role=Role.SYSTEM, content="not shown"),
+        Message(role=Role.ASSISTANT, content="Hello."),
+        Message(role=Role.USER, content="Hi."),
+        Message(
+            role=Role.ASSISTANT,
+            content="Checking.",
+            tool_calls=(ToolCall(id="1", name="calculate", arguments='{"expression": "1+1"}'),),
+        ),
+        Message(role=Role.TOOL, content=long, tool_call_id="1", name="calculate"),
+        Message(role=Role.TOOL, content="Error: nope", tool_call_id="2", name="x", error=True),
+    ]
+    assert render_transcript(messages) == [
+        "agent: Hello.",
+        "user: Hi.",
+        "agent: Checking.",
+        'agent -> calculate({"expression": "1+1"})',
+        f"tool: {'x' * MAX_SHOWN_CHARS}… [10 more characters]",
+        "tool (error): Error: nope",
+    ]

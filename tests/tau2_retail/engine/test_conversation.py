@@ -1,0 +1,863 @@
+"""The conversation loop (spec §3): every ending, malformed model output, what each side sees.
+
+Behaviour that depends on the wire (retries, faults, usage, parallel tool calls, empty
+arguments) runs through the real ``OpenAIChatModel`` against the loopback server with a no-op
+sleep; the rest uses small scripted models defined here. Limits are tested with a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tau2_retail.data.seed import load_seed
+from tau2_retail.engine.conversation import (
+    ConversationResult,
+    Limits,
+    StopReason,
+    SystemClock,
+    run_conversation,
+)
+from tau2_retail.engine.prompts import GREETING
+from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.messages import STOP_TOKENS, AssistantTurn, Message, Role, ToolCall, Usage
+from tau2_retail.models.openai_client import OpenAIChatModel
+from tau2_retail.testing.loopback_server import (
+    Completion,
+    Drop,
+    HttpError,
+    LoopbackOpenAIServer,
+    ReplyToolCall,
+)
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.registry import END_CONVERSATION_RESULT
+from tau2_retail.tools.schemas import tool_schemas
+from tau2_retail.tools.store import Store
+
+AGENT_PROMPT = "You are the agent under test."
+USER_PROMPT = "You are the customer under test."
+TOOLS = tool_schemas()
+USER_ID = "yusuf_rossi_9620"
+ORDER_ID = "#W2378156"
+KEY_ENV = "TAU2_TEST_CONVERSATION_KEY"
+SEED = 4242
+
+# -- scripted models ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a scripted model was asked."""
+
+    messages: tuple[Message, ...]
+    tools: Sequence[Mapping[str, Any]] | None
+    seed: int | None
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Scripted:
+    """A chat model answering from a script; an exception in the script is raised instead."""
+
+    def __init__(
+        self,
+        name: str,
+        replies: Sequence[AssistantTurn | BaseException],
+        *,
+        clock: FakeClock | None = None,
+        seconds_per_call: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.replies = list(replies)
+        self.requests: list[Request] = []
+        self.clock = clock
+        self.seconds_per_call = seconds_per_call
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> AssistantTurn:
+        self.requests.append(Request(messages=tuple(messages), tools=tools, seed=seed))
+        if self.clock is not None:
+            self.clock.advance(self.seconds_per_call)
+        if not self.replies:
+            raise AssertionError(f"{self.name}: the script ran out at call {len(self.requests)}")
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+
+_ids = itertools.count()
+
+
+def say(text: str | None, *, latency: float = 0.0, usage: Usage | None = None) -> AssistantTurn:
+    return AssistantTurn(content=text, usage=usage or Usage(n_calls=1), latency_seconds=latency)
+
+
+def call(name: str, arguments: Any = None, *, id: str | None = None) -> ToolCall:
+    """A tool call; ``arguments`` is a dict (dumped to JSON) or the raw text."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    return ToolCall(id=id or f"call_{next(_ids)}", name=name, arguments=text)
+
+
+def act(*calls: ToolCall, text: str | None = None) -> AssistantTurn:
+    return AssistantTurn(content=text, tool_calls=calls, usage=Usage(n_calls=1))
+
+
+def end() -> ToolCall:
+    return call("end_conversation")
+
+
+def lookup() -> ToolCall:
+    return call("get_user_details", {"user_id": USER_ID})
+
+
+def unknown() -> ToolCall:
+    return call("fly_to_the_moon")
+
+
+def user_says(*texts: str) -> Scripted:
+    return Scripted("user", [say(text) for text in texts])
+
+
+@pytest.fixture(scope="module")
+def seed_db(data_dir) -> SeedDatabase:
+    return load_seed(data_dir)
+
+
+@pytest.fixture
+def store(seed_db) -> Store:
+    return Store(seed_db)
+
+
+async def converse(
+    store: Store,
+    agent: Any,
+    user: Any,
+    *,
+    limits: Limits | None = None,
+    clock: Any = None,
+    seed: int | None = SEED,
+) -> ConversationResult:
+    return await run_conversation(
+        agent=agent,
+        user=user,
+        agent_prompt=AGENT_PROMPT,
+        user_prompt=USER_PROMPT,
+        tools=TOOLS,
+        store=store,
+        limits=limits,
+        seed=seed,
+        clock=clock or FakeClock(),
+    )
+
+
+def shape(result: ConversationResult) -> list[tuple[str, str]]:
+    """Each message as (role, text or the tool names it calls)."""
+    rows = []
+    for message in result.messages:
+        if message.tool_calls:
+            names = ",".join(c.name for c in message.tool_calls)
+            rows.append((message.role.value, f"-> {names}"))
+        else:
+            rows.append((message.role.value, message.content or ""))
+    return rows
+
+
+def agent_last_call_id(result: ConversationResult) -> str:
+    calls = [c for m in result.messages for c in m.tool_calls]
+    return calls[-1].id
+
+
+def tool_results(result: ConversationResult) -> list[str]:
+    return [m.content or "" for m in result.messages if m.role is Role.TOOL]
+
+
+# -- endings: agent_exit --------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_end_conversation_is_agent_exit_right_after_its_result(store):
+    agent = Scripted("agent", [act(lookup()), act(end())])
+    result = await converse(store, agent, user_says("Hi, I am Yusuf Rossi."))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert result.detail == ""
+    assert result.messages[-1] == Message(
+        role=Role.TOOL,
+        content=END_CONVERSATION_RESULT,
+        tool_call_id=agent_last_call_id(result),
+        name="end_conversation",
+    )
+    assert len(agent.requests) == 2
+    # greeting, user, call, result, call, result: the exit's result batch counts too.
+    assert result.steps == 6
+
+
+@pytest.mark.asyncio
+async def test_transfer_is_agent_exit_and_later_calls_in_the_message_do_not_run(store):
+    transfer = call("transfer_to_human_agents", {"summary": "wants a human"})
+    cancel = call("cancel_pending_order", {"order_id": "#W5918442", "reason": "no longer needed"})
+    agent = Scripted("agent", [act(lookup(), transfer, cancel, end())])
+    result = await converse(store, agent, user_says("Get me a human."))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert tool_results(result)[1] == "Transfer successful"
+    assert len(tool_results(result)) == 2  # the lookup and the transfer; nothing after
+    assert [a.name for a in result.actions] == ["transfer_to_human_agents"]
+    assert store.diff_from_seed() == {}
+
+
+@pytest.mark.asyncio
+async def test_a_failed_transfer_does_not_end_the_conversation(store):
+    agent = Scripted(
+        "agent",
+        [act(call("transfer_to_human_agents", {})), say("Let me try again."), act(end())],
+    )
+    result = await converse(store, agent, user_says("Human please.", "OK."))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert tool_results(result)[0].startswith("Error: ")
+    assert result.actions == ()
+
+
+# -- endings: user_stop and the grace turn ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("token", STOP_TOKENS)
+@pytest.mark.asyncio
+async def test_each_stop_token_ends_as_user_stop_after_one_grace_turn(store, token):
+    agent = Scripted("agent", [say("How can I help?"), say("Goodbye!")])
+    user = user_says("Hello.", f"That is all. {token} Bye.")
+    result = await converse(store, agent, user)
+    assert result.stop_reason is StopReason.USER_STOP
+    assert shape(result)[-2:] == [("user", f"That is all. {token} Bye."), ("assistant", "Goodbye!")]
+    assert len(agent.requests) == 2  # the grace turn is the last call
+    assert len(user.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_end_conversation_in_the_grace_turn_is_agent_exit(store):
+    agent = Scripted("agent", [say("Anything else?"), act(end())])
+    result = await converse(store, agent, user_says("Hi.", "No. ###STOP###"))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert result.messages[-1].content == END_CONVERSATION_RESULT
+
+
+@pytest.mark.asyncio
+async def test_tool_calls_then_end_conversation_in_the_grace_turn_is_agent_exit(store):
+    agent = Scripted("agent", [say("Anything else?"), act(lookup()), act(lookup()), act(end())])
+    result = await converse(store, agent, user_says("Hi.", "Bye ###TRANSFER###"))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert len(tool_results(result)) == 3
+    assert len(agent.requests) == 4
+
+
+@pytest.mark.asyncio
+async def test_tool_calls_then_text_in_the_grace_turn_is_user_stop(store):
+    agent = Scripted("agent", [say("Anything else?"), act(lookup()), say("Bye.")])
+    user = user_says("Hi.", "###OUT-OF-SCOPE###")
+    result = await converse(store, agent, user)
+    assert result.stop_reason is StopReason.USER_STOP
+    assert len(user.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_limit_reached_in_the_grace_turn_keeps_the_user_stop(store):
+    # greeting 1, user 2, agent 3, user "###STOP###" 4: the grace turn would be step 5.
+    agent = Scripted("agent", [say("Anything else?"), say("Bye.")])
+    result = await converse(
+        store, agent, user_says("Hi.", "No. ###STOP###"), limits=Limits(max_steps=4)
+    )
+    assert result.stop_reason is StopReason.USER_STOP
+    assert result.detail.startswith("grace turn cut short")
+    assert len(agent.requests) == 1
+
+
+# -- endings: limits ------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_max_steps_one_stops_after_the_greeting(store):
+    agent, user = Scripted("agent", []), Scripted("user", [])
+    result = await converse(store, agent, user, limits=Limits(max_steps=1))
+    assert result.stop_reason is StopReason.MAX_STEPS
+    assert shape(result) == [("assistant", GREETING)]
+    assert result.steps == 1
+    assert agent.requests == user.requests == []
+
+
+@pytest.mark.asyncio
+async def test_max_steps_counts_greeting_user_and_agent_messages(store):
+    agent = Scripted("agent", [say("Sure.")])
+    result = await converse(store, agent, user_says("Hi."), limits=Limits(max_steps=3))
+    assert result.stop_reason is StopReason.MAX_STEPS
+    assert result.detail == "3 routed messages"
+    assert shape(result) == [("assistant", GREETING), ("user", "Hi."), ("assistant", "Sure.")]
+    assert result.steps == 3
+
+
+@pytest.mark.asyncio
+async def test_max_steps_counts_a_batch_of_tool_results_once(store):
+    # greeting 1, user 2, two calls 3, their two results 4, text 5: stop before the user.
+    agent = Scripted("agent", [act(lookup(), lookup()), say("Found you.")])
+    user = user_says("Hi.")
+    result = await converse(store, agent, user, limits=Limits(max_steps=5))
+    assert result.stop_reason is StopReason.MAX_STEPS
+    assert result.steps == 5
+    assert len(result.messages) == 6
+    assert len(user.requests) == 1
+
+
+@pytest.mark.asyncio
+async def test_max_steps_stops_before_the_agent_sees_the_tool_results(store):
+    agent = Scripted("agent", [act(lookup())])
+    result = await converse(store, agent, user_says("Hi."), limits=Limits(max_steps=4))
+    assert result.stop_reason is StopReason.MAX_STEPS
+    assert [m.role for m in result.messages] == [
+        Role.ASSISTANT, Role.USER, Role.ASSISTANT, Role.TOOL
+    ]  # fmt: skip
+    assert len(agent.requests) == 1
+
+
+@pytest.mark.asyncio
+async def test_too_many_errors_stops_at_exactly_max_errors_counted_across_the_run(store):
+    agent = Scripted(
+        "agent",
+        [
+            act(unknown()),
+            act(lookup()),
+            say("Something failed, what was the order id?"),
+            act(unknown()),
+            act(call("get_order_details", {"order_id": "#W0000000"})),
+            say("never reached"),
+        ],
+    )
+    user = user_says("Hi.", f"It is {ORDER_ID}.")
+    result = await converse(store, agent, user, limits=Limits(max_errors=3))
+    assert result.stop_reason is StopReason.TOO_MANY_ERRORS
+    assert result.detail == "3 tool errors"
+    assert result.tool_errors == 3
+    assert len(agent.requests) == 5
+    assert [r.startswith("Error: ") for r in tool_results(result)] == [True, False, True, True]
+
+
+@pytest.mark.asyncio
+async def test_every_failed_call_of_a_batch_counts(store):
+    agent = Scripted("agent", [act(unknown(), unknown(), unknown())])
+    result = await converse(store, agent, user_says("Hi."), limits=Limits(max_errors=2))
+    assert result.stop_reason is StopReason.TOO_MANY_ERRORS
+    assert result.tool_errors == 3
+    assert len(tool_results(result)) == 3
+
+
+@pytest.mark.asyncio
+async def test_timeout_with_a_fake_clock(store):
+    clock = FakeClock()
+    agent = Scripted("agent", [say("Sure."), say("never")], clock=clock, seconds_per_call=10.0)
+    user = Scripted("user", [say("Hi."), say("More.")], clock=clock, seconds_per_call=10.0)
+    result = await converse(
+        store, agent, user, clock=clock, limits=Limits(max_duration_seconds=25.0)
+    )
+    # user 0->10, agent 10->20, user 20->30, agent would start at 30 >= 25.
+    assert result.stop_reason is StopReason.TIMEOUT
+    assert result.detail == "30.0 s >= 25.0 s"
+    assert [text for _, text in shape(result)] == [GREETING, "Hi.", "Sure.", "More."]
+    assert len(agent.requests) == 1
+    assert result.duration_seconds == 30.0
+
+
+@pytest.mark.asyncio
+async def test_a_call_that_hangs_is_cut_by_the_wall_clock_limit(store):
+    class Hanging:
+        name = "hanging"
+
+        async def complete(self, messages, *, tools=None, seed=None):
+            await asyncio.sleep(60)
+            raise AssertionError("not reached")
+
+    result = await run_conversation(
+        agent=Hanging(),
+        user=user_says("Hi."),
+        agent_prompt=AGENT_PROMPT,
+        user_prompt=USER_PROMPT,
+        tools=TOOLS,
+        store=store,
+        limits=Limits(max_duration_seconds=0.05),
+    )
+    assert result.stop_reason is StopReason.TIMEOUT
+    assert "outlived the 0.05 s limit" in result.detail
+
+
+# -- endings: agent_error -------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_an_empty_message_is_asked_again_once_then_agent_error(store):
+    agent = Scripted("agent", [say(None), say("   "), say("never")])
+    result = await converse(store, agent, user_says("Hi."))
+    assert result.stop_reason is StopReason.AGENT_ERROR
+    assert result.detail == "the agent returned an empty message twice"
+    assert len(agent.requests) == 2
+    assert agent.requests[0].messages == agent.requests[1].messages
+    assert shape(result) == [("assistant", GREETING), ("user", "Hi.")]  # empties not recorded
+    assert result.usage["agent"].n_calls == 2
+
+
+@pytest.mark.asyncio
+async def test_one_empty_message_then_a_good_reply_continues(store):
+    agent = Scripted("agent", [say(""), say("Sure, your name?"), act(end())])
+    result = await converse(store, agent, user_says("Hi.", "Yusuf."))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert ("assistant", "Sure, your name?") in shape(result)
+
+
+@pytest.mark.asyncio
+async def test_empty_messages_that_are_not_consecutive_each_get_a_retry(store):
+    # Regression: the retry used to be spent for the whole agent turn, so an empty reply
+    # after a tool call ended the run without being asked again.
+    agent = Scripted("agent", [say(""), act(lookup()), say(""), say("Found you."), act(end())])
+    result = await converse(store, agent, user_says("Hi.", "Thanks."))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert ("assistant", "Found you.") in shape(result)
+
+
+# -- malformed output (scripted) ------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_invalid_json_arguments_become_a_tool_error_and_the_run_goes_on(store):
+    agent = Scripted("agent", [act(call("get_user_details", "{not json")), act(end())])
+    result = await converse(store, agent, user_says("Hi."))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    error = tool_results(result)[0]
+    assert error.startswith("Error: Invalid JSON in the arguments of get_user_details: ")
+    assert result.tool_errors == 1
+    seen = agent.requests[1].messages[-1]
+    assert seen.role is Role.TOOL
+    assert seen.content == error
+    assert seen.error
+
+
+@pytest.mark.asyncio
+async def test_empty_string_arguments_mean_an_empty_object(store):
+    agent = Scripted("agent", [act(call("list_all_product_types", "")), act(end())])
+    result = await converse(store, agent, user_says("Hi."))
+    assert result.tool_errors == 0
+    assert json.loads(tool_results(result)[0])  # the product types, not an error
+
+
+@pytest.mark.asyncio
+async def test_unknown_tool_is_an_exact_error(store):
+    agent = Scripted("agent", [act(call("x")), act(end())])
+    result = await converse(store, agent, user_says("Hi."))
+    assert tool_results(result)[0] == "Error: Tool 'x' not found."
+    assert result.stop_reason is StopReason.AGENT_EXIT
+
+
+# -- who sees what --------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_the_user_sees_only_agent_text_with_roles_flipped(store):
+    agent = Scripted(
+        "agent",
+        [
+            act(lookup(), text="Let me look you up (thinking aloud)."),
+            say("You are Yusuf. What next?"),
+            act(end()),
+        ],
+    )
+    user = user_says("Hi, I am Yusuf.", "Nothing. ###STOP###")
+    result = await converse(store, agent, user)
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    # The text that came with tool calls is recorded ...
+    assert result.messages[2].content == "Let me look you up (thinking aloud)."
+    # ... but the user simulator never saw it, nor any tool call or result.
+    assert user.requests[1].messages == (
+        Message(role=Role.SYSTEM, content=USER_PROMPT),
+        Message(role=Role.USER, content=GREETING),
+        Message(role=Role.ASSISTANT, content="Hi, I am Yusuf."),
+        Message(role=Role.USER, content="You are Yusuf. What next?"),
+    )
+    assert all(request.tools is None for request in user.requests)
+
+
+@pytest.mark.asyncio
+async def test_the_agent_sees_user_text_its_calls_and_their_results(store):
+    first = lookup()
+    agent = Scripted("agent", [act(first), act(end())])
+    await converse(store, agent, user_says("Hi."))
+    messages = agent.requests[1].messages
+    assert [m.role for m in messages] == [
+        Role.SYSTEM, Role.ASSISTANT, Role.USER, Role.ASSISTANT, Role.TOOL
+    ]  # fmt: skip
+    assert messages[0].content == AGENT_PROMPT
+    assert messages[1].content == GREETING
+    assert messages[2].content == "Hi."
+    assert messages[3].tool_calls == (first,)
+    assert messages[4].tool_call_id == first.id
+    assert messages[4].name == "get_user_details"
+    assert json.loads(messages[4].content or "")["user_id"] == USER_ID
+    assert all(request.tools == TOOLS for request in agent.requests)
+
+
+@pytest.mark.asyncio
+async def test_the_seed_is_sent_with_every_completion(store):
+    agent = Scripted("agent", [say(""), say("Hello."), act(lookup()), act(end())])
+    user = user_says("Hi.", "Hmm.")
+    await converse(store, agent, user, seed=626729)
+    assert [r.seed for r in agent.requests + user.requests] == [626729] * 6
+
+
+# -- the result -----------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_the_result_is_frozen_and_json_round_trips(store):
+    agent = Scripted("agent", [act(lookup(), unknown()), say("Done."), act(end())])
+    result = await converse(store, agent, user_says("Hi.", "Bye ###STOP###"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.stop_reason = StopReason.TIMEOUT  # type: ignore[misc]
+    data = result.to_json()
+    assert json.loads(json.dumps(data)) == data
+    assert data["stop_reason"] == "agent_exit"
+    assert [Message.from_json(m) for m in data["messages"]] == list(result.messages)
+    assert [m["timestamp"] for m in data["messages"]] == list(result.timestamps)
+    assert data["tool_errors"] == 1
+    assert data["steps"] == result.steps
+
+
+@pytest.mark.asyncio
+async def test_usage_is_summed_per_role_and_latency_recorded_per_turn(store):
+    agent = Scripted(
+        "agent",
+        [
+            AssistantTurn(
+                content="Hello.", usage=Usage(n_calls=1, prompt=100, completion=5),
+                latency_seconds=0.5,
+            ),
+            AssistantTurn(
+                content=None, tool_calls=(end(),),
+                usage=Usage(n_calls=1, prompt=130, completion=9), latency_seconds=0.25,
+            ),
+        ],
+    )  # fmt: skip
+    user = Scripted(
+        "user",
+        [
+            say("Hi.", latency=0.125, usage=Usage(n_calls=1, prompt=40, completion=2)),
+            say("Bye.", latency=0.0625, usage=Usage(n_calls=1, prompt=50, completion=3)),
+        ],
+    )
+    result = await converse(store, agent, user)
+    assert result.usage == {
+        "agent": Usage(n_calls=2, prompt=230, completion=14),
+        "user": Usage(n_calls=2, prompt=90, completion=5),
+    }
+    assert result.latencies == (
+        ("user", 0.125), ("agent", 0.5), ("user", 0.0625), ("agent", 0.25)
+    )  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_timestamps_and_duration_come_from_the_clock(store):
+    clock = FakeClock(start=50.0)
+    agent = Scripted("agent", [act(end())], clock=clock, seconds_per_call=2.0)
+    user = Scripted("user", [say("Hi.")], clock=clock, seconds_per_call=1.0)
+    result = await converse(store, agent, user, clock=clock)
+    assert result.started_at == 50.0
+    assert result.timestamps == (50.0, 51.0, 53.0, 53.0)
+    assert result.duration_seconds == 3.0
+
+
+def test_the_system_clock_reads_real_time():
+    clock = SystemClock()
+    assert abs(clock.wall() - time.time()) < 5
+    assert clock.monotonic() <= time.monotonic()
+
+
+# -- through the wire: the real OpenAIChatModel against the loopback server ---------------------
+
+
+class Sleeps:
+    """A no-op sleep that records the waits."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+@pytest.fixture
+def agent_server() -> Iterator[LoopbackOpenAIServer]:
+    with LoopbackOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def user_server() -> Iterator[LoopbackOpenAIServer]:
+    with LoopbackOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+def wire(sleeps) -> Callable[..., OpenAIChatModel]:
+    def make(server: LoopbackOpenAIServer, model: str, max_retries: int = 2) -> OpenAIChatModel:
+        config = EndpointConfig(
+            model=model,
+            base_url=server.base_url,
+            api_key_env=KEY_ENV,
+            max_retries=max_retries,
+            timeout_seconds=5.0,
+        )
+        return OpenAIChatModel(config, environ={}, sleep=sleeps, jitter=lambda: 0.0)
+
+    return make
+
+
+@pytest_asyncio.fixture
+async def wire_agent(wire, agent_server) -> AsyncIterator[OpenAIChatModel]:
+    async with wire(agent_server, "agent-model") as model:
+        yield model
+
+
+@pytest_asyncio.fixture
+async def wire_user(wire, user_server) -> AsyncIterator[OpenAIChatModel]:
+    async with wire(user_server, "user-model") as model:
+        yield model
+
+
+def bodies(server: LoopbackOpenAIServer) -> list[dict[str, Any]]:
+    return [request.body for request in server.requests]
+
+
+def wire_end(id: str = "call_end") -> Completion:
+    return Completion(tool_calls=(ReplyToolCall(id=id, name="end_conversation"),))
+
+
+@pytest.mark.asyncio
+async def test_wire_parallel_tool_calls_run_in_order_and_usage_is_summed(
+    store, wire_agent, wire_user, agent_server, user_server
+):
+    agent_server.enqueue(
+        Completion(
+            tool_calls=(
+                ReplyToolCall(id="c1", name="find_user_id_by_email",
+                              arguments='{"email": "nobody@example.com"}'),
+                ReplyToolCall(id="c2", name="get_user_details",
+                              arguments=json.dumps({"user_id": USER_ID})),
+            ),
+            prompt_tokens=100, completion_tokens=20,
+        ),
+        Completion(content="You are Yusuf.", prompt_tokens=300, completion_tokens=7),
+        Completion(tool_calls=(ReplyToolCall(id="c3", name="end_conversation"),),
+                   prompt_tokens=320, completion_tokens=4),
+    )  # fmt: skip
+    user_server.enqueue(
+        Completion(content="Who am I?", prompt_tokens=30, completion_tokens=5),
+        Completion(content="Right. ###STOP###", prompt_tokens=40, completion_tokens=6),
+    )
+    result = await converse(store, wire_agent, wire_user)
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    results = [m for m in result.messages if m.role is Role.TOOL]
+    assert [(m.tool_call_id, m.error) for m in results] == [
+        ("c1", True), ("c2", False), ("c3", False)
+    ]  # fmt: skip
+    assert results[0].content == "Error: User not found"
+    # The agent's second request carries both calls and both results, in order.
+    second = bodies(agent_server)[1]["messages"]
+    roles = ["system", "assistant", "user", "assistant", "tool", "tool"]
+    assert [m["role"] for m in second] == roles
+    assert [c["id"] for c in second[3]["tool_calls"]] == ["c1", "c2"]
+    assert [m["tool_call_id"] for m in second[4:]] == ["c1", "c2"]
+    assert result.usage == {
+        "agent": Usage(n_calls=3, prompt=720, completion=31),
+        "user": Usage(n_calls=2, prompt=70, completion=11),
+    }
+    assert [role for role, _ in result.latencies] == ["user", "agent", "agent", "user", "agent"]
+    assert all(seconds >= 0 for _, seconds in result.latencies)
+
+
+@pytest.mark.asyncio
+async def test_wire_empty_and_invalid_arguments(store, wire_agent, agent_server):
+    agent_server.enqueue(
+        Completion(tool_calls=(ReplyToolCall(id="c1", name="list_all_product_types",
+                                             arguments=""),)),
+        Completion(tool_calls=(ReplyToolCall(id="c2", name="get_order_details",
+                                             arguments='{"order_id": "#W23'),)),
+        Completion(tool_calls=(ReplyToolCall(id="c3", name="x"),)),
+        wire_end(),
+    )  # fmt: skip
+    result = await converse(store, wire_agent, user_says("Hi."))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    calls = [c for m in result.messages for c in m.tool_calls]
+    assert calls[0].arguments == "{}"
+    listed, invalid, missing, ended = tool_results(result)
+    assert "Mechanical Keyboard" in json.loads(listed)
+    assert invalid.startswith("Error: Invalid JSON in the arguments of get_order_details: ")
+    assert missing == "Error: Tool 'x' not found."
+    assert ended == END_CONVERSATION_RESULT
+    # The agent saw the error result as the tool message of its call.
+    third = bodies(agent_server)[2]["messages"]
+    assert third[-1] == {"role": "tool", "tool_call_id": "c2", "content": invalid}
+
+
+@pytest.mark.asyncio
+async def test_wire_text_with_tool_calls_is_not_shown_to_the_user_and_seed_everywhere(
+    store, wire_agent, wire_user, agent_server, user_server
+):
+    secret = "Internal note: checking the account first."
+    agent_server.enqueue(
+        Completion(content=secret, tool_calls=(ReplyToolCall(
+            id="c1", name="get_user_details", arguments=json.dumps({"user_id": USER_ID})),)),
+        Completion(content="Found your account."),
+        wire_end(),
+    )  # fmt: skip
+    user_server.enqueue(Completion(content="I am Yusuf."), Completion(content="Great. ###STOP###"))
+    result = await converse(store, wire_agent, wire_user, seed=361454)
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert result.messages[2].content == secret
+    user_bodies = bodies(user_server)
+    assert secret not in json.dumps(user_bodies)
+    assert user_bodies[1]["messages"] == [
+        {"role": "system", "content": USER_PROMPT},
+        {"role": "user", "content": GREETING},
+        {"role": "assistant", "content": "I am Yusuf."},
+        {"role": "user", "content": "Found your account."},
+    ]
+    assert all("tools" not in body for body in user_bodies)
+    assert all(len(body["tools"]) == len(TOOLS) for body in bodies(agent_server))
+    seeds = [body.get("seed") for body in bodies(agent_server) + user_bodies]
+    assert seeds == [361454] * 5
+
+
+@pytest.mark.asyncio
+async def test_wire_transient_faults_are_retried_and_the_run_goes_on(
+    store, wire_agent, agent_server, sleeps
+):
+    agent_server.enqueue(
+        HttpError.server_error(503),
+        HttpError.rate_limited(retry_after="2"),
+        Completion(content="Hello after the storm."),
+        Drop(),
+        wire_end(),
+    )
+    result = await converse(store, wire_agent, user_says("Hi.", "Bye ###STOP###"))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    assert ("assistant", "Hello after the storm.") in shape(result)
+    assert len(agent_server.requests) == 5
+    assert sleeps.calls == [1.0, 2.0, 1.0]
+    assert result.usage["agent"].n_calls == 2  # failed attempts are not completions
+
+
+@pytest.mark.asyncio
+async def test_wire_agent_endpoint_failure_after_retries_is_infra_error(
+    store, wire_agent, agent_server, sleeps
+):
+    agent_server.enqueue(*[HttpError.server_error(502)] * 3)
+    result = await converse(store, wire_agent, user_says("Hi."))
+    assert result.stop_reason is StopReason.INFRA_ERROR
+    assert result.detail.startswith("agent: model 'agent-model' at ")
+    assert "failed after 3 attempt(s)" in result.detail
+    assert len(agent_server.requests) == 3
+    assert len(sleeps.calls) == 2
+    assert shape(result) == [("assistant", GREETING), ("user", "Hi.")]
+
+
+@pytest.mark.asyncio
+async def test_wire_user_endpoint_failure_after_retries_is_infra_error(
+    store, wire_user, user_server
+):
+    user_server.enqueue(Drop(), Drop(), Drop())
+    agent = Scripted("agent", [])
+    result = await converse(store, agent, wire_user)
+    assert result.stop_reason is StopReason.INFRA_ERROR
+    assert result.detail.startswith("user: model 'user-model' at ")
+    assert "connection failed" in result.detail
+    assert agent.requests == []
+
+
+@pytest.mark.asyncio
+async def test_wire_agent_context_window_exceeded(store, wire_agent, agent_server):
+    agent_server.enqueue(HttpError.context_length_exceeded())
+    result = await converse(store, wire_agent, user_says("Hi."))
+    assert result.stop_reason is StopReason.CONTEXT_WINDOW_EXCEEDED
+    assert result.detail.startswith("agent: ")
+    assert len(agent_server.requests) == 1  # not retried
+
+
+@pytest.mark.asyncio
+async def test_wire_user_context_window_exceeded(store, wire_user, user_server):
+    user_server.enqueue(Completion(content="Hi."), HttpError.context_length_exceeded())
+    agent = Scripted("agent", [say("Hello, what do you need?")])
+    result = await converse(store, agent, wire_user)
+    assert result.stop_reason is StopReason.CONTEXT_WINDOW_EXCEEDED
+    assert result.detail.startswith("user: ")
+    assert len(user_server.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_wire_empty_agent_message_twice_is_agent_error(store, wire_agent, agent_server):
+    agent_server.enqueue(Completion(content=""), Completion(content=None))
+    result = await converse(store, wire_agent, user_says("Hi."))
+    assert result.stop_reason is StopReason.AGENT_ERROR
+    assert len(agent_server.requests) == 2
+
+
+# -- scripted exceptions map to the same endings ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (EndpointError("boom"), StopReason.INFRA_ERROR),
+        (ContextWindowExceeded("too long"), StopReason.CONTEXT_WINDOW_EXCEEDED),
+    ],
+)
+@pytest.mark.asyncio
+async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reason):
+    for side in ("agent", "user"):
+        agent = Scripted("agent", [error] if side == "agent" else [])
+        user = Scripted("user", [say("Hi.")] if side == "agent" else [error])
+        result = await converse(Store(seed_db), agent, user)
+        assert result.stop_reason is reason
+        assert result.detail == f"{side}: {error}"
+
+
+@pytest.mark.asyncio
+async def test_our_own_bugs_are_not_turned_into_endings(store):
+    agent = Scripted("agent", [RuntimeError("a bug")])
+    with pytest.raises(RuntimeError, match="a bug"):
+        await converse(store, agent, user_says("Hi."))

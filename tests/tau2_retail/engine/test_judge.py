@@ -1,0 +1,628 @@
+"""The judge: prompt, reply normalization, and every failure mode through the real client."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tau2_retail.engine.judge import (
+    JUDGE_SYSTEM_PROMPT,
+    MAX_RENDERED_CHARS,
+    MISSING_VERDICT_REASON,
+    NO_REASON,
+    JudgeResult,
+    Verdict,
+    build_judge_prompt,
+    judge_scenario,
+    normalize_judgement,
+)
+from tau2_retail.models import EndpointConfig, OpenAIChatModel
+from tau2_retail.models.messages import Message, Role, ToolCall, Usage
+from tau2_retail.testing.loopback_server import (
+    Completion,
+    Hang,
+    HttpError,
+    InvalidJson,
+    LoopbackOpenAIServer,
+    ReplyToolCall,
+)
+from tau2_retail.tools.dispatch import Action
+
+ASSERTIONS = (
+    "The agent tells the user the refund amount is $54.04.",
+    "The agent does not cancel order #W2.",
+    "The agent apologizes for the delay.",
+)
+
+MESSAGES = (
+    Message(role=Role.SYSTEM, content="You are a retail agent."),
+    Message(role=Role.ASSISTANT, content="Hi! How can I help you today?"),
+    Message(role=Role.USER, content="I want to return the lamp from order #W1."),
+    Message(
+        role=Role.ASSISTANT,
+        content="Let me look that order up.",
+        tool_calls=(
+            ToolCall(id="call_1", name="get_order_details", arguments='{"order_id":"#W1"}'),
+        ),
+    ),
+    Message(
+        role=Role.TOOL,
+        content='{"order_id": "#W1", "status": "delivered", "items": [{"name": "Lamp"}]}',
+        tool_call_id="call_1",
+        name="get_order_details",
+    ),
+    Message(
+        role=Role.ASSISTANT,
+        tool_calls=(
+            ToolCall(id="call_2", name="get_user_details", arguments="{not json"),
+            ToolCall(id="call_3", name="calculate", arguments='{"expression": "50 + 4.04"}'),
+        ),
+    ),
+    Message(
+        role=Role.TOOL,
+        content="Error: Invalid JSON in the arguments of get_user_details: Expecting value",
+        tool_call_id="call_2",
+        name="get_user_details",
+        error=True,
+    ),
+    Message(role=Role.TOOL, content="54.04", tool_call_id="call_3", name="calculate"),
+    Message(role=Role.ASSISTANT, content="Your refund will be $54.04. Sorry for the wait!"),
+    Message(role=Role.USER, content="Thanks, bye. ###STOP###"),
+)
+
+REFERENCE = (
+    Action(
+        name="return_delivered_order_items",
+        arguments={"order_id": "#W1", "item_ids": ["1"], "payment_method_id": "credit_card_1"},
+    ),
+)
+RECORDED = (
+    Action(
+        name="return_delivered_order_items",
+        arguments={"order_id": "#W1", "item_ids": ["1"], "payment_method_id": "paypal_2"},
+    ),
+)
+
+
+def reply(verdicts: list[Any], *, score: Any = 0.9, reason: Any = "Mostly fine.") -> str:
+    return json.dumps({"score": score, "reason": reason, "nl_assertion_verdicts": verdicts})
+
+
+def verdict(index: Any, passed: Any = True, reason: Any = "Seen in the conversation.") -> Any:
+    return {"index": index, "passed": passed, "reason": reason}
+
+
+ALL_TRUE = reply([verdict(1), verdict(2), verdict(3)])
+
+
+def outcomes(verdicts: tuple[Verdict, ...]) -> list[tuple[int, bool, str]]:
+    return [(v.index, v.passed, v.reason) for v in verdicts]
+
+
+# -- the prompt ---------------------------------------------------------------------------------
+
+
+def test_prompt_snapshot(snapshot):
+    system, user = build_judge_prompt(
+        assertions=ASSERTIONS,
+        messages=MESSAGES,
+        reference_actions=REFERENCE,
+        recorded_actions=RECORDED,
+    )
+    assert system == JUDGE_SYSTEM_PROMPT
+    assert system == snapshot(name="system")
+    assert user == snapshot(name="user")
+
+
+def test_prompt_renders_roles_calls_and_results_compactly():
+    _, user = build_judge_prompt(
+        assertions=ASSERTIONS,
+        messages=MESSAGES,
+        reference_actions=REFERENCE,
+        recorded_actions=(),
+    )
+    lines = user.splitlines()
+    assert "1. The agent tells the user the refund amount is $54.04." in lines
+    assert 'agent -> get_order_details({"order_id": "#W1"})' in lines
+    assert "agent -> get_user_details({not json)" in lines
+    assert "tool calculate: 54.04" in lines
+    assert "user: Thanks, bye. ###STOP###" in lines
+    assert "You are a retail agent." not in user
+    assert user.endswith("## Recorded actions\n\n(none)")
+
+
+def test_prompt_truncates_long_tool_results_and_arguments():
+    long = "x" * (MAX_RENDERED_CHARS + 500)
+    messages = (
+        Message(
+            role=Role.ASSISTANT,
+            tool_calls=(ToolCall(id="c", name="calculate", arguments=json.dumps({"e": long})),),
+        ),
+        Message(role=Role.TOOL, content=long, tool_call_id="c", name="calculate"),
+    )
+    _, user = build_judge_prompt(
+        assertions=("a",), messages=messages, reference_actions=(), recorded_actions=()
+    )
+    assert long not in user
+    assert f"tool calculate: {'x' * MAX_RENDERED_CHARS}… [500 more characters]" in user
+    # The call's JSON adds 9 characters ('{"e": "' and '"}') to the 2500 of the string.
+    assert f'calculate({{"e": "{"x" * (MAX_RENDERED_CHARS - 7)}… [509 more characters])' in user
+
+
+def test_prompt_without_assertions_is_a_caller_bug():
+    with pytest.raises(ValueError, match="at least one assertion"):
+        build_judge_prompt(assertions=(), messages=(), reference_actions=(), recorded_actions=())
+
+
+# -- normalization ------------------------------------------------------------------------------
+
+
+def test_all_verdicts_true():
+    score, reason, verdicts = normalize_judgement(ALL_TRUE, ASSERTIONS)
+    assert (score, reason) == (0.9, "Mostly fine.")
+    assert verdicts == tuple(
+        Verdict(index=n, assertion=a, passed=True, reason="Seen in the conversation.")
+        for n, a in enumerate(ASSERTIONS, start=1)
+    )
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "expected"),
+    [
+        pytest.param(
+            [verdict(1), verdict(3)],
+            [(1, True, "Seen in the conversation."), (2, False, MISSING_VERDICT_REASON),
+             (3, True, "Seen in the conversation.")],
+            id="missing",
+        ),
+        pytest.param(
+            [verdict(0), verdict(1), verdict(4), verdict(-1), verdict(2), verdict(3)],
+            [(n, True, "Seen in the conversation.") for n in (1, 2, 3)],
+            id="out-of-range-dropped",
+        ),
+        pytest.param(
+            [verdict(1, False, "first"), verdict(2), verdict(3), verdict(1, True, "last")],
+            [(1, True, "last"), (2, True, "Seen in the conversation."),
+             (3, True, "Seen in the conversation.")],
+            id="repeated-keeps-last",
+        ),
+        pytest.param(
+            [verdict(1, True, "first"), verdict(1, False, "really"), verdict(2), verdict(3)],
+            [(1, False, "really"), (2, True, "Seen in the conversation."),
+             (3, True, "Seen in the conversation.")],
+            id="repeated-last-false",
+        ),
+        pytest.param(
+            [verdict(3, False, "c"), verdict(1, True, "a"), verdict(2, True, "b")],
+            [(1, True, "a"), (2, True, "b"), (3, False, "c")],
+            id="out-of-order",
+        ),
+        pytest.param(
+            [verdict(1, "true", "string"), verdict(2, 1, "one"), verdict(3, None, "null")],
+            [(1, False, "string"), (2, False, "one"), (3, False, "null")],
+            id="non-boolean-passed",
+        ),
+        pytest.param(
+            [{"index": 1, "reason": "no passed"}, verdict(2, "yes"), verdict(3, [True])],
+            [(1, False, "no passed"), (2, False, "Seen in the conversation."),
+             (3, False, "Seen in the conversation.")],
+            id="passed-missing-or-odd",
+        ),
+        pytest.param(
+            [verdict("1"), verdict(2.0), verdict(True), verdict(3)],
+            [(1, False, MISSING_VERDICT_REASON), (2, False, MISSING_VERDICT_REASON),
+             (3, True, "Seen in the conversation.")],
+            id="non-integer-index-dropped",
+        ),
+        pytest.param(
+            ["1", None, [verdict(1)], {"passed": True}, verdict(2)],
+            [(1, False, MISSING_VERDICT_REASON), (2, True, "Seen in the conversation."),
+             (3, False, MISSING_VERDICT_REASON)],
+            id="non-object-verdicts-dropped",
+        ),
+        pytest.param(
+            [verdict(1, True, None), verdict(2, True, 42), {"index": 3, "passed": True}],
+            [(1, True, NO_REASON), (2, True, "42"), (3, True, NO_REASON)],
+            id="reasons",
+        ),
+        pytest.param(
+            [],
+            [(n, False, MISSING_VERDICT_REASON) for n in (1, 2, 3)],
+            id="empty-list",
+        ),
+    ],
+)  # fmt: skip
+def test_verdicts_are_normalized(verdicts, expected):
+    _, _, normalized = normalize_judgement(reply(verdicts), ASSERTIONS)
+    assert outcomes(normalized) == expected
+    assert [v.assertion for v in normalized] == list(ASSERTIONS)
+
+
+@pytest.mark.parametrize("value", [None, "all of them", {"1": True}, 3])
+def test_verdicts_that_are_not_a_list_mean_none(value):
+    text = json.dumps({"score": 1, "reason": "ok", "nl_assertion_verdicts": value})
+    _, _, verdicts = normalize_judgement(text, ASSERTIONS)
+    assert outcomes(verdicts) == [(n, False, MISSING_VERDICT_REASON) for n in (1, 2, 3)]
+
+
+@pytest.mark.parametrize(
+    ("score", "expected"),
+    [
+        (0.25, 0.25),
+        (1, 1.0),
+        (0, 0.0),
+        (1.5, 1.0),
+        (-0.2, 0.0),
+        ("0.9", 0.0),
+        (True, 0.0),
+        (None, 0.0),
+        ([1], 0.0),
+    ],
+)
+def test_score_is_clamped_and_must_be_a_number(score, expected):
+    result = normalize_judgement(reply([verdict(1)], score=score), ASSERTIONS)[0]
+    assert result == expected
+    assert type(result) is float
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_score_is_zero(constant):
+    text = f'{{"score": {constant}, "reason": "r", "nl_assertion_verdicts": []}}'
+    assert normalize_judgement(text, ASSERTIONS)[0] == 0.0
+
+
+def test_missing_score_and_reason():
+    score, reason, _ = normalize_judgement('{"nl_assertion_verdicts": []}', ASSERTIONS)
+    assert (score, reason) == (0.0, "")
+    assert normalize_judgement(reply([], reason=["x"]), ASSERTIONS)[1] == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(f"Here is my verdict:\n{ALL_TRUE}\nHope that helps.", id="prose-around"),
+        pytest.param(f"```json\n{ALL_TRUE}\n```", id="json-fence"),
+        pytest.param(f"Verdict:\n```JSON\n{ALL_TRUE}\n```\nDone.", id="upper-json-fence"),
+        pytest.param(f"```\n{ALL_TRUE}\n```", id="plain-fence"),
+        pytest.param(f"```json {ALL_TRUE}```", id="inline-fence"),
+        pytest.param(f"```python\nprint('{{}}')\n```\nthen\n```json\n{ALL_TRUE}\n```",
+                     id="after-code"),
+        pytest.param(f"{{oops}} and {{\"a\": }} then {ALL_TRUE} {{\"score\": 0}}",
+                     id="bad-braces-first"),
+        pytest.param(f"```json\n{{broken\n```\n{ALL_TRUE}", id="broken-fence-then-object"),
+        pytest.param(f"[{ALL_TRUE}]", id="inside-a-list"),
+        pytest.param(f"\n  {ALL_TRUE}  \n", id="whitespace"),
+    ],
+)  # fmt: skip
+def test_json_is_found_in_the_reply(text):
+    score, _, verdicts = normalize_judgement(text, ASSERTIONS)
+    assert score == 0.9
+    assert all(v.passed for v in verdicts)
+
+
+def test_strict_json_wins_over_a_fence_inside_a_string():
+    inner = reply([verdict(1, False), verdict(2, False), verdict(3, False)], score=0.1)
+    text = reply([verdict(1, True, f"```json\n{inner}\n```"), verdict(2), verdict(3)], score=0.8)
+    score, _, verdicts = normalize_judgement(text, ASSERTIONS)
+    assert score == 0.8
+    assert all(v.passed for v in verdicts)
+
+
+def test_the_first_json_fence_wins_over_a_later_one():
+    first = reply([verdict(1), verdict(2), verdict(3)], score=0.7)
+    second = reply([verdict(1, False)], score=0.1)
+    text = f"```json\n{first}\n```\n```json\n{second}\n```"
+    assert normalize_judgement(text, ASSERTIONS)[0] == 0.7
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        ("", "the reply is empty"),
+        ("  \n ", "the reply is empty"),
+        ("All assertions are met.", "no JSON object in the reply: All assertions are met."),
+        ('{"score": 1, "reason": "ok", "nl_assertion_verdicts": [', "no JSON object"),
+        ("[1, 2, 3]", "no JSON object"),
+        ("```json\n[true]\n```", "no JSON object"),
+        ("1.0", "no JSON object"),
+    ],
+)
+def test_unreadable_replies_raise(text, detail):
+    with pytest.raises(ValueError, match=detail.replace(".", r"\.")):
+        normalize_judgement(text, ASSERTIONS)
+
+
+VERDICT_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 8),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.lists(st.booleans(), max_size=2),
+)
+
+
+@given(
+    n_assertions=st.integers(0, 6),
+    raw_verdicts=st.lists(
+        st.one_of(
+            st.fixed_dictionaries(
+                {"index": st.one_of(st.integers(-2, 8), VERDICT_VALUES), "passed": VERDICT_VALUES},
+                optional={"reason": VERDICT_VALUES},
+            ),
+            VERDICT_VALUES,
+        ),
+        max_size=12,
+    ),
+    score=VERDICT_VALUES,
+)
+def test_normalization_properties(n_assertions, raw_verdicts, score):
+    assertions = [f"assertion {n}" for n in range(n_assertions)]
+    text = json.dumps({"score": score, "reason": "r", "nl_assertion_verdicts": raw_verdicts})
+    result_score, _, verdicts = normalize_judgement(text, assertions)
+    assert 0.0 <= result_score <= 1.0
+    assert [v.index for v in verdicts] == list(range(1, n_assertions + 1))
+    assert [v.assertion for v in verdicts] == assertions
+    for v in verdicts:
+        if not v.passed:
+            continue
+        last = [
+            raw
+            for raw in raw_verdicts
+            if isinstance(raw, dict) and type(raw["index"]) is int and raw["index"] == v.index
+        ][-1]
+        assert last["passed"] is True
+
+
+# -- the result ---------------------------------------------------------------------------------
+
+
+def test_result_json_has_the_artifact_shape():
+    verdicts = (
+        Verdict(index=1, assertion="a", passed=True, reason="yes"),
+        Verdict(index=2, assertion="b", passed=False, reason="no"),
+    )
+    result = JudgeResult(
+        score=0.5, reason="half", system_prompt="S", user_content="U", verdicts=verdicts
+    )
+    assert (result.pass_count, result.total, result.pass_rate) == (1, 2, 0.5)
+    assert result.to_json() == {
+        "score": 0.5,
+        "reason": "half",
+        "judge_input": {"system_prompt": "S", "user_content": "U"},
+        "nl_assertion_verdicts": [
+            {"index": 1, "assertion": "a", "passed": True, "reason": "yes"},
+            {"index": 2, "assertion": "b", "passed": False, "reason": "no"},
+        ],
+        "nl_assertion_pass_count": 1,
+        "nl_assertion_total": 2,
+        "nl_assertion_pass_rate": 0.5,
+    }
+    failed = JudgeResult(
+        score=0.0, reason="r", system_prompt="S", user_content="U", verdicts=(), error="boom"
+    )
+    assert failed.to_json()["error"] == "boom"
+    assert failed.pass_rate == 0.0
+
+
+# -- through the real client and the loopback server --------------------------------------------
+
+
+class NoSleep:
+    """An injected sleep that records the waits instead of waiting."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+@pytest.fixture
+def openai_server() -> Iterator[LoopbackOpenAIServer]:
+    with LoopbackOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def make_judge(openai_server: LoopbackOpenAIServer) -> Callable[..., OpenAIChatModel]:
+    def make(**overrides: Any) -> OpenAIChatModel:
+        fields: dict[str, Any] = {
+            "model": "judge-model",
+            "base_url": openai_server.base_url,
+            "api_key_env": "TAU2_TEST_JUDGE_KEY_UNSET",
+            "max_retries": 2,
+            "timeout_seconds": 5.0,
+        }
+        return OpenAIChatModel(
+            EndpointConfig(**(fields | overrides)), sleep=NoSleep(), jitter=lambda: 0.0
+        )
+
+    return make
+
+
+async def judge(make_judge: Callable[..., OpenAIChatModel], **overrides: Any) -> JudgeResult:
+    async with make_judge(**overrides) as model:
+        return await judge_scenario(
+            model,
+            assertions=ASSERTIONS,
+            messages=MESSAGES,
+            reference_actions=REFERENCE,
+            recorded_actions=RECORDED,
+            seed=1567,
+        )
+
+
+def assert_judge_error(result: JudgeResult, *fragments: str) -> None:
+    assert result.error is not None
+    for fragment in fragments:
+        assert fragment in result.error
+    reason = f"Judge error: {result.error}"
+    assert result.score == 0.0
+    assert result.reason == reason
+    assert outcomes(result.verdicts) == [(n, False, reason) for n in (1, 2, 3)]
+    assert [v.assertion for v in result.verdicts] == list(ASSERTIONS)
+    assert result.pass_rate == 0.0
+    assert result.to_json()["error"] == result.error
+
+
+@pytest.mark.asyncio
+async def test_all_true_through_the_endpoint(openai_server, make_judge):
+    openai_server.enqueue(Completion(content=ALL_TRUE, prompt_tokens=900, completion_tokens=80))
+    result = await judge(make_judge)
+    assert result.error is None
+    assert (result.score, result.reason) == (0.9, "Mostly fine.")
+    assert (result.pass_count, result.total, result.pass_rate) == (3, 3, 1.0)
+    assert result.usage == Usage(n_calls=1, prompt=900, completion=80)
+    system, user = build_judge_prompt(
+        assertions=ASSERTIONS, messages=MESSAGES, reference_actions=REFERENCE,
+        recorded_actions=RECORDED,
+    )  # fmt: skip
+    assert (result.system_prompt, result.user_content) == (system, user)
+    (request,) = openai_server.requests
+    assert request.body["model"] == "judge-model"
+    assert request.body["seed"] == 1567
+    assert "tools" not in request.body
+    assert request.body["messages"] == [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
+    ]
+    assert "error" not in result.to_json()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("verdicts", "expected_passed"),
+    [
+        pytest.param([verdict(1), verdict(3)], [True, False, True], id="missing"),
+        pytest.param([verdict(0), verdict(7), verdict(2)], [False, True, False], id="out-of-range"),
+        pytest.param(
+            [verdict(2, False), verdict(1), verdict(2), verdict(3), verdict(3, False)],
+            [True, True, False],
+            id="repeated",
+        ),
+        pytest.param([verdict(3), verdict(2), verdict(1, False)], [False, True, True], id="order"),
+        pytest.param(
+            [verdict(1, "true"), verdict(2, 1), verdict(3, True)], [False, False, True], id="bools"
+        ),
+    ],
+)
+async def test_verdict_normalization_through_the_endpoint(
+    openai_server, make_judge, verdicts, expected_passed
+):
+    openai_server.enqueue(Completion(content=reply(verdicts)))
+    result = await judge(make_judge)
+    assert result.error is None
+    assert [v.passed for v in result.verdicts] == expected_passed
+    assert [v.index for v in result.verdicts] == [1, 2, 3]
+    assert result.pass_count == sum(expected_passed)
+    assert result.usage.n_calls == 1
+
+
+@pytest.mark.asyncio
+async def test_non_boolean_passed_keeps_its_reason(openai_server, make_judge):
+    openai_server.enqueue(
+        Completion(
+            content=reply([verdict(1, "true", "said it"), verdict(2, 1, "kept"), verdict(3)])
+        )
+    )
+    result = await judge(make_judge)
+    assert outcomes(result.verdicts)[:2] == [(1, False, "said it"), (2, False, "kept")]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(f"Sure! Here is the evaluation:\n{ALL_TRUE}\nLet me know.", id="prose"),
+        pytest.param(f"```json\n{ALL_TRUE}\n```", id="json-fence"),
+        pytest.param(f"Result:\n```\n{ALL_TRUE}\n```", id="plain-fence"),
+    ],
+)
+async def test_wrapped_json_through_the_endpoint(openai_server, make_judge, content):
+    openai_server.enqueue(Completion(content=content))
+    result = await judge(make_judge)
+    assert result.error is None
+    assert result.pass_rate == 1.0
+    assert result.score == 0.9
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        pytest.param('{"score": 1, "nl_assertion_verdicts": [{"index": 1,', "no JSON object",
+                     id="invalid-json"),
+        pytest.param("All three assertions are clearly met.", "no JSON object in the reply",
+                     id="prose-only"),
+        pytest.param("", "the reply is empty", id="empty"),
+        pytest.param(None, "the reply is empty", id="null-content"),
+    ],
+)  # fmt: skip
+async def test_unreadable_reply_fails_every_verdict(openai_server, make_judge, content, fragment):
+    openai_server.enqueue(Completion(content=content, prompt_tokens=50, completion_tokens=9))
+    result = await judge(make_judge)
+    assert_judge_error(result, fragment)
+    assert result.usage == Usage(n_calls=1, prompt=50, completion=9)
+
+
+@pytest.mark.asyncio
+async def test_tool_calls_instead_of_an_answer_fail_every_verdict(openai_server, make_judge):
+    openai_server.enqueue(Completion(tool_calls=(ReplyToolCall(name="calculate"),)))
+    result = await judge(make_judge)
+    assert_judge_error(result, "the reply is empty")
+    assert result.usage.n_calls == 1
+
+
+@pytest.mark.asyncio
+async def test_http_500_after_retries(openai_server, make_judge):
+    openai_server.enqueue(*(HttpError.server_error() for _ in range(3)))
+    result = await judge(make_judge, max_retries=2)
+    assert_judge_error(result, "HTTP 500", "after 3 attempt(s)")
+    assert result.usage == Usage()
+    assert len(openai_server.requests) == 3
+
+
+@pytest.mark.asyncio
+async def test_500_then_success_is_a_normal_result(openai_server, make_judge):
+    openai_server.enqueue(HttpError.server_error(), Completion(content=ALL_TRUE))
+    result = await judge(make_judge)
+    assert result.error is None
+    assert result.pass_rate == 1.0
+
+
+@pytest.mark.asyncio
+async def test_http_401_is_not_retried(openai_server, make_judge):
+    openai_server.enqueue(HttpError.openai(401, "Incorrect API key provided."))
+    result = await judge(make_judge)
+    assert_judge_error(result, "HTTP 401", "Incorrect API key provided.")
+    assert len(openai_server.requests) == 1
+    assert result.usage == Usage()
+
+
+@pytest.mark.asyncio
+async def test_timeout_after_retries(openai_server, make_judge):
+    openai_server.enqueue(Hang(), Hang())
+    result = await judge(make_judge, timeout_seconds=0.2, max_retries=1)
+    assert_judge_error(result, "timeout", "after 2 attempt(s)")
+    assert len(openai_server.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_context_window_exceeded(openai_server, make_judge):
+    openai_server.enqueue(HttpError.context_length_exceeded())
+    result = await judge(make_judge)
+    assert_judge_error(result, "context window")
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.asyncio
+async def test_body_that_is_not_json_after_retries(openai_server, make_judge):
+    openai_server.enqueue(InvalidJson(), InvalidJson(), InvalidJson())
+    result = await judge(make_judge)
+    assert_judge_error(result, "unparseable reply")

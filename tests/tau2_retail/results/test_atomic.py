@@ -1,0 +1,112 @@
+"""Atomic writes: the file appears whole or not at all, and no temporary file is left."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.errors import ArtifactError
+from tau2_retail.results.atomic import TEMP_PREFIX, dumps_json, write_json_atomic, write_text_atomic
+
+
+def _temp_files(folder: Path) -> list[Path]:
+    return [path for path in folder.iterdir() if path.name.startswith(TEMP_PREFIX)]
+
+
+def test_write_text_creates_parents_and_writes_utf8(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "note.txt"
+    write_text_atomic(target, "héllo\nwörld\n")
+    assert target.read_bytes() == "héllo\nwörld\n".encode()
+    assert _temp_files(target.parent) == []
+
+
+def test_written_file_is_readable_by_others(tmp_path: Path) -> None:
+    target = tmp_path / "note.txt"
+    write_text_atomic(target, "x")
+    assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_write_json_format(tmp_path: Path) -> None:
+    target = tmp_path / "value.json"
+    value = {"z": 1, "a": ["é", None, True]}
+    write_json_atomic(target, value)
+    text = target.read_text(encoding="utf-8")
+    assert text == '{\n "z": 1,\n "a": [\n  "é",\n  null,\n  true\n ]\n}\n'
+    assert text == dumps_json(value)
+    assert json.loads(text) == value
+
+
+def test_replace_overwrites_existing_file(tmp_path: Path) -> None:
+    target = tmp_path / "value.json"
+    write_json_atomic(target, {"n": 1})
+    write_json_atomic(target, {"n": 2})
+    assert json.loads(target.read_text()) == {"n": 2}
+    assert _temp_files(tmp_path) == []
+
+
+def test_failed_replace_leaves_old_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "value.json"
+    write_json_atomic(target, {"old": True})
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(ArtifactError, match=r"value\.json.*No space left on device"):
+        write_json_atomic(target, {"new": True})
+    assert json.loads(target.read_text()) == {"old": True}
+    assert _temp_files(tmp_path) == []
+
+
+def test_failed_write_midway_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "value.txt"
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(ArtifactError, match=r"value\.txt.*Input/output error"):
+        write_text_atomic(target, "x" * 100_000)
+    assert not target.exists()
+    assert _temp_files(tmp_path) == []
+
+
+def test_interrupt_removes_temp_and_propagates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "value.txt"
+
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomic(target, "text")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parent_that_is_a_file_is_an_artifact_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    with pytest.raises(ArtifactError, match="blocker"):
+        write_text_atomic(blocker / "inner" / "file.txt", "x")
+
+
+def test_target_that_is_a_folder_is_an_artifact_error(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(ArtifactError, match="taken"):
+        write_text_atomic(tmp_path / "taken", "x")
+    assert _temp_files(tmp_path) == []
+
+
+def test_value_that_is_not_json_touches_nothing(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        write_json_atomic(tmp_path / "bad.json", {"x": object()})
+    assert list(tmp_path.iterdir()) == []

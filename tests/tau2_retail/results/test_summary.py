@@ -1,0 +1,594 @@
+"""Run summaries: figures computed by hand, pass^k, slices, the text, and ``summarize``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tau2_retail.cli.main import main
+from tau2_retail.data.gold import GoldBook
+from tau2_retail.data.seed import load_seed
+from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
+from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
+from tau2_retail.engine.scenario import Scenario, run_scenario
+from tau2_retail.models.builtin import builtin_model
+from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.summary import (
+    build_summary,
+    pass_hat_k,
+    render_summary_text,
+    write_run_args,
+    write_run_summary,
+)
+from tau2_retail.tools.store import Store
+
+REPO = Path(__file__).resolve().parents[3]
+CONFIGURATION = {
+    "agent_model": "gpt-test",
+    "user_model": "gpt-user",
+    "judge_model": "gpt-judge",
+}
+VERSIONS = {"tau2_retail": "0.1.0", "python": "3.11"}
+
+
+def metric(
+    task_id: str,
+    *,
+    trial: int = 0,
+    trials: int = 1,
+    db: bool = True,
+    exit_: bool = True,
+    nl: tuple[int, int] | None = None,
+    nl_total: int | None = None,
+    judge_score: float | None = None,
+    infra: bool = False,
+    action: bool = True,
+    split: str = "train",
+    persona: str = "lisa_brenner",
+    stop_reason: str | None = None,
+    turns: int = 4,
+    duration: float = 2.0,
+) -> dict[str, Any]:
+    """A metrics record shaped like ``tau2_retail.engine.scenario.build_metrics`` produces."""
+    stop = stop_reason or ("infra_error" if infra else "agent_exit" if exit_ else "max_steps")
+    nl_passed = None if nl is None else nl[0] == nl[1]
+    task_ok = db and nl_passed is not False and not infra
+    name = f"tau2_retail__{task_id}"
+    record: dict[str, Any] = {
+        "scenario_name": name,
+        "scenario_id": name if trials == 1 else f"{name}-trial{trial + 1}",
+        "task_id": task_id,
+        "trial": trial,
+        "seed": 1,
+        "split": split,
+        "persona_name": persona,
+        "total_turns": turns,
+        "turns": [{"timestamp": 0.0, "role": "user", "text": "hi"}] * turns,
+        "duration_seconds": duration,
+        "latency_stats": {},
+        "stop_reason": stop,
+        "stop_detail": "agent: connection refused" if infra else "",
+        "infra_error": infra,
+        "clean_exit": exit_ and not infra,
+        "db_state_expected_hash": "e",
+        "db_state_actual_hash": "e" if db else "a",
+        "db_state_match": db,
+        "is_action_match": action,
+        "nl_assertion_total": nl[1] if nl else (nl_total or 0),
+        "token_usage": {
+            "agent": {"n_calls": 2, "prompt": 100, "completion": 10},
+            "user": {"n_calls": 1, "prompt": 50, "completion": 5},
+            "judge": (
+                {"n_calls": 1, "prompt": 200, "completion": 20}
+                if judge_score is not None
+                else {"n_calls": 0, "prompt": 0, "completion": 0}
+            ),
+        },
+        "success_breakdown": {},
+        "is_successful": task_ok and exit_,
+        "is_task_successful": task_ok,
+        "tau2_reward": 1.0 if task_ok and stop in ("agent_exit", "user_stop") else 0.0,
+    }
+    if nl is not None:
+        record["nl_assertion_pass_count"] = nl[0]
+        record["nl_assertion_pass_rate"] = nl[0] / nl[1]
+    if judge_score is not None:
+        record["judge_score"] = judge_score
+    return record
+
+
+def mixed() -> list[dict[str, Any]]:
+    """Six scored scenarios (3 pass), one infra error; tasks 7 and 8 are lost."""
+    return [
+        metric("5", nl=(3, 3), judge_score=0.9, split="test", persona="matt_delaney"),
+        metric("0"),
+        metric("1", action=False, split="test", persona="matt_delaney"),
+        metric("2", db=False, persona="matt_delaney"),
+        metric("3", exit_=False, split="test", turns=200, duration=31.25),
+        metric("4", nl=(1, 2), judge_score=0.5),
+        metric("6", infra=True),
+    ]
+
+
+def mixed_summary() -> dict[str, Any]:
+    return build_summary(
+        mixed(),
+        expected=[f"tau2_retail__{n}" for n in range(8)],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        lost=["tau2_retail__8"],
+    )
+
+
+# -- figures -----------------------------------------------------------------------------------
+
+
+def test_counts_and_rates_by_hand() -> None:
+    summary = mixed_summary()
+    assert summary["counts"] == {
+        "expected": 9,
+        "reported": 7,
+        "scored": 6,
+        "succeeded": 3,
+        "failed": 3,
+        "infra_errors": 1,
+        "lost": 2,
+    }
+    assert summary["success_rate"] == {"passed": 3, "total": 6, "rate": 0.5}
+    assert summary["task_success_rate"] == {"passed": 4, "total": 6, "rate": 4 / 6}
+    signals = summary["signals"]
+    assert signals["DB_STATE_MATCH"] == {"gating": True, "passed": 5, "total": 6, "rate": 5 / 6}
+    assert signals["CLEAN_EXIT"] == {"gating": True, "passed": 5, "total": 6, "rate": 5 / 6}
+    assert signals["ACTION_MATCH"] == {
+        "gating": False,
+        "excluded": True,
+        "passed": 5,
+        "total": 6,
+        "rate": 5 / 6,
+    }
+    assert signals["NL_ASSERTION"] == {
+        "applicable": True,
+        "gating": True,
+        "unit": "assertions",
+        "passed": 4,
+        "total": 5,
+        "rate": 0.8,
+        "scenarios": 2,
+        "scenarios_passed": 1,
+    }
+    assert summary["judge_score"] == {"mean": pytest.approx(0.7), "n": 2}
+    assert summary["tau2_reward"] == {"mean": 0.5, "n": 6}
+    assert summary["pass_hat_k"] == []
+    assert summary["stop_reasons"] == {"agent_exit": 5, "infra_error": 1, "max_steps": 1}
+    assert summary["token_usage"] == {
+        "agent": {"n_calls": 14, "prompt": 700, "completion": 70},
+        "user": {"n_calls": 7, "prompt": 350, "completion": 35},
+        "judge": {"n_calls": 2, "prompt": 400, "completion": 40},
+    }
+    assert summary["infra_errors"] == [
+        {"scenario_id": "tau2_retail__6", "detail": "agent: connection refused"}
+    ]
+    assert summary["lost"] == ["tau2_retail__7", "tau2_retail__8"]
+    assert summary["configuration"] == CONFIGURATION
+    assert summary["versions"] == VERSIONS
+    assert summary["models"] == {"agent": "gpt-test", "user": "gpt-user", "judge": "gpt-judge"}
+
+
+def test_rates_by_split_and_persona() -> None:
+    summary = mixed_summary()
+    assert summary["by_split"] == {
+        "test": {"n": 3, "succeeded": 2, "success_rate": 2 / 3},
+        "train": {"n": 3, "succeeded": 1, "success_rate": 1 / 3},
+    }
+    assert summary["by_persona"] == {
+        "lisa_brenner": {"n": 3, "succeeded": 1, "success_rate": 1 / 3},
+        "matt_delaney": {"n": 3, "succeeded": 2, "success_rate": 2 / 3},
+    }
+
+
+def test_scenario_rows_sorted_and_compact() -> None:
+    rows = mixed_summary()["scenarios"]
+    assert [row["task_id"] for row in rows] == ["0", "1", "2", "3", "4", "5", "6"]
+    assert [row["status"] for row in rows] == [
+        "PASS",
+        "PASS",
+        "FAIL",
+        "FAIL",
+        "FAIL",
+        "PASS",
+        "INFRA",
+    ]
+    assert rows[4] == {
+        "scenario_id": "tau2_retail__4",
+        "task_id": "4",
+        "trial": 0,
+        "status": "FAIL",
+        "is_successful": False,
+        "is_task_successful": False,
+        "db_state_match": True,
+        "clean_exit": True,
+        "nl_assertion_pass_rate": 0.5,
+        "nl_assertion_pass_count": 1,
+        "nl_assertion_total": 2,
+        "is_action_match": True,
+        "judge_score": 0.5,
+        "tau2_reward": 0.0,
+        "stop_reason": "agent_exit",
+        "total_turns": 4,
+        "duration_seconds": 2.0,
+    }
+
+
+def test_summary_is_json() -> None:
+    summary = mixed_summary()
+    assert json.loads(json.dumps(summary)) == summary
+
+
+def test_nl_not_applicable_without_a_judge() -> None:
+    records = [metric("0"), metric("2", nl_total=1, db=False)]
+    summary = build_summary(
+        records,
+        expected=None,
+        trials=1,
+        configuration={"agent_model": "builtin:oracle"},
+        versions={},
+    )
+    nl = summary["signals"]["NL_ASSERTION"]
+    assert nl["applicable"] is False
+    assert nl["reason"] == "no judge configured"
+    text = render_summary_text(summary)
+    assert "NL-Assertion pass: not applicable (no judge configured)\n" in text
+    assert "Judge model: none (NL assertions not judged)\n" in text
+    assert summary["judge_score"] == {"mean": None, "n": 0}
+
+
+def test_nl_not_applicable_when_no_selected_task_has_assertions() -> None:
+    summary = build_summary(
+        [metric("0")],
+        expected=None,
+        trials=1,
+        configuration={"judge": {"model": "gpt-judge"}},
+        versions={},
+    )
+    assert summary["signals"]["NL_ASSERTION"]["reason"] == "no scored scenario has NL assertions"
+    assert summary["models"]["judge"] == "gpt-judge"
+
+
+def test_infra_only_and_empty_runs_have_no_rates() -> None:
+    summary = build_summary(
+        [metric("0", infra=True)],
+        expected=["tau2_retail__0", "tau2_retail__1"],
+        trials=1,
+        configuration={},
+        versions={},
+    )
+    assert summary["success_rate"] == {"passed": 0, "total": 0, "rate": None}
+    assert summary["tau2_reward"] == {"mean": None, "n": 0}
+    assert summary["counts"]["lost"] == 1
+    text = render_summary_text(summary)
+    assert "Overall success rate: n/a (0 scenarios)\n" in text
+    assert "  (no scored scenarios)\n" in text
+
+
+def test_duplicate_scenario_ids_are_a_caller_bug() -> None:
+    with pytest.raises(ValueError, match="tau2_retail__0"):
+        build_summary(
+            [metric("0"), metric("0")], expected=None, trials=1, configuration={}, versions={}
+        )
+
+
+def test_trials_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="trials"):
+        build_summary([], expected=None, trials=0, configuration={}, versions={})
+
+
+# -- pass^k ------------------------------------------------------------------------------------
+
+
+def _trials(task_id: str, flags: list[bool | None]) -> list[dict[str, Any]]:
+    """One record per trial: True/False is success/failure, None an infra error."""
+    return [
+        metric(task_id, trial=t, trials=len(flags), db=bool(flag), infra=flag is None)
+        for t, flag in enumerate(flags)
+    ]
+
+
+def test_pass_hat_k_by_hand() -> None:
+    # Task 0: 3/4; task 1: 1/4; task 2: two infra errors, the two scored trials pass.
+    records = [
+        *_trials("0", [True, True, False, True]),
+        *_trials("1", [False, False, True, False]),
+        *_trials("2", [None, True, None, True]),
+    ]
+    summary = build_summary(records, expected=None, trials=4, configuration={}, versions={})
+    # k=1: (3/4 + 1/4 + 1) / 3; k=2: (C(3,2)/C(4,2) + 0 + C(2,2)/C(2,2)) / 3 = (1/2 + 0 + 1) / 3;
+    # k=3: (C(3,3)/C(4,3) + 0) / 2 (task 2 has only 2 scored trials); k=4: (0 + 0) / 2.
+    assert summary["pass_hat_k"] == [
+        {"k": 1, "value": pytest.approx(2 / 3), "tasks": 3},
+        {"k": 2, "value": pytest.approx(0.5), "tasks": 3},
+        {"k": 3, "value": pytest.approx(0.125), "tasks": 2},
+        {"k": 4, "value": 0.0, "tasks": 2},
+    ]
+    text = render_summary_text(summary)
+    assert "pass^1: 0.6667 (3 tasks)\n" in text
+    assert "pass^3: 0.1250 (2 tasks)\n" in text
+    assert summary["counts"]["infra_errors"] == 2
+
+
+def test_pass_hat_k_function() -> None:
+    assert pass_hat_k({"a": [True] * 4, "b": [True, False]}, 2) == (0.5, 2)
+    assert pass_hat_k({"a": [True]}, 2) == (None, 0)
+    with pytest.raises(ValueError, match="k must be"):
+        pass_hat_k({}, 0)
+
+
+# -- the text ----------------------------------------------------------------------------------
+
+
+def test_summary_text() -> None:
+    text = render_summary_text(mixed_summary())
+    lines = text.splitlines()
+    assert lines[:5] == [
+        "tau2 retail benchmark: run summary",
+        "",
+        "Agent model: gpt-test",
+        "User model:  gpt-user",
+        "Judge model: gpt-judge",
+    ]
+    assert "Scenarios: 9 expected, 6 scored (3 succeeded, 3 failed), 1 infra error, 2 lost" in lines
+    assert "tau2_retail__0  PASS    ok    ok    n/a        4      2.0s  agent_exit" in lines
+    assert "tau2_retail__3  FAIL    ok    FAIL  n/a      200     31.2s  max_steps" in lines
+    assert "tau2_retail__4  FAIL    ok    ok    1/2        4      2.0s  agent_exit" in lines
+    assert "tau2_retail__6  INFRA   -     -     -          4      2.0s  infra_error" in lines
+    for expected_line in [
+        "Overall success rate: 50.00% (3/6 scenarios)",
+        "Task success rate (CLEAN_EXIT ignored): 66.67% (4/6 scenarios)",
+        "DB-State match: 83.33% (5/6 scenarios)",
+        "Clean exit: 83.33% (5/6 scenarios)",
+        "NL-Assertion pass: 80.00% (4/5 assertions); 1/2 scenarios with all assertions met",
+        "Action match (excluded from success): 83.33% (5/6 scenarios)",
+        "Judge score (informational): mean 0.700 over 2",
+        "tau2 reward (informational): mean 0.5000 over 6",
+        "Stop reasons: agent_exit 5, infra_error 1, max_steps 1",
+        "Infra errors (excluded from rates): 1",
+        "  tau2_retail__6: agent: connection refused",
+        "Lost scenarios (no metrics; excluded from rates): 2",
+        "  tau2_retail__7",
+        "  tau2_retail__8",
+        "  agent  14 calls, 700 prompt, 70 completion tokens",
+        "  judge  2 calls, 400 prompt, 40 completion tokens",
+        "Success rate by split:",
+        "  test   66.67% (2/3 scenarios)",
+        "  train  33.33% (1/3 scenarios)",
+        "Success rate by persona:",
+        "  lisa_brenner  33.33% (1/3 scenarios)",
+        "  matt_delaney  66.67% (2/3 scenarios)",
+    ]:
+        assert expected_line in lines, expected_line
+    assert "pass^" not in text
+
+
+def test_write_run_summary(tmp_path: Path) -> None:
+    summary = write_run_summary(
+        tmp_path / "run",
+        mixed(),
+        expected=None,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    run = tmp_path / "run"
+    assert json.loads((run / "summary.json").read_text()) == summary
+    all_metrics = json.loads((run / "all_metrics.json").read_text())
+    assert [m["task_id"] for m in all_metrics] == ["0", "1", "2", "3", "4", "5", "6"]
+    assert all_metrics[0] == metric("0")
+    assert (run / "all_summary.txt").read_text() == render_summary_text(summary)
+    assert sorted(p.name for p in run.iterdir()) == [
+        "all_metrics.json",
+        "all_summary.txt",
+        "summary.json",
+    ]
+
+
+# -- property ----------------------------------------------------------------------------------
+
+_records = st.lists(
+    st.fixed_dictionaries(
+        {
+            "task": st.integers(0, 5),
+            "infra": st.booleans(),
+            "db": st.booleans(),
+            "exit": st.booleans(),
+            "nl": st.none()
+            | st.integers(1, 3).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
+            "judge": st.none() | st.floats(0, 1),
+            "split": st.sampled_from(["train", "test"]),
+            "persona": st.sampled_from(["lisa_brenner", "matt_delaney"]),
+        }
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    records=_records, trials=st.integers(1, 4), lost=st.lists(st.integers(100, 110), unique=True)
+)
+def test_rates_are_bounded_and_counts_add_up(
+    records: list[dict[str, Any]], trials: int, lost: list[int]
+) -> None:
+    seen: dict[int, int] = {}
+    metrics = []
+    for raw in records:
+        trial = seen.get(raw["task"], 0)
+        seen[raw["task"]] = trial + 1
+        record = metric(
+            str(raw["task"]),
+            trial=trial,
+            trials=2,
+            infra=raw["infra"],
+            db=raw["db"],
+            exit_=raw["exit"],
+            nl=raw["nl"],
+            judge_score=raw["judge"],
+            split=raw["split"],
+            persona=raw["persona"],
+        )
+        metrics.append(record)
+    summary = build_summary(
+        metrics,
+        expected=None,
+        trials=trials,
+        configuration={},
+        versions={},
+        lost=[f"tau2_retail__{n}" for n in lost],
+    )
+    counts = summary["counts"]
+    assert counts["succeeded"] + counts["failed"] == counts["scored"]
+    assert counts["scored"] + counts["infra_errors"] + counts["lost"] == counts["expected"]
+    assert counts["scored"] == sum(1 for m in metrics if not m["infra_error"])
+    rates = [
+        summary["success_rate"],
+        summary["task_success_rate"],
+        *(s for s in summary["signals"].values() if "rate" in s),
+    ]
+    for rate in rates:
+        assert rate["total"] == 0 or 0 <= rate["rate"] <= 1
+        assert 0 <= rate["passed"] <= rate["total"]
+    for entry in summary["pass_hat_k"]:
+        assert entry["value"] is None or 0 <= entry["value"] <= 1
+    for groups in (summary["by_split"], summary["by_persona"]):
+        assert sum(g["n"] for g in groups.values()) == counts["scored"]
+        assert all(0 <= g["success_rate"] <= 1 for g in groups.values())
+    for value in (summary["judge_score"]["mean"], summary["tau2_reward"]["mean"]):
+        assert value is None or 0 <= value <= 1
+    render_summary_text(summary)
+
+
+# -- summarize, end to end ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder written by the engine: oracle on tasks 0 and 1, noop on task 3."""
+    run_dir = tmp_path_factory.mktemp("runs") / "run-1"
+    tasks = load_tasks(data_dir)
+    seed = load_seed(data_dir)
+    book = GoldBook(seed=seed, tasks=tasks)
+    policy = agent_system_prompt(load_policy(data_dir))
+    guidelines = load_user_guidelines(data_dir)
+    for task_id, agent in (("0", "builtin:oracle"), ("1", "builtin:oracle"), ("3", "builtin:noop")):
+        task = tasks[task_id]
+        user_prompt = user_system_prompt(guidelines, task)
+        scenario = Scenario(task=task, trial=0, trials=1, seed=None)
+        outcome = asyncio.run(
+            run_scenario(
+                scenario,
+                agent=builtin_model(agent, task, role="agent"),
+                user=builtin_model("builtin:customer", task, role="user"),
+                judge_model=None,
+                gold=book[task_id],
+                store=Store(seed),
+                agent_prompt=policy,
+                user_prompt=user_prompt,
+                tools=[],
+            )
+        )
+        write_scenario_artifacts(
+            scenario_dir(run_dir, scenario.name, 0, 1),
+            outcome,
+            agent_prompt=policy,
+            user_prompt=user_prompt,
+            tools=[],
+            config={},
+        )
+    return run_dir
+
+
+def test_summarize_rebuilds_from_artifacts(
+    real_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "copy"
+    shutil.copytree(real_run, run_dir)
+    write_run_args(
+        run_dir,
+        {
+            "trials": 1,
+            "expected": ["tau2_retail__0", "tau2_retail__1", "tau2_retail__3", "tau2_retail__4"],
+            "configuration": {"agent_model": "builtin:oracle", "user_model": "builtin:customer"},
+            "versions": VERSIONS,
+            "other": "ignored",
+        },
+    )
+    assert main(["summarize", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out == (run_dir / "all_summary.txt").read_text(encoding="utf-8")
+    assert "Agent model: builtin:oracle" in out
+    assert "Overall success rate: 66.67% (2/3 scenarios)" in out
+    assert "NL-Assertion pass: not applicable (no judge configured)" in out
+    assert "Lost scenarios (no metrics; excluded from rates): 1\n  tau2_retail__4\n" in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["counts"]["lost"] == 1
+    assert summary["versions"] == VERSIONS
+    assert len(json.loads((run_dir / "all_metrics.json").read_text())) == 3
+
+
+def test_summarize_without_run_args_infers_trials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for record in [*_trials("0", [True, False]), *_trials("1", [True, True])]:
+        directory = scenario_dir(tmp_path, record["scenario_name"], record["trial"], 2)
+        directory.mkdir(parents=True)
+        (directory / "metrics.json").write_text(json.dumps(record))
+    assert main(["summarize", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Trials:      2" in out
+    assert "pass^2: 0.5000 (2 tasks)" in out
+    assert "Agent model: not recorded" in out
+
+
+def test_summarize_an_empty_folder_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["summarize", str(tmp_path)]) == 2
+    assert "has no scenario metrics" in capsys.readouterr().err
+    assert main(["summarize", str(tmp_path / "missing")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_summarize_with_broken_run_args_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "tau2_retail__0"
+    directory.mkdir()
+    (directory / "metrics.json").write_text(json.dumps(metric("0")))
+    (tmp_path / "run_args.json").write_text('{"trials": "two"}')
+    assert main(["summarize", str(tmp_path)]) == 2
+    assert "run_args.json: 'trials' must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_summarize_module_entry_point(real_run: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tau2_retail", "summarize", str(real_run)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Overall success rate: 66.67% (2/3 scenarios)" in done.stdout
+    assert (real_run / "summary.json").is_file()
