@@ -1,0 +1,184 @@
+"""The distribution: what ``pip install`` puts into site-packages, and that it runs anywhere.
+
+A user installs this project into the environment of *their* repository, which often has its
+own ``tools`` or ``plugins`` package: only ``tau2_retail`` and ``tests_tau2_retail`` may land,
+the plugin must be registered by its ``pytest11`` entry point (so its options exist whatever the
+rootdir), and the benchmark must run from a folder that knows nothing of this checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+import xml.etree.ElementTree as ElementTree
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+
+
+def _packages_on_disk() -> set[str]:
+    found = {"tests_tau2_retail"}
+    # os.walk follows the checkout's links tau2_retail/{tools,plugins,fixtures} like an import does
+    for folder, _dirs, files in os.walk(ROOT / "tau2_retail", followlinks=True):
+        if "__init__.py" in files or Path(folder).name == "assets":
+            found.add(".".join(Path(folder).relative_to(ROOT).parts))
+    return found
+
+
+def test_the_package_list_is_every_package_folder() -> None:
+    assert set(SETUPTOOLS["packages"]) == _packages_on_disk()
+
+
+def test_mapped_folders_are_the_checkout_links() -> None:
+    for package, folder in SETUPTOOLS["package-dir"].items():
+        link = ROOT.joinpath(*package.split("."))
+        assert link.is_symlink(), link
+        assert link.resolve() == (ROOT / folder).resolve()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = out.glob("*.whl")
+    return built
+
+
+def _names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def test_the_wheel_installs_only_names_unique_to_this_project(wheel: Path) -> None:
+    tops = {name.split("/")[0] for name in _names(wheel) if ".dist-info/" not in name}
+    assert tops == {"tau2_retail", "tests_tau2_retail"}
+
+
+def test_the_wheel_ships_the_data_the_runtime_reads(wheel: Path) -> None:
+    names = set(_names(wheel))
+    assert {
+        "tau2_retail/fixtures/manifest.json",
+        "tau2_retail/data/gold_digests.json",
+        "tau2_retail/report/assets/report.html",
+        "tau2_retail/tools/dispatch.py",
+        "tau2_retail/plugins/tau2_plugin.py",
+        "tests_tau2_retail/test_scenarios.py",
+        "tau2_retail/py.typed",
+    } <= names
+    assert not [name for name in names if "/cache/" in name or "__snapshots__" in name]
+
+
+def test_the_plugin_is_registered_by_its_entry_point(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        (entry_points,) = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
+        text = archive.read(entry_points).decode()
+    assert "[pytest11]\ntau2_retail = tau2_retail.plugins.tau2_plugin" in text
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The wheel unpacked into a folder of its own (dependencies come from this environment)."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return target
+
+
+def _run_elsewhere(installed: Path, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TAU2_RUN"))}
+    # the unpacked wheel comes first: its modules and its entry point win over this checkout's
+    env["PYTHONPATH"] = str(installed)
+    return subprocess.run(
+        [sys.executable, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_the_installed_benchmark_runs_from_an_empty_folder(
+    installed: Path, tmp_path: Path, data_dir: Path
+) -> None:
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    runs = tmp_path / "runs"
+    result = _run_elsewhere(
+        installed,
+        folder,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "tests_tau2_retail",
+        "--tau2-tasks",
+        "0,24",
+        "--tau2-output-dir",
+        str(runs),  # a space, as people type it
+        "--tau2-data-dir",
+        str(data_dir),
+        "--junitxml",
+        "j.xml",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    imported_from = [line for line in result.stdout.splitlines() if "rootdir:" in line]
+    assert imported_from
+    assert str(ROOT) not in imported_from[0]
+    cases = ElementTree.parse(folder / "j.xml").getroot().iter("testcase")
+    assert sorted(case.get("name", "") for case in cases) == [
+        "test_tau2_retail[tau2_retail__0]",
+        "test_tau2_retail[tau2_retail__24]",
+    ]
+    (run_dir,) = runs.iterdir()
+    assert (run_dir / "report.html").is_file()
+
+
+def test_the_installed_command_line_runs_from_the_root_folder(installed: Path) -> None:
+    result = _run_elsewhere(installed, Path("/"), "-m", "tau2_retail", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "data" in result.stdout
+    assert "run" in result.stdout
+
+
+def test_pytest_help_lists_the_options_outside_this_checkout(
+    installed: Path, tmp_path: Path
+) -> None:
+    result = _run_elsewhere(installed, tmp_path, "-m", "pytest", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--tau2-output-dir" in result.stdout
+    assert "tau2_agent_model" in result.stdout
