@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tau2_retail.plugins.options import add_options, resolve_settings
+from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run, XdistBridge
 from tau2_retail.plugins.runtime import select_scenarios
 
@@ -35,6 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    check_config_file(config)
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     run = Tau2Run(config, resolve_settings(config))
