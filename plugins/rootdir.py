@@ -14,6 +14,7 @@ and the fix. When nothing is lost (no configuration file either way) the run goe
 from __future__ import annotations
 
 import configparser
+import itertools
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -65,7 +66,7 @@ def _spaced_values(args: Sequence[str]) -> list[tuple[str, str]]:
     """``(flag, value)`` of the ``--tau2-*`` options written with a space before their value."""
     return [
         (flag, value)
-        for flag, value in zip(args, args[1:], strict=False)
+        for flag, value in itertools.pairwise(args)
         if flag.startswith(_OPTION_PREFIX) and "=" not in flag and not value.startswith("-")
     ]
 
