@@ -8,6 +8,7 @@ reported as a pytest error and excluded from the rates.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -21,6 +22,7 @@ from tau2_retail.models.protocol import ChatModel
 from tau2_retail.plugins.options import ModelSettings, Tau2Settings
 from tau2_retail.plugins.run import METRICS_KEY, RUN_KEY, Tau2InfraError, Tau2Run
 from tau2_retail.plugins.runtime import DataBundle, endpoint_model
+from tau2_retail.plugins.scheduler import ScenarioScheduler, upcoming_items
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
 from tau2_retail.tools.store import Store
 
@@ -32,6 +34,7 @@ __all__ = [
     "tau2_outcome",
     "tau2_run",
     "tau2_scenario",
+    "tau2_scheduler",
     "tau2_settings",
     "tau2_store",
 ]
@@ -68,7 +71,8 @@ def tau2_gold(tau2_scenario: Scenario, tau2_data: DataBundle) -> Gold:
 
 @pytest.fixture
 def tau2_store(tau2_data: DataBundle) -> Store:
-    """A private copy-on-write database for this scenario."""
+    """A private copy-on-write database over the seed (the scenario itself runs on its own,
+    ``tau2_outcome.conversation.store``)."""
     return Store(tau2_data.golds.seed)
 
 
@@ -93,52 +97,113 @@ async def tau2_endpoints(tau2_run: Tau2Run) -> AsyncIterator[Mapping[str, ChatMo
             await client.close()
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def tau2_outcome(
-    request: pytest.FixtureRequest,
+def _is_scenario_item(item: pytest.Item) -> bool:
+    """A benchmark scenario test the scheduler may start ahead (not one marked to skip)."""
+    callspec = getattr(item, "callspec", None)
+    return (
+        callspec is not None
+        and "tau2_scenario" in callspec.params
+        and "tau2_outcome" in getattr(item, "fixturenames", ())
+        and item.get_closest_marker("skip") is None
+    )
+
+
+async def _run(
     tau2_run: Tau2Run,
-    tau2_endpoints: Mapping[str, ChatModel],
-    tau2_scenario: Scenario,
-    tau2_data: DataBundle,
-    tau2_gold: Gold,
-    tau2_store: Store,
-) -> AsyncIterator[ScenarioOutcome]:
-    """Run the scenario, write its artifacts, hand its metrics to the report."""
+    endpoints: Mapping[str, ChatModel],
+    data: DataBundle,
+    scenario: Scenario,
+) -> ScenarioOutcome:
     settings = tau2_run.settings
-    task = tau2_scenario.task
+    task = scenario.task
 
     def model_for(role: str, model: ModelSettings) -> ChatModel:
-        return tau2_endpoints.get(role) or builtin_model(model.name, task, role=role)
+        return endpoints.get(role) or builtin_model(model.name, task, role=role)
 
-    judge = tau2_endpoints.get("judge")
-    user_prompt = user_system_prompt(tau2_data.user_guidelines, task)
-    outcome = await run_scenario(
-        tau2_scenario,
+    return await run_scenario(
+        scenario,
         agent=model_for("agent", settings.agent),
         user=model_for("user", settings.user),
-        judge_model=judge,
-        gold=tau2_gold,
-        store=tau2_store,
-        agent_prompt=tau2_data.agent_prompt,
-        user_prompt=user_prompt,
-        tools=tau2_data.tools,
+        judge_model=endpoints.get("judge"),
+        gold=data.golds[task.id],
+        store=Store(data.golds.seed),
+        agent_prompt=data.agent_prompt,
+        user_prompt=user_system_prompt(data.user_guidelines, task),
+        tools=data.tools,
         limits=Limits(
             max_steps=settings["max_steps"],
             max_errors=settings["max_errors"],
             max_duration_seconds=settings["max_duration"],
         ),
     )
-    directory = scenario_dir(
-        tau2_run.run_dir, tau2_scenario.name, tau2_scenario.trial, tau2_scenario.trials
-    )
+
+
+def _write(tau2_run: Tau2Run, data: DataBundle, outcome: ScenarioOutcome) -> None:
+    scenario = outcome.scenario
     write_scenario_artifacts(
-        directory,
+        scenario_dir(tau2_run.run_dir, scenario.name, scenario.trial, scenario.trials),
         outcome,
-        agent_prompt=tau2_data.agent_prompt,
-        user_prompt=user_prompt,
-        tools=tau2_data.tools,
+        agent_prompt=data.agent_prompt,
+        user_prompt=user_system_prompt(data.user_guidelines, scenario.task),
+        tools=data.tools,
         config=tau2_run.public_configuration,
     )
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def tau2_scheduler(
+    request: pytest.FixtureRequest,
+    tau2_run: Tau2Run,
+    tau2_endpoints: Mapping[str, ChatModel],
+    tau2_data: DataBundle,
+) -> AsyncIterator[ScenarioScheduler[ScenarioOutcome]]:
+    """Starts this process's scenarios ahead of their tests, ``--tau2-concurrency`` at once.
+
+    At the end it cancels the conversations still running; when the session stops early
+    (Ctrl-C, ``-x``, ``--maxfail``) the scenarios that finished but whose tests did not run
+    keep their artifacts, so ``--tau2-resume`` does not run them again.
+    """
+    session = request.session
+    upcoming = upcoming_items(session)
+
+    def stopping() -> bool:
+        return bool(session.shouldfail or session.shouldstop)
+
+    async def start(item: pytest.Item) -> ScenarioOutcome:
+        callspec: Any = getattr(item, "callspec", None)
+        scenario: Scenario = callspec.params["tau2_scenario"]
+        return await _run(tau2_run, tau2_endpoints, tau2_data, scenario)
+
+    scheduler = ScenarioScheduler(
+        limit=tau2_run.settings["concurrency"],
+        start=start,
+        upcoming=upcoming,
+        wanted=_is_scenario_item,
+        stopping=stopping,
+    )
+    try:
+        yield scheduler
+    finally:
+        interrupted = stopping() or session.exitstatus == pytest.ExitCode.INTERRUPTED
+        current = scheduler.current
+        remaining = {item.nodeid for item in upcoming(current)} if current else set()
+        kept = await scheduler.aclose(keep=lambda item: interrupted and item.nodeid in remaining)
+        for _item, outcome in kept:
+            _write(tau2_run, tau2_data, outcome)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def tau2_outcome(
+    request: pytest.FixtureRequest,
+    tau2_run: Tau2Run,
+    tau2_scheduler: ScenarioScheduler[ScenarioOutcome],
+    tau2_data: DataBundle,
+    tau2_scenario: Scenario,
+) -> AsyncIterator[ScenarioOutcome]:
+    """This test's scenario (started ahead by the scheduler): artifacts written, metrics handed
+    to the report. The conversation ran on ``tau2_outcome.conversation.store``."""
+    outcome = await tau2_scheduler.outcome(request.node)
+    _write(tau2_run, tau2_data, outcome)
     request.node.stash[METRICS_KEY] = outcome.metrics
     if outcome.is_infra_error:
         raise Tau2InfraError(

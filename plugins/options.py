@@ -120,6 +120,17 @@ def _name(raw: str) -> str:
     return value
 
 
+def _shard(raw: str) -> tuple[int, int]:
+    """``I/N``: the I-th (1-based) of N shards."""
+    index, slash, count = raw.strip().partition("/")
+    accepted = "I/N with 1 <= I <= N, e.g. 2/4"
+    if not slash or not index.isdigit() or not count.isdigit():
+        raise _Invalid(accepted)
+    if not 1 <= int(index) <= int(count):
+        raise _Invalid(accepted)
+    return int(index), int(count)
+
+
 def _task_ids(raw: str) -> tuple[str, ...]:
     ids = tuple(part.strip() for part in raw.replace(" ", ",").split(",") if part.strip())
     if not ids or not all(part.isdigit() for part in ids):
@@ -209,6 +220,14 @@ OPTIONS: tuple[Setting, ...] = (
     Setting("trials", _int_at_least(1), "1", "runs of each scenario (pass^k over them)"),
     Setting("seed", _int_at_least(0), "300", "base seed; trial seeds follow tau2's rule"),
     Setting("tasks", _task_ids, "", "only these task ids, e.g. 0,5,17"),
+    Setting(
+        "shard",
+        _shard,
+        "",
+        "I/N: run only the I-th of N balanced shares of the selected scenarios "
+        "(all trials of a task in one share); merge the shards' run directories with "
+        "python -m tau2_retail merge",
+    ),
     Setting("split", _choice(*SPLITS), "base", "task split: base (all 114), train or test"),
     Setting("max_steps", _int_at_least(1), "200", "routed messages before max_steps"),
     Setting("max_errors", _int_at_least(1), "10", "tool errors before too_many_errors"),
@@ -217,6 +236,13 @@ OPTIONS: tuple[Setting, ...] = (
         _float_range(0, None, low_open=True),
         "900",
         "wall-clock seconds per scenario before timeout",
+    ),
+    Setting(
+        "concurrency",
+        _int_at_least(1),
+        "1",
+        "scenarios in flight per pytest process, started ahead of their tests "
+        "(under xdist, per worker; use --dist worksteal)",
     ),
     Setting("output_dir", _text, "tau2_runs", "folder of run directories", env=True),
     Setting("run_id", _name, "", "run directory name (default: a timestamp)"),

@@ -1,0 +1,84 @@
+"""``--tau2-concurrency``: scenarios start ahead of their tests, each still its own test."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from .conftest import Bench, distributed
+
+# Records, when each scenario test's call starts, how many scenarios of this process have
+# started and the most that were ever in flight at once.
+_PROBE = """\
+import json
+import os
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    scheduler = item.funcargs.get("tau2_scheduler")
+    if scheduler is None:
+        return
+    started = sum(scheduler.started(other) for other in item.session.items)
+    line = {
+        "test": item.name,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "started": started,
+        "peak": scheduler.peak_in_flight,
+    }
+    with open("probe.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\\n")
+"""
+
+TASKS = "--tau2-tasks=0,1,2,3,4,5"
+
+
+def _probe(bench: Bench) -> list[dict[str, object]]:
+    lines = (bench.path / "probe.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_scenarios_start_ahead_of_their_tests_up_to_the_limit(
+    bench: Bench, xdist: tuple[str, ...]
+) -> None:
+    (bench.path / "conftest.py").write_text(_PROBE, encoding="utf-8")
+    dist = ("--dist", "worksteal") if distributed(xdist) else ()
+    result = bench.run(
+        *xdist, *dist, TASKS, "--tau2-concurrency=3", "--tau2-run-id=c3", "--junitxml=j.xml"
+    )
+
+    result.assert_outcomes(passed=6)
+    probe = _probe(bench)
+    first_per_process: dict[object, dict[str, object]] = {}
+    for line in probe:
+        first_per_process.setdefault(line["worker"], line)
+    # each process's first test already had its scenario and the next two under way
+    assert all(line["started"] >= 3 for line in first_per_process.values())
+    assert max(int(str(line["peak"])) for line in probe) == 3
+    # each scenario is still its own test: one junit entry and one metrics file each
+    cases = ET.parse(bench.path / "j.xml").getroot().iter("testcase")
+    assert sorted(case.get("name") for case in cases) == [
+        f"test_tau2_retail[tau2_retail__{n}]" for n in range(6)
+    ]
+    assert all(bench.metrics("c3", f"tau2_retail__{n}")["is_successful"] for n in range(6))
+
+
+def test_a_concurrency_of_one_runs_each_scenario_in_its_own_set_up(bench: Bench) -> None:
+    (bench.path / "conftest.py").write_text(_PROBE, encoding="utf-8")
+    result = bench.run(TASKS, "--tau2-run-id=c1")
+
+    result.assert_outcomes(passed=6)
+    assert [line["started"] for line in _probe(bench)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_bad_concurrency_stops_at_start_up(bench: Bench) -> None:
+    result = bench.run_inprocess("--co", "--tau2-concurrency=0")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--tau2-concurrency: '0' is not valid for --tau2-concurrency; expected an integer >= 1*"]
+    )
