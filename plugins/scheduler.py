@@ -57,6 +57,7 @@ class ScenarioScheduler(Generic[T]):
         self._tasks: dict[str, asyncio.Task[T]] = {}
         self._items: dict[str, pytest.Item] = {}
         self._consumed: set[str] = set()
+        self._started: set[str] = set()
         self._current: pytest.Item | None = None
         self._closed = False
         self.peak_in_flight = 0
@@ -71,7 +72,7 @@ class ScenarioScheduler(Generic[T]):
         return sum(not task.done() for task in self._tasks.values())
 
     def started(self, item: pytest.Item) -> bool:
-        return item.nodeid in self._tasks
+        return item.nodeid in self._started
 
     async def outcome(self, item: pytest.Item) -> T:
         """The result of ``item``'s scenario: started now if it was not yet, then awaited.
@@ -82,7 +83,12 @@ class ScenarioScheduler(Generic[T]):
         task = self._ensure(item)
         self._fill()
         self._consumed.add(item.nodeid)
-        return await task
+        try:
+            return await task
+        finally:
+            # the test holds its outcome from here; the scheduler lets go of it (memory)
+            self._tasks.pop(item.nodeid, None)
+            self._items.pop(item.nodeid, None)
 
     def _ensure(self, item: pytest.Item) -> asyncio.Task[T]:
         task = self._tasks.get(item.nodeid)
@@ -93,6 +99,7 @@ class ScenarioScheduler(Generic[T]):
             task.add_done_callback(self._on_done)
             self._tasks[item.nodeid] = task
             self._items[item.nodeid] = item
+            self._started.add(item.nodeid)
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         return task
 
@@ -106,7 +113,7 @@ class ScenarioScheduler(Generic[T]):
         for item in self._upcoming(self._current):
             if free <= 0:
                 break
-            if item.nodeid in self._tasks or not self._wanted(item):
+            if item.nodeid in self._started or not self._wanted(item):
                 continue
             self._ensure(item)
             free -= 1
