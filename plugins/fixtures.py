@@ -159,37 +159,30 @@ async def tau2_scheduler(
 ) -> AsyncIterator[ScenarioScheduler[ScenarioOutcome]]:
     """Starts this process's scenarios ahead of their tests, ``--tau2-concurrency`` at once.
 
-    At the end it cancels the conversations still running; when the session stops early
-    (Ctrl-C, ``-x``, ``--maxfail``) the scenarios that finished but whose tests did not run
-    keep their artifacts, so ``--tau2-resume`` does not run them again.
+    Each scenario writes its artifacts as soon as it finishes, so a session that stops early
+    (Ctrl-C, ``-x``, ``--maxfail``) keeps every finished one (``--tau2-resume`` skips them);
+    the conversations still running are cancelled.
     """
     session = request.session
-    upcoming = upcoming_items(session)
-
-    def stopping() -> bool:
-        return bool(session.shouldfail or session.shouldstop)
 
     async def start(item: pytest.Item) -> ScenarioOutcome:
         callspec: Any = getattr(item, "callspec", None)
         scenario: Scenario = callspec.params["tau2_scenario"]
-        return await _run(tau2_run, tau2_endpoints, tau2_data, scenario)
+        outcome = await _run(tau2_run, tau2_endpoints, tau2_data, scenario)
+        _write(tau2_run, tau2_data, outcome)
+        return outcome
 
     scheduler = ScenarioScheduler(
         limit=tau2_run.settings["concurrency"],
         start=start,
-        upcoming=upcoming,
+        upcoming=upcoming_items(session),
         wanted=_is_scenario_item,
-        stopping=stopping,
+        stopping=lambda: bool(session.shouldfail or session.shouldstop),
     )
     try:
         yield scheduler
     finally:
-        interrupted = stopping() or session.exitstatus == pytest.ExitCode.INTERRUPTED
-        current = scheduler.current
-        remaining = {item.nodeid for item in upcoming(current)} if current else set()
-        kept = await scheduler.aclose(keep=lambda item: interrupted and item.nodeid in remaining)
-        for _item, outcome in kept:
-            _write(tau2_run, tau2_data, outcome)
+        await scheduler.aclose()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -197,13 +190,11 @@ async def tau2_outcome(
     request: pytest.FixtureRequest,
     tau2_run: Tau2Run,
     tau2_scheduler: ScenarioScheduler[ScenarioOutcome],
-    tau2_data: DataBundle,
     tau2_scenario: Scenario,
 ) -> AsyncIterator[ScenarioOutcome]:
-    """This test's scenario (started ahead by the scheduler): artifacts written, metrics handed
-    to the report. The conversation ran on ``tau2_outcome.conversation.store``."""
+    """This test's scenario (started ahead by the scheduler, its artifacts written); its
+    metrics go to the report. The conversation ran on ``tau2_outcome.conversation.store``."""
     outcome = await tau2_scheduler.outcome(request.node)
-    _write(tau2_run, tau2_data, outcome)
     request.node.stash[METRICS_KEY] = outcome.metrics
     if outcome.is_infra_error:
         raise Tau2InfraError(

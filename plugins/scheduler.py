@@ -11,9 +11,10 @@ Which items come next is pytest's decision, read, never made here: without xdist
 the session after the one being set up (after ``-k``, ``--lf``, ``--tau2-tasks``, resume and
 shard deselection); in an xdist worker the items the controller has sent and not yet run (all of
 them at once with ``--dist worksteal``; ``--dist load`` sends a few at a time). Once pytest is
-stopping (``-x``, ``--maxfail``) nothing new starts. ``aclose`` cancels what is still running
-and hands back the scenarios that finished but whose tests did not run, so that an interrupted
-session keeps them.
+stopping (``-x``, ``--maxfail``) nothing new starts; items another xdist worker steals are
+cancelled here. ``aclose`` (the session's end, Ctrl-C included) cancels what is still running;
+a scenario's coroutine records its own artifacts when it finishes, so every finished one is
+kept, whether pytest reached its test or not.
 """
 
 from __future__ import annotations
@@ -107,10 +108,10 @@ class ScenarioScheduler(Generic[T]):
         # A limit of 1 starts nothing ahead: each scenario runs in its own test's set-up.
         if self.limit == 1 or self._closed or self._current is None or self._stopping():
             return
+        upcoming = list(self._upcoming(self._current))
+        self._cancel_unscheduled(upcoming)
         free = self.limit - self.in_flight
-        if free <= 0:
-            return
-        for item in self._upcoming(self._current):
+        for item in upcoming:
             if free <= 0:
                 break
             if item.nodeid in self._started or not self._wanted(item):
@@ -118,28 +119,32 @@ class ScenarioScheduler(Generic[T]):
             self._ensure(item)
             free -= 1
 
+    def _cancel_unscheduled(self, upcoming: list[pytest.Item]) -> None:
+        # An xdist worker gives back items another worker steals (--dist worksteal): their
+        # conversations here are cancelled, the thief runs them.
+        scheduled = {item.nodeid for item in upcoming}
+        for nodeid, task in list(self._tasks.items()):
+            if nodeid in scheduled or nodeid in self._consumed or task.done():
+                continue
+            if self._current is not None and nodeid == self._current.nodeid:
+                continue
+            task.cancel()
+            del self._tasks[nodeid]
+            del self._items[nodeid]
+
     def _on_done(self, task: asyncio.Task[T]) -> None:
         # A finished conversation frees a slot: start the next one without waiting for pytest
         # to reach the test of the one that finished.
         self._fill()
 
-    async def aclose(self, *, keep: Callable[[pytest.Item], bool]) -> list[tuple[pytest.Item, T]]:
-        """Cancel the scenarios still running; return the finished ones whose tests did not run
-        and for which ``keep(item)`` holds (e.g. the items still scheduled in this process)."""
+    async def aclose(self) -> None:
+        """Cancel the scenarios still running (those that finished keep their results)."""
         self._closed = True
         pending = [task for task in self._tasks.values() if not task.done()]
         for task in pending:
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        finished = []
-        for nodeid, task in self._tasks.items():
-            if nodeid in self._consumed or task.cancelled() or task.exception() is not None:
-                continue
-            item = self._items[nodeid]
-            if keep(item):
-                finished.append((item, task.result()))
-        return finished
 
 
 def _after(items: list[pytest.Item], item: pytest.Item) -> Iterator[pytest.Item]:

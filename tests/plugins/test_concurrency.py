@@ -82,3 +82,22 @@ def test_a_bad_concurrency_stops_at_start_up(bench: Bench) -> None:
     result.stderr.fnmatch_lines(
         ["*--tau2-concurrency: '0' is not valid for --tau2-concurrency; expected an integer >= 1*"]
     )
+
+
+def test_x_stops_new_conversations_and_keeps_the_finished_ones_for_resume(bench: Bench) -> None:
+    tasks = "--tau2-tasks=" + ",".join(str(n) for n in range(20))
+    first = bench.run(
+        tasks, "--tau2-agent-model=builtin:noop", "-x", "--tau2-concurrency=3", "--tau2-run-id=x"
+    )
+
+    first.assert_outcomes(failed=1)
+    on_disk = sorted(p.parent.name for p in bench.run_dir("x").glob("*/metrics.json"))
+    # the failing scenario and the two started ahead of it finished: their artifacts are kept
+    assert len(on_disk) >= 3
+    assert len(on_disk) < 20  # -x: no new conversation once the first test failed
+
+    resumed = bench.run(tasks, "--tau2-agent-model=builtin:noop", "--tau2-resume=x")
+
+    outcomes = resumed.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 20 - len(on_disk)
+    assert bench.summary("x")["counts"]["reported"] == 20

@@ -69,7 +69,7 @@ async def test_the_first_outcome_starts_the_next_scenarios_up_to_the_limit() -> 
 
     conversations.release("test[a]")
     assert await waiting == "outcome of test[a]"
-    await scheduler.aclose(keep=lambda item: True)
+    await scheduler.aclose()
 
 
 @pytest.mark.asyncio
@@ -82,7 +82,7 @@ async def test_a_limit_of_one_runs_only_the_scenario_under_test() -> None:
     await settle()
 
     assert conversations.started == ["test[a]"]
-    await scheduler.aclose(keep=lambda item: True)
+    await scheduler.aclose()
 
 
 @pytest.mark.asyncio
@@ -100,20 +100,44 @@ async def test_nothing_new_starts_once_pytest_is_stopping() -> None:
     await settle()
 
     assert conversations.started == ["test[a]", "test[b]"]
-    await scheduler.aclose(keep=lambda item: True)
+    await scheduler.aclose()
 
 
 @pytest.mark.asyncio
-async def test_close_cancels_the_running_and_keeps_the_finished_ones_not_yet_tested() -> None:
+async def test_close_cancels_the_scenarios_still_running() -> None:
     conversations = Conversations()
-    scheduler = make(conversations, limit=4)
+    scheduler = make(conversations, limit=3)
     conversations.release("test[a]")
     await scheduler.outcome(ITEMS[0])  # type: ignore[arg-type]
-    conversations.release("test[c]")
+    await settle()
+    assert scheduler.in_flight == 3  # b, c and d, started when a finished
+
+    await scheduler.aclose()
+
+    assert scheduler.in_flight == 0
+
+
+@pytest.mark.asyncio
+async def test_items_given_back_to_xdist_are_cancelled() -> None:
+    conversations = Conversations()
+    scheduled = list(ITEMS)
+    scheduler = ScenarioScheduler(
+        limit=3,
+        start=conversations.start,  # type: ignore[arg-type]
+        upcoming=lambda item: scheduled[scheduled.index(item) + 1 :],  # type: ignore[arg-type,index]
+        wanted=lambda item: True,
+        stopping=lambda: False,
+    )
+    waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
+    await settle()
+    assert conversations.started == ["test[a]", "test[b]", "test[c]"]
+    scheduled.remove(ITEMS[2])  # another worker steals c
+
+    conversations.release("test[b]")  # the next fill notices
     await settle()
 
-    kept = await scheduler.aclose(keep=lambda item: item.nodeid != "test[e]")
-
-    # a: its test ran; b, d: still running, cancelled; c: finished, not yet tested, kept
-    assert [(item.nodeid, outcome) for item, outcome in kept] == [("test[c]", "outcome of test[c]")]
-    assert scheduler.in_flight == 0
+    assert conversations.started == ["test[a]", "test[b]", "test[c]", "test[d]", "test[e]"]
+    assert scheduler.in_flight == 3  # a, d, e: c was cancelled
+    conversations.release("test[a]")
+    await waiting
+    await scheduler.aclose()
