@@ -152,6 +152,14 @@ class Tau2Run:
                 "tau2: NL assertions not applicable: no judge configured "
                 "(set --tau2-judge-model and --tau2-judge-base-url)"
             )
+        if settings["shard"]:
+            index, count = settings["shard"]
+            lines.append(
+                f"tau2: shard {index}/{count} of the selected tasks; merge the shards with "
+                "python -m tau2_retail merge RUN_DIR... --into RUN_DIR"
+            )
+        if settings["concurrency"] > 1:
+            lines.append(f"tau2: up to {settings['concurrency']} scenarios in flight per process")
         if settings["resume"]:
             lines.append(f"tau2: resuming: {len(self.completed)} scenario(s) already complete")
         return lines
