@@ -12,6 +12,7 @@ from tau2_retail.errors import ArtifactError
 from tau2_retail.plugins.run import Tau2Run, argv_redacted
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.artifacts import load_run_metrics
+from tau2_retail.results.gate import gate_verdict
 from tau2_retail.results.summary import headline_lines, write_run_args, write_run_summary
 
 __all__ = ["finish_run", "terminal_lines"]
@@ -84,19 +85,11 @@ def _gate(run: Tau2Run, session: pytest.Session) -> None:
     if session.exitstatus in _INTERRUPTED_OR_BROKEN:
         run.gate_line = f"tau2 gate: not applied (the session ended with {session.exitstatus!r})"
         return
-    rate = run.summary["success_rate"]["rate"]
-    infra = run.summary["counts"]["infra_errors"]
-    lost = run.summary["counts"]["lost"]
-    max_infra = run.settings["max_infra_errors"]
-    rate_ok = rate is not None and rate >= threshold
-    infra_ok = infra + lost <= max_infra
-    verdict = "PASS" if rate_ok and infra_ok else "FAIL"
-    shown_rate = "n/a" if rate is None else f"{rate:.2%}"
-    run.gate_line = (
-        f"tau2 gate: success rate {shown_rate} (threshold {threshold:.2%}), "
-        f"infra errors {infra + lost} (max {max_infra}): {verdict}"
+    verdict = gate_verdict(
+        run.summary, min_pass_rate=threshold, max_infra_errors=run.settings["max_infra_errors"]
     )
-    session.exitstatus = pytest.ExitCode.OK if verdict == "PASS" else pytest.ExitCode.TESTS_FAILED
+    run.gate_line = verdict.line
+    session.exitstatus = pytest.ExitCode.OK if verdict.passed else pytest.ExitCode.TESTS_FAILED
 
 
 def terminal_lines(run: Tau2Run) -> list[str]:

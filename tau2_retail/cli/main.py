@@ -59,6 +59,12 @@ def _summarize(args: argparse.Namespace) -> int:
     return summarize_command(args)
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from tau2_retail.cli.merge import merge_command
+
+    return merge_command(args)
+
+
 def _report(args: argparse.Namespace) -> int:
     from tau2_retail.report.page import report_command
 
@@ -125,6 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     summarize = commands.add_parser("summarize", help="rebuild a run's summaries from artifacts")
     summarize.add_argument("run_dir", metavar="RUN_DIR")
     summarize.set_defaults(handler=_summarize)
+
+    merge = commands.add_parser(
+        "merge", help="merge the run directories of shards (--tau2-shard I/N) into one run"
+    )
+    merge.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="a shard's run directory")
+    merge.add_argument(
+        "--into", required=True, metavar="RUN_DIR", help="the merged run directory (new or empty)"
+    )
+    merge.set_defaults(handler=_merge)
 
     report = commands.add_parser("report", help="write a run's self-contained HTML report")
     report.add_argument("run_dir", metavar="RUN_DIR")
