@@ -199,6 +199,13 @@ def _model_settings(role: str) -> list[Setting]:
             f"seconds per request of {who}",
         ),
         Setting(f"{role}_max_retries", _int_at_least(0), "4", f"retries per request of {who}"),
+        Setting(
+            f"{role}_max_connections",
+            _int_at_least(1),
+            "",
+            f"HTTP connections at most to the endpoint of {who}, shared by the process's "
+            "conversations (default: the openai package's, 1000)",
+        ),
     ]
 
 
@@ -360,6 +367,7 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
             extra_body=values[f"{role}_extra_body"] or {},
             timeout_seconds=values[f"{role}_timeout"],
             max_retries=values[f"{role}_max_retries"],
+            max_connections=values[f"{role}_max_connections"],
         )
     except ConfigError as error:
         raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error

@@ -37,6 +37,8 @@ class EndpointConfig:
     - ``seed``: sent when the call passes none; a seed given to the call wins.
     - ``extra_body``: server-specific request fields merged into the JSON body (for example
       ``{"chat_template_kwargs": {"enable_thinking": false}}``); they override same-named fields.
+    - ``max_connections``: open HTTP connections to the endpoint at most, shared by every
+      conversation on the client (None: the ``openai`` package's default, 1000).
     - ``timeout_seconds``: per attempt. ``max_retries``: attempts after the first one, with
       exponential backoff from ``backoff_base_seconds`` capped at ``backoff_max_seconds``.
 
@@ -55,6 +57,7 @@ class EndpointConfig:
     max_retries: int = 4
     backoff_base_seconds: float = 1.0
     backoff_max_seconds: float = 30.0
+    max_connections: int | None = None
 
     def __post_init__(self) -> None:
         if not (_is_str(self.model) and self.model.strip()):
@@ -87,6 +90,10 @@ class EndpointConfig:
             _bad("max_retries", self.max_retries, "an integer >= 0")
         if not (_is_number(self.backoff_base_seconds) and self.backoff_base_seconds >= 0):
             _bad("backoff_base_seconds", self.backoff_base_seconds, "a number >= 0")
+        if self.max_connections is not None and not (
+            _is_int(self.max_connections) and self.max_connections > 0
+        ):
+            _bad("max_connections", self.max_connections, "a positive integer, or None")
         if not (_is_number(self.backoff_max_seconds) and self.backoff_max_seconds >= 0):
             _bad("backoff_max_seconds", self.backoff_max_seconds, "a number >= 0")
 

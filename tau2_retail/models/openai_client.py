@@ -34,6 +34,7 @@ from typing import Any, Final, Self
 import openai
 
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.models.backoff import BackoffGate
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 
@@ -64,6 +65,10 @@ CONTEXT_WINDOW_MARKERS: Final = (
 llama.cpp and others word it differently)."""
 
 BODY_EXCERPT_CHARS: Final = 300
+
+_RATE_LIMITED: Final = 429
+# The SDK's own default (openai.DEFAULT_CONNECTION_LIMITS.max_connections).
+_DEFAULT_MAX_CONNECTIONS: Final = 1000
 
 # Jitter spreads the retries of many xdist workers hitting one server at the same moment.
 _JITTER_FRACTION: Final = 0.1
@@ -120,11 +125,23 @@ class OpenAIChatModel:
         self._jitter = jitter
         self._call_ids = itertools.count()
         self._redact = _redactor(api_key)
+        self._gate = BackoffGate(clock=clock, sleep=sleep)
+        connections = config.max_connections or _DEFAULT_MAX_CONNECTIONS
+        # Limits of the transport the SDK uses (httpx, or httpx2 in recent releases), taken from
+        # its own default so that this module does not name the transport. Keep-alive matches
+        # the connection limit: with many conversations in flight, the SDK's default of 100
+        # idle connections made every request past the 100th open a new TCP connection.
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+            max_connections=connections, max_keepalive_connections=connections
+        )
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             api_key=api_key,
             timeout=config.timeout_seconds,
             max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(
+                limits=limits, timeout=config.timeout_seconds
+            ),
         )
 
     @property
@@ -172,7 +189,12 @@ class OpenAIChatModel:
         failure: _Failure | None = None
         for attempt in range(attempts):
             if failure is not None:
-                await self._sleep(self._delay(attempt - 1, failure.retry_after))
+                delay = self._delay(attempt - 1, failure.retry_after)
+                if failure.status == _RATE_LIMITED:
+                    self._gate.hold(delay)  # the other conversations on this client wait too
+                await self._sleep(delay)
+            else:
+                await self._gate.wait()
             started = self._clock()
             try:
                 raw = await self._client.chat.completions.with_raw_response.create(**request)
