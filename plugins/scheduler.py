@@ -28,6 +28,7 @@ import pytest
 __all__ = ["ScenarioScheduler", "upcoming_items"]
 
 T = TypeVar("T")
+_REFILL_SECONDS = 0.1
 Start = Callable[[pytest.Item], Coroutine[Any, Any, T]]
 
 
@@ -85,7 +86,12 @@ class ScenarioScheduler(Generic[T]):
         self._fill()
         self._consumed.add(item.nodeid)
         try:
-            return await task
+            # Look again now and then while waiting: an xdist worker receives its items over a
+            # channel while its first test already runs, and ``--dist load`` sends more later.
+            while not task.done():
+                await asyncio.wait({task}, timeout=_REFILL_SECONDS)
+                self._fill()
+            return task.result()
         finally:
             # the test holds its outcome from here; the scheduler lets go of it (memory)
             self._tasks.pop(item.nodeid, None)
@@ -183,3 +189,31 @@ def upcoming_items(session: pytest.Session) -> Callable[[pytest.Item], Iterable[
         return [items[i] for i in indices if isinstance(i, int) and 0 <= i < len(items)]
 
     return scheduled
+
+
+class XdistShares:
+    """With ``--dist loadgroup``: each xdist worker gets its whole share of scenarios at once.
+
+    ``--tau2-concurrency`` needs a worker to know its scenarios ahead. ``--dist load`` sends a
+    few at a time, and ``--dist worksteal`` takes queued items back at the end of a run, items
+    whose conversations the worker has already run or started (the thief starts them again).
+    Here every scenario item without an ``xdist_group`` mark gets one of ``workers`` groups,
+    dealt in turn (all trials of a task in one group), so that ``loadgroup`` sends each worker
+    one whole group and never moves an item. Registered in workers only (they collect).
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist names the groups in the node ids
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        groups: dict[str, str] = {}
+        for item in items:
+            callspec = getattr(item, "callspec", None)
+            if callspec is None or "tau2_scenario" not in callspec.params:
+                continue
+            if item.get_closest_marker("xdist_group") is not None:
+                continue
+            task = callspec.params["tau2_scenario"].task.id
+            group = groups.setdefault(task, f"tau2-share-{len(groups) % self.workers + 1}")
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -12,6 +12,7 @@ from tau2_retail.plugins.options import add_options, resolve_settings
 from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run, XdistBridge
 from tau2_retail.plugins.runtime import select_scenarios
+from tau2_retail.plugins.scheduler import XdistShares
 
 pytest_plugins = ["tau2_retail.plugins.fixtures"]
 
@@ -46,10 +47,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(run, _RUN_PLUGIN)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistBridge(run), f"{_RUN_PLUGIN}-xdist")
+    workerinput = getattr(config, "workerinput", None)
+    if (
+        workerinput is not None
+        and config.getoption("dist", None) == "loadgroup"
+        and run.settings["concurrency"] > 1
+    ):
+        config.pluginmanager.register(
+            XdistShares(int(workerinput["workercount"])), f"{_RUN_PLUGIN}-shares"
+        )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in (_RUN_PLUGIN, f"{_RUN_PLUGIN}-xdist"):
+    for name in (_RUN_PLUGIN, f"{_RUN_PLUGIN}-xdist", f"{_RUN_PLUGIN}-shares"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin, name)

@@ -46,7 +46,7 @@ def test_scenarios_start_ahead_of_their_tests_up_to_the_limit(
     bench: Bench, xdist: tuple[str, ...]
 ) -> None:
     (bench.path / "conftest.py").write_text(_PROBE, encoding="utf-8")
-    dist = ("--dist", "worksteal") if distributed(xdist) else ()
+    dist = ("--dist", "loadgroup") if distributed(xdist) else ()
     result = bench.run(
         *xdist, *dist, TASKS, "--tau2-concurrency=3", "--tau2-run-id=c3", "--junitxml=j.xml"
     )
@@ -56,15 +56,19 @@ def test_scenarios_start_ahead_of_their_tests_up_to_the_limit(
     first_per_process: dict[object, dict[str, object]] = {}
     for line in probe:
         first_per_process.setdefault(line["worker"], line)
-    # each process's first test already had its scenario and the next two under way
-    assert all(line["started"] >= 3 for line in first_per_process.values())
-    assert max(int(str(line["peak"])) for line in probe) == 3
+    # each process's first test already had the next scenarios under way (an xdist worker may
+    # not have received all its items yet when its first test starts)
+    least = 2 if distributed(xdist) else 3
+    assert all(int(str(line["started"])) >= least for line in first_per_process.values()), probe
+    assert max(int(str(line["peak"])) for line in probe) <= 3
     # each scenario is still its own test: one junit entry and one metrics file each
     cases = ET.parse(bench.path / "j.xml").getroot().iter("testcase")
     assert sorted(case.get("name") for case in cases) == [
         f"test_tau2_retail[tau2_retail__{n}]" for n in range(6)
     ]
     assert all(bench.metrics("c3", f"tau2_retail__{n}")["is_successful"] for n in range(6))
+    # (under loadgroup the node ids end in @<group>: the run still counts every scenario)
+    assert bench.summary("c3")["counts"]["succeeded"] == 6
 
 
 def test_a_concurrency_of_one_runs_each_scenario_in_its_own_set_up(bench: Bench) -> None:
