@@ -14,6 +14,7 @@ after ``--latency`` seconds (default 1.0). The runs:
 - ``-n 0 --tau2-concurrency 114``: the 114 scenarios in flight in one process;
 - ``-n 0 --tau2-concurrency 456 --tau2-trials 4``: 456 scenarios, everything in flight;
 - ``-n 2 --dist loadgroup --tau2-concurrency 57``: the same 114 in two workers;
+- ``-n 2 --dist loadgroup --tau2-concurrency 228 --tau2-trials 4``: the 456, in two workers;
 - ``-n 8``: today's way, one scenario in flight per worker.
 
 Ideal = start-up (command to the server's first request) + the model phase a perfect harness
@@ -62,6 +63,7 @@ RUNS = {
     "c114": {"workers": 0, "concurrency": 114, "trials": 1},
     "c456": {"workers": 0, "concurrency": 456, "trials": 4},
     "n2c57": {"workers": 2, "concurrency": 57, "trials": 1},
+    "c456n2": {"workers": 2, "concurrency": 228, "trials": 4},
     "n8": {"workers": 8, "concurrency": 1, "trials": 1},
 }
 TARGETS = {
