@@ -13,8 +13,8 @@ after ``--latency`` seconds (default 1.0). The runs:
 
 - ``-n 0 --tau2-concurrency 114``: the 114 scenarios in flight in one process;
 - ``-n 0 --tau2-concurrency 456 --tau2-trials 4``: 456 scenarios, everything in flight;
-- ``-n 2 --dist loadgroup --tau2-concurrency 57``: the same 114 in two workers;
-- ``-n 2 --dist loadgroup --tau2-concurrency 228 --tau2-trials 4``: the 456, in two workers;
+- ``-n 2 --dist each --tau2-concurrency 57``: the same 114 in two workers;
+- ``-n 2 --dist each --tau2-concurrency 228 --tau2-trials 4``: the 456, in two workers;
 - ``-n 8``: today's way, one scenario in flight per worker.
 
 Ideal = start-up (command to the server's first request) + the model phase a perfect harness
@@ -119,7 +119,7 @@ def _pytest_args(label: str, spec: dict[str, int], server: ServerProcess, out: P
         f"--tau2-concurrency={spec['concurrency']}",
     ]
     if spec["workers"]:
-        args += ["--dist", "loadgroup"]
+        args += ["--dist", "each"]
     return args
 
 

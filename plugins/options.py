@@ -249,7 +249,7 @@ OPTIONS: tuple[Setting, ...] = (
         _int_at_least(1),
         "1",
         "scenarios in flight per pytest process, started ahead of their tests "
-        "(under xdist, per worker: use --dist loadgroup)",
+        "(under xdist, per worker: use --dist each, which deals each worker its share)",
     ),
     Setting("output_dir", _text, "tau2_runs", "folder of run directories", env=True),
     Setting("run_id", _name, "", "run directory name (default: a timestamp)"),

@@ -27,10 +27,7 @@ from tau2_retail.results.artifacts import load_run_metrics, validate_name
 __all__ = ["METRICS_KEY", "RUN_KEY", "Tau2InfraError", "Tau2Run"]
 
 METRICS_KEY = pytest.StashKey[dict[str, Any]]()
-# (``--dist loadgroup`` appends ``@<group>`` to the node ids)
-_SCENARIO_IN_NODEID = re.compile(
-    r"::test_tau2_retail\[(tau2_retail__\d+(?:-trial\d+)?)\](?:@[^\[\]]*)?$"
-)
+_SCENARIO_IN_NODEID = re.compile(r"::test_tau2_retail\[(tau2_retail__\d+(?:-trial\d+)?)\]$")
 # A key that names a secret (api_key, x-api-key, access_token, Authorization), not one that only
 # mentions a word such as the sampling setting ``max_tokens``.
 _SECRETISH = re.compile(r"(key|token|secret|authorization|password)$", re.IGNORECASE)
@@ -233,6 +230,8 @@ class XdistBridge:
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["tau2_run_id"] = self.run.run_id
         node.workerinput["tau2_completed"] = sorted(self.run.completed)
+        # workers see --dist as "no": --tau2-concurrency deals shares under "each"
+        node.workerinput["tau2_dist"] = self.run.config.getoption("dist", None)
 
 
 RUN_KEY = pytest.StashKey[Tau2Run]()

@@ -10,7 +10,8 @@ artifacts and junit entry, reported when pytest reaches it.
 Which items come next is pytest's decision, read, never made here: without xdist the items of
 the session after the one being set up (after ``-k``, ``--lf``, ``--tau2-tasks``, resume and
 shard deselection); in an xdist worker the items the controller has sent and not yet run (all of
-them at once with ``--dist worksteal``; ``--dist load`` sends a few at a time). Once pytest is
+them at once with ``--dist each``, see ``worker_share``; ``--dist load`` sends a few at a time).
+Once pytest is
 stopping (``-x``, ``--maxfail``) nothing new starts; items another xdist worker steals are
 cancelled here. ``aclose`` (the session's end, Ctrl-C included) cancels what is still running;
 a scenario's coroutine records its own artifacts when it finishes, so every finished one is
@@ -25,7 +26,7 @@ from typing import Any, Generic, TypeVar
 
 import pytest
 
-__all__ = ["ScenarioScheduler", "upcoming_items"]
+__all__ = ["ScenarioScheduler", "upcoming_items", "worker_share"]
 
 T = TypeVar("T")
 _REFILL_SECONDS = 0.1
@@ -191,29 +192,19 @@ def upcoming_items(session: pytest.Session) -> Callable[[pytest.Item], Iterable[
     return scheduled
 
 
-class XdistShares:
-    """With ``--dist loadgroup``: each xdist worker gets its whole share of scenarios at once.
+def worker_share(config: pytest.Config) -> tuple[int, int] | None:
+    """Under ``--dist each`` with ``--tau2-concurrency`` above 1: this worker's share (I, N).
 
-    ``--tau2-concurrency`` needs a worker to know its scenarios ahead. ``--dist load`` sends a
-    few at a time, and ``--dist worksteal`` takes queued items back at the end of a run, items
-    whose conversations the worker has already run or started (the thief starts them again).
-    Here every scenario item without an ``xdist_group`` mark gets one of ``workers`` groups,
-    dealt in turn (all trials of a task in one group), so that ``loadgroup`` sends each worker
-    one whole group and never moves an item. Registered in workers only (they collect).
+    ``--tau2-concurrency`` needs a worker to know its scenarios ahead: ``--dist load`` sends a
+    few at a time, ``--dist worksteal`` takes queued items back at the end of a run (items whose
+    conversations the worker has already run: the thief starts them again), and ``loadgroup``
+    ignores its groups with pytest 9.2 (xdist 3.8 renames node ids through an attribute pytest
+    no longer reads). ``each`` sends every worker its whole collection at once and never moves
+    an item; each worker then collects only its share of the scenarios, dealt as by
+    ``--tau2-shard`` (the controller passes the mode in ``workerinput``).
     """
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-
-    @pytest.hookimpl(tryfirst=True)  # before xdist names the groups in the node ids
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        groups: dict[str, str] = {}
-        for item in items:
-            callspec = getattr(item, "callspec", None)
-            if callspec is None or "tau2_scenario" not in callspec.params:
-                continue
-            if item.get_closest_marker("xdist_group") is not None:
-                continue
-            task = callspec.params["tau2_scenario"].task.id
-            group = groups.setdefault(task, f"tau2-share-{len(groups) % self.workers + 1}")
-            item.add_marker(pytest.mark.xdist_group(group))
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or workerinput.get("tau2_dist") != "each":
+        return None
+    number = int(str(workerinput["workerid"]).removeprefix("gw"))
+    return number + 1, int(workerinput["workercount"])

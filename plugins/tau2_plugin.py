@@ -12,7 +12,7 @@ from tau2_retail.plugins.options import add_options, resolve_settings
 from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run, XdistBridge
 from tau2_retail.plugins.runtime import select_scenarios
-from tau2_retail.plugins.scheduler import XdistShares
+from tau2_retail.plugins.scheduler import worker_share
 
 pytest_plugins = ["tau2_retail.plugins.fixtures"]
 
@@ -47,19 +47,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(run, _RUN_PLUGIN)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistBridge(run), f"{_RUN_PLUGIN}-xdist")
-    workerinput = getattr(config, "workerinput", None)
-    if (
-        workerinput is not None
-        and config.getoption("dist", None) == "loadgroup"
-        and run.settings["concurrency"] > 1
-    ):
-        config.pluginmanager.register(
-            XdistShares(int(workerinput["workercount"])), f"{_RUN_PLUGIN}-shares"
-        )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in (_RUN_PLUGIN, f"{_RUN_PLUGIN}-xdist", f"{_RUN_PLUGIN}-shares"):
+    for name in (_RUN_PLUGIN, f"{_RUN_PLUGIN}-xdist"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin, name)
@@ -70,7 +61,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     run = metafunc.config.stash[RUN_KEY]
     try:
-        scenarios = select_scenarios(run.settings, run.bundle.tasks)
+        share = worker_share(metafunc.config) if run.settings["concurrency"] > 1 else None
+        scenarios = select_scenarios(run.settings, run.bundle.tasks, worker_share=share)
     except ValueError as error:
         # from None: the chained ValueError would print the same message a second time
         raise pytest.fail.Exception(str(error), pytrace=False) from None
