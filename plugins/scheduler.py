@@ -11,11 +11,10 @@ Which items come next is pytest's decision, read, never made here: without xdist
 the session after the one being set up (after ``-k``, ``--lf``, ``--tau2-tasks``, resume and
 shard deselection); in an xdist worker the items the controller has sent and not yet run (all of
 them at once with ``--dist each``, see ``worker_share``; ``--dist load`` sends a few at a time).
-Once pytest is
-stopping (``-x``, ``--maxfail``) nothing new starts; items another xdist worker steals are
-cancelled here. ``aclose`` (the session's end, Ctrl-C included) cancels what is still running;
-a scenario's coroutine records its own artifacts when it finishes, so every finished one is
-kept, whether pytest reached its test or not.
+Once pytest is stopping (``-x``, ``--maxfail``) nothing new starts. ``aclose`` (the session's
+end, Ctrl-C included) cancels what is still running; a scenario's coroutine records its own
+artifacts when it finishes, so every finished one is kept, whether pytest reached its test or
+not.
 """
 
 from __future__ import annotations
@@ -116,7 +115,6 @@ class ScenarioScheduler(Generic[T]):
         if self.limit == 1 or self._closed or self._current is None or self._stopping():
             return
         upcoming = list(self._upcoming(self._current))
-        self._cancel_unscheduled(upcoming)
         free = self.limit - self.in_flight
         for item in upcoming:
             if free <= 0:
@@ -125,19 +123,6 @@ class ScenarioScheduler(Generic[T]):
                 continue
             self._ensure(item)
             free -= 1
-
-    def _cancel_unscheduled(self, upcoming: list[pytest.Item]) -> None:
-        # An xdist worker gives back items another worker steals (--dist worksteal): their
-        # conversations here are cancelled, the thief runs them.
-        scheduled = {item.nodeid for item in upcoming}
-        for nodeid, task in list(self._tasks.items()):
-            if nodeid in scheduled or nodeid in self._consumed or task.done():
-                continue
-            if self._current is not None and nodeid == self._current.nodeid:
-                continue
-            task.cancel()
-            del self._tasks[nodeid]
-            del self._items[nodeid]
 
     def _on_done(self, task: asyncio.Task[T]) -> None:
         # A finished conversation frees a slot: start the next one without waiting for pytest

@@ -115,29 +115,3 @@ async def test_close_cancels_the_scenarios_still_running() -> None:
     await scheduler.aclose()
 
     assert scheduler.in_flight == 0
-
-
-@pytest.mark.asyncio
-async def test_items_given_back_to_xdist_are_cancelled() -> None:
-    conversations = Conversations()
-    scheduled = list(ITEMS)
-    scheduler = ScenarioScheduler(
-        limit=3,
-        start=conversations.start,  # type: ignore[arg-type]
-        upcoming=lambda item: scheduled[scheduled.index(item) + 1 :],  # type: ignore[arg-type,index]
-        wanted=lambda item: True,
-        stopping=lambda: False,
-    )
-    waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
-    await settle()
-    assert conversations.started == ["test[a]", "test[b]", "test[c]"]
-    scheduled.remove(ITEMS[2])  # another worker steals c
-
-    conversations.release("test[b]")  # the next fill notices
-    await settle()
-
-    assert conversations.started == ["test[a]", "test[b]", "test[c]", "test[d]", "test[e]"]
-    assert scheduler.in_flight == 3  # a, d, e: c was cancelled
-    conversations.release("test[a]")
-    await waiting
-    await scheduler.aclose()
