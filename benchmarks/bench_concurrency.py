@@ -118,7 +118,7 @@ def _pytest_args(label: str, spec: dict[str, int], server: ServerProcess, out: P
         f"--tau2-trials={spec['trials']}",
         f"--tau2-concurrency={spec['concurrency']}",
     ]
-    if spec["workers"]:
+    if spec["workers"] and spec["concurrency"] > 1:
         args += ["--dist", "each"]
     return args
 

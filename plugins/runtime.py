@@ -86,7 +86,7 @@ def select_scenarios(
         # after --tau2-tasks and --tau2-split, before -k: every shard computes the same split
         chosen = shard_tasks(chosen, index=shard[0], count=shard[1])
     if worker_share is not None:
-        # an xdist worker's share of its shard (--dist each with --tau2-concurrency)
+        # an xdist worker's share of its shard (--dist each)
         chosen = shard_tasks(chosen, index=worker_share[0], count=worker_share[1])
     trials = settings["trials"]
     seeds = trial_seeds(settings["seed"], trials)

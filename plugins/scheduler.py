@@ -178,7 +178,10 @@ def upcoming_items(session: pytest.Session) -> Callable[[pytest.Item], Iterable[
 
 
 def worker_share(config: pytest.Config) -> tuple[int, int] | None:
-    """Under ``--dist each`` with ``--tau2-concurrency`` above 1: this worker's share (I, N).
+    """Under ``--dist each``: this xdist worker's share (I, N) of the scenarios.
+
+    (Every worker running every scenario, as ``each`` means for other tests, would only write
+    the same artifacts N times.)
 
     ``--tau2-concurrency`` needs a worker to know its scenarios ahead: ``--dist load`` sends a
     few at a time, ``--dist worksteal`` takes queued items back at the end of a run (items whose

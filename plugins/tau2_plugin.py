@@ -61,8 +61,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     run = metafunc.config.stash[RUN_KEY]
     try:
-        share = worker_share(metafunc.config) if run.settings["concurrency"] > 1 else None
-        scenarios = select_scenarios(run.settings, run.bundle.tasks, worker_share=share)
+        scenarios = select_scenarios(
+            run.settings, run.bundle.tasks, worker_share=worker_share(metafunc.config)
+        )
     except ValueError as error:
         # from None: the chained ValueError would print the same message a second time
         raise pytest.fail.Exception(str(error), pytrace=False) from None

@@ -105,3 +105,10 @@ def test_x_stops_new_conversations_and_keeps_the_finished_ones_for_resume(bench:
     outcomes = resumed.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 20 - len(on_disk)
     assert bench.summary("x")["counts"]["reported"] == 20
+
+
+def test_dist_each_gives_each_worker_its_own_share(bench: Bench) -> None:
+    result = bench.run("-n", "2", "--dist", "each", TASKS, "--tau2-run-id=each")
+
+    result.assert_outcomes(passed=6)  # not 12: no scenario runs on both workers
+    assert bench.summary("each")["counts"]["succeeded"] == 6
