@@ -359,14 +359,19 @@ def test_ctrl_c_with_conversations_in_flight_keeps_the_finished_ones(
     gate = Gate(after=2)
     _faults(endpoint, gate)
     started = bench.start(*common, "--tau2-run-id=interrupted")
+    run_dir = bench.run_dir("interrupted")
     try:
         assert gate.both_held.wait(WAIT_SECONDS), "two conversations were never held"
+        # the two that ended write their artifacts right after their last reply
+        deadline = time.monotonic() + WAIT_SECONDS
+        while len(list(run_dir.glob("*/metrics.json"))) < gate.after:
+            assert time.monotonic() < deadline, "the ended conversations wrote no artifacts"
+            time.sleep(0.05)
         started.process.send_signal(signal.SIGINT)
         run = started.wait()
     finally:
         started.kill()
     assert run.returncode == pytest.ExitCode.INTERRUPTED, run.output
-    run_dir = bench.run_dir("interrupted")
     finished = {path.parent.name for path in run_dir.glob("*/metrics.json")}
     assert len(finished) >= gate.after
     assert not finished & {_scenario(task) for task in gate.held}  # cancelled, not kept
