@@ -36,9 +36,21 @@ class BackoffGate:
             return 0.0
         return max(0.0, self._open_at - self._clock())
 
-    def hold(self, seconds: float) -> None:
-        """Keep the gate closed for ``seconds`` from now (never shortens an earlier hold)."""
+    def hold(self, seconds: float) -> float:
+        """Keep the gate closed for ``seconds`` from now (never shortens an earlier hold).
+
+        Returns the hold's end; the holder passes it to ``served`` once it has waited it out.
+        """
         self._open_at = max(self._open_at, self._clock() + seconds)
+        return self._open_at
+
+    def served(self, hold: float) -> None:
+        """The holder waited out ``hold``: open the gate unless a later hold extended it.
+
+        (Then the gate does not depend on the clock having moved: an injected sleep need not.)
+        """
+        if self._open_at == hold:
+            self._open_at = float("-inf")
 
     async def wait(self) -> None:
         """Sleep until the gate opens (not at all when it is open)."""

@@ -191,8 +191,12 @@ class OpenAIChatModel:
             if failure is not None:
                 delay = self._delay(attempt - 1, failure.retry_after)
                 if failure.status == _RATE_LIMITED:
-                    self._gate.hold(delay)  # the other conversations on this client wait too
-                await self._sleep(delay)
+                    # the other conversations on this client wait too
+                    hold = self._gate.hold(delay)
+                    await self._sleep(delay)
+                    self._gate.served(hold)
+                else:
+                    await self._sleep(delay)
             else:
                 await self._gate.wait()
             started = self._clock()

@@ -35,3 +35,21 @@ async def test_a_hold_makes_waiters_sleep_the_rest_and_never_shortens() -> None:
     await gate.wait()
 
     assert slept == [3.0]
+
+
+@pytest.mark.asyncio
+async def test_the_holder_opens_the_gate_once_served_unless_extended() -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    gate = BackoffGate(clock=lambda: 0.0, sleep=sleep)
+    first = gate.hold(2.0)
+    second = gate.hold(5.0)
+    gate.served(first)  # a later, longer hold stands
+    assert gate.closed_for == 5.0
+    gate.served(second)
+    await gate.wait()
+
+    assert slept == []
