@@ -19,7 +19,8 @@ from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.plugins.options import ModelSettings, Tau2Settings
-from tau2_retail.plugins.run import METRICS_KEY, RUN_KEY, Tau2InfraError, Tau2Run
+from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
+from tau2_retail.plugins.run import ARTIFACTS_PROPERTY
 from tau2_retail.plugins.runtime import DataBundle, endpoint_model
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
 from tau2_retail.tools.store import Store
@@ -38,17 +39,18 @@ __all__ = [
 
 
 @pytest.fixture(scope="session")
-def tau2_run(pytestconfig: pytest.Config) -> Tau2Run:
-    return pytestconfig.stash[RUN_KEY]
+def tau2_run(pytestconfig: pytest.Config) -> Tau2Process:
+    """This process's view of the run: settings, run id, run folder, data."""
+    return pytestconfig.stash[PROCESS_KEY]
 
 
 @pytest.fixture(scope="session")
-def tau2_settings(tau2_run: Tau2Run) -> Tau2Settings:
+def tau2_settings(tau2_run: Tau2Process) -> Tau2Settings:
     return tau2_run.settings
 
 
 @pytest.fixture(scope="session")
-def tau2_data(tau2_run: Tau2Run) -> DataBundle:
+def tau2_data(tau2_run: Tau2Process) -> DataBundle:
     """The verified data, loaded once per process."""
     return tau2_run.bundle
 
@@ -73,7 +75,7 @@ def tau2_store(tau2_data: DataBundle) -> Store:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def tau2_endpoints(tau2_run: Tau2Run) -> AsyncIterator[Mapping[str, ChatModel]]:
+async def tau2_endpoints(tau2_run: Tau2Process) -> AsyncIterator[Mapping[str, ChatModel]]:
     """One endpoint client per role and process, shared by its scenarios, closed at the end.
 
     Building a client costs tens of milliseconds (TLS context); scenarios reuse them on the
@@ -96,7 +98,7 @@ async def tau2_endpoints(tau2_run: Tau2Run) -> AsyncIterator[Mapping[str, ChatMo
 @pytest_asyncio.fixture(loop_scope="session")
 async def tau2_outcome(
     request: pytest.FixtureRequest,
-    tau2_run: Tau2Run,
+    tau2_run: Tau2Process,
     tau2_endpoints: Mapping[str, ChatModel],
     tau2_scenario: Scenario,
     tau2_data: DataBundle,
@@ -123,9 +125,9 @@ async def tau2_outcome(
         user_prompt=user_prompt,
         tools=tau2_data.tools,
         limits=Limits(
-            max_steps=settings["max_steps"],
-            max_errors=settings["max_errors"],
-            max_duration_seconds=settings["max_duration"],
+            max_steps=settings.max_steps,
+            max_errors=settings.max_errors,
+            max_duration_seconds=settings.max_duration,
         ),
     )
     directory = scenario_dir(
@@ -137,9 +139,12 @@ async def tau2_outcome(
         agent_prompt=tau2_data.agent_prompt,
         user_prompt=user_prompt,
         tools=tau2_data.tools,
-        config=tau2_run.public_configuration,
+        config=tau2_run.configuration.to_json(),
     )
-    request.node.stash[METRICS_KEY] = outcome.metrics
+    # a documented channel to the controller (and visible in junit XML): where the record is
+    request.node.user_properties.append(
+        (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.run_dir).as_posix())
+    )
     if outcome.is_infra_error:
         raise Tau2InfraError(
             f"infra_error: {outcome.conversation.detail} "

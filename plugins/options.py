@@ -13,7 +13,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pytest
@@ -136,6 +136,8 @@ class Setting:
     default: str
     help: str
     env: bool = False
+    #: the value of an unset setting whose default is empty
+    empty: Any = None
 
     @property
     def flag(self) -> str:
@@ -198,6 +200,7 @@ OPTIONS: tuple[Setting, ...] = (
         "",
         "folder with the upstream data files (default: fixtures/cache)",
         env=True,
+        empty="",
     ),
     *(setting for role in ROLES for setting in _model_settings(role)),
     Setting(
@@ -208,7 +211,13 @@ OPTIONS: tuple[Setting, ...] = (
     ),
     Setting("trials", _int_at_least(1), "1", "runs of each scenario (pass^k over them)"),
     Setting("seed", _int_at_least(0), "300", "base seed; trial seeds follow tau2's rule"),
-    Setting("tasks", _task_ids, "", "only these task ids, e.g. 0,5,17"),
+    Setting(
+        "tasks",
+        _task_ids,
+        "",
+        "only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
+        empty=(),
+    ),
     Setting("split", _choice(*SPLITS), "base", "task split: base (all 114), train or test"),
     Setting("max_steps", _int_at_least(1), "200", "routed messages before max_steps"),
     Setting("max_errors", _int_at_least(1), "10", "tool errors before too_many_errors"),
@@ -219,8 +228,14 @@ OPTIONS: tuple[Setting, ...] = (
         "wall-clock seconds per scenario before timeout",
     ),
     Setting("output_dir", _text, "tau2_runs", "folder of run directories", env=True),
-    Setting("run_id", _name, "", "run directory name (default: a timestamp)"),
-    Setting("resume", _name, "", "RUN_ID: re-run only the scenarios without complete artifacts"),
+    Setting("run_id", _name, "", "run directory name, new (default: a timestamp)", empty=""),
+    Setting(
+        "resume",
+        _name,
+        "",
+        "RUN_ID: re-run only the scenarios without complete artifacts, with the stored settings",
+        empty="",
+    ),
     Setting(
         "min_pass_rate",
         _float_range(0, 1),
@@ -229,6 +244,19 @@ OPTIONS: tuple[Setting, ...] = (
     ),
     Setting(
         "max_infra_errors", _int_at_least(0), "0", "CI gate: infra errors tolerated (default 0)"
+    ),
+    Setting(
+        "baseline",
+        _text,
+        "",
+        "CI gate: RUN_DIR of an earlier run to compare the success rate against",
+        empty="",
+    ),
+    Setting(
+        "max_regression",
+        _float_range(0, 1),
+        "",
+        "CI gate: largest drop of the success rate against --tau2-baseline (0..1, default 0)",
     ),
 )
 
@@ -273,29 +301,44 @@ class ModelSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tau2Settings:
-    """Every resolved setting (plain values; safe to print: keys are never held)."""
+    """Every resolved setting as a typed attribute (safe to print: keys are never held).
 
-    values: Mapping[str, Any]
-    sources: Mapping[str, str]
+    The per-role model settings are the ``agent``, ``user`` and ``judge`` records; every other
+    option is an attribute of the same name. ``recorded`` holds each option's parsed value as
+    plain JSON (what ``run_args.json`` and ``summary.json`` record) and ``sources`` where each
+    came from (``--tau2-trials``, ``TAU2_OUTPUT_DIR``, ``ini tau2_trials``, ``default``).
+    """
+
+    data_dir: str
+    agent_notes: bool
+    trials: int
+    seed: int
+    tasks: tuple[str, ...]
+    split: str
+    max_steps: int
+    max_errors: int
+    max_duration: float
+    output_dir: str
+    run_id: str
+    resume: str
+    min_pass_rate: float | None
+    max_infra_errors: int
+    baseline: str
+    max_regression: float | None
     agent: ModelSettings
     user: ModelSettings
     judge: ModelSettings | None
-
-    def __getitem__(self, name: str) -> Any:
-        return self.values[name]
+    recorded: Mapping[str, Any]
+    sources: Mapping[str, str]
 
     @property
     def is_offline_self_check(self) -> bool:
         return self.agent.is_builtin and self.user.is_builtin and self.judge is None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "settings": dict(self.values),
-            "sources": dict(self.sources),
-            "agent": self.agent.to_json(),
-            "user": self.user.to_json(),
-            "judge": self.judge.to_json() if self.judge else None,
-        }
+
+_TYPED = frozenset(f.name for f in fields(Tau2Settings)) - {
+    "agent", "user", "judge", "recorded", "sources",
+}  # fmt: skip
 
 
 def _raw(config: pytest.Config, setting: Setting) -> tuple[str, str]:
@@ -348,7 +391,7 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
         raw, source = _raw(config, setting)
         sources[setting.name] = source
         if raw == "" and setting.default == "":
-            values[setting.name] = None if setting.parse is not _text else ""
+            values[setting.name] = setting.empty
             continue
         try:
             values[setting.name] = setting.parse(raw)
@@ -363,10 +406,14 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "disagree; give only --tau2-resume RUN_ID to continue a run"
         )
     judge = _model("judge", values, sources) if values["judge_model"] else None
+    recorded = {
+        name: list(value) if isinstance(value, tuple) else value for name, value in values.items()
+    }
     return Tau2Settings(
-        values=values,
-        sources=sources,
+        **{name: values[name] for name in _TYPED},
         agent=_model("agent", values, sources),
         user=_model("user", values, sources),
         judge=judge,
+        recorded=recorded,
+        sources=sources,
     )

@@ -42,14 +42,14 @@ def load_bundle(settings: Tau2Settings) -> DataBundle:
     # From the environment, let the data layer read TAU2_DATA_DIR itself so its messages name
     # the variable; an option or ini value is an explicit folder.
     from_env = settings.sources["data_dir"] == DATA_DIR_ENV
-    data_dir = resolve_data_dir(None if from_env else settings["data_dir"] or None)
+    data_dir = resolve_data_dir(None if from_env else settings.data_dir or None)
     tasks = load_tasks(data_dir)
     return DataBundle(
         data_dir=data_dir,
         tasks=tasks,
         golds=GoldBook(seed=load_seed(data_dir), tasks=tasks),
         agent_prompt=agent_system_prompt(
-            load_policy(data_dir), additional_notes=settings["agent_notes"]
+            load_policy(data_dir), additional_notes=settings.agent_notes
         ),
         user_guidelines=load_user_guidelines(data_dir),
         tools=tool_schemas(),
@@ -61,22 +61,21 @@ def select_scenarios(settings: Tau2Settings, tasks: Mapping[str, Task]) -> list[
 
     Raises ``ValueError`` naming unknown task ids.
     """
-    wanted = settings["tasks"]
-    if wanted:
-        unknown = [task_id for task_id in wanted if task_id not in tasks]
-        if unknown:
-            raise ValueError(
-                f"--tau2-tasks: unknown task id(s) {', '.join(unknown)}; "
-                f"known ids are 0..{len(tasks) - 1}"
-            )
-    split = settings["split"]
+    wanted = settings.tasks
+    unknown = [task_id for task_id in wanted if task_id not in tasks]
+    if unknown:
+        raise ValueError(
+            f"--tau2-tasks: unknown task id(s) {', '.join(unknown)}; "
+            f"valid ids are 0..{len(tasks) - 1}"
+        )
+    split = settings.split
     chosen = [
         task
         for task in tasks.values()
         if (not wanted or task.id in wanted) and (split == "base" or task.split == split)
     ]
-    trials = settings["trials"]
-    seeds = trial_seeds(settings["seed"], trials)
+    trials = settings.trials
+    seeds = trial_seeds(settings.seed, trials)
     return [
         Scenario(task=task, trial=trial, trials=trials, seed=seeds[trial])
         for task in chosen

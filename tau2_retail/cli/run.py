@@ -207,19 +207,19 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
     conversation = outcome.conversation
     detail = f" ({conversation.detail})" if conversation.detail else ""
     lines = [f"ending: {conversation.stop_reason.value}{detail}"]
-    if metrics["db_state_match"]:
-        lines.append(f"DB match: yes (hash {metrics['db_state_expected_hash'][:12]})")
+    if metrics.db_state_match:
+        lines.append(f"DB match: yes (hash {metrics.db_state_expected_hash[:12]})")
     else:
         lines.append(
-            f"DB match: no (expected hash {metrics['db_state_expected_hash'][:12]}, "
-            f"actual {metrics['db_state_actual_hash'][:12]})"
+            f"DB match: no (expected hash {metrics.db_state_expected_hash[:12]}, "
+            f"actual {metrics.db_state_actual_hash[:12]})"
         )
         lines.extend(f"  {line}" for line in describe_db_difference(outcome.db_diff).splitlines())
     lines.append(
         "signals: "
         + "; ".join(
             f"{state} {', '.join(signals)}"
-            for state, signals in metrics["success_breakdown"].items()
+            for state, signals in metrics.success_breakdown.items()
             if signals
         )
     )
@@ -227,20 +227,19 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
         for verdict in outcome.judge.verdicts:
             mark = "passed" if verdict.passed else "failed"
             lines.append(f"  NL {verdict.index} {mark}: {verdict.assertion} ({verdict.reason})")
-    usage = metrics["token_usage"]
+    usage = metrics.token_usage
     lines.append(
         "tokens: "
         + "; ".join(
-            f"{role} {value['n_calls']} calls, {value['prompt']} prompt, "
-            f"{value['completion']} completion"
+            f"{role} {value.n_calls} calls, {value.prompt} prompt, {value.completion} completion"
             for role, value in usage.items()
         )
     )
     if outcome.is_infra_error:
         verdict_line = "result: infra_error (the endpoint failed; not scored)"
     else:
-        verdict_line = f"result: {'success' if metrics['is_successful'] else 'failure'}"
-    lines.append(f"{verdict_line}, tau2 reward {metrics['tau2_reward']:g}")
+        verdict_line = f"result: {'success' if metrics.is_successful else 'failure'}"
+    lines.append(f"{verdict_line}, tau2 reward {metrics.tau2_reward:g}")
     return lines
 
 
@@ -258,7 +257,7 @@ def run_command(args: argparse.Namespace) -> int:
     outcome = asyncio.run(_run(args, task=task, book=book, data_dir=data_dir))
     if args.json:
         document: dict[str, Any] = {
-            "metrics": outcome.metrics,
+            "metrics": outcome.metrics.to_json(),
             "transcript": outcome.conversation.to_json()["messages"],
             "actions": [action.to_json() for action in outcome.conversation.actions],
         }
@@ -273,4 +272,4 @@ def run_command(args: argparse.Namespace) -> int:
         print("\n".join(_report(outcome)))
     if outcome.is_infra_error:
         return EXIT_INFRA_ERROR
-    return EXIT_SUCCESS if outcome.metrics["is_successful"] else EXIT_FAILED
+    return EXIT_SUCCESS if outcome.metrics.is_successful else EXIT_FAILED

@@ -107,7 +107,7 @@ def test_a_report_that_cannot_be_written_costs_one_line_not_the_summary(
         data_dir, *PLUGIN_RUN_ARGS, f"--tau2-output-dir={tmp_path}", "--tau2-resume=plugin"
     )
     output = completed.stdout + completed.stderr
-    assert "tau2: report.html not written: cannot write" in completed.stderr, output[-3000:]
+    assert "tau2: report.html not written: cannot write" in completed.stdout, output[-3000:]
     assert (run / "summary.json").is_file()
     assert "Overall success rate:" in completed.stdout
     assert "INTERNALERROR" not in output

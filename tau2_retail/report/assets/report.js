@@ -880,7 +880,7 @@
       .map(([role, l]) => role + " p50 " + seconds(l.p50) + ", p95 " + seconds(l.p95));
     const facts = [
       ["task", row.task],
-      ["trial", row.trial == null || S.trials < 2 ? null : row.trial + 1 + " of " + S.trials],
+      ["trial", row.trial == null || S.trials < 2 ? null : row.trial + " of " + S.trials],
       ["seed", row.seed],
       ["split", row.split],
       ["persona", row.persona],

@@ -237,7 +237,7 @@ def test_configuration_names_models_trials_and_seeds(runs: dict[str, Path]) -> N
     assert config["Judge"] == "test:judge"
     assert config["Trials"] == "2"
     assert config["Base seed"] == "300"
-    assert config["Trial seeds"] == "300, 301"
+    assert config["Trial seeds"] == "trial 1: 300, trial 2: 301"
     assert config["Agent notes"] == "on"
 
 
@@ -343,7 +343,7 @@ def test_a_run_without_summary_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="expected a JSON object"):
         build_report_data(tmp_path)
     (tmp_path / "summary.json").write_text('{"counts": {}}', encoding="utf-8")
-    with pytest.raises(ReportError, match="'success_rate' must be a JSON object"):
+    with pytest.raises(ReportError, match=r"signals: expected a JSON object.*summarize"):
         build_report_data(tmp_path)
     with pytest.raises(ReportError, match="is not a directory"):
         build_report_data(tmp_path / "nowhere")
