@@ -250,7 +250,7 @@ def summary_times(run_dir: Path, repeats: int) -> dict[str, float]:
         command.append(time.perf_counter() - start)
     return {
         "scenarios": len(metrics),
-        "pass_hat_k": [entry["k"] for entry in summary["pass_hat_k"]],
+        "pass_hat_k": [entry.k for entry in summary.pass_hat_k],
         "build_and_write_s": median(build),
         "load_metrics_s": load_s,
         "summarize_command_s": median(command),

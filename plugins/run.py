@@ -171,7 +171,9 @@ class Tau2Run:
         for key in RESUME_KEYS:
             if key in before and settings.sources.get(key) == "default":
                 value = before[key]
-                self.adopted[key] = tuple(value) if isinstance(value, list) else value
+                value = tuple(value) if isinstance(value, list) else value
+                if getattr(settings, key, value) != value:
+                    self.adopted[key] = value
         if self.adopted:
             settings = dataclasses.replace(
                 settings,
@@ -266,6 +268,8 @@ class Tau2Run:
         if scenario is None:
             return
         self.seen.add(scenario)
+        if report.when != "teardown":
+            return  # only a scenario whose test ran to its end has a result (not a crash)
         for name, value in report.user_properties:
             if name == ARTIFACTS_PROPERTY:
                 self.results[scenario] = self.run_dir / str(value)

@@ -96,7 +96,7 @@ class ScenarioOutcome:
             parts.append(f"stop {self.conversation.stop_reason.value}")
         if not self.metrics.db_state_match:
             differing = sum(len(records) for records in self.db_diff.values())
-            parts.append(f"DB: {differing} record{'' if differing == 1 else 's'} differ")
+            parts.append(f"DB: {differing} record{' differs' if differing == 1 else 's differ'}")
         count = self.metrics.nl_assertion_pass_count
         total = self.metrics.nl_assertion_total
         if count is not None and count < total:
