@@ -20,7 +20,7 @@ from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.plugins.options import ModelSettings, Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
-from tau2_retail.plugins.run import ARTIFACTS_PROPERTY
+from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, OUTCOME_PROPERTY
 from tau2_retail.plugins.runtime import DataBundle, endpoint_model
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
 from tau2_retail.tools.store import Store
@@ -145,6 +145,13 @@ async def tau2_outcome(
     request.node.user_properties.append(
         (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.run_dir).as_posix())
     )
+    if outcome.is_infra_error:
+        verdict = "INFRA"
+    elif outcome.metrics.is_successful:
+        verdict = "PASS"
+    else:
+        verdict = f"FAIL: {outcome.short_reason()}"
+    request.node.user_properties.append((OUTCOME_PROPERTY, verdict))
     if outcome.is_infra_error:
         raise Tau2InfraError(
             f"infra_error: {outcome.conversation.detail} "

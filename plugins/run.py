@@ -18,18 +18,20 @@ import platform
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Generator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError, DataError
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import Tau2Process, scenario_of
 from tau2_retail.report.page import ReportError, write_report
-from tau2_retail.results.artifacts import RunMetrics, load_run_metrics, read_metrics
+from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.records import RESUME_KEYS, RunArgs, RunSummary, ScenarioRow
 from tau2_retail.results.summary import (
@@ -76,7 +78,6 @@ class Tau2Run:
         self.config = config
         self.process = process
         self.adopted: dict[str, Any] = {}
-        self.results: dict[str, Path | None] = {}
         self.seen: set[str] = set()
         self.collected = False
         self.summary: RunSummary | None = None
@@ -265,42 +266,49 @@ class Tau2Run:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         scenario = scenario_of(report.nodeid)
-        if scenario is None:
-            return
-        self.seen.add(scenario)
-        if report.when != "teardown":
-            return  # only a scenario whose test ran to its end has a result (not a crash)
-        for name, value in report.user_properties:
-            if name == ARTIFACTS_PROPERTY:
-                self.results[scenario] = self.run_dir / str(value)
+        if scenario is not None:
+            self.seen.add(scenario)
 
-    def _metrics(self) -> tuple[dict[str, Any], dict[str, str]]:
-        """The records of this session's scenarios (and, on resume, the earlier ones), and
-        why any scenario has none."""
-        records: dict[str, Any] = {}
-        reasons: dict[str, str] = {}
-        if self.process.settings.resume:
-            earlier: RunMetrics = load_run_metrics(self.run_dir)
-            records.update((m.scenario_id, m) for m in earlier.records)
-            reasons.update(earlier.incomplete)
-        for scenario in sorted(self.seen):
-            folder = self.results.get(scenario)
-            if folder is None:
-                records.pop(scenario, None)
-                reasons[scenario] = "no result (interrupted, or its process was lost)"
-                continue
-            try:
-                records[scenario] = read_metrics(folder / "metrics.json")
-                reasons.pop(scenario, None)
-            except ArtifactError as error:
-                records.pop(scenario, None)
-                reasons[scenario] = str(error)
-        return records, {k: v for k, v in reasons.items() if k not in records}
+    def _metrics(self) -> tuple[dict[str, ScenarioMetrics], dict[str, str]]:
+        """The whole records in the run folder (this session's, and on resume the earlier
+        ones), and why each other scenario of the run has none.
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not (self.seen or (self.collected and self.process.completed)):
-            return
+        The folder is the truth, as for resume and ``summarize``: a scenario whose record was
+        written is complete even when Ctrl-C cut its test short or its report never reached
+        this process; one without a whole record is lost, with the reason.
+        """
+        on_disk = load_run_metrics(self.run_dir)
+        records = {m.scenario_id: m for m in on_disk.records}
+        reasons = dict(on_disk.incomplete)
+        for scenario in self.seen - records.keys():
+            reasons.setdefault(scenario, "no metrics.json (interrupted, or its process was lost)")
+        return records, reasons
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(
+        self, session: pytest.Session, exitstatus: int
+    ) -> Generator[None, None, None]:
+        """Write the run files, then apply the gate (its verdict is the exit status).
+
+        A finished session is written before the other plugins finish (junit XML then holds the
+        rates and the gate). An interrupted one is written after them: xdist's workers finish
+        their current scenario while xdist shuts them down, and those records count too.
+        """
+        active = bool(self.seen or (self.collected and self.process.completed))
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        if active and interrupted:
+            # syrupy (installed beside us) warns that an interrupted xdist session sent it no
+            # snapshot reports; with filterwarnings=error that warning became a traceback and
+            # exit 1 after Ctrl-C. A benchmark session asserts no snapshots: the warning says
+            # nothing here. The filter lives inside pytest's catch_warnings of this hook.
+            warnings.filterwarnings("ignore", message=r"syrupy: ", category=UserWarning)
+        if active and not interrupted:
+            self._finish(session)
+        yield
+        if active and interrupted:
+            self._finish(session)
+
+    def _finish(self, session: pytest.Session) -> None:
         records, lost = self._metrics()
         expected = sorted(records.keys() | lost.keys() | self.seen)
         settings = self.process.settings

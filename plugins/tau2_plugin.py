@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tau2_retail.plugins.options import add_options, resolve_settings
-from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process, new_run_id
 from tau2_retail.plugins.process import scenario_of as scenario_of
+from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run
 from tau2_retail.plugins.runtime import select_scenarios
 

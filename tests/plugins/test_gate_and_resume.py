@@ -137,8 +137,9 @@ def test_a_crashed_worker_loses_only_its_scenario_and_the_gate_counts_it(bench: 
     # only with workers: without xdist a crash ends the whole session
     with (bench.path / "conftest.py").open("a", encoding="utf-8") as conftest:
         conftest.write(
+            # the worker dies before the scenario ran (no record): the scenario is lost
             "import os\n\n\n"
-            "def pytest_runtest_call(item):\n"
+            "def pytest_runtest_setup(item):\n"
             "    if item.nodeid.endswith('[tau2_retail__12]'):\n"
             "        os._exit(3)\n"
         )

@@ -26,6 +26,7 @@ from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_policy, load_user_guidelines
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import ScriptedCustomer
@@ -372,11 +373,12 @@ def test_any_tool_call_gives_a_result_through_conversation_artifacts_and_xdist(
             limits=Limits(max_errors=100),
         )
     )
-    assert outcome.metrics["stop_reason"] == "agent_exit"
+    assert outcome.metrics.stop_reason == "agent_exit"
     tool_messages = [m for m in outcome.conversation.messages if m.role.value == "tool"]
     assert len(tool_messages) >= 1
-    # what the worker hands the controller crosses the xdist (execnet) boundary
-    assert execnet.loads(execnet.dumps(outcome.metrics)) == outcome.metrics
+    # the record is plain JSON values: it crosses any boundary (execnet, a file) intact
+    record = outcome.metrics.to_json()
+    assert ScenarioMetrics.from_json(execnet.loads(execnet.dumps(record))) == outcome.metrics
     folder = tmp_path_factory.mktemp("artifacts")
     write_scenario_artifacts(
         folder,
