@@ -261,6 +261,32 @@ OPTIONS: tuple[Setting, ...] = (
 )
 
 
+def _ini_type(setting: Setting) -> Any:
+    """A string, or for a numeric or on/off setting also the TOML number or boolean.
+
+    ``tau2_trials = 2`` in ``[tool.pytest]`` is a TOML integer; the parser then checks it like
+    the text ``"2"``.
+    """
+    if setting.parse is _on_off:
+        return str | bool
+    try:
+        sample = setting.parse("1")
+    except _Invalid:
+        return "string"
+    if isinstance(sample, int):
+        return str | int
+    if isinstance(sample, float):
+        return str | float
+    return "string"
+
+
+def _ini_text(value: object) -> str:
+    """An ini value as the text an option would give (TOML ``true`` is ``on``)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("tau2", "tau2 retail benchmark")
     for setting in OPTIONS:
@@ -272,7 +298,7 @@ def add_options(parser: pytest.Parser) -> None:
             metavar=setting.name.split("_")[-1].upper(),
             help=f"{setting.help}{env_note} [ini {setting.dest}]",
         )
-        parser.addini(setting.dest, help=setting.help, type="string", default=None)
+        parser.addini(setting.dest, help=setting.help, type=_ini_type(setting), default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -349,8 +375,8 @@ def _raw(config: pytest.Config, setting: Setting) -> tuple[str, str]:
     if setting.env_var and os.environ.get(setting.env_var):
         return os.environ[setting.env_var], setting.env_var
     ini = config.getini(setting.dest)
-    if ini is not None and str(ini).strip():
-        return str(ini), f"ini {setting.dest}"
+    if ini is not None and _ini_text(ini).strip():
+        return _ini_text(ini), f"ini {setting.dest}"
     return setting.default, "default"
 
 
@@ -406,13 +432,22 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "disagree; give only --tau2-resume RUN_ID to continue a run"
         )
     judge = _model("judge", values, sources) if values["judge_model"] else None
+    agent, user = _model("agent", values, sources), _model("user", values, sources)
+    if not agent.is_builtin and user.is_builtin and sources["user_model"] == "default":
+        raise pytest.UsageError(
+            f"{sources['agent_model']}: the agent {agent.name!r} is an endpoint, but the "
+            "simulated user would be the built-in scripted customer (it pastes the task and "
+            "agrees to everything), so the score would not compare with tau2's; set "
+            "--tau2-user-model (and --tau2-user-base-url) to a model that plays the customer, "
+            "or --tau2-user-model=builtin:customer to accept the scripted one"
+        )
     recorded = {
         name: list(value) if isinstance(value, tuple) else value for name, value in values.items()
     }
     return Tau2Settings(
         **{name: values[name] for name in _TYPED},
-        agent=_model("agent", values, sources),
-        user=_model("user", values, sources),
+        agent=agent,
+        user=user,
         judge=judge,
         recorded=recorded,
         sources=sources,

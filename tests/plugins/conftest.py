@@ -52,6 +52,8 @@ filterwarnings =
     # in-process runs: this process imported the installed plugin before the inner pytest
     ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning
 strict = true
+# an endpoint agent with the scripted customer must be asked for explicitly
+tau2_user_model = builtin:customer
 addopts = -p no:hypothesispytest -p no:syrupy -p no:anyio -p no:cacheprovider
 """
 RUN_TIMEOUT_SECONDS = 240
