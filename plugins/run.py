@@ -183,9 +183,9 @@ class Tau2Run:
             )
             self.process.settings = settings
         now = self.process.configuration.identity()
-        differing = sorted(
-            key for key in before.keys() | now.keys() if before.get(key) != now.get(key)
-        )
+        # a setting the stored run did not record (an older version) is not compared
+        keys = before.keys() | {key for key in now if key not in RESUME_KEYS}
+        differing = sorted(key for key in keys if before.get(key) != now.get(key))
         if differing:
             shown = "; ".join(
                 f"{key}: stored {before.get(key)!r}, now {now.get(key)!r}" for key in differing
