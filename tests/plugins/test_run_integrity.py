@@ -193,3 +193,14 @@ def test_junit_one_outcome_per_scenario_and_the_gate_against_a_baseline(
     properties = _suite_properties(suite)
     assert properties["tau2_gate"] == "FAIL"
     assert properties["tau2_gate_line"] == gate
+
+
+def test_the_offline_banner_shows_also_under_q(bench: Bench) -> None:
+    result = bench.run_inprocess("--co", "-q", "--tau2-tasks=0")
+
+    assert result.ret == pytest.ExitCode.OK
+    banner = [line for line in result.stdout.lines if "OFFLINE SELF-CHECK" in line]
+    assert banner == [
+        "tau2: OFFLINE SELF-CHECK (built-in oracle agent, scripted customer, no judge): "
+        "this measures the harness, not a model"
+    ]

@@ -368,3 +368,17 @@ def test_screenshots(mixed_run: Path, open_report: Open, tmp_path: Path) -> None
         DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copyfile(overview, DOCS_SCREENSHOT)
     _assert_clean(opened)
+
+
+def test_labels_are_whole_and_counts_agree_in_number(mixed_run: Path, open_report: Open) -> None:
+    """The signals chart shows "Action match (excluded)" whole, not "Action match (exclu...";
+    a role with one request reads "(1 call)", not "(1 calls)"."""
+    opened = open_report(mixed_run / REPORT_FILE)
+    labels = opened.page.locator("svg.chart text").all_text_contents()
+    assert "Action match (excluded)" in labels
+    assert not [label for label in labels if label.endswith("\u2026")]
+    opened.page.locator(".vt-row").nth(0).click()
+    opened.page.wait_for_selector("#scenario-view .chat")
+    shown = opened.page.locator("#scenario-view").inner_text()
+    assert "(1 calls)" not in shown
+    _assert_clean(opened)
