@@ -322,6 +322,10 @@ def test_trials_are_scored_per_trial_with_pass_hat_k(
     ]
     text = (bench.run_dir("tri") / "all_summary.txt").read_text(encoding="utf-8")
     assert "pass^1: 0.7500 (2 tasks)\npass^2: 0.5000 (2 tasks)\n" in text
+    # the terminal's rates carry pass^1..k right after the overall rate
+    lines = result.stdout.lines
+    overall = lines.index("Overall success rate: 75.00% (3/4 scenarios)")
+    assert lines[overall + 1] == "pass^1 0.7500, pass^2 0.5000 (2 tasks)"
     for task in ("10", "12"):
         seeds = [bench.metrics("tri", f"tau2_retail__{task}/trial-{k}")["seed"] for k in (1, 2)]
         assert seeds == [626729, 373753]

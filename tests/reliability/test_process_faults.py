@@ -133,7 +133,8 @@ def test_worker_killed_loses_only_its_scenario(
         "lost": 1,
     }
     assert (
-        f"Lost scenarios (no metrics; excluded from rates): 1\n  {_scenario(VICTIM)}\n"
+        f"Lost scenarios (no metrics; excluded from rates): 1\n  {_scenario(VICTIM)}: "
+        "no metrics.json (interrupted, or its process was lost)\n"
         in (run_dir / "all_summary.txt").read_text()
     )
     assert_artifacts_intact(run_dir, others)
