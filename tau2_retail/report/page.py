@@ -290,7 +290,7 @@ def build_report_data(
             "name": against.resolve().name,
             "models": {role: baseline.model(role) for role in ("agent", "user", "judge")},
             "trials": baseline.trials,
-            **compare_summaries(summary.to_json(), baseline.to_json()),
+            **compare_summaries(summary, baseline),
         }
     generated = (now or datetime.now(tz=UTC)).isoformat(timespec="seconds")
     main = {

@@ -20,6 +20,7 @@ import pytest
 
 from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.page import REPORT_FILE, write_report
+from tau2_retail.results.records import RunSummary
 from tests.report.conftest import PLUGIN_RUN_ARGS, Opened, run_benchmark
 from tests.report.runs import HOSTILE, JUDGE_REASON
 
@@ -324,7 +325,9 @@ def test_a_model_that_answers_markup_gets_text_not_code(mixed_run: Path, open_re
 
 def test_comparing_two_runs(mixed_run: Path, baseline_run: Path, open_report: Open) -> None:
     path, _ = write_report(mixed_run, against=baseline_run)
-    comparison = compare_summaries(_summary(mixed_run), _summary(baseline_run))
+    comparison = compare_summaries(
+        RunSummary.from_json(_summary(mixed_run)), RunSummary.from_json(_summary(baseline_run))
+    )
     opened = open_report(path)
     section = opened.page.locator("#comparison")
     assert section.is_visible()

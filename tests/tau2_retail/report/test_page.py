@@ -32,6 +32,7 @@ from tau2_retail.report.page import (
     write_report,
 )
 from tau2_retail.report.scenario import action_pairs, record_differences
+from tau2_retail.results.records import RunSummary
 from tests.report.runs import HOSTILE, JUDGE_REASON, write_run
 
 ASSETS = Path(__file__).resolve().parents[3] / "tau2_retail" / "report" / "assets"
@@ -388,7 +389,7 @@ def test_action_pairs_follow_the_action_match_rule() -> None:
 def test_compare_lists_flips_and_rate_differences(runs: dict[str, Path]) -> None:
     current = _json(runs["mixed"] / "summary.json")
     baseline = _json(runs["baseline"] / "summary.json")
-    comparison = compare_summaries(current, baseline)
+    comparison = compare_summaries(RunSummary.from_json(current), RunSummary.from_json(baseline))
     flips = {f["id"]: f for f in comparison["flips"]}
     assert flips["tau2_retail__0-trial2"]["kind"] == "broken"
     assert flips["tau2_retail__0-trial2"]["signals"] == [
