@@ -600,3 +600,36 @@ def test_summarize_module_entry_point(real_run: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Overall success rate: 66.67% (2/3 scenarios)" in done.stdout
     assert (real_run / "summary.json").is_file()
+
+
+def test_summarize_counts_an_empty_metrics_file_as_lost_with_its_reason(
+    real_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a power loss leaves: not a "not valid JSON" stop, a lost scenario that says why."""
+    run_dir = tmp_path / "copy"
+    shutil.copytree(real_run, run_dir)
+    (run_dir / "tau2_retail__3" / "metrics.json").write_text("")
+
+    assert main(["summarize", str(run_dir)]) == 0
+
+    out = capsys.readouterr().out
+    assert "Lost scenarios (no metrics; excluded from rates): 1\n  tau2_retail__3: " in out
+    assert "not valid JSON" in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["lost"] == ["tau2_retail__3"]
+    assert summary["counts"]["scored"] == 2
+
+
+def test_summarize_without_run_args_keeps_the_recorded_versions(
+    real_run: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "copy"
+    shutil.copytree(real_run, run_dir)
+    assert main(["summarize", str(run_dir)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["versions"] = VERSIONS
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+    assert main(["summarize", str(run_dir)]) == 0
+
+    assert json.loads((run_dir / "summary.json").read_text())["versions"] == VERSIONS
