@@ -3,8 +3,8 @@
 :func:`build_summary` turns the scenarios' ``metrics.json`` records into the figures of
 ``summary.json``; :func:`render_summary_text` writes them as ``all_summary.txt``. Both are pure.
 :func:`write_run_summary` writes ``all_metrics.json``, ``summary.json`` and ``all_summary.txt``
-(only the controller process calls it), and :func:`summarize_command` rebuilds them from the
-artifacts of a run folder (``python -m tau2_retail summarize RUN_DIR``).
+(only the controller process calls it), and :func:`rebuild_run_summary` rebuilds them from the
+artifacts of a run folder (for ``python -m tau2_retail summarize RUN_DIR``).
 
 Counting rules:
 
@@ -22,10 +22,8 @@ Counting rules:
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -43,8 +41,8 @@ __all__ = [
     "build_summary",
     "headline_lines",
     "pass_hat_k",
+    "rebuild_run_summary",
     "render_summary_text",
-    "summarize_command",
     "write_run_args",
     "write_run_summary",
 ]
@@ -483,20 +481,20 @@ def _read_run_args(run_dir: Path) -> dict[str, Any]:
     return raw
 
 
-def summarize_command(args: argparse.Namespace) -> int:
-    """``summarize RUN_DIR``: rebuild the run summaries from its artifacts and print the text."""
-    run_dir = Path(args.run_dir)
+def rebuild_run_summary(run_dir: Path) -> dict[str, Any]:
+    """Rebuild a run's summaries from its artifacts and ``run_args.json``; return the summary.
+
+    Raises :class:`ArtifactError` when ``run_dir`` is not a run directory.
+    """
+    run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        print(f"error: {run_dir} is not a directory", file=sys.stderr)
-        return 2
+        raise ArtifactError(f"{run_dir} is not a directory")
     metrics = load_run_metrics(run_dir)
     if not metrics:
-        print(
-            f"error: {run_dir} has no scenario metrics (no <scenario>/metrics.json or "
-            "<scenario>/trial-<k>/metrics.json); is it a run directory?",
-            file=sys.stderr,
+        raise ArtifactError(
+            f"{run_dir} has no scenario metrics (no <scenario>/metrics.json or "
+            "<scenario>/trial-<k>/metrics.json); is it a run directory?"
         )
-        return 2
     run_args = _read_run_args(run_dir)
     trials = run_args.get("trials")
     if trials is None:
@@ -504,7 +502,7 @@ def summarize_command(args: argparse.Namespace) -> int:
             (t + 1 for m in metrics if isinstance(t := m.get("trial"), int) and t >= 0),
             default=1,
         )
-    summary = write_run_summary(
+    return write_run_summary(
         run_dir,
         metrics,
         expected=run_args.get("expected"),
@@ -512,5 +510,3 @@ def summarize_command(args: argparse.Namespace) -> int:
         configuration=run_args.get("configuration") or {},
         versions=run_args.get("versions") or {},
     )
-    sys.stdout.write(render_summary_text(summary))
-    return 0

@@ -17,7 +17,7 @@ from tau2_retail.cli.run import (
     MAX_SHOWN_CHARS,
     render_transcript,
 )
-from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.data.tasks import Task, load_tasks, trial_seeds
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.testing.loopback_server import (
@@ -89,7 +89,10 @@ def test_default_run_is_the_oracle_and_succeeds(data_dir, capsys):
     assert run(data_dir, "0") == EXIT_SUCCESS
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0] == "scenario tau2_retail__0 (split train, persona lisa_brenner, seed None)"
+    assert lines[0] == (
+        "scenario tau2_retail__0 (split train, persona lisa_brenner, "
+        "seed 626729 = trial 1 of base seed 300)"
+    )
     assert lines[1] == "agent: builtin:oracle; user: builtin:customer; judge: none"
     assert "agent: Hi! How can I help you today?" in lines
     assert "agent -> end_conversation({})" in lines
@@ -104,7 +107,7 @@ def test_default_run_is_the_oracle_and_succeeds(data_dir, capsys):
 
 
 def test_the_json_output_holds_metrics_and_transcript(data_dir, capsys):
-    assert run(data_dir, "0", "--json", "--seed", "626729") == EXIT_SUCCESS
+    assert run(data_dir, "0", "--json", "--seed", "300") == EXIT_SUCCESS
     document = json.loads(capsys.readouterr().out)
     metrics = document["metrics"]
     assert metrics["scenario_name"] == "tau2_retail__0"
@@ -170,24 +173,40 @@ def test_unknown_task_id_exits_2(data_dir, capsys):
     [
         (
             ["--agent-base-url", "http://127.0.0.1:9/v1"],
-            "error: --agent-base-url 'http://127.0.0.1:9/v1' given with the built-in model "
-            "'builtin:oracle'; built-in models run locally: drop the URL or name an endpoint model",
+            "error: --agent-base-url given with the built-in model 'builtin:oracle'; built-in "
+            "models run locally: drop the option or name an endpoint model",
+        ),
+        (
+            ["--user-temperature", "0.5"],
+            "error: --user-temperature given with the built-in model 'builtin:customer'; "
+            "built-in models run locally: drop the option or name an endpoint model",
         ),
         (
             ["--user-model", "builtin:oracle"],
-            "error: 'builtin:oracle' is not a built-in user model; "
-            "built-in user models: builtin:customer",
+            "error: --user-model: 'builtin:oracle' is not a built-in user model; "
+            "accepted built-ins: builtin:customer",
         ),
         (
             ["--judge-model", "builtin:oracle"],
-            "error: --judge-model 'builtin:oracle': there is no built-in judge; name a model at "
-            "an OpenAI-compatible endpoint (with --judge-base-url), or leave the option out",
+            "error: --judge-model: 'builtin:oracle' is not a built-in judge model; "
+            "accepted built-ins: none (the judge must be an endpoint)",
         ),
-        (["--max-steps", "0"], "error: --max-steps: got 0; expected a positive integer"),
+        (
+            ["--judge-timeout", "5"],
+            "error: --judge-timeout given without --judge-model: name the judge model",
+        ),
         (
             ["--agent-model", "m", "--agent-base-url", "ftp://x"],
-            "error: EndpointConfig.base_url: got 'ftp://x'; "
+            "error: --agent-*: EndpointConfig.base_url: got 'ftp://x'; "
             "expected an http:// or https:// URL, or None",
+        ),
+        (
+            ["--agent-model", "m", "--agent-top-p", "0"],
+            "error: --agent-*: EndpointConfig.top_p: got 0.0; expected a number in (0, 1], or None",
+        ),
+        (
+            ["--max-duration", "0"],
+            "error: --max-duration: got 0; expected a number of seconds > 0",
         ),
     ],
 )
@@ -196,11 +215,25 @@ def test_bad_settings_exit_2_naming_the_option(data_dir, capsys, args, message):
     assert capsys.readouterr().err == message + "\n"
 
 
-def test_a_client_built_before_a_bad_setting_is_closed(data_dir, server, closed, capsys):
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-steps", "0"], "argument --max-steps: got 0; expected an integer >= 1"),
+        (["--agent-extra-body", "[1]"], "argument --agent-extra-body: expected a JSON object"),
+    ],
+)
+def test_malformed_values_are_usage_errors(data_dir, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_info:
+        run(data_dir, "0", *args)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith(message)
+
+
+def test_no_client_is_built_when_a_setting_is_bad(data_dir, server, closed, capsys):
     args = [*endpoint("agent", server, "test-model"), "--user-model", "builtin:noop"]
     assert run(data_dir, "0", *args) == 2
     assert "is not a built-in user model" in capsys.readouterr().err
-    assert closed == ["test-model"]
+    assert closed == []
     assert server.requests == ()
 
 
@@ -215,6 +248,7 @@ def test_scripted_endpoint_agent_end_to_end(data_dir, tasks, server, closed, cap
         Completion(tool_calls=(ReplyToolCall(id="end", name="end_conversation"),)),
     )
     status = run(data_dir, "0", *endpoint("agent", server, "test-model"), "--seed", "7")
+    seed = trial_seeds(7, 1)[0]
     out = capsys.readouterr().out
     assert status == EXIT_SUCCESS, out
     assert f"agent: test-model at {server.base_url}; user: builtin:customer" in out
@@ -225,7 +259,8 @@ def test_scripted_endpoint_agent_end_to_end(data_dir, tasks, server, closed, cap
     bodies = [request.body for request in server.requests]
     assert len(bodies) == len(task.actions) + 2
     assert {body["model"] for body in bodies} == {"test-model"}
-    assert {body["seed"] for body in bodies} == {7}
+    assert {body["seed"] for body in bodies} == {seed}
+    assert f"seed {seed} = trial 1 of base seed 7)" in out
     assert all(len(body["tools"]) == 17 for body in bodies)
     assert bodies[0]["messages"][0]["role"] == "system"
     assert bodies[0]["messages"][0]["content"].endswith(
