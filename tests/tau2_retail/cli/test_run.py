@@ -17,7 +17,7 @@ from tau2_retail.cli.run import (
     MAX_SHOWN_CHARS,
     render_transcript,
 )
-from tau2_retail.data.tasks import Task, load_tasks, trial_seeds
+from tau2_retail.data.tasks import Task, trial_seeds
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.testing.loopback_server import (
@@ -28,11 +28,6 @@ from tau2_retail.testing.loopback_server import (
 )
 
 KEY_ENV = "TAU2_TEST_RUN_ONE_KEY"
-
-
-@pytest.fixture(scope="module")
-def tasks(data_dir) -> Mapping[str, Task]:
-    return load_tasks(data_dir)
 
 
 @pytest.fixture
