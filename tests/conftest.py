@@ -1,5 +1,5 @@
-"""Fixtures shared by every test of the suite: the verified data folder and its tasks, a
-writable copy of the folder, and a loopback OpenAI-compatible server. Defined here once; the
+"""Fixtures shared by every test of the suite: the verified data folder, its tasks and gold
+book, a writable copy of the folder, and a loopback OpenAI-compatible server. Defined here once; the
 helpers behind them (bench, scripted endpoint, run readers) live in ``tau2_retail.testing``.
 
 Subprocess-heavy tests (a benchmark project run by ``python -m pytest``, or pytester) carry the
@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.data.files import load_manifest, resolve_data_dir
+from tau2_retail.data.gold import GoldBook
+from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.errors import DataError
 from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
@@ -47,6 +49,12 @@ def data_dir() -> Path:
 def tasks(data_dir: Path) -> Mapping[str, Task]:
     """The 114 tasks, by id."""
     return load_tasks(data_dir)
+
+
+@pytest.fixture(scope="session")
+def book(data_dir: Path, tasks: Mapping[str, Task]) -> GoldBook:
+    """The gold results of the tasks, each replayed once per test process."""
+    return GoldBook(seed=load_seed(data_dir), tasks=tasks)
 
 
 @pytest.fixture

@@ -264,6 +264,62 @@ def test_scripted_endpoint_agent_end_to_end(data_dir, tasks, server, closed, cap
     assert closed == ["test-model"]
 
 
+def test_the_conversation_is_printed_as_it_happens(data_dir, tasks, server, capsys):
+    """Each message is on stdout before the next model call, the report only at the end."""
+    task = tasks["0"]
+    seen_before_last_call: list[str] = []
+
+    def respond(body: Mapping[str, Any]) -> Completion:
+        calls = sum(len(m.get("tool_calls") or ()) for m in body["messages"])
+        if calls < len(task.actions):
+            return gold_calls(task)[calls]
+        said = [m for m in body["messages"] if m["role"] == "assistant" and m.get("content")]
+        if not any("anything else" in m["content"] for m in said):
+            return Completion(content="Done. Is there anything else?")
+        # the model is still working: what the user sees so far
+        seen_before_last_call.append(capsys.readouterr().out)
+        return Completion(tool_calls=(ReplyToolCall(id="end", name="end_conversation"),))
+
+    server.responder = respond
+    assert run(data_dir, "0", *endpoint("agent", server, "test-model")) == EXIT_SUCCESS
+    [so_far] = seen_before_last_call
+    assert so_far.startswith("scenario tau2_retail__0 ")
+    assert "agent: Hi! How can I help you today?" in so_far
+    assert so_far.count("agent -> ") == len(task.actions)
+    assert so_far.rstrip().endswith("user: No, that's all I needed. Thank you! ###STOP###")
+    assert "result:" not in so_far
+    rest = capsys.readouterr().out
+    assert rest.startswith("agent -> end_conversation({})\ntool: Conversation ended.\n")
+    assert rest.rstrip().endswith("result: success, tau2 reward 1")
+
+
+def test_request_options_and_limits_reach_the_endpoint(data_dir, server, capsys):
+    server.enqueue(Completion(tool_calls=(ReplyToolCall(name="end_conversation"),)))
+    args = [
+        *endpoint("agent", server, "test-model"),
+        "--agent-temperature=0.25",
+        "--agent-top-p=0.5",
+        "--agent-max-tokens=64",
+        '--agent-extra-body={"chat_template_kwargs": {"enable_thinking": false}}',
+        "--agent-timeout=30",
+        "--agent-max-retries=0",
+        "--max-duration=60",
+        "--max-errors=3",
+    ]
+    assert run(data_dir, "10", *args, "--json") == EXIT_SUCCESS
+    [request] = server.requests
+    body = request.body
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.25, 0.5, 64)
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_output_dir_gets_the_scenario_artifacts(data_dir, tmp_path, capsys):
+    assert run(data_dir, "3", "--output-dir", str(tmp_path), "--json") == EXIT_SUCCESS
+    metrics = json.loads((tmp_path / "tau2_retail__3" / "metrics.json").read_text())
+    assert metrics == json.loads(capsys.readouterr().out)["metrics"]
+    assert (tmp_path / "tau2_retail__3" / "conversation_log.txt").is_file()
+
+
 def test_no_agent_notes_sends_the_policy_alone(data_dir, server, capsys):
     server.enqueue(Completion(tool_calls=(ReplyToolCall(name="end_conversation"),)))
     args = endpoint("agent", server, "test-model")

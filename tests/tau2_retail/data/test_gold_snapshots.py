@@ -26,11 +26,6 @@ TASK_COUNT = 114  # tasks.json at the pinned upstream commit
 SNAPSHOTS = Path(__file__).parent / "__snapshots__" / "test_gold_snapshots"
 
 
-@pytest.fixture(scope="module")
-def book(data_dir: Path, tasks: Mapping[str, Task]) -> GoldBook:
-    return GoldBook(seed=load_seed(data_dir), tasks=tasks)
-
-
 @pytest.fixture
 def gold_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     return snapshot.use_extension(JSONSnapshotExtension)
