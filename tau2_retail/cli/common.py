@@ -14,6 +14,7 @@ def add_data_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
         metavar="DIR",
-        help="folder holding the upstream files (default: $TAU2_DATA_DIR, else the package's "
-        "fixtures/cache, filled by `data fetch`)",
+        help="folder holding the upstream files (default: $TAU2_DATA_DIR, else the data cache "
+        "that `data fetch` fills: fixtures/cache in a checkout, ~/.cache/tau2_retail when "
+        "installed)",
     )

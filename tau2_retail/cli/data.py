@@ -41,7 +41,10 @@ def add_parser(commands: SubParsers) -> None:
         "instead of downloading",
     )
     fetch_parser.add_argument(
-        "--dest", metavar="DIR", help="target folder (default: the package's fixtures/cache)"
+        "--dest",
+        metavar="DIR",
+        help="target folder (default: the data cache: fixtures/cache in a checkout, "
+        "~/.cache/tau2_retail when installed)",
     )
     fetch_parser.add_argument(
         "--base-url", metavar="URL", help="download address prefix instead of the pinned one"
@@ -56,7 +59,7 @@ def add_parser(commands: SubParsers) -> None:
     verify.add_argument(
         "folder",
         nargs="?",
-        help="folder to check (default: $TAU2_DATA_DIR, else the package's fixtures/cache)",
+        help="folder to check (default: $TAU2_DATA_DIR, else the data cache)",
     )
     verify.set_defaults(handler=verify_command)
 
