@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -89,14 +89,37 @@ _ROLE_WHO: Final = {
     "user": "the simulated user",
     "judge": "the NL-assertion judge",
 }
-_REQUEST_OPTIONS: Final = (
-    "base_url",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "extra_body",
-    "timeout",
-    "max_retries",
+_RequestOption = tuple[str, Callable[[str], Any], str, str]
+_REQUEST_OPTIONS: Final[tuple[_RequestOption, ...]] = (
+    # (name, parser, metavar, help with {who})
+    (
+        "base_url",
+        str,
+        "URL",
+        "OpenAI-compatible base URL of {who}, e.g. http://127.0.0.1:8000/v1 "
+        "(default: OPENAI_BASE_URL, else OpenAI's)",
+    ),
+    ("temperature", float, "T", "sampling temperature of {who} (default: the server's)"),
+    ("top_p", float, "P", "top_p of {who}, in (0, 1] (default: the server's)"),
+    ("max_tokens", _positive_int, "N", "max tokens per reply of {who} (default: the server's)"),
+    (
+        "extra_body",
+        _json_object,
+        "JSON",
+        "JSON object merged into every request body of {who} (server-specific fields)",
+    ),
+    (
+        "timeout",
+        float,
+        "SECONDS",
+        f"seconds per request of {{who}} (default: {_DEFAULT_ENDPOINT.timeout_seconds:g})",
+    ),
+    (
+        "max_retries",
+        int,
+        "N",
+        f"retries per request of {{who}} (default: {_DEFAULT_ENDPOINT.max_retries})",
+    ),
 )
 
 
@@ -114,54 +137,19 @@ def _add_role(parser: argparse.ArgumentParser, role: str, default: str | None) -
         f"--{role}-model", default=default, metavar="NAME", help=f"{model_help}{shown}"
     )
     group.add_argument(
-        f"--{role}-base-url",
-        metavar="URL",
-        help=f"OpenAI-compatible base URL of {who}, e.g. http://127.0.0.1:8000/v1 "
-        "(default: OPENAI_BASE_URL, else OpenAI's)",
-    )
-    group.add_argument(
         f"--{role}-api-key-env",
         default=DEFAULT_API_KEY_ENV,
         metavar="NAME",
         help=f"NAME of the environment variable holding the API key of {who} "
         f"(default: {DEFAULT_API_KEY_ENV})",
     )
-    group.add_argument(
-        f"--{role}-temperature",
-        type=float,
-        metavar="T",
-        help=f"sampling temperature of {who} (default: the server's)",
-    )
-    group.add_argument(
-        f"--{role}-top-p",
-        type=float,
-        metavar="P",
-        help=f"top_p of {who}, in (0, 1] (default: the server's)",
-    )
-    group.add_argument(
-        f"--{role}-max-tokens",
-        type=_positive_int,
-        metavar="N",
-        help=f"max tokens per reply of {who} (default: the server's)",
-    )
-    group.add_argument(
-        f"--{role}-extra-body",
-        type=_json_object,
-        metavar="JSON",
-        help=f"JSON object merged into every request body of {who} (server-specific fields)",
-    )
-    group.add_argument(
-        f"--{role}-timeout",
-        type=float,
-        metavar="SECONDS",
-        help=f"seconds per request of {who} (default: {_DEFAULT_ENDPOINT.timeout_seconds:g})",
-    )
-    group.add_argument(
-        f"--{role}-max-retries",
-        type=int,
-        metavar="N",
-        help=f"retries per request of {who} (default: {_DEFAULT_ENDPOINT.max_retries})",
-    )
+    for name, parse, metavar, text in _REQUEST_OPTIONS:
+        group.add_argument(
+            f"--{role}-{name.replace('_', '-')}",
+            type=parse,
+            metavar=metavar,
+            help=text.format(who=who),
+        )
 
 
 def add_parser(commands: SubParsers) -> None:
@@ -231,7 +219,7 @@ def add_parser(commands: SubParsers) -> None:
 
 
 def _endpoint_values(args: argparse.Namespace, role: str) -> dict[str, Any]:
-    return {name: getattr(args, f"{role}_{name}") for name in _REQUEST_OPTIONS}
+    return {name: getattr(args, f"{role}_{name}") for name, *_ in _REQUEST_OPTIONS}
 
 
 def _choice(args: argparse.Namespace, role: str) -> ModelChoice | None:
