@@ -150,7 +150,8 @@ def test_generated_power_towers_end_in_bounded_time(expression: str) -> None:
     store = Store(SeedDatabase.from_json(_EMPTY_DATABASE))
     started = time.perf_counter()
     result = dispatch_json(store, "calculate", json.dumps({"expression": expression}))
-    assert time.perf_counter() - started < 1.0, expression
+    # a watchdog against runaway arithmetic, not a speed target (that is in benchmarks/)
+    assert time.perf_counter() - started < scaled_timeout(10), expression
     assert isinstance(result.content, str)
 
 
