@@ -19,13 +19,14 @@ from typing import Any
 import pytest
 
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
+from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import EndpointConfig
 
 __all__ = ["OPTIONS", "ModelSettings", "Setting", "Tau2Settings", "add_options", "resolve_settings"]
 
-ROLES = ("agent", "user", "judge")
 SPLITS = ("base", "train", "test")
-DEFAULT_MODELS = {"agent": "builtin:oracle", "user": "builtin:customer", "judge": ""}
+DEFAULT_MODELS = {"agent": BUILTIN_ORACLE, "user": BUILTIN_CUSTOMER, "judge": ""}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -301,28 +302,8 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(setting.dest, help=setting.help, type=_ini_type(setting), default=None)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelSettings:
-    """Who plays a role: a built-in model, or an endpoint."""
-
-    name: str
-    endpoint: EndpointConfig | None
-
-    @property
-    def is_builtin(self) -> bool:
-        return self.name.startswith("builtin:")
-
-    def describe(self) -> str:
-        if self.endpoint is None or self.is_builtin:
-            return self.name
-        where = self.endpoint.base_url or "the openai default base URL"
-        return f"{self.name} at {where}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "model": self.name,
-            "endpoint": self.endpoint.to_json() if self.endpoint and not self.is_builtin else None,
-        }
+ModelSettings = ModelChoice
+"""Who plays a role (the harness's :class:`~tau2_retail.models.choice.ModelChoice`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -381,32 +362,26 @@ def _raw(config: pytest.Config, setting: Setting) -> tuple[str, str]:
 
 
 def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> ModelSettings:
-    name = values[f"{role}_model"]
-    builtin_names = {"agent": ("builtin:oracle", "builtin:noop"), "user": ("builtin:customer",)}
-    if name.startswith("builtin:"):
-        allowed = builtin_names.get(role, ())
-        if name not in allowed:
-            accepted = ", ".join(allowed) if allowed else "none (the judge must be an endpoint)"
-            raise pytest.UsageError(
-                f"{sources[role + '_model']}: {name!r} is not a built-in {role} model; "
-                f"accepted built-ins: {accepted}"
+    def endpoint(name: str) -> EndpointConfig:
+        try:
+            return EndpointConfig(
+                model=name,
+                base_url=values[f"{role}_base_url"] or None,
+                api_key_env=values[f"{role}_api_key_env"],
+                temperature=values[f"{role}_temperature"],
+                top_p=values[f"{role}_top_p"],
+                max_tokens=values[f"{role}_max_tokens"],
+                extra_body=values[f"{role}_extra_body"] or {},
+                timeout_seconds=values[f"{role}_timeout"],
+                max_retries=values[f"{role}_max_retries"],
             )
-        return ModelSettings(name=name, endpoint=None)
+        except ConfigError as error:
+            raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error
+
     try:
-        endpoint = EndpointConfig(
-            model=name,
-            base_url=values[f"{role}_base_url"] or None,
-            api_key_env=values[f"{role}_api_key_env"],
-            temperature=values[f"{role}_temperature"],
-            top_p=values[f"{role}_top_p"],
-            max_tokens=values[f"{role}_max_tokens"],
-            extra_body=values[f"{role}_extra_body"] or {},
-            timeout_seconds=values[f"{role}_timeout"],
-            max_retries=values[f"{role}_max_retries"],
-        )
+        return choose_model(role, values[f"{role}_model"], endpoint)
     except ConfigError as error:
-        raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error
-    return ModelSettings(name=name, endpoint=endpoint)
+        raise pytest.UsageError(f"{sources[role + '_model']}: {error}") from error
 
 
 def resolve_settings(config: pytest.Config) -> Tau2Settings:

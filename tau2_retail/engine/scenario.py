@@ -18,6 +18,7 @@ from tau2_retail.engine.conversation import (
     Clock,
     ConversationResult,
     Limits,
+    MessageListener,
     StopReason,
     run_conversation,
 )
@@ -239,8 +240,12 @@ async def run_scenario(
     tools: Sequence[Mapping[str, Any]],
     limits: Limits | None = None,
     clock: Clock | None = None,
+    on_message: MessageListener | None = None,
 ) -> ScenarioOutcome:
-    """Run the conversation on ``store``, judge it when a judge is given, score it."""
+    """Run the conversation on ``store``, judge it when a judge is given, score it.
+
+    ``on_message`` sees each conversation message as it is recorded.
+    """
     conversation = await run_conversation(
         agent=agent,
         user=user,
@@ -251,6 +256,7 @@ async def run_scenario(
         limits=limits,
         seed=scenario.seed,
         clock=clock,
+        on_message=on_message,
     )
     judge = None
     assertions = scenario.task.nl_assertions

@@ -25,12 +25,10 @@ or unreadable is named in that scenario's view; a missing or malformed ``summary
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
-import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -39,7 +37,7 @@ from typing import Any
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
-from tau2_retail.report.compare import compare_summaries, comparison_lines
+from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.scenario import StringTable, scenario_detail
 from tau2_retail.results.artifacts import METRICS_FILE, load_run_metrics
 from tau2_retail.results.atomic import write_text_atomic
@@ -56,7 +54,6 @@ __all__ = [
     "default_output",
     "json_for_script",
     "render_report",
-    "report_command",
     "write_report",
 ]
 
@@ -388,17 +385,3 @@ def write_report(
     except ArtifactError as error:
         raise ReportError(str(error)) from error
     return path, data
-
-
-def report_command(args: argparse.Namespace) -> int:
-    """``report RUN_DIR [--against OTHER] [--output FILE]``: write the page, print its path."""
-    run_dir = Path(args.run_dir)
-    against = Path(args.against) if args.against else None
-    output = Path(args.output) if args.output else None
-    path, data = write_report(run_dir, against=against, output=output)
-    size = path.stat().st_size
-    print(f"wrote {path} ({len(data.details)} scenarios, {size / 1e6:.1f} MB)")
-    comparison = data.main["comparison"]
-    if comparison is not None:
-        sys.stdout.write("\n".join(comparison_lines(comparison)) + "\n")
-    return 0

@@ -34,6 +34,7 @@ from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
 
 if TYPE_CHECKING:
+    from tau2_retail.engine.harness import ScenarioPrompts
     from tau2_retail.engine.scenario import ScenarioOutcome
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "scenario_dir",
     "scenario_id_of_folder",
     "validate_name",
+    "write_outcome",
     "write_scenario_artifacts",
 ]
 
@@ -202,6 +204,31 @@ def write_scenario_artifacts(
     write_text_atomic(config_dir / "tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
     write_json_atomic(config_dir / "scenario.json", _scenario_metadata(outcome, config))
     write_json_atomic(directory / METRICS_FILE, outcome.metrics.to_json())
+
+
+def write_outcome(
+    run_dir: Path,
+    outcome: ScenarioOutcome,
+    *,
+    prompts: ScenarioPrompts,
+    config: Mapping[str, Any],
+) -> Path:
+    """Write ``outcome``'s artifacts into its folder under ``run_dir``; return the folder.
+
+    The writer that goes with :class:`tau2_retail.engine.harness.Harness`: ``prompts`` is
+    ``harness.prompts(outcome.scenario.task)``.
+    """
+    scenario = outcome.scenario
+    directory = scenario_dir(run_dir, scenario.name, scenario.trial, scenario.trials)
+    write_scenario_artifacts(
+        directory,
+        outcome,
+        agent_prompt=prompts.agent,
+        user_prompt=prompts.user,
+        tools=prompts.tools,
+        config=config,
+    )
+    return directory
 
 
 def read_metrics(path: Path) -> ScenarioMetrics:

@@ -23,10 +23,8 @@ gives ``summarize`` the trials, the expected scenarios, the configuration and th
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -63,7 +61,6 @@ __all__ = [
     "read_summary",
     "render_summary_text",
     "summarize",
-    "summarize_command",
     "write_run_args",
     "write_run_summary",
 ]
@@ -467,18 +464,3 @@ def summarize(run_dir: Path) -> RunSummary:
         versions=earlier.versions if earlier else {},
         lost=loaded.incomplete,
     )
-
-
-def summarize_command(args: argparse.Namespace) -> int:
-    """``summarize RUN_DIR``: rebuild the run summaries from its artifacts and print the text."""
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        print(f"error: {run_dir} is not a directory", file=sys.stderr)
-        return 2
-    try:
-        summary = summarize(run_dir)
-    except ArtifactError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    sys.stdout.write(render_summary_text(summary))
-    return 0

@@ -85,6 +85,9 @@ def short_summary(result: pytest.RunResult, word: str) -> list[str]:
     )
 
 
+# The one scenario-running test that also runs without workers (the -n 0 smoke test): every
+# other one runs once, with -n 2.
+@pytest.mark.parametrize("xdist", [("-n", "0"), ("-n", "2")], ids=["n0", "n2"])
 def test_mixed_run_outcomes_summary_and_artifacts(
     bench: Bench, endpoint: ScriptedEndpoint, xdist: tuple[str, ...]
 ) -> None:

@@ -100,7 +100,7 @@ def test_resume_reruns_incomplete_and_infra_scenarios_to_the_uninterrupted_summa
     (run_dir / "tau2_retail__12" / "metrics.json").write_text("")
     for name in RUN_FILES:
         (run_dir / name).unlink()
-    endpoint.agent_requests.clear()
+    endpoint.reset()
 
     # the endpoint still fails: __3 runs again and stays an infra error, __12 completes
     second = bench.run(*xdist, TASKS, "--tau2-resume=res", *endpoint.agent_args())
@@ -112,7 +112,7 @@ def test_resume_reruns_incomplete_and_infra_scenarios_to_the_uninterrupted_summa
     assert summary["counts"]["expected"] == 4
     assert [entry["scenario_id"] for entry in summary["infra_errors"]] == ["tau2_retail__3"]
     endpoint.agent["3"] = END  # the endpoint is back
-    endpoint.agent_requests.clear()
+    endpoint.reset()
 
     third = bench.run(*xdist, TASKS, "--tau2-resume=res", *endpoint.agent_args())
 

@@ -1,4 +1,4 @@
-"""The run report's Python side: escaping, what it reads from a run, the comparison, the CLI.
+"""The run report's Python side: escaping, what it reads from a run, the comparison.
 
 The runs are real: the engine runs a few scenarios (built-in oracle and noop agents, a hostile
 agent that answers markup, an endpoint that is down, a scripted judge) and writes their
@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tau2_retail.cli.main import main
 from tau2_retail.report.compare import compare_summaries, comparison_lines
 from tau2_retail.report.page import (
     REPORT_FILE,
@@ -450,34 +449,3 @@ def test_write_report_turns_write_failures_into_report_errors(
     (blocked / "x").mkdir(parents=True)
     with pytest.raises(ReportError, match="cannot write"):
         write_report(runs["mixed"], output=blocked)
-
-
-def test_report_command_writes_the_page(
-    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(runs["mixed"], run)
-    assert main(["report", str(run)]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"wrote {run / REPORT_FILE} (12 scenarios, ")
-    assert (run / REPORT_FILE).read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-
-
-def test_report_command_against_a_baseline(
-    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    output = tmp_path / "out" / "cmp.html"
-    code = main(
-        ["report", str(runs["mixed"]), "--against", str(runs["baseline"]), "--output", str(output)]
-    )
-    assert code == 0
-    out = capsys.readouterr().out
-    assert f"wrote {output}" in out
-    assert "against baseline:" in out
-    assert "tau2_retail__0-trial2: PASS -> FAIL" in out
-    assert output.is_file()
-
-
-def test_report_command_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", str(tmp_path)]) == 2
-    assert "summary.json not found" in capsys.readouterr().err
