@@ -25,8 +25,8 @@ from tau2_retail.tools.store import Store
 __all__ = [
     "Tau2InfraError",
     "tau2_data",
-    "tau2_harness",
     "tau2_gold",
+    "tau2_harness",
     "tau2_outcome",
     "tau2_run",
     "tau2_scenario",

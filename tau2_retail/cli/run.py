@@ -380,7 +380,7 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
 
 def _json_document(outcome: ScenarioOutcome) -> dict[str, Any]:
     document: dict[str, Any] = {
-        "metrics": outcome.metrics,
+        "metrics": outcome.metrics.to_json(),
         "transcript": outcome.conversation.to_json()["messages"],
         "actions": [action.to_json() for action in outcome.conversation.actions],
     }
