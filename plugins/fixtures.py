@@ -7,7 +7,8 @@ reported as a pytest error and excluded from the rates.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,22 +16,20 @@ import pytest_asyncio
 
 from tau2_retail.data.gold import Gold
 from tau2_retail.engine.conversation import Limits
-from tau2_retail.engine.prompts import user_system_prompt
-from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
-from tau2_retail.models.builtin import builtin_model
-from tau2_retail.models.protocol import ChatModel
-from tau2_retail.plugins.options import ModelSettings, Tau2Settings
-from tau2_retail.plugins.run import METRICS_KEY, RUN_KEY, Tau2InfraError, Tau2Run
-from tau2_retail.plugins.runtime import DataBundle, endpoint_model
+from tau2_retail.engine.harness import DataBundle, Harness, Roles
+from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
+from tau2_retail.plugins.options import Tau2Settings
+from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
+from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, OUTCOME_PROPERTY
 from tau2_retail.plugins.scheduler import ScenarioScheduler, upcoming_items
-from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.artifacts import write_outcome
 from tau2_retail.tools.store import Store
 
 __all__ = [
     "Tau2InfraError",
     "tau2_data",
-    "tau2_endpoints",
     "tau2_gold",
+    "tau2_harness",
     "tau2_outcome",
     "tau2_run",
     "tau2_scenario",
@@ -41,17 +40,18 @@ __all__ = [
 
 
 @pytest.fixture(scope="session")
-def tau2_run(pytestconfig: pytest.Config) -> Tau2Run:
-    return pytestconfig.stash[RUN_KEY]
+def tau2_run(pytestconfig: pytest.Config) -> Tau2Process:
+    """This process's view of the run: settings, run id, run folder, data."""
+    return pytestconfig.stash[PROCESS_KEY]
 
 
 @pytest.fixture(scope="session")
-def tau2_settings(tau2_run: Tau2Run) -> Tau2Settings:
+def tau2_settings(tau2_run: Tau2Process) -> Tau2Settings:
     return tau2_run.settings
 
 
 @pytest.fixture(scope="session")
-def tau2_data(tau2_run: Tau2Run) -> DataBundle:
+def tau2_data(tau2_run: Tau2Process) -> DataBundle:
     """The verified data, loaded once per process."""
     return tau2_run.bundle
 
@@ -72,29 +72,25 @@ def tau2_gold(tau2_scenario: Scenario, tau2_data: DataBundle) -> Gold:
 @pytest.fixture
 def tau2_store(tau2_data: DataBundle) -> Store:
     """A private copy-on-write database over the seed (the scenario itself runs on its own,
-    ``tau2_outcome.conversation.store``)."""
+    ``tau2_outcome.conversation.store``, started ahead of the test by ``tau2_scheduler``)."""
     return Store(tau2_data.golds.seed)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def tau2_endpoints(tau2_run: Tau2Run) -> AsyncIterator[Mapping[str, ChatModel]]:
-    """One endpoint client per role and process, shared by its scenarios, closed at the end.
-
-    Building a client costs tens of milliseconds (TLS context); scenarios reuse them on the
-    session's event loop.
-    """
+async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIterator[Harness]:
+    """The process's scenario runner: one endpoint client per role, shared by its scenarios
+    on the session's event loop and closed at the end (a client costs tens of ms to build)."""
     settings = tau2_run.settings
-    roles = {"agent": settings.agent, "user": settings.user, "judge": settings.judge}
-    clients = {
-        role: endpoint_model(model)
-        for role, model in roles.items()
-        if model is not None and model.endpoint is not None
-    }
-    try:
-        yield clients
-    finally:
-        for client in clients.values():
-            await client.close()
+    async with Harness(
+        bundle=tau2_data,
+        roles=Roles(agent=settings.agent, user=settings.user, judge=settings.judge),
+        limits=Limits(
+            max_steps=settings.max_steps,
+            max_errors=settings.max_errors,
+            max_duration_seconds=settings.max_duration,
+        ),
+    ) as harness:
+        yield harness
 
 
 def _is_scenario_item(item: pytest.Item) -> bool:
@@ -108,55 +104,14 @@ def _is_scenario_item(item: pytest.Item) -> bool:
     )
 
 
-async def _run(
-    tau2_run: Tau2Run,
-    endpoints: Mapping[str, ChatModel],
-    data: DataBundle,
-    scenario: Scenario,
-) -> ScenarioOutcome:
-    settings = tau2_run.settings
-    task = scenario.task
-
-    def model_for(role: str, model: ModelSettings) -> ChatModel:
-        return endpoints.get(role) or builtin_model(model.name, task, role=role)
-
-    return await run_scenario(
-        scenario,
-        agent=model_for("agent", settings.agent),
-        user=model_for("user", settings.user),
-        judge_model=endpoints.get("judge"),
-        gold=data.golds[task.id],
-        store=Store(data.golds.seed),
-        agent_prompt=data.agent_prompt,
-        user_prompt=user_system_prompt(data.user_guidelines, task),
-        tools=data.tools,
-        limits=Limits(
-            max_steps=settings["max_steps"],
-            max_errors=settings["max_errors"],
-            max_duration_seconds=settings["max_duration"],
-        ),
-    )
-
-
-def _write(tau2_run: Tau2Run, data: DataBundle, outcome: ScenarioOutcome) -> None:
-    scenario = outcome.scenario
-    write_scenario_artifacts(
-        scenario_dir(tau2_run.run_dir, scenario.name, scenario.trial, scenario.trials),
-        outcome,
-        agent_prompt=data.agent_prompt,
-        user_prompt=user_system_prompt(data.user_guidelines, scenario.task),
-        tools=data.tools,
-        config=tau2_run.public_configuration,
-    )
+Finished = tuple[ScenarioOutcome, Path]
+"""A scenario's outcome and the folder its artifacts were written to."""
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def tau2_scheduler(
-    request: pytest.FixtureRequest,
-    tau2_run: Tau2Run,
-    tau2_endpoints: Mapping[str, ChatModel],
-    tau2_data: DataBundle,
-) -> AsyncIterator[ScenarioScheduler[ScenarioOutcome]]:
+    request: pytest.FixtureRequest, tau2_run: Tau2Process, tau2_harness: Harness
+) -> AsyncIterator[ScenarioScheduler[Finished]]:
     """Starts this process's scenarios ahead of their tests, ``--tau2-concurrency`` at once.
 
     Each scenario writes its artifacts as soon as it finishes, so a session that stops early
@@ -164,16 +119,22 @@ async def tau2_scheduler(
     the conversations still running are cancelled.
     """
     session = request.session
+    configuration = tau2_run.configuration.to_json()
 
-    async def start(item: pytest.Item) -> ScenarioOutcome:
+    async def start(item: pytest.Item) -> Finished:
         callspec: Any = getattr(item, "callspec", None)
         scenario: Scenario = callspec.params["tau2_scenario"]
-        outcome = await _run(tau2_run, tau2_endpoints, tau2_data, scenario)
-        _write(tau2_run, tau2_data, outcome)
-        return outcome
+        outcome = await tau2_harness.run(scenario)
+        directory = write_outcome(
+            tau2_run.run_dir,
+            outcome,
+            prompts=tau2_harness.prompts(scenario.task),
+            config=configuration,
+        )
+        return outcome, directory
 
     scheduler = ScenarioScheduler(
-        limit=tau2_run.settings["concurrency"],
+        limit=tau2_run.settings.concurrency,
         start=start,
         upcoming=upcoming_items(session),
         wanted=_is_scenario_item,
@@ -188,14 +149,24 @@ async def tau2_scheduler(
 @pytest_asyncio.fixture(loop_scope="session")
 async def tau2_outcome(
     request: pytest.FixtureRequest,
-    tau2_run: Tau2Run,
-    tau2_scheduler: ScenarioScheduler[ScenarioOutcome],
+    tau2_run: Tau2Process,
+    tau2_scheduler: ScenarioScheduler[Finished],
     tau2_scenario: Scenario,
 ) -> AsyncIterator[ScenarioOutcome]:
     """This test's scenario (started ahead by the scheduler, its artifacts written); its
-    metrics go to the report. The conversation ran on ``tau2_outcome.conversation.store``."""
-    outcome = await tau2_scheduler.outcome(request.node)
-    request.node.stash[METRICS_KEY] = outcome.metrics
+    result goes to the controller. The conversation ran on ``tau2_outcome.conversation.store``."""
+    outcome, directory = await tau2_scheduler.outcome(request.node)
+    # a documented channel to the controller (and visible in junit XML): where the record is
+    request.node.user_properties.append(
+        (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.run_dir).as_posix())
+    )
+    if outcome.is_infra_error:
+        verdict = "INFRA"
+    elif outcome.metrics.is_successful:
+        verdict = "PASS"
+    else:
+        verdict = f"FAIL: {outcome.short_reason()}"
+    request.node.user_properties.append((OUTCOME_PROPERTY, verdict))
     if outcome.is_infra_error:
         raise Tau2InfraError(
             f"infra_error: {outcome.conversation.detail} "
