@@ -27,12 +27,7 @@ def load_bundle(settings: Tau2Settings) -> DataBundle:
     return harness.load_bundle(data_dir, agent_notes=settings.agent_notes)
 
 
-def select_scenarios(
-    settings: Tau2Settings,
-    tasks: Mapping[str, Task],
-    *,
-    worker_share: tuple[int, int] | None = None,
-) -> list[Scenario]:
+def select_scenarios(settings: Tau2Settings, tasks: Mapping[str, Task]) -> list[Scenario]:
     """The scenarios of this run: tasks by split and ids (and shard), times trials, with seeds.
 
     Raises ``ValueError`` naming unknown task ids.
@@ -54,9 +49,6 @@ def select_scenarios(
     if shard is not None:
         # after --tau2-tasks and --tau2-split, before -k: every shard computes the same split
         chosen = shard_tasks(chosen, index=shard[0], count=shard[1])
-    if worker_share is not None:
-        # an xdist worker's share of its shard (--dist each)
-        chosen = shard_tasks(chosen, index=worker_share[0], count=worker_share[1])
     trials = settings.trials
     seeds = trial_seeds(settings.seed, trials)
     return [

@@ -20,12 +20,16 @@ not.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 import pytest
 
-__all__ = ["ScenarioScheduler", "upcoming_items", "worker_share"]
+from tau2_retail.data.tasks import Task
+from tau2_retail.engine.scenario import Scenario
+from tau2_retail.engine.shards import shard_tasks
+
+__all__ = ["ScenarioScheduler", "upcoming_items", "worker_share", "worker_share_items"]
 
 T = TypeVar("T")
 _REFILL_SECONDS = 0.1
@@ -188,11 +192,36 @@ def worker_share(config: pytest.Config) -> tuple[int, int] | None:
     conversations the worker has already run: the thief starts them again), and ``loadgroup``
     ignores its groups with pytest 9.2 (xdist 3.8 renames node ids through an attribute pytest
     no longer reads). ``each`` sends every worker its whole collection at once and never moves
-    an item; each worker then collects only its share of the scenarios, dealt as by
-    ``--tau2-shard`` (the controller passes the mode in ``workerinput``).
+    an item; each worker collects every scenario and keeps only its share of the selected ones
+    (``worker_share_items``), dealt as by ``--tau2-shard`` (the controller passes the mode in
+    ``workerinput``).
     """
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None or workerinput.get("tau2_dist") != "each":
         return None
     number = int(str(workerinput["workerid"]).removeprefix("gw"))
     return number + 1, int(workerinput["workercount"])
+
+
+def _task_of(item: pytest.Item) -> Task | None:
+    callspec = getattr(item, "callspec", None)
+    scenario = callspec.params.get("tau2_scenario") if callspec is not None else None
+    return scenario.task if isinstance(scenario, Scenario) else None
+
+
+def worker_share_items(
+    items: Sequence[pytest.Item], share: tuple[int, int]
+) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """The items of this worker's ``share`` (I, N) of the selected scenarios, and the others.
+
+    Scenarios are dealt by task, as ``--tau2-shard`` deals them (all trials of a task on one
+    worker); a test that is not a scenario stays with every worker, as ``--dist each`` means.
+    """
+    tasks = {task.id: task for item in items if (task := _task_of(item)) is not None}
+    mine = {task.id for task in shard_tasks(tasks.values(), index=share[0], count=share[1])}
+    keep: list[pytest.Item] = []
+    others: list[pytest.Item] = []
+    for item in items:
+        task = _task_of(item)
+        (keep if task is None or task.id in mine else others).append(item)
+    return keep, others

@@ -19,7 +19,7 @@ from tau2_retail.plugins.process import scenario_of as scenario_of
 from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run
 from tau2_retail.plugins.runtime import select_scenarios
-from tau2_retail.plugins.scheduler import worker_share
+from tau2_retail.plugins.scheduler import worker_share, worker_share_items
 
 pytest_plugins = ["tau2_retail.plugins.fixtures"]
 
@@ -73,9 +73,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     process = metafunc.config.stash[PROCESS_KEY]
     try:
-        scenarios = select_scenarios(
-            process.settings, process.bundle.tasks, worker_share=worker_share(metafunc.config)
-        )
+        scenarios = select_scenarios(process.settings, process.bundle.tasks)
     except ValueError as error:
         # from None: the chained ValueError would print the same message a second time
         raise pytest.fail.Exception(str(error), pytrace=False) from None
@@ -88,15 +86,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("tau2_scenario", params, indirect=True)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On resume, deselect the scenarios that are already complete."""
+    """On resume, deselect the scenarios that are already complete; under ``--dist each``,
+    those of the other workers' shares.
+
+    Last, after ``-k``/``-m``/``--lf`` and after plugins that record what was collected (an
+    xdist worker's collection stays the same on every worker; only its selection differs).
+    """
     completed = config.stash[PROCESS_KEY].completed
-    if not completed:
+    share = worker_share(config)
+    if not completed and share is None:
         return
     keep: list[pytest.Item] = []
     done: list[pytest.Item] = []
     for item in items:
         (done if scenario_of(item.nodeid) in completed else keep).append(item)
+    if share is not None:
+        keep, others = worker_share_items(keep, share)
+        done += others
     if done:
         config.hook.pytest_deselected(items=done)
         items[:] = keep

@@ -164,8 +164,9 @@ def copy_scenarios(shards: Sequence[ShardRun], into: Path) -> None:
     for shard in shards:
         trials = shard.args.trials
         for record in shard.metrics:
-            source = scenario_dir(shard.run_dir, record.scenario_name, record.trial, trials)
-            target = scenario_dir(into, record.scenario_name, record.trial, trials)
+            trial = record.trial - 1  # metrics.json numbers trials from 1, the folders' API from 0
+            source = scenario_dir(shard.run_dir, record.scenario_name, trial, trials)
+            target = scenario_dir(into, record.scenario_name, trial, trials)
             if target.exists():
                 raise ArtifactError(f"{target} exists already: merge into a new directory")
             try:
