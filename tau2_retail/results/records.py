@@ -35,6 +35,7 @@ RESUME_KEYS = (
     "trials",
     "seed",
     "tasks",
+    "shard",
     "split",
     "max_steps",
     "max_errors",

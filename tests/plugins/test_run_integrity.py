@@ -50,10 +50,20 @@ def test_an_existing_run_id_is_refused_unless_resuming(bench: Bench) -> None:
     assert "continue it with --tau2-resume dup, or choose a new run id" in error_text(result)
 
 
-def _stored_run(bench: Bench, run_id: str, *, agent: str, tasks: list[str], trials: int) -> None:
+def _stored_run(
+    bench: Bench,
+    run_id: str,
+    *,
+    agent: str,
+    tasks: list[str],
+    trials: int,
+    shard: list[int] | None = None,
+) -> None:
     run_dir = bench.run_dir(run_id)
     run_dir.mkdir(parents=True)
     settings = {"tasks": tasks, "trials": trials, "seed": 300, "split": "base", "max_steps": 200}
+    if shard is not None:
+        settings["shard"] = shard
     stored = RunArgs(
         argv=("pytest",),
         configuration=RunConfiguration.of_models(agent=agent, run_id=run_id, settings=settings),
@@ -89,6 +99,19 @@ def test_resume_reads_tasks_and_trials_from_the_stored_run(bench: Bench) -> None
         "tau2_retail__5-trial1]",
         "tau2_retail__5-trial2]",
     ]
+
+
+def test_resume_of_a_shard_keeps_its_share(bench: Bench) -> None:
+    tasks = ["0", "1", "10", "12"]
+    _stored_run(bench, "s2", agent="builtin:oracle", tasks=tasks, trials=1, shard=[2, 2])
+
+    resumed = bench.run_inprocess("--co", "-q", "--tau2-resume=s2")
+    share = bench.run_inprocess("--co", "-q", "--tau2-tasks=0,1,10,12", "--tau2-shard=2/2")
+
+    assert resumed.ret == pytest.ExitCode.OK, error_text(resumed)
+    collected = [line for line in resumed.stdout.lines if "::test_tau2_retail[" in line]
+    assert collected == [line for line in share.stdout.lines if "::test_tau2_retail[" in line]
+    assert len(collected) == 2
 
 
 def test_toml_numbers_and_booleans_are_accepted(bench: Bench) -> None:

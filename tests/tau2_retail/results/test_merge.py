@@ -114,3 +114,26 @@ def test_with_a_threshold_the_merged_gate_is_the_runs_gate() -> None:
     assert verdict.line == (
         "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 0 (max 0): PASS"
     )
+
+
+def test_with_a_baseline_the_merged_gate_compares_against_it() -> None:
+    gate = GateSettings.of(
+        RunConfiguration.of_models(
+            agent="a", settings={"baseline": "earlier", "max_infra_errors": 0}
+        )
+    )
+    baseline = build_summary(
+        [metric("1"), metric("2")], expected=None, trials=1, configuration=None, versions={}
+    )
+    summary = build_summary(
+        [metric("1"), metric("2", db=False)],
+        expected=None,
+        trials=1,
+        configuration=None,
+        versions={},
+    )
+
+    verdict = merged_gate(summary, gate, baseline=baseline)
+
+    assert not verdict.passed
+    assert verdict.flipped == ("tau2_retail__2",)
