@@ -15,13 +15,23 @@ import pytest_asyncio
 from tau2_retail.data.gold import Gold
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.prompts import user_system_prompt
-from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
+from tau2_retail.engine.scenario import (
+    SavedConversationError,
+    Scenario,
+    ScenarioOutcome,
+    rejudge,
+    run_scenario,
+)
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.plugins.options import ModelSettings, Tau2Settings
 from tau2_retail.plugins.run import METRICS_KEY, RUN_KEY, Tau2InfraError, Tau2Run
 from tau2_retail.plugins.runtime import DataBundle, endpoint_model
-from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.artifacts import (
+    load_pending_judgement,
+    scenario_dir,
+    write_scenario_artifacts,
+)
 from tau2_retail.tools.store import Store
 
 __all__ = [
@@ -112,25 +122,43 @@ async def tau2_outcome(
 
     judge = tau2_endpoints.get("judge")
     user_prompt = user_system_prompt(tau2_data.user_guidelines, task)
-    outcome = await run_scenario(
-        tau2_scenario,
-        agent=model_for("agent", settings.agent),
-        user=model_for("user", settings.user),
-        judge_model=judge,
-        gold=tau2_gold,
-        store=tau2_store,
-        agent_prompt=tau2_data.agent_prompt,
-        user_prompt=user_prompt,
-        tools=tau2_data.tools,
-        limits=Limits(
-            max_steps=settings["max_steps"],
-            max_errors=settings["max_errors"],
-            max_duration_seconds=settings["max_duration"],
-        ),
+    limits = Limits(
+        max_steps=settings["max_steps"],
+        max_errors=settings["max_errors"],
+        max_duration_seconds=settings["max_duration"],
     )
     directory = scenario_dir(
         tau2_run.run_dir, tau2_scenario.name, tau2_scenario.trial, tau2_scenario.trials
     )
+    outcome = None
+    pending = load_pending_judgement(directory) if judge and settings["resume"] else None
+    if judge is not None and pending is not None:
+        # The conversation finished but the judge was down: judge the saved transcript.
+        try:
+            outcome = await rejudge(
+                tau2_scenario,
+                transcript=pending.transcript,
+                judge_model=judge,
+                gold=tau2_gold,
+                seed=tau2_data.golds.seed,
+                expected_db_hash=pending.db_hash,
+                limits=limits,
+            )
+        except SavedConversationError:
+            outcome = None  # run it again from the start
+    if outcome is None:
+        outcome = await run_scenario(
+            tau2_scenario,
+            agent=model_for("agent", settings.agent),
+            user=model_for("user", settings.user),
+            judge_model=judge,
+            gold=tau2_gold,
+            store=tau2_store,
+            agent_prompt=tau2_data.agent_prompt,
+            user_prompt=user_prompt,
+            tools=tau2_data.tools,
+            limits=limits,
+        )
     write_scenario_artifacts(
         directory,
         outcome,
@@ -142,7 +170,7 @@ async def tau2_outcome(
     request.node.stash[METRICS_KEY] = outcome.metrics
     if outcome.is_infra_error:
         raise Tau2InfraError(
-            f"infra_error: {outcome.conversation.detail} "
+            f"infra_error: {outcome.infra_detail} "
             "(excluded from the pass rate; re-run with --tau2-resume "
             f"{tau2_run.run_id})"
         )

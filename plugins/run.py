@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.errors import ArtifactError, Tau2Error
+from tau2_retail.models.secrets import redact_argv, redact_extra_body, strip_userinfo
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.results.artifacts import load_run_metrics, validate_name
@@ -43,14 +44,19 @@ def scenario_of(nodeid: str) -> str | None:
 
 
 def redact(value: Any) -> Any:
-    """A copy of ``value`` with anything under a secret-looking key replaced."""
+    """A copy of ``value`` with anything under a secret-looking key replaced, extra-body values
+    redacted unless harmless (``tau2_retail.models.secrets``) and URL userinfo removed."""
     if isinstance(value, dict):
         return {
             key: "[redacted]"
             if _SECRETISH.search(str(key)) and not str(key).endswith("_env")
+            else redact_extra_body(item)
+            if str(key).endswith("extra_body")
             else redact(item)
             for key, item in value.items()
         }
+    if isinstance(value, str):
+        return strip_userinfo(value)
     if isinstance(value, list):
         return [redact(item) for item in value]
     return value
@@ -228,8 +234,5 @@ RUN_KEY = pytest.StashKey[Tau2Run]()
 
 
 def argv_redacted() -> list[str]:
-    """The command line, with anything that looks like a key replaced."""
-    shown = []
-    for arg in sys.argv:
-        shown.append("[redacted]" if re.search(r"sk-[A-Za-z0-9_-]{8,}", arg) else arg)
-    return shown
+    """The command line, with keys, URL passwords and extra-body values redacted."""
+    return redact_argv(sys.argv)

@@ -23,10 +23,12 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tau2_retail.engine.scenario import NEEDS_JUDGING
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
@@ -38,7 +40,9 @@ __all__ = [
     "CONFIG_DIR",
     "JUDGE_FILE",
     "METRICS_FILE",
+    "PendingJudgement",
     "is_complete",
+    "load_pending_judgement",
     "load_run_metrics",
     "metrics_sort_key",
     "read_metrics",
@@ -49,6 +53,8 @@ __all__ = [
 ]
 
 METRICS_FILE = "metrics.json"
+TRANSCRIPT_FILE = "transcript.json"
+ENDPOINT_ERROR_FILE = "endpoint_error.txt"
 JUDGE_FILE = "judge_result.json"
 CONFIG_DIR = "scenario_config"
 
@@ -106,11 +112,23 @@ def _timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def render_conversation_log(messages: Sequence[Message], timestamps: Sequence[float]) -> str:
+def _ending(outcome: ScenarioOutcome) -> str:
+    metrics = outcome.metrics
+    detail = metrics.get("stop_detail") or ""
+    text = f"{metrics['stop_reason']}" + (f" ({detail})" if detail else "")
+    if metrics.get("infra_error"):
+        text += f"; infra error of the {metrics.get('infra_role', 'agent')} endpoint"
+    return text
+
+
+def render_conversation_log(
+    messages: Sequence[Message], timestamps: Sequence[float], *, ending: str | None = None
+) -> str:
     """The conversation as readable text: one block per message, blank line between blocks.
 
     ``[time] agent:`` / ``[time] user:`` with the text below, ``[time] agent -> name(args)``
-    for each tool call, ``[time] tool name:`` (``(error)`` for failures) with the result below.
+    for each tool call, ``[time] tool name:`` (``(error)`` for failures) with the result below;
+    then, when ``ending`` is given, a last line ``=== ended: <ending>``.
     """
     blocks: list[str] = []
     for message, seconds in zip(messages, timestamps, strict=True):
@@ -127,6 +145,8 @@ def render_conversation_log(messages: Sequence[Message], timestamps: Sequence[fl
             blocks.append(f"{stamp} tool {message.name}{marker}:\n{text}")
         else:
             blocks.append(f"{stamp} {message.role.value}:\n{text}")
+    if ending is not None:
+        blocks.append(f"=== ended: {ending}")
     return "\n\n".join(blocks) + "\n"
 
 
@@ -165,10 +185,12 @@ def write_scenario_artifacts(
     files of an earlier attempt killed mid-write (only one process writes a scenario folder).
     """
     directory = Path(directory)
-    stale_files = [
-        directory / name
-        for name in ((METRICS_FILE,) if outcome.judge is not None else (METRICS_FILE, JUDGE_FILE))
-    ]
+    stale_names = [METRICS_FILE]
+    if outcome.judge is None:
+        stale_names.append(JUDGE_FILE)
+    if not outcome.conversation.error_body:
+        stale_names.append(ENDPOINT_ERROR_FILE)
+    stale_files = [directory / name for name in stale_names]
     for folder in (directory, directory / CONFIG_DIR):
         stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
     for stale in stale_files:
@@ -177,10 +199,16 @@ def write_scenario_artifacts(
         except OSError as error:
             raise ArtifactError(f"cannot remove {stale}: {error}") from error
     conversation = outcome.conversation
-    write_json_atomic(directory / "transcript.json", conversation.to_json())
+    write_json_atomic(directory / TRANSCRIPT_FILE, conversation.to_json())
+    if conversation.error_body:
+        # The whole error reply of the endpoint that ended the run (the metrics hold 300
+        # characters of it): e.g. the seventh of seven validation errors.
+        write_text_atomic(directory / ENDPOINT_ERROR_FILE, conversation.error_body + "\n")
     write_text_atomic(
         directory / "conversation_log.txt",
-        render_conversation_log(conversation.messages, conversation.timestamps),
+        render_conversation_log(
+            conversation.messages, conversation.timestamps, ending=_ending(outcome)
+        ),
     )
     write_json_atomic(
         directory / "final_agent_response.json",
@@ -212,6 +240,31 @@ def read_metrics(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ArtifactError(f"{path}: expected a JSON object, got {type(value).__name__}")
     return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingJudgement:
+    """A finished conversation whose judge was down: its saved transcript and final DB hash."""
+
+    transcript: dict[str, Any]
+    db_hash: str
+
+
+def load_pending_judgement(directory: Path) -> PendingJudgement | None:
+    """The saved conversation of a scenario marked ``needs_judging``, or None (not marked, or
+    its files cannot be read: the scenario then runs again from the start)."""
+    directory = Path(directory)
+    try:
+        metrics = read_metrics(directory / METRICS_FILE)
+        if not metrics.get(NEEDS_JUDGING):
+            return None
+        transcript = json.loads((directory / TRANSCRIPT_FILE).read_bytes())
+    except (ArtifactError, OSError, ValueError):
+        return None
+    db_hash = metrics.get("db_state_actual_hash")
+    if not isinstance(transcript, dict) or not isinstance(db_hash, str):
+        return None
+    return PendingJudgement(transcript=transcript, db_hash=db_hash)
 
 
 def is_complete(directory: Path) -> bool:

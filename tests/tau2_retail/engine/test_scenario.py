@@ -53,8 +53,7 @@ def judge_model(server: LoopbackOpenAIServer) -> OpenAIChatModel:
 
 def all_met(task: Task) -> Completion:
     verdicts = [
-        {"index": n, "passed": True, "reason": "ok"}
-        for n in range(1, len(task.nl_assertions) + 1)
+        {"index": n, "passed": True, "reason": "ok"} for n in range(1, len(task.nl_assertions) + 1)
     ]
     return Completion(
         content=json.dumps({"score": 1, "reason": "fine", "nl_assertion_verdicts": verdicts})

@@ -238,7 +238,8 @@ def test_conversation_log_is_readable(run: Runner, tmp_path: Path) -> None:
     _write(tmp_path, outcome, agent_prompt, user_prompt)
     log = (tmp_path / "conversation_log.txt").read_text(encoding="utf-8")
     blocks = log.rstrip("\n").split("\n\n")
-    assert len(blocks) == len(outcome.conversation.messages)
+    assert len(blocks) == len(outcome.conversation.messages) + 1
+    assert blocks[-1] == "=== ended: agent_exit"  # how the conversation ended comes last
     assert blocks[0].endswith(" agent:\nHi! How can I help you today?")
     assert blocks[1].split("\n")[0].endswith(" user:")
     first_call = outcome.conversation.messages[2].tool_calls[0]
@@ -419,3 +420,19 @@ def test_real_artifacts_round_trip(run: Runner, tmp_path: Path) -> None:
         _write(tmp_path / outcome.scenario.name, outcome, agent_prompt, user_prompt)
     loaded = load_run_metrics(tmp_path)
     assert [m["scenario_id"] for m in loaded] == ["tau2_retail__1", "tau2_retail__3"]
+
+
+def test_an_endpoint_error_body_is_written_whole_and_removed_when_stale(
+    run: Runner, tmp_path: Path
+) -> None:
+    import dataclasses
+
+    outcome, agent_prompt, user_prompt = run("0")
+    body = "1 validation error\n" + "z" * 5000
+    failed = dataclasses.replace(
+        outcome, conversation=dataclasses.replace(outcome.conversation, error_body=body)
+    )
+    _write(tmp_path, failed, agent_prompt, user_prompt)
+    assert (tmp_path / "endpoint_error.txt").read_text(encoding="utf-8") == body + "\n"
+    _write(tmp_path, outcome, agent_prompt, user_prompt)
+    assert not (tmp_path / "endpoint_error.txt").exists()
