@@ -95,11 +95,11 @@ class CircuitBreaker:
         self._opened_at = None
         self._probing = False
 
-    def record_failure(self, detail: str, *, trip: bool = False) -> None:
-        """One failed attempt; opens the breaker at the threshold, or at once with ``trip``."""
+    def record_failure(self, detail: str) -> None:
+        """One failed attempt; opens the breaker at the threshold."""
         self._consecutive += 1
         self._last_error = detail
         self._probing = False
-        if self._opened_at is None and (trip or self._consecutive >= self._threshold):
+        if self._opened_at is None and self._consecutive >= self._threshold:
             self._opened_at = self._wall()
             self._next_probe = self._clock() + self._probe_seconds

@@ -72,11 +72,7 @@ FULL_BODY_CHARS: Final = 1_000_000
 """At most this much of an error body is kept whole for the artifacts (a hostile server could
 send gigabytes)."""
 
-INVALID_REQUEST_MARKERS: Final = (
-    "input should be",
-    "validation error",
-    "invalid_request_error",
-)
+INVALID_REQUEST_MARKERS: Final = ("input should be", "validation error")
 """Lower-case phrases of a body saying the request itself is invalid: such a reply is not
 retried even with a 5xx status (llama.cpp's server answers a schema violation with HTTP 500)."""
 
@@ -233,22 +229,22 @@ class OpenAIChatModel:
                 raise failure.fatal from failure.cause
             cap = self._config.backoff_max_seconds
             too_long = failure.retry_after is not None and failure.retry_after > cap
-            self.breaker.record_failure(failure.detail, trip=too_long)
+            self.breaker.record_failure(failure.detail)
+            if self.breaker.is_open:
+                down = self.breaker.down()
+                down.attempts, down.wait_seconds = attempts, waited
+                raise down from failure.cause
             if too_long:
                 raise EndpointError(
                     f"{self._where()}: chat completion failed after {attempts} attempt(s): "
                     f"{failure.detail}; the server asks to wait {failure.retry_after:g} s, more "
-                    f"than the {cap:g} s backoff cap: not retried, the endpoint counts as down",
+                    f"than the {cap:g} s backoff cap: not retried",
                     status=failure.status,
                     body=failure.body,
                     full_body=failure.full_body,
                     attempts=attempts,
                     wait_seconds=waited,
                 ) from failure.cause
-            if self.breaker.is_open:
-                down = self.breaker.down()
-                down.attempts, down.wait_seconds = attempts, waited
-                raise down from failure.cause
         assert failure is not None  # the loop ran at least once and did not return
         raise EndpointError(
             f"{self._where()}: chat completion failed after {attempts} attempt(s): "
@@ -347,7 +343,7 @@ class OpenAIChatModel:
                 full_body=full_body,
             )
             return _Failure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
-        request_rejected = status in (400, 413, 422) or invalid
+        request_rejected = status in (400, 413, 422) or (status >= 500 and invalid)
         why = (
             "the server rejected the request as invalid; its whole reply is in the scenario's "
             "endpoint_error.txt"

@@ -692,19 +692,21 @@ async def test_an_invalid_request_is_not_retried_and_keeps_its_whole_body(
 
 
 @pytest.mark.asyncio
-async def test_a_huge_retry_after_is_not_waited_and_opens_the_breaker(
+async def test_a_huge_retry_after_is_not_waited_and_counts_toward_the_breaker(
     openai_server, make_model, sleeps
 ):
-    openai_server.enqueue(HttpError.rate_limited(retry_after="3600"))
-    async with make_model() as model:
+    openai_server.enqueue(*[HttpError.rate_limited(retry_after="3600")] * 2)
+    async with make_model(breaker_failures=2) as model:
         with pytest.raises(EndpointError) as first:
             await model.complete(USER_HELLO)
         with pytest.raises(EndpointDown) as second:
             await model.complete(USER_HELLO)
+        with pytest.raises(EndpointDown):
+            await model.complete(USER_HELLO)
     assert sleeps.calls == []
     assert "asks to wait 3600 s, more than the 30 s backoff cap" in str(first.value)
     assert "is down since" in str(second.value)
-    assert len(openai_server.requests) == 1
+    assert len(openai_server.requests) == 2
 
 
 @pytest.mark.asyncio
