@@ -100,6 +100,10 @@ class CircuitBreaker:
         self._consecutive += 1
         self._last_error = detail
         self._probing = False
-        if self._opened_at is None and self._consecutive >= self._threshold:
+        if self._opened_at is not None:
+            # a failed probe: the next one waits a whole interval from now (a probe of a hung
+            # endpoint takes the full request deadline before it fails)
+            self._next_probe = self._clock() + self._probe_seconds
+        elif self._consecutive >= self._threshold:
             self._opened_at = self._wall()
             self._next_probe = self._clock() + self._probe_seconds

@@ -335,3 +335,68 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         assert (metrics["db_state_match"], metrics["nl_assertion_pass_rate"]) == (True, 0.0)
         assert json.dumps(judged).count("Judge error: ") >= len(verdicts)
         assert judged["raw_reply"]  # kept whole
+
+
+def test_a_down_endpoint_fails_fast_and_resume_completes_the_run(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    """Item 6 of issue 12: after K failed attempts the agent endpoint counts as down; the other
+    scenarios of the process end at once, naming it; resume runs them once it is back."""
+    tasks = ("0", "1", "5", "6", "7")
+    endpoint.default_fault = always(HttpError.server_error(503))
+    args = (
+        "-n", "0", "--tau2-run-id=down", f"--tau2-tasks={','.join(tasks)}",
+        *endpoint.args("agent", timeout=TIMEOUT, max_retries=1),
+        "--tau2-breaker-failures=2", "--tau2-breaker-probe-seconds=3600",
+    )  # fmt: skip
+    run = bench.run(*args)
+    assert run.returncode == 1, run.output
+    assert set(run.outcomes().values()) == {ERROR}
+    assert sum(len(endpoint.requests(task)) for task in tasks) == 2  # then nothing was sent
+    details = [_detail_of(bench, "down", task) for task in tasks]
+    assert "failed after 2 attempt(s)" in details[0] or "is down since" in details[0]
+    for detail in details[1:]:
+        assert "is down since" in detail
+        assert "(2 consecutive failures: HTTP 503" in detail
+        assert "scripted-agent" in detail  # the endpoint is named
+    listed = bench.summary("down")["infra_errors"]
+    assert len(listed) == len(tasks)
+    assert "is down since" in (bench.run_dir("down") / "all_summary.txt").read_text()
+
+    endpoint.default_fault = None
+    resumed = bench.run("-n", "0", "--tau2-resume=down", *args[3:])
+    assert resumed.outcomes() == dict.fromkeys(map(_scenario, tasks), PASSED), resumed.output
+    assert bench.summary("down")["counts"]["infra_errors"] == 0
+
+
+def test_resume_re_judges_a_judge_outage_without_running_the_conversation(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    tasks = ("2", "3")
+    endpoint.default_fault = always(HttpError.server_error(503), role="judge")
+    args = (
+        "-n", "0", "--tau2-run-id=judge-down", f"--tau2-tasks={','.join(tasks)}",
+        *endpoint.args("agent", timeout=TIMEOUT, max_retries=0),
+        *endpoint.args("user", timeout=TIMEOUT, max_retries=0),
+        *endpoint.args("judge", timeout=TIMEOUT, max_retries=0),
+    )  # fmt: skip
+    run = bench.run(*args)
+    assert set(run.outcomes().values()) == {ERROR}, run.output
+    summary = bench.summary("judge-down")
+    assert summary["counts"]["infra_errors"] == 2
+    assert summary["success_rate"]["total"] == 0  # excluded from the rates, not failed
+    conversation = {t: len(endpoint.requests(t)) + len(endpoint.requests(t, "user")) for t in tasks}
+
+    endpoint.default_fault = None
+    resumed = bench.run("-n", "0", "--tau2-resume=judge-down", *args[3:])
+    assert resumed.outcomes() == dict.fromkeys(map(_scenario, tasks), PASSED), resumed.output
+    again = {t: len(endpoint.requests(t)) + len(endpoint.requests(t, "user")) for t in tasks}
+    assert again == conversation  # the conversations were not run again
+    assert all(len(endpoint.requests(t, "judge")) == 2 for t in tasks)  # judged again, once
+    for task in tasks:
+        metrics = bench.metrics("judge-down", _scenario(task))
+        assert (metrics["is_successful"], metrics.get("needs_judging")) == (True, None)
+
+
+def _detail_of(bench: Bench, run_id: str, task: str) -> str:
+    return str(bench.metrics(run_id, _scenario(task))["stop_detail"])
