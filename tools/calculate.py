@@ -129,10 +129,11 @@ def _evaluate(root: ast.expr) -> Value:
 
 def calculate(expression: str) -> str:
     """Evaluate ``expression`` and return ``str(round(float(result), 2))``."""
-    if not all(char in ALLOWED_CHARACTERS for char in expression):
-        raise ToolError("Invalid characters in expression")
+    # The length first: a megabyte of digits is refused without reading it.
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise ToolError(f"Expression is too long (at most {MAX_EXPRESSION_LENGTH} characters)")
+    if not all(char in ALLOWED_CHARACTERS for char in expression):
+        raise ToolError("Invalid characters in expression")
     try:
         # eval() strips leading spaces of a source string; compile() does not
         tree = ast.parse(expression.lstrip(" \t"), filename="<string>", mode="eval")
