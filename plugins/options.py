@@ -21,6 +21,7 @@ import pytest
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.secrets import strip_userinfo
+from tau2_retail.results.artifacts import MAX_NAME_CHARS
 
 __all__ = ["OPTIONS", "ModelSettings", "Setting", "Tau2Settings", "add_options", "resolve_settings"]
 
@@ -118,8 +119,11 @@ def _choice(*choices: str) -> Callable[[str], str]:
 
 def _name(raw: str) -> str:
     value = raw.strip()
-    if not _NAME.fullmatch(value):
-        raise _Invalid("letters, digits, '_', '.', '-' (not starting with '.', '_' or '-')")
+    if not _NAME.fullmatch(value) or len(value) > MAX_NAME_CHARS:
+        raise _Invalid(
+            f"at most {MAX_NAME_CHARS} letters, digits, '_', '.', '-' "
+            "(not starting with '.', '_' or '-')"
+        )
     return value
 
 

@@ -184,6 +184,9 @@ class Tau2Run:
         if call.excinfo is not None and call.excinfo.errisinstance(Tau2InfraError):
             # an outage is not a bug of the test: one line says what failed, no traceback
             report.longrepr = f"Tau2InfraError: {call.excinfo.value}"
+        elif call.excinfo is not None and call.excinfo.errisinstance(ArtifactError):
+            # a failed write (full disk, permissions): one line naming the file and the cause
+            report.longrepr = f"ArtifactError: {call.excinfo.value}"
         if call.when == "teardown":
             metrics = item.stash.get(METRICS_KEY, None)
             if metrics is not None:
@@ -211,6 +214,9 @@ class Tau2Run:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
+            if self.gate_line:  # the summary was attempted and failed: say why
+                terminalreporter.section("tau2 retail")
+                terminalreporter.write_line(self.gate_line)
             return
         from tau2_retail.plugins.summary import terminal_lines
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_DIR",
     "JUDGE_FILE",
+    "MAX_NAME_CHARS",
     "METRICS_FILE",
     "PendingJudgement",
     "is_complete",
@@ -59,6 +61,8 @@ JUDGE_FILE = "judge_result.json"
 CONFIG_DIR = "scenario_config"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MAX_NAME_CHARS = 100
+"""The longest run id or scenario name (one path component; temporary files add to it)."""
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -90,6 +94,11 @@ def validate_name(kind: str, value: str) -> str:
         raise ArtifactError(
             f"invalid {kind} {value!r}: use a letter or digit followed by letters, digits, "
             "'_', '.' or '-' (it names a folder inside the output directory)"
+        )
+    if len(value) > MAX_NAME_CHARS:
+        raise ArtifactError(
+            f"invalid {kind} {value[:20]!r}... ({len(value)} characters): at most "
+            f"{MAX_NAME_CHARS} characters (it names a folder; file systems allow 255 bytes)"
         )
     return value
 
@@ -167,6 +176,20 @@ def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> d
     }
 
 
+def _refuse_symlinks(directory: Path) -> None:
+    """A scenario folder (or the scenario folder of a trial) must not be a symbolic link: it
+    would send the artifacts outside the run directory."""
+    folders = [directory]
+    if directory.name.startswith("trial-"):
+        folders.append(directory.parent)
+    for folder in folders:
+        if folder.is_symlink():
+            raise ArtifactError(
+                f"{folder} is a symbolic link (to {os.readlink(folder)}): refusing to write a "
+                "scenario's artifacts outside the run directory; remove the link"
+            )
+
+
 def write_scenario_artifacts(
     directory: Path,
     outcome: ScenarioOutcome,
@@ -185,6 +208,7 @@ def write_scenario_artifacts(
     files of an earlier attempt killed mid-write (only one process writes a scenario folder).
     """
     directory = Path(directory)
+    _refuse_symlinks(directory)
     stale_names = [METRICS_FILE]
     if outcome.judge is None:
         stale_names.append(JUDGE_FILE)

@@ -436,3 +436,23 @@ def test_an_endpoint_error_body_is_written_whole_and_removed_when_stale(
     assert (tmp_path / "endpoint_error.txt").read_text(encoding="utf-8") == body + "\n"
     _write(tmp_path, outcome, agent_prompt, user_prompt)
     assert not (tmp_path / "endpoint_error.txt").exists()
+
+
+def test_a_symlinked_scenario_folder_is_refused(run: Runner, tmp_path: Path) -> None:
+    outcome, agent_prompt, user_prompt = run("0")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = tmp_path / "run" / "tau2_retail__0"
+    link.parent.mkdir()
+    link.symlink_to(outside)
+    with pytest.raises(ArtifactError, match="is a symbolic link .*outside the run directory"):
+        _write(link, outcome, agent_prompt, user_prompt)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_too_long_run_id_is_refused() -> None:
+    from tau2_retail.results.artifacts import validate_name
+
+    assert validate_name("run id", "r" * 100) == "r" * 100
+    with pytest.raises(ArtifactError, match=r"\(300 characters\): at most 100 characters"):
+        validate_name("run id", "r" * 300)
