@@ -27,9 +27,12 @@ async def test_tau2_retail(
         with subtests.test(msg=f"NL assertion {index}", assertion=assertion):
             if tau2_settings.judge is None:
                 pytest.skip(NO_JUDGE)
-            assert judge is not None, "the judge did not run"
+            if judge is None:
+                pytest.fail("the judge did not run", pytrace=False)
             verdict = judge.verdicts[index - 1]
-            assert verdict.passed, f"judged not met: {verdict.reason}"
+            if not verdict.passed:
+                # one line, like the signal failures below (no traceback, no settings repr)
+                pytest.fail(f"judged not met: {verdict.reason}", pytrace=False)
     failures = tau2_outcome.signal_failures()
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)

@@ -242,6 +242,30 @@ def _row(summary_row: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[Any
     return [values[column] for column in ROW_COLUMNS]
 
 
+def _request_settings(settings: Mapping[str, Any], role: str) -> str:
+    """One line of an endpoint role's request settings (the extra body is already redacted)."""
+    parts = []
+    for key, label in (
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("max_tokens", "max tokens"),
+        ("timeout", "timeout (s)"),
+        ("max_retries", "retries"),
+    ):
+        value = settings.get(f"{role}_{key}")
+        parts.append(f"{label} {'default' if value is None else value}")
+    extra = settings.get(f"{role}_extra_body")
+    if extra:
+        parts.append(f"extra body {json.dumps(extra, ensure_ascii=False, sort_keys=True)}")
+    breaker = settings.get("breaker_failures")
+    if breaker is not None:
+        parts.append(
+            f"down after {breaker} failed attempts, probed every "
+            f"{settings.get('breaker_probe_seconds')} s"
+        )
+    return "; ".join(parts)
+
+
 def _configuration_rows(summary: Mapping[str, Any], seeds: Sequence[Any]) -> list[list[str]]:
     """``[label, value]`` pairs for the header: models, endpoints, trials, seeds, limits."""
     configuration = summary.get("configuration")
@@ -260,6 +284,8 @@ def _configuration_rows(summary: Mapping[str, Any], seeds: Sequence[Any]) -> lis
         if model and base_url:
             shown += f" at {base_url}"
         rows.append([role.capitalize(), shown])
+        if model and not str(model).startswith("builtin:"):
+            rows.append([f"{role.capitalize()} requests", _request_settings(settings, role)])
     rows.append(["Trials", str(summary["trials"])])
     if settings.get("seed") is not None:
         rows.append(["Base seed", str(settings["seed"])])

@@ -235,6 +235,9 @@ def test_fault_matrix(bench: Bench, endpoint: ScriptedEndpoint) -> None:
     infra_listed = {entry["scenario_id"] for entry in summary["infra_errors"]}
     assert infra_listed == {_scenario(row.task) for row in MATRIX if row.outcome == ERROR}
     assert not temp_files(bench.output_dir)
+    # an NL subtest failure is one line, like the signal failures: no traceback, no repr
+    assert "judged not met: Judge error: no JSON object" in run.stdout
+    assert "assert verdict.passed" not in run.stdout
 
     _check_details(bench, endpoint)
 

@@ -932,3 +932,23 @@ async def test_hostile_tool_arguments_become_tool_results(store, arguments):
     tool = next(m for m in result.messages if m.role is Role.TOOL)
     assert tool.error
     json.dumps(result.to_json(), ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.asyncio
+async def test_a_llamacpp_server_as_the_agent_sees_the_tools_and_accepts_the_history(store, wire):
+    # llama.cpp's dialect: content null beside tool calls is an HTTP 500, and tools sent
+    # without tool_choice never reach the model. Our requests pass both.
+    replies = [
+        Completion(
+            tool_calls=(ReplyToolCall(name="calculate", arguments='{"expression": "1+1"}'),)
+        ),
+        Completion(content="It is 2."),
+        Completion(tool_calls=(ReplyToolCall(name="end_conversation"),)),
+    ]
+    with LoopbackOpenAIServer(replies=replies, dialect="llamacpp") as server:
+        async with wire(server, "llama", max_retries=0) as agent:
+            result = await converse(store, agent, user_says("What is 1+1?", "Thanks ###STOP###"))
+        requests = server.requests
+    assert result.stop_reason is StopReason.AGENT_EXIT, result.detail
+    assert len(requests) == 3
+    assert all(request.tools_seen for request in requests)

@@ -445,7 +445,7 @@ def test_a_symlinked_scenario_folder_is_refused(run: Runner, tmp_path: Path) -> 
     link = tmp_path / "run" / "tau2_retail__0"
     link.parent.mkdir()
     link.symlink_to(outside)
-    with pytest.raises(ArtifactError, match="is a symbolic link .*outside the run directory"):
+    with pytest.raises(ArtifactError, match=r"is a symbolic link .*outside the run directory"):
         _write(link, outcome, agent_prompt, user_prompt)
     assert list(outside.iterdir()) == []
 
