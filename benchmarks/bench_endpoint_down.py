@@ -81,6 +81,8 @@ def main() -> None:
                         f"--tau2-{role}-model=down-{role}",
                         f"--tau2-{role}-base-url={url}",
                         f"--tau2-{role}-timeout={TIMEOUT}",
+                        # an endpoint agent needs the scripted customer accepted explicitly
+                        *(["--tau2-user-model=builtin:customer"] if role == "agent" else []),
                     ]
                 )
             finally:

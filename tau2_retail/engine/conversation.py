@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ __all__ = [
     "Clock",
     "ConversationResult",
     "Limits",
+    "MessageListener",
     "StopReason",
     "SystemClock",
     "run_conversation",
@@ -67,6 +68,10 @@ class Limits:
     max_errors: int = 10
     max_duration_seconds: float = 900.0
     max_history_chars: int = 2_000_000
+
+
+MessageListener = Callable[[Message], None]
+"""Called with each message as it joins the conversation (live output); it must not block."""
 
 
 class Clock(Protocol):
@@ -198,6 +203,7 @@ class _Conversation:
         limits: Limits,
         seed: int | None,
         clock: Clock,
+        on_message: MessageListener | None,
     ) -> None:
         self.agent = agent
         self.user = user
@@ -208,6 +214,7 @@ class _Conversation:
         self.limits = limits
         self.seed = seed
         self.clock = clock
+        self.on_message = on_message
         self.messages: list[Message] = []
         self.timestamps: list[float] = []
         self.actions: list[Action] = []
@@ -227,6 +234,8 @@ class _Conversation:
         self.history_chars += len(message.content or "") + sum(
             len(call.arguments) + len(call.name) for call in message.tool_calls
         )
+        if self.on_message is not None:
+            self.on_message(message)
 
     def check_limits(self) -> None:
         elapsed = self.clock.monotonic() - self.started
@@ -387,8 +396,12 @@ async def run_conversation(
     limits: Limits | None = None,
     seed: int | None = None,
     clock: Clock | None = None,
+    on_message: MessageListener | None = None,
 ) -> ConversationResult:
-    """Run one conversation on ``store`` (mutated in place) and return what happened."""
+    """Run one conversation on ``store`` (mutated in place) and return what happened.
+
+    ``on_message`` sees each message as it is recorded (the ``run`` command prints them live).
+    """
     limits = limits or Limits()
     conversation = _Conversation(
         agent=agent,
@@ -400,6 +413,7 @@ async def run_conversation(
         limits=limits,
         seed=seed,
         clock=clock or SystemClock(),
+        on_message=on_message,
     )
     try:
         # The clock checks between turns are exact; this bounds a single call that hangs.

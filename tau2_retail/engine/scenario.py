@@ -1,7 +1,7 @@
 """One scenario end to end: conversation, judge, signals, and the metrics record.
 
 This is the engine's entry point for the pytest plugin and for ``python -m tau2_retail run``.
-Everything it returns is either a plain JSON-able value (``metrics``) or an object used only
+Everything it returns is either a record that travels as JSON (``metrics``) or an object used only
 in the process that ran the scenario (the conversation result with its store).
 """
 
@@ -19,9 +19,11 @@ from tau2_retail.engine.conversation import (
     Clock,
     ConversationResult,
     Limits,
+    MessageListener,
     StopReason,
     run_conversation,
 )
+from tau2_retail.engine.metrics import LatencyStats, ScenarioMetrics, Turn, UsageCounts
 from tau2_retail.engine.scoring import (
     action_match,
     db_difference,
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
     from tau2_retail.engine.judge import JudgeResult
 
 __all__ = [
-    "NEEDS_JUDGING",
     "SavedConversationError",
     "Scenario",
     "ScenarioOutcome",
@@ -48,10 +49,6 @@ __all__ = [
     "run_scenario",
     "scenario_id",
 ]
-
-NEEDS_JUDGING = "needs_judging"
-"""The ``metrics.json`` key set (True) when the conversation finished but the judge could not
-answer: resume re-judges the saved transcript with ``rejudge`` instead of re-running it."""
 
 _ROLES = ("agent", "user", "judge")
 
@@ -94,7 +91,7 @@ class ScenarioOutcome:
     gold: Gold
     judge: JudgeResult | None
     db_diff: dict[str, dict[str, dict[str, Any]]]
-    metrics: dict[str, Any]
+    metrics: ScenarioMetrics
 
     def __repr__(self) -> str:
         # Short on purpose: on Python 3.11, asyncio.Runner.run ends with signal.getsignal(),
@@ -109,12 +106,27 @@ class ScenarioOutcome:
     @property
     def is_infra_error(self) -> bool:
         """An endpoint outage of any role (the conversation's, or the judge's after it)."""
-        return bool(self.metrics.get("infra_error"))
+        return self.metrics.infra_error
 
     @property
     def infra_detail(self) -> str:
         """What failed, naming the role (``agent: ...``, ``judge: ...``)."""
-        return str(self.metrics.get("stop_detail", ""))
+        return self.metrics.stop_detail
+
+    def short_reason(self) -> str:
+        """Why the scenario failed, in a few words (empty when it succeeded), e.g.
+        ``stop max_steps; DB: 2 records differ; NL 1/3 not met``."""
+        parts = []
+        if not self.metrics.clean_exit:
+            parts.append(f"stop {self.conversation.stop_reason.value}")
+        if not self.metrics.db_state_match:
+            differing = sum(len(records) for records in self.db_diff.values())
+            parts.append(f"DB: {differing} record{' differs' if differing == 1 else 's differ'}")
+        count = self.metrics.nl_assertion_pass_count
+        total = self.metrics.nl_assertion_total
+        if count is not None and count < total:
+            parts.append(f"NL {total - count}/{total} not met")
+        return "; ".join(parts)
 
     def signal_failures(self) -> list[str]:
         """One readable message per failed gating signal (empty when the scenario succeeded).
@@ -122,14 +134,14 @@ class ScenarioOutcome:
         NL assertions are not included: each is reported on its own as a subtest.
         """
         failures = []
-        if not self.metrics["db_state_match"]:
+        if not self.metrics.db_state_match:
             failures.append(
                 "DB_STATE_MATCH failed: the final database differs from the gold state "
-                f"(expected hash {self.metrics['db_state_expected_hash'][:12]}, "
-                f"actual {self.metrics['db_state_actual_hash'][:12]}):\n"
+                f"(expected hash {self.metrics.db_state_expected_hash[:12]}, "
+                f"actual {self.metrics.db_state_actual_hash[:12]}):\n"
                 + describe_db_difference(self.db_diff)
             )
-        if not self.metrics["clean_exit"]:
+        if not self.metrics.clean_exit:
             detail = f" ({self.conversation.detail})" if self.conversation.detail else ""
             failures.append(
                 "CLEAN_EXIT failed: the conversation ended with "
@@ -138,7 +150,7 @@ class ScenarioOutcome:
         return failures
 
 
-def _turns(messages: Sequence[Message], timestamps: Sequence[float]) -> list[dict[str, Any]]:
+def _turns(messages: Sequence[Message], timestamps: Sequence[float]) -> tuple[Turn, ...]:
     """The spoken turns (agent and user text) with their times."""
     turns = []
     for message, timestamp in zip(messages, timestamps, strict=True):
@@ -148,24 +160,24 @@ def _turns(messages: Sequence[Message], timestamps: Sequence[float]) -> list[dic
             role = "agent"
         else:
             continue
-        turns.append({"timestamp": timestamp, "role": role, "text": message.content})
-    return turns
+        turns.append(Turn(timestamp=timestamp, role=role, text=message.content or ""))
+    return tuple(turns)
 
 
-def _latency_stats(latencies: Sequence[tuple[str, float]]) -> dict[str, dict[str, float]]:
+def _latency_stats(latencies: Sequence[tuple[str, float]]) -> dict[str, LatencyStats]:
     by_role: dict[str, list[float]] = {}
     for role, seconds in latencies:
         by_role.setdefault(role, []).append(seconds)
     stats = {}
     for role, values in sorted(by_role.items()):
         ordered = sorted(values)
-        stats[role] = {
-            "n": len(ordered),
-            "mean": statistics.fmean(ordered),
-            "p50": statistics.median(ordered),
-            "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
-            "max": ordered[-1],
-        }
+        stats[role] = LatencyStats(
+            n=len(ordered),
+            mean=statistics.fmean(ordered),
+            p50=statistics.median(ordered),
+            p95=ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
+            max=ordered[-1],
+        )
     return stats
 
 
@@ -178,8 +190,8 @@ def build_metrics(
     judge_configured: bool,
     db_match: bool,
     judge_error: EndpointError | None = None,
-) -> dict[str, Any]:
-    """The ``metrics.json`` record of spec §6 (plain JSON values).
+) -> ScenarioMetrics:
+    """The ``metrics.json`` record of spec §6.
 
     ``judge_error`` is the judge's outage: the scenario is then an infra error of the judge
     role, marked ``needs_judging`` for resume.
@@ -223,50 +235,48 @@ def build_metrics(
     elif judge_error is not None:
         infra_role = "judge"
         detail = "; ".join(filter(None, (detail, f"judge: {judge_error}")))
-    metrics: dict[str, Any] = {
-        "scenario_name": scenario.name,
-        "scenario_id": scenario.id,
-        "task_id": task.id,
-        "trial": scenario.trial,
-        "seed": scenario.seed,
-        "split": task.split,
-        "persona_name": task.persona_name,
-        "total_turns": len(turns),
-        "turns": turns,
-        "duration_seconds": conversation.duration_seconds,
-        "latency_stats": _latency_stats(conversation.latencies),
-        "stop_reason": conversation.stop_reason.value,
-        "stop_detail": detail,
-        "infra_error": infra_role is not None,
-        "clean_exit": clean_exit,
-        "db_state_expected_hash": gold.db_hash,
-        "db_state_actual_hash": gold.db_hash if db_match else conversation.store.hash(),
-        "db_state_match": db_match,
-        "is_action_match": actions_matched,
-        "nl_assertion_total": len(task.nl_assertions),
-        "token_usage": {role: value.to_json() for role, value in usage.items()},
-        "requests": {
-            role: requests.get(role, RequestStats()).to_json()
-            for role in _ROLES
-            if role in requests
+    nl_count = nl_rate = None
+    if nl_applicable:
+        nl_count = judge.pass_count if judge is not None else 0
+        nl_rate = judge.pass_rate if judge is not None else 0.0
+    return ScenarioMetrics(
+        scenario_name=scenario.name,
+        scenario_id=scenario.id,
+        task_id=task.id,
+        trial=scenario.trial + 1,
+        seed=scenario.seed,
+        split=task.split,
+        persona_name=task.persona_name,
+        total_turns=len(turns),
+        turns=turns,
+        duration_seconds=conversation.duration_seconds,
+        latency_stats=_latency_stats(conversation.latencies),
+        stop_reason=conversation.stop_reason.value,
+        stop_detail=detail,
+        infra_error=infra_role is not None,
+        infra_role=infra_role,
+        needs_judging=judge_error is not None,
+        clean_exit=clean_exit,
+        db_state_expected_hash=gold.db_hash,
+        db_state_actual_hash=gold.db_hash if db_match else conversation.store.hash(),
+        db_state_match=db_match,
+        is_action_match=actions_matched,
+        nl_assertion_total=len(task.nl_assertions),
+        nl_assertion_pass_count=nl_count,
+        nl_assertion_pass_rate=nl_rate,
+        judge_score=judge.score if judge is not None else None,
+        token_usage={
+            role: UsageCounts(n_calls=u.n_calls, prompt=u.prompt, completion=u.completion)
+            for role, u in usage.items()
         },
-        "success_breakdown": verdict.breakdown,
-        "is_successful": verdict.is_successful,
-        "is_task_successful": verdict.is_task_successful,
-        "tau2_reward": tau2_reward(
+        requests={role: requests[role] for role in _ROLES if role in requests},
+        success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
+        is_successful=verdict.is_successful,
+        is_task_successful=verdict.is_task_successful,
+        tau2_reward=tau2_reward(
             stop_reason=conversation.stop_reason, db_match=db_match, nl_passed=nl_passed
         ),
-    }
-    if nl_applicable:
-        metrics["nl_assertion_pass_count"] = judge.pass_count if judge is not None else 0
-        metrics["nl_assertion_pass_rate"] = judge.pass_rate if judge is not None else 0.0
-    if judge is not None:
-        metrics["judge_score"] = judge.score
-    if infra_role is not None:
-        metrics["infra_role"] = infra_role
-    if judge_error is not None:
-        metrics[NEEDS_JUDGING] = True
-    return metrics
+    )
 
 
 async def run_scenario(
@@ -282,8 +292,12 @@ async def run_scenario(
     tools: Sequence[Mapping[str, Any]],
     limits: Limits | None = None,
     clock: Clock | None = None,
+    on_message: MessageListener | None = None,
 ) -> ScenarioOutcome:
-    """Run the conversation on ``store``, judge it when a judge is given, score it."""
+    """Run the conversation on ``store``, judge it when a judge is given, score it.
+
+    ``on_message`` sees each conversation message as it is recorded.
+    """
     conversation = await run_conversation(
         agent=agent,
         user=user,
@@ -294,6 +308,7 @@ async def run_scenario(
         limits=limits,
         seed=scenario.seed,
         clock=clock,
+        on_message=on_message,
     )
     return await _judge_and_score(
         scenario,

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tau2_retail.data.gold import GoldBook
-from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.data.tasks import Task
 from tau2_retail.engine.scenario import (
-    NEEDS_JUDGING,
     SavedConversationError,
     Scenario,
     ScenarioOutcome,
@@ -32,11 +29,6 @@ from tau2_retail.tools.store import Store
 class NoSleep:
     async def __call__(self, seconds: float) -> None:
         return None
-
-
-@pytest.fixture(scope="module")
-def book(data_dir: Path) -> GoldBook:
-    return GoldBook(seed=load_seed(data_dir), tasks=load_tasks(data_dir))
 
 
 @pytest.fixture(scope="module")
@@ -88,21 +80,22 @@ async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_
             outcome = await run(judged_task, book, judge)
     metrics = outcome.metrics
     assert outcome.is_infra_error
-    assert (metrics["infra_error"], metrics["infra_role"], metrics[NEEDS_JUDGING]) == (
+    assert (metrics.infra_error, metrics.infra_role, metrics.needs_judging) == (
         True,
         "judge",
         True,
     )
-    assert metrics["stop_reason"] == "agent_exit"  # the conversation itself ended well
-    assert "judge: model 'judge'" in metrics["stop_detail"]
+    assert metrics.stop_reason == "agent_exit"  # the conversation itself ended well
+    assert "judge: model 'judge'" in metrics.stop_detail
     assert "HTTP 503" in outcome.infra_detail
-    assert metrics["requests"]["judge"] == {
+    assert metrics.to_json()["requests"]["judge"] == {
         "requests": 1,
         "attempts": 2,
         "retries": 1,
         "failed": 1,
-        "wait_seconds": metrics["requests"]["judge"]["wait_seconds"],
+        "wait_seconds": round(metrics.requests["judge"].wait_seconds, 3),
     }
+    assert (metrics.to_json()["infra_role"], metrics.to_json()["needs_judging"]) == ("judge", True)
 
     with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
@@ -112,13 +105,14 @@ async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_
                 judge_model=judge,
                 gold=book[judged_task.id],
                 seed=book.seed,
-                expected_db_hash=metrics["db_state_actual_hash"],
+                expected_db_hash=metrics.db_state_actual_hash,
             )
         assert len(server.requests) == 1  # only the judge: the conversation did not run again
     assert not again.is_infra_error
-    assert NEEDS_JUDGING not in again.metrics
-    assert again.metrics["is_successful"] is True
-    assert again.metrics["nl_assertion_pass_rate"] == 1.0
+    assert not again.metrics.needs_judging
+    assert "needs_judging" not in again.metrics.to_json()
+    assert again.metrics.is_successful is True
+    assert again.metrics.nl_assertion_pass_rate == 1.0
     assert again.conversation.to_json() == outcome.conversation.to_json()
 
 
