@@ -17,12 +17,12 @@ import pytest_asyncio
 from tau2_retail.data.gold import Gold
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles
-from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
+from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, OUTCOME_PROPERTY
 from tau2_retail.plugins.scheduler import ScenarioScheduler, upcoming_items
-from tau2_retail.results.artifacts import write_outcome
+from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
 from tau2_retail.tools.store import Store
 
 __all__ = [
@@ -108,6 +108,23 @@ Finished = tuple[ScenarioOutcome, Path]
 """A scenario's outcome and the folder its artifacts were written to."""
 
 
+async def _play(run: Tau2Process, harness: Harness, scenario: Scenario) -> ScenarioOutcome:
+    """Run ``scenario``; on resume, a scenario whose conversation finished but whose judge was
+    down is judged again from its saved transcript (the conversation is not run again)."""
+    if run.settings.resume and harness.roles.judge is not None:
+        pending = load_pending_judgement(
+            scenario_dir(run.run_dir, scenario.name, scenario.trial, scenario.trials)
+        )
+        if pending is not None:
+            try:
+                return await harness.rejudge(
+                    scenario, transcript=pending.transcript, expected_db_hash=pending.db_hash
+                )
+            except SavedConversationError:
+                pass  # run it again from the start
+    return await harness.run(scenario)
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def tau2_scheduler(
     request: pytest.FixtureRequest, tau2_run: Tau2Process, tau2_harness: Harness
@@ -124,7 +141,7 @@ async def tau2_scheduler(
     async def start(item: pytest.Item) -> Finished:
         callspec: Any = getattr(item, "callspec", None)
         scenario: Scenario = callspec.params["tau2_scenario"]
-        outcome = await tau2_harness.run(scenario)
+        outcome = await _play(tau2_run, tau2_harness, scenario)
         directory = write_outcome(
             tau2_run.run_dir,
             outcome,
@@ -169,7 +186,7 @@ async def tau2_outcome(
     request.node.user_properties.append((OUTCOME_PROPERTY, verdict))
     if outcome.is_infra_error:
         raise Tau2InfraError(
-            f"infra_error: {outcome.conversation.detail} "
+            f"infra_error: {outcome.infra_detail} "
             "(excluded from the pass rate; re-run with --tau2-resume "
             f"{tau2_run.run_id})"
         )

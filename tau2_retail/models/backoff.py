@@ -52,8 +52,9 @@ class BackoffGate:
         if self._open_at == hold:
             self._open_at = float("-inf")
 
-    async def wait(self) -> None:
-        """Sleep until the gate opens (not at all when it is open)."""
+    async def wait(self) -> float:
+        """Sleep until the gate opens (not at all when it is open); return the seconds slept."""
         remaining = self.closed_for
         if remaining > 0:
             await self._sleep(remaining)
+        return remaining
