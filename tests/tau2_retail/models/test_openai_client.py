@@ -592,10 +592,12 @@ async def test_a_429_holds_back_the_other_conversations_on_the_client(openai_ser
         assert waits == [3.0, 3.0]
         assert len(openai_server.requests) == 1
         release.set()
-        replies = {(await first).content, (await second).content}
+        turns = [await first, await second]
 
-    assert replies == {"a", "b"}
+    assert {turn.content for turn in turns} == {"a", "b"}
     assert len(openai_server.requests) == 3
+    # the wait at the gate is the second conversation's wait, as a retry's is the first's
+    assert [(turn.attempts, turn.wait_seconds) for turn in turns] == [(2, 3.0), (1, 3.0)]
 
 
 @pytest.mark.asyncio
