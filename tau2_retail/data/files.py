@@ -33,6 +33,7 @@ __all__ = [
     "FileCheck",
     "Manifest",
     "ManifestFile",
+    "combined_digest",
     "default_cache_dir",
     "fetch",
     "fetch_command",
@@ -326,6 +327,14 @@ def verify_folder(folder: Path) -> list[FileCheck]:
     return checks
 
 
+def combined_digest(checks: list[FileCheck]) -> str:
+    """One sha256 over every file of the manifest (data and pinned sources): the digest of the
+    ``sha256sum``-style listing ``<sha256>  <name>\n`` in manifest order. Two folders with the
+    same combined digest hold the same pinned files."""
+    listing = "".join(f"{check.actual}  {check.name}\n" for check in checks)
+    return hashlib.sha256(listing.encode("utf-8")).hexdigest()
+
+
 @contextmanager
 def _atomic_target(target: Path) -> Iterator[IO[bytes]]:
     """A temp file beside ``target`` that replaces it on success and vanishes on any failure."""
@@ -490,4 +499,5 @@ def verify_command(args: argparse.Namespace) -> int:
         )
         return 1
     print(f"all {len(checks)} files match the manifest")
+    print(f"sha256 of the data and the pinned sources: {combined_digest(checks)}")
     return 0
