@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from tau2_retail.data.gold import Gold
 from tau2_retail.engine.conversation import Limits
-from tau2_retail.engine.prompts import user_system_prompt
+from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.protocol import ChatModel
@@ -81,8 +81,9 @@ async def tau2_endpoints(tau2_run: Tau2Run) -> AsyncIterator[Mapping[str, ChatMo
     """
     settings = tau2_run.settings
     roles = {"agent": settings.agent, "user": settings.user, "judge": settings.judge}
+    profile = ProfileName(settings["profile"])
     clients = {
-        role: endpoint_model(model)
+        role: endpoint_model(model, role=role, profile=profile)
         for role, model in roles.items()
         if model is not None and model.endpoint is not None
     }
@@ -111,7 +112,7 @@ async def tau2_outcome(
         return tau2_endpoints.get(role) or builtin_model(model.name, task, role=role)
 
     judge = tau2_endpoints.get("judge")
-    user_prompt = user_system_prompt(tau2_data.user_guidelines, task)
+    user_prompt = tau2_data.profile.user_prompt(task)
     outcome = await run_scenario(
         tau2_scenario,
         agent=model_for("agent", settings.agent),
@@ -127,6 +128,7 @@ async def tau2_outcome(
             max_errors=settings["max_errors"],
             max_duration_seconds=settings["max_duration"],
         ),
+        profile=tau2_data.profile,
     )
     directory = scenario_dir(
         tau2_run.run_dir, tau2_scenario.name, tau2_scenario.trial, tau2_scenario.trials

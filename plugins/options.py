@@ -201,6 +201,14 @@ OPTIONS: tuple[Setting, ...] = (
     ),
     *(setting for role in ROLES for setting in _model_settings(role)),
     Setting(
+        "profile",
+        _choice("default", "tau2"),
+        "default",
+        "default (ours: notes, end_conversation, our judge) or tau2 (upstream tau2-bench's "
+        "prompts, tools, endings and reward, from its pinned sources)",
+        env=True,
+    ),
+    Setting(
         "agent_notes",
         _on_off,
         "on",
@@ -361,6 +369,12 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
         raise pytest.UsageError(
             f"--tau2-resume {values['resume']!r} and --tau2-run-id {values['run_id']!r} "
             "disagree; give only --tau2-resume RUN_ID to continue a run"
+        )
+    if values["profile"] == "tau2" and sources["agent_notes"] != "default":
+        raise pytest.UsageError(
+            f"{sources['agent_notes']}: --tau2-agent-notes applies to the default profile only; "
+            "the tau2 profile sends upstream's agent prompt (drop the option, or use "
+            "--tau2-profile default)"
         )
     judge = _model("judge", values, sources) if values["judge_model"] else None
     return Tau2Settings(

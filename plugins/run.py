@@ -56,6 +56,19 @@ def redact(value: Any) -> Any:
     return value
 
 
+def profile_line(profile: str) -> str:
+    """The run header's line naming the profile and what it means."""
+    if profile == "tau2":
+        return (
+            "tau2: profile tau2: upstream tau2-bench's prompts, tools, endings and reward "
+            "(pinned sources; identifier normalization off); headline: tau2 reward / pass^k"
+        )
+    return (
+        "tau2: profile default: policy + our notes, our tool descriptions + end_conversation, "
+        "our judge; headline: success rate (DB_STATE_MATCH, CLEAN_EXIT, NL_ASSERTION)"
+    )
+
+
 class Tau2InfraError(Exception):
     """An endpoint failed after retries: the scenario is an error, not a failure."""
 
@@ -137,6 +150,7 @@ class Tau2Run:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         settings = self.settings
         lines = [
+            profile_line(settings["profile"]),
             f"tau2: agent {settings.agent.describe()}; user {settings.user.describe()}; "
             f"judge {settings.judge.describe() if settings.judge else 'none'}",
             f"tau2: run {self.run_id} -> {self.run_dir}",

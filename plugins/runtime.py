@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 from tau2_retail.data.files import DATA_DIR_ENV, resolve_data_dir
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import Task, load_policy, load_tasks, load_user_guidelines, trial_seeds
-from tau2_retail.engine.prompts import agent_system_prompt
+from tau2_retail.data.tasks import Task, load_tasks, trial_seeds
+from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, request_config
 from tau2_retail.engine.scenario import Scenario
 from tau2_retail.plugins.options import ModelSettings, Tau2Settings
-from tau2_retail.tools.schemas import tool_schemas
 
 if TYPE_CHECKING:
     from tau2_retail.models.openai_client import OpenAIChatModel
@@ -33,9 +32,15 @@ class DataBundle:
     data_dir: Path
     tasks: Mapping[str, Task]
     golds: GoldBook
-    agent_prompt: str
-    user_guidelines: str
-    tools: Sequence[Mapping[str, Any]]
+    profile: Profile
+
+    @property
+    def agent_prompt(self) -> str:
+        return self.profile.agent_prompt
+
+    @property
+    def tools(self) -> Sequence[Mapping[str, Any]]:
+        return self.profile.tools
 
 
 def load_bundle(settings: Tau2Settings) -> DataBundle:
@@ -48,11 +53,12 @@ def load_bundle(settings: Tau2Settings) -> DataBundle:
         data_dir=data_dir,
         tasks=tasks,
         golds=GoldBook(seed=load_seed(data_dir), tasks=tasks),
-        agent_prompt=agent_system_prompt(
-            load_policy(data_dir), additional_notes=settings["agent_notes"]
+        profile=load_profile(
+            ProfileName(settings["profile"]),
+            data_dir,
+            agent_notes=settings["agent_notes"],
+            tasks=tasks,
         ),
-        user_guidelines=load_user_guidelines(data_dir),
-        tools=tool_schemas(),
     )
 
 
@@ -84,9 +90,11 @@ def select_scenarios(settings: Tau2Settings, tasks: Mapping[str, Task]) -> list[
     ]
 
 
-def endpoint_model(model: ModelSettings) -> OpenAIChatModel:
-    """The client of an endpoint model (the caller closes it)."""
+def endpoint_model(
+    model: ModelSettings, *, role: str, profile: ProfileName = ProfileName.DEFAULT
+) -> OpenAIChatModel:
+    """The client of an endpoint model with the profile's request parameters (caller closes)."""
     assert model.endpoint is not None  # only called for endpoint settings
     from tau2_retail.models.openai_client import OpenAIChatModel
 
-    return OpenAIChatModel(model.endpoint)
+    return OpenAIChatModel(request_config(profile, role, model.endpoint))

@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-agent-notes", action="store_true", help="agent prompt is the policy alone"
     )
+    run.add_argument(
+        "--profile",
+        choices=("default", "tau2"),
+        default="default",
+        help="default (ours) or tau2 (upstream tau2-bench's prompts, tools, endings, reward)",
+    )
     run.add_argument("--json", action="store_true", help="print the full result as JSON")
     run.set_defaults(handler=_run)
 
@@ -130,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", metavar="RUN_DIR")
     report.add_argument(
         "--against", metavar="OTHER_RUN", help="compare with this run: flipped scenarios, rates"
+    )
+    report.add_argument(
+        "--force",
+        action="store_true",
+        help="compare with --against even when the two runs used different profiles",
     )
     report.add_argument(
         "--output",

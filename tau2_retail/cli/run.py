@@ -17,15 +17,14 @@ import asyncio
 import json
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any, Final
 
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import Task, load_policy, load_tasks, load_user_guidelines
+from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.engine.conversation import Limits
-from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
+from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, request_config
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
 from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import ConfigError, DataError
@@ -33,7 +32,6 @@ from tau2_retail.models.builtin import builtin_model, is_builtin
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.models.protocol import ChatModel
-from tau2_retail.tools.schemas import tool_schemas
 from tau2_retail.tools.store import Store
 
 __all__ = [
@@ -90,11 +88,13 @@ def render_transcript(messages: Sequence[Message]) -> list[str]:
     return lines
 
 
-def _endpoint(stack: AsyncExitStack, config: EndpointConfig) -> ChatModel:
-    """An OpenAI-compatible client, closed when ``stack`` closes."""
+def _endpoint(
+    stack: AsyncExitStack, config: EndpointConfig, *, role: str, profile: ProfileName
+) -> ChatModel:
+    """An OpenAI-compatible client with the profile's request parameters, closed with ``stack``."""
     from tau2_retail.models.openai_client import OpenAIChatModel
 
-    model = OpenAIChatModel(config)
+    model = OpenAIChatModel(request_config(profile, role, config))
     stack.push_async_callback(model.close)
     return model
 
@@ -107,6 +107,7 @@ def _model(
     base_url: str | None,
     api_key_env: str,
     task: Task,
+    profile: ProfileName,
 ) -> ChatModel:
     """The built-in model ``name``, or a client for it at ``base_url``."""
     if is_builtin(name):
@@ -116,7 +117,12 @@ def _model(
                 "built-in models run locally: drop the URL or name an endpoint model"
             )
         return builtin_model(name, task, role=role)
-    return _endpoint(stack, EndpointConfig(model=name, base_url=base_url, api_key_env=api_key_env))
+    return _endpoint(
+        stack,
+        EndpointConfig(model=name, base_url=base_url, api_key_env=api_key_env),
+        role=role,
+        profile=profile,
+    )
 
 
 def _judge_config(args: argparse.Namespace) -> EndpointConfig | None:
@@ -143,15 +149,11 @@ def _limits(args: argparse.Namespace) -> Limits:
 
 
 async def _run(
-    args: argparse.Namespace, *, task: Task, book: GoldBook, data_dir: Path
+    args: argparse.Namespace, *, task: Task, book: GoldBook, profile: Profile
 ) -> ScenarioOutcome:
     # Settings are checked before any client is built.
     limits = _limits(args)
     judge_config = _judge_config(args)
-    agent_prompt = agent_system_prompt(
-        load_policy(data_dir), additional_notes=not args.no_agent_notes
-    )
-    user_prompt = user_system_prompt(load_user_guidelines(data_dir), task)
     async with AsyncExitStack() as stack:
         agent = _model(
             stack,
@@ -160,6 +162,7 @@ async def _run(
             base_url=args.agent_base_url,
             api_key_env=args.agent_api_key_env,
             task=task,
+            profile=profile.name,
         )
         user = _model(
             stack,
@@ -168,8 +171,11 @@ async def _run(
             base_url=args.user_base_url,
             api_key_env=args.user_api_key_env,
             task=task,
+            profile=profile.name,
         )
-        judge = None if judge_config is None else _endpoint(stack, judge_config)
+        judge = None
+        if judge_config is not None:
+            judge = _endpoint(stack, judge_config, role="judge", profile=profile.name)
         return await run_scenario(
             Scenario(task=task, trial=0, trials=1, seed=args.seed),
             agent=agent,
@@ -177,10 +183,11 @@ async def _run(
             judge_model=judge,
             gold=book[task.id],
             store=Store(book.seed),
-            agent_prompt=agent_prompt,
-            user_prompt=user_prompt,
-            tools=tool_schemas(),
+            agent_prompt=profile.agent_prompt,
+            user_prompt=profile.user_prompt(task),
+            tools=profile.tools,
             limits=limits,
+            profile=profile,
         )
 
 
@@ -188,7 +195,7 @@ def _header(args: argparse.Namespace, task: Task) -> list[str]:
     judge: str | None = args.judge_model
     lines = [
         f"scenario {task.scenario_name} (split {task.split}, persona {task.persona_name}, "
-        f"seed {args.seed})",
+        f"seed {args.seed}, profile {args.profile})",
         f"agent: {_where(args.agent_model, args.agent_base_url)}; "
         f"user: {_where(args.user_model, args.user_base_url)}; "
         f"judge: {_where(judge, args.judge_base_url) if judge else 'none'}",
@@ -240,7 +247,9 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
         verdict_line = "result: infra_error (the endpoint failed; not scored)"
     else:
         verdict_line = f"result: {'success' if metrics['is_successful'] else 'failure'}"
-    lines.append(f"{verdict_line}, tau2 reward {metrics['tau2_reward']:g}")
+    reward = metrics["tau2_reward"]
+    shown = "n/a (no judge)" if reward is None else f"{reward:g}"
+    lines.append(f"{verdict_line}, tau2 reward {shown}")
     return lines
 
 
@@ -254,8 +263,16 @@ def run_command(args: argparse.Namespace) -> int:
             f"unknown task id {args.task_id!r}; known ids are 0..{len(tasks) - 1} "
             "(list them with: python -m tau2_retail tasks)"
         )
+    if args.profile == ProfileName.TAU2.value and args.no_agent_notes:
+        raise ConfigError(
+            "--no-agent-notes applies to the default profile only; the tau2 profile sends "
+            "upstream's agent prompt (drop the option)"
+        )
+    profile = load_profile(
+        ProfileName(args.profile), data_dir, agent_notes=not args.no_agent_notes, tasks=tasks
+    )
     book = GoldBook(seed=load_seed(data_dir), tasks=tasks)
-    outcome = asyncio.run(_run(args, task=task, book=book, data_dir=data_dir))
+    outcome = asyncio.run(_run(args, task=task, book=book, profile=profile))
     if args.json:
         document: dict[str, Any] = {
             "metrics": outcome.metrics,

@@ -21,7 +21,10 @@ from tau2_retail.engine.conversation import (
     StopReason,
     run_conversation,
 )
+from tau2_retail.engine.profiles import Profile, ProfileName, upstream_reward
 from tau2_retail.engine.scoring import (
+    Signal,
+    SignalState,
     action_match,
     db_difference,
     describe_db_difference,
@@ -100,12 +103,23 @@ class ScenarioOutcome:
                 f"actual {self.metrics['db_state_actual_hash'][:12]}):\n"
                 + describe_db_difference(self.db_diff)
             )
-        if not self.metrics["clean_exit"]:
-            detail = f" ({self.conversation.detail})" if self.conversation.detail else ""
+        detail = f" ({self.conversation.detail})" if self.conversation.detail else ""
+        failed = self.metrics["success_breakdown"][SignalState.FAILED.value]
+        if Signal.CLEAN_EXIT.value in failed:
             failures.append(
                 "CLEAN_EXIT failed: the conversation ended with "
                 f"{self.conversation.stop_reason.value}{detail}, not agent_exit"
             )
+        if (
+            self.metrics.get("profile") == ProfileName.TAU2.value
+            and self.metrics["tau2_reward"] == 0
+        ):
+            ending = self.conversation.stop_reason
+            if ending not in (StopReason.USER_STOP, StopReason.AGENT_EXIT):
+                failures.append(
+                    f"tau2 reward 0: the conversation ended with {ending.value}{detail}; "
+                    "upstream scores only conversations ended by user_stop or agent_stop"
+                )
         return failures
 
 
@@ -148,21 +162,45 @@ def build_metrics(
     judge: JudgeResult | None,
     judge_configured: bool,
     db_match: bool,
+    profile: ProfileName = ProfileName.DEFAULT,
 ) -> dict[str, Any]:
-    """The ``metrics.json`` record of spec §6 (plain JSON values)."""
+    """The ``metrics.json`` record of spec §6 (plain JSON values), with the profile's reward.
+
+    In the tau2 profile ``tau2_reward`` is upstream's reward (None when a task's NL component
+    needs a judge and none is configured), CLEAN_EXIT is not applicable, and a scenario is
+    successful when that reward is 1 (when it is None: when DB_STATE_MATCH passed).
+    """
     task = scenario.task
+    tau2 = profile is ProfileName.TAU2
     clean_exit = conversation.stop_reason is StopReason.AGENT_EXIT
-    nl_applicable = bool(task.nl_assertions) and judge_configured
+    judged = bool(task.nl_assertions) and (not tau2 or "NL_ASSERTION" in task.reward_basis)
+    nl_applicable = judged and judge_configured
     nl_passed: bool | None = None
     if nl_applicable:
         nl_passed = judge is not None and judge.pass_count == judge.total
     actions_matched = action_match(gold.actions, conversation.actions)
     verdict = success(
         db_match=db_match,
-        clean_exit=clean_exit,
+        clean_exit=None if tau2 else clean_exit,
         nl_passed=nl_passed,
         actions_matched=actions_matched,
     )
+    reward: float | None
+    if tau2:
+        reward = upstream_reward(
+            task=task,
+            stop_reason=conversation.stop_reason,
+            db_match=db_match,
+            judge=judge,
+            judge_configured=judge_configured,
+        )
+    else:
+        reward = tau2_reward(
+            stop_reason=conversation.stop_reason, db_match=db_match, nl_passed=nl_passed
+        )
+    is_successful = verdict.is_successful
+    if tau2:
+        is_successful = reward == 1.0 if reward is not None else verdict.is_task_successful
     usage: dict[str, Usage] = {
         "agent": conversation.usage.get("agent", Usage()),
         "user": conversation.usage.get("user", Usage()),
@@ -170,6 +208,7 @@ def build_metrics(
     }
     turns = _turns(conversation.messages, conversation.timestamps)
     metrics: dict[str, Any] = {
+        "profile": profile.value,
         "scenario_name": scenario.name,
         "scenario_id": scenario.id,
         "task_id": task.id,
@@ -192,11 +231,9 @@ def build_metrics(
         "nl_assertion_total": len(task.nl_assertions),
         "token_usage": {role: value.to_json() for role, value in usage.items()},
         "success_breakdown": verdict.breakdown,
-        "is_successful": verdict.is_successful,
+        "is_successful": is_successful,
         "is_task_successful": verdict.is_task_successful,
-        "tau2_reward": tau2_reward(
-            stop_reason=conversation.stop_reason, db_match=db_match, nl_passed=nl_passed
-        ),
+        "tau2_reward": reward,
     }
     if nl_applicable:
         metrics["nl_assertion_pass_count"] = judge.pass_count if judge is not None else 0
@@ -219,8 +256,13 @@ async def run_scenario(
     tools: Sequence[Mapping[str, Any]],
     limits: Limits | None = None,
     clock: Clock | None = None,
+    profile: Profile | None = None,
 ) -> ScenarioOutcome:
-    """Run the conversation on ``store``, judge it when a judge is given, score it."""
+    """Run the conversation on ``store``, judge it when a judge is given, score it.
+
+    ``profile`` (default: ours) gives the routing rules, the judge and the reward; the caller
+    passes the profile's prompts and tools.
+    """
     conversation = await run_conversation(
         agent=agent,
         user=user,
@@ -231,21 +273,34 @@ async def run_scenario(
         limits=limits,
         seed=scenario.seed,
         clock=clock,
+        rules=profile.rules if profile is not None else None,
     )
     judge = None
-    assertions = scenario.task.nl_assertions
     infra = conversation.stop_reason is StopReason.INFRA_ERROR
-    if judge_model is not None and assertions and not infra:
-        from tau2_retail.engine.judge import judge_scenario
+    judges = (
+        profile.judges(scenario.task) if profile is not None else bool(scenario.task.nl_assertions)
+    )
+    if judge_model is not None and judges and not infra:
+        if profile is not None:
+            judge = await profile.judge(
+                judge_model,
+                task=scenario.task,
+                messages=conversation.messages,
+                reference_actions=gold.actions,
+                recorded_actions=conversation.actions,
+                seed=scenario.seed,
+            )
+        else:
+            from tau2_retail.engine.judge import judge_scenario
 
-        judge = await judge_scenario(
-            judge_model,
-            assertions=assertions,
-            messages=conversation.messages,
-            reference_actions=gold.actions,
-            recorded_actions=conversation.actions,
-            seed=scenario.seed,
-        )
+            judge = await judge_scenario(
+                judge_model,
+                assertions=scenario.task.nl_assertions,
+                messages=conversation.messages,
+                reference_actions=gold.actions,
+                recorded_actions=conversation.actions,
+                seed=scenario.seed,
+            )
     db_diff = db_difference(store, gold.store)
     metrics = build_metrics(
         scenario=scenario,
@@ -254,6 +309,7 @@ async def run_scenario(
         judge=judge,
         judge_configured=judge_model is not None,
         db_match=not db_diff,
+        profile=profile.name if profile is not None else ProfileName.DEFAULT,
     )
     return ScenarioOutcome(
         scenario=scenario,
