@@ -89,7 +89,10 @@ def test_default_run_is_the_oracle_and_succeeds(data_dir, capsys):
     assert run(data_dir, "0") == EXIT_SUCCESS
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0] == "scenario tau2_retail__0 (split train, persona lisa_brenner, seed None, profile default)"
+    assert (
+        lines[0]
+        == "scenario tau2_retail__0 (split train, persona lisa_brenner, seed None, profile default)"
+    )
     assert lines[1] == "agent: builtin:oracle; user: builtin:customer; judge: none"
     assert "agent: Hi! How can I help you today?" in lines
     assert "agent -> end_conversation({})" in lines
