@@ -92,8 +92,10 @@ def _gate(run: Tau2Run, session: pytest.Session) -> None:
     infra_ok = infra + lost <= max_infra
     verdict = "PASS" if rate_ok and infra_ok else "FAIL"
     shown_rate = "n/a" if rate is None else f"{rate:.2%}"
+    profile = run.summary.get("profile", "default")
+    measure = "success rate (upstream reward 1)" if profile == "tau2" else "success rate"
     run.gate_line = (
-        f"tau2 gate: success rate {shown_rate} (threshold {threshold:.2%}), "
+        f"tau2 gate: profile {profile}, {measure} {shown_rate} (threshold {threshold:.2%}), "
         f"infra errors {infra + lost} (max {max_infra}): {verdict}"
     )
     session.exitstatus = pytest.ExitCode.OK if verdict == "PASS" else pytest.ExitCode.TESTS_FAILED

@@ -242,13 +242,18 @@ def _row(summary_row: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[Any
     return [values[column] for column in ROW_COLUMNS]
 
 
+def _profile_of(summary: Mapping[str, Any]) -> str:
+    """The run's profile (``default`` for runs written before profiles existed)."""
+    return str(summary.get("profile") or "default")
+
+
 def _configuration_rows(summary: Mapping[str, Any], seeds: Sequence[Any]) -> list[list[str]]:
     """``[label, value]`` pairs for the header: models, endpoints, trials, seeds, limits."""
     configuration = summary.get("configuration")
     settings = configuration.get("settings") if isinstance(configuration, dict) else None
     settings = settings if isinstance(settings, dict) else {}
     models = summary["models"]
-    rows: list[list[str]] = []
+    rows: list[list[str]] = [["Profile", _profile_of(summary)]]
     for role in ("agent", "user", "judge"):
         model = models.get(role)
         shown = (
@@ -303,9 +308,17 @@ def _overview(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_report_data(
-    run_dir: Path, *, against: Path | None = None, now: datetime | None = None
+    run_dir: Path,
+    *,
+    against: Path | None = None,
+    now: datetime | None = None,
+    force: bool = False,
 ) -> ReportData:
-    """Read a run directory (and a baseline run, with ``against``) into the page's data."""
+    """Read a run directory (and a baseline run, with ``against``) into the page's data.
+
+    Runs of different profiles are not compared unless ``force``: their rates measure
+    different things (prompts, tools, endings and success rule differ).
+    """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir} is not a directory")
@@ -326,6 +339,13 @@ def build_report_data(
         if not against.is_dir():
             raise ReportError(f"{against} is not a directory")
         baseline = _load_summary(against)
+        ours, theirs = _profile_of(summary), _profile_of(baseline)
+        if ours != theirs and not force:
+            raise ReportError(
+                f"{run_dir} used profile {ours!r} and {against} profile {theirs!r}: their "
+                "prompts, tools, endings and success rules differ, so their rates are not "
+                "comparable; compare runs of one profile, or pass --force to compare anyway"
+            )
         comparison = {
             "name": against.resolve().name,
             "models": baseline["models"],
@@ -414,13 +434,18 @@ def default_output(run_dir: Path, against: Path | None) -> Path:
 
 
 def write_report(
-    run_dir: Path, *, against: Path | None = None, output: Path | None = None
+    run_dir: Path,
+    *,
+    against: Path | None = None,
+    output: Path | None = None,
+    force: bool = False,
 ) -> tuple[Path, ReportData]:
     """Build the page of ``run_dir`` and write it atomically; returns the path and the data.
 
-    ``output`` defaults to :func:`default_output`. Raises :class:`ReportError`.
+    ``output`` defaults to :func:`default_output`. Raises :class:`ReportError` (also for an
+    ``against`` run of another profile, unless ``force``).
     """
-    data = build_report_data(run_dir, against=against)
+    data = build_report_data(run_dir, against=against, force=force)
     page = render_report(data)
     path = Path(output) if output is not None else default_output(Path(run_dir), against)
     try:
@@ -431,11 +456,12 @@ def write_report(
 
 
 def report_command(args: argparse.Namespace) -> int:
-    """``report RUN_DIR [--against OTHER] [--output FILE]``: write the page, print its path."""
+    """``report RUN_DIR [--against OTHER [--force]] [--output FILE]``: write the page."""
     run_dir = Path(args.run_dir)
     against = Path(args.against) if args.against else None
     output = Path(args.output) if args.output else None
-    path, data = write_report(run_dir, against=against, output=output)
+    force = bool(getattr(args, "force", False))
+    path, data = write_report(run_dir, against=against, output=output, force=force)
     size = path.stat().st_size
     print(f"wrote {path} ({len(data.details)} scenarios, {size / 1e6:.1f} MB)")
     comparison = data.main["comparison"]

@@ -98,6 +98,18 @@ def pass_hat_k(outcomes: Mapping[str, Sequence[bool]], k: int) -> tuple[float | 
     return _mean(values), len(values)
 
 
+def _profile(metrics: Sequence[Mapping[str, Any]], configuration: Mapping[str, Any]) -> str:
+    """The run's profile: the one its scenarios record, else the configured one, else default."""
+    recorded = {str(m["profile"]) for m in metrics if m.get("profile")}
+    if len(recorded) == 1:
+        return recorded.pop()
+    if len(recorded) > 1:
+        return "mixed"
+    settings = configuration.get("settings")
+    configured = settings.get("profile") if isinstance(settings, Mapping) else None
+    return str(configured or configuration.get("profile") or "default")
+
+
 def _model_name(configuration: Mapping[str, Any], role: str) -> str | None:
     """``configuration["<role>_model"]``, else ``configuration[role]["model"]``."""
     flat = configuration.get(f"{role}_model")
@@ -231,15 +243,18 @@ def build_summary(
     by_task: dict[str, list[bool]] = {}
     for record in scored:
         by_task.setdefault(str(record.get("task_id")), []).append(bool(record.get("is_successful")))
+    profile = _profile(ordered, configuration)
     pass_k = []
-    if trials > 1:
+    if trials > 1 or profile == "tau2":
         for k in range(1, trials + 1):
             value, tasks = pass_hat_k(by_task, k)
             pass_k.append({"k": k, "value": value, "tasks": tasks})
 
     judge_scores = [_number(m["judge_score"]) for m in scored if m.get("judge_score") is not None]
     stop_reasons = Counter(str(m.get("stop_reason")) for m in ordered)
+    rewards = [_number(m.get("tau2_reward")) for m in scored if m.get("tau2_reward") is not None]
     return {
+        "profile": profile,
         "configuration": dict(configuration),
         "versions": dict(versions),
         "models": {role: _model_name(configuration, role) for role in _ROLES},
@@ -272,10 +287,8 @@ def build_summary(
             },
         },
         "judge_score": {"mean": _mean(judge_scores), "n": len(judge_scores)},
-        "tau2_reward": {
-            "mean": _mean([_number(m.get("tau2_reward")) for m in scored]),
-            "n": n,
-        },
+        "tau2_reward": {"mean": _mean(rewards), "n": len(rewards)}
+        | ({"not_scorable": n - len(rewards)} if profile == "tau2" else {}),
         "pass_hat_k": pass_k,
         "stop_reasons": dict(sorted(stop_reasons.items(), key=lambda item: (-item[1], item[0]))),
         "token_usage": _token_usage(ordered),
@@ -329,17 +342,43 @@ def _scenario_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def _reward_line(summary: Mapping[str, Any]) -> str:
+    reward = summary["tau2_reward"]
+    unscored = reward.get("not_scorable", 0)
+    note = f"; {unscored} not scorable without a judge" if unscored else ""
+    if reward["mean"] is None:
+        return f"tau2 reward (upstream): n/a (0 scenarios{note})"
+    return f"tau2 reward (upstream): mean {reward['mean']:.4f} over {reward['n']} scenarios{note}"
+
+
+def _pass_k_lines(summary: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for entry in summary["pass_hat_k"]:
+        value = "n/a" if entry["value"] is None else f"{entry['value']:.4f}"
+        lines.append(f"pass^{entry['k']}: {value} ({entry['tasks']} tasks)")
+    return lines
+
+
 def headline_lines(summary: Mapping[str, Any]) -> list[str]:
-    """The overall and per-signal rates: the lines a terminal summary shows."""
+    """The overall and per-signal rates: the lines a terminal summary shows.
+
+    In the tau2 profile upstream's reward and pass^k come first; our signals follow, labelled.
+    """
     signals = summary["signals"]
     out: list[str] = []
+    tau2 = summary.get("profile") == "tau2"
+    if tau2:
+        out.append(_reward_line(summary))
+        out.extend(_pass_k_lines(summary))
+        out.append("Our signals (beside upstream's reward; CLEAN_EXIT not applicable):")
     out.append(f"Overall success rate: {_percent(summary['success_rate'], 'scenarios')}")
     out.append(
         f"Task success rate (CLEAN_EXIT ignored): "
         f"{_percent(summary['task_success_rate'], 'scenarios')}"
     )
     out.append(f"DB-State match: {_percent(signals['DB_STATE_MATCH'], 'scenarios')}")
-    out.append(f"Clean exit: {_percent(signals['CLEAN_EXIT'], 'scenarios')}")
+    if not tau2:
+        out.append(f"Clean exit: {_percent(signals['CLEAN_EXIT'], 'scenarios')}")
     nl = signals["NL_ASSERTION"]
     if nl["applicable"]:
         out.append(
@@ -359,6 +398,7 @@ def render_summary_text(summary: Mapping[str, Any]) -> str:
     counts = summary["counts"]
     models = summary["models"]
     out = ["tau2 retail benchmark: run summary", ""]
+    out.append(f"Profile:     {summary.get('profile', 'default')}")
     out.append(f"Agent model: {models['agent'] or 'not recorded'}")
     out.append(f"User model:  {models['user'] or 'not recorded'}")
     out.append(f"Judge model: {models['judge'] or 'none (NL assertions not judged)'}")
@@ -377,14 +417,13 @@ def render_summary_text(summary: Mapping[str, Any]) -> str:
     judge = summary["judge_score"]
     if judge["mean"] is not None:
         out.append(f"Judge score (informational): mean {judge['mean']:.3f} over {judge['n']}")
-    reward = summary["tau2_reward"]
-    if reward["mean"] is not None:
-        out.append(f"tau2 reward (informational): mean {reward['mean']:.4f} over {reward['n']}")
-    else:
-        out.append("tau2 reward (informational): n/a (0 scenarios)")
-    for entry in summary["pass_hat_k"]:
-        value = "n/a" if entry["value"] is None else f"{entry['value']:.4f}"
-        out.append(f"pass^{entry['k']}: {value} ({entry['tasks']} tasks)")
+    if summary.get("profile") != "tau2":
+        reward = summary["tau2_reward"]
+        if reward["mean"] is not None:
+            out.append(f"tau2 reward (informational): mean {reward['mean']:.4f} over {reward['n']}")
+        else:
+            out.append("tau2 reward (informational): n/a (0 scenarios)")
+        out.extend(_pass_k_lines(summary))
     out.append("")
     out.append("Stop reasons: " + ", ".join(f"{r} {n}" for r, n in summary["stop_reasons"].items()))
     out.append(f"Infra errors (excluded from rates): {counts['infra_errors']}")

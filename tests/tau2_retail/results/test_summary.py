@@ -25,6 +25,7 @@ from tau2_retail.models.builtin import builtin_model
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
 from tau2_retail.results.summary import (
     build_summary,
+    headline_lines,
     pass_hat_k,
     render_summary_text,
     write_run_args,
@@ -339,9 +340,10 @@ def test_pass_hat_k_function() -> None:
 def test_summary_text() -> None:
     text = render_summary_text(mixed_summary())
     lines = text.splitlines()
-    assert lines[:5] == [
+    assert lines[:6] == [
         "tau2 retail benchmark: run summary",
         "",
+        "Profile:     default",
         "Agent model: gpt-test",
         "User model:  gpt-user",
         "Judge model: gpt-judge",
@@ -592,3 +594,46 @@ def test_summarize_module_entry_point(real_run: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Overall success rate: 66.67% (2/3 scenarios)" in done.stdout
     assert (real_run / "summary.json").is_file()
+
+
+# -- the tau2 profile --------------------------------------------------------------------------
+
+
+def _tau2(task_id: str, trial: int, reward: float | None) -> dict[str, Any]:
+    record = metric(task_id, trial=trial, trials=2, stop_reason="user_stop", exit_=False)
+    record["profile"] = "tau2"
+    record["tau2_reward"] = reward
+    record["is_successful"] = reward == 1.0
+    return record
+
+
+def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
+    records = [_tau2("0", 0, 1.0), _tau2("0", 1, 0.0), _tau2("1", 0, 1.0), _tau2("1", 1, None)]
+    summary = build_summary(
+        records, expected=None, trials=2, configuration=CONFIGURATION, versions=VERSIONS
+    )
+    assert summary["profile"] == "tau2"
+    assert summary["tau2_reward"] == {"mean": 2 / 3, "n": 3, "not_scorable": 1}
+    assert [entry["value"] for entry in summary["pass_hat_k"]] == [0.5, 0.0]
+    lines = headline_lines(summary)
+    assert lines[:4] == [
+        "tau2 reward (upstream): mean 0.6667 over 3 scenarios; 1 not scorable without a judge",
+        "pass^1: 0.5000 (2 tasks)",
+        "pass^2: 0.0000 (2 tasks)",
+        "Our signals (beside upstream's reward; CLEAN_EXIT not applicable):",
+    ]
+    assert not [line for line in lines if line.startswith("Clean exit")]
+    text = render_summary_text(summary)
+    assert "Profile:     tau2\n" in text
+    assert "tau2 reward (informational)" not in text
+
+
+def test_profile_comes_from_the_metrics_or_the_configuration() -> None:
+    default = build_summary(
+        [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+    )
+    assert default["profile"] == "default"
+    configured = build_summary(
+        [], expected=None, trials=1, configuration={"settings": {"profile": "tau2"}}, versions={}
+    )
+    assert configured["profile"] == "tau2"
