@@ -150,7 +150,6 @@ class Tau2Run:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         settings = self.settings
         lines = [
-            profile_line(settings["profile"]),
             f"tau2: agent {settings.agent.describe()}; user {settings.user.describe()}; "
             f"judge {settings.judge.describe() if settings.judge else 'none'}",
             f"tau2: run {self.run_id} -> {self.run_dir}",
@@ -168,6 +167,7 @@ class Tau2Run:
             )
         if settings["resume"]:
             lines.append(f"tau2: resuming: {len(self.completed)} scenario(s) already complete")
+        lines.append(profile_line(settings["profile"]))
         return lines
 
     def pytest_collection_modifyitems(

@@ -25,17 +25,20 @@ TASKS = "--tau2-tasks=0,3,10,12"
         (
             ("--tau2-min-pass-rate=0.5", "--tau2-max-infra-errors=1"),
             pytest.ExitCode.OK,
-            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), infra errors 1 (max 1): PASS",
+            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+            "infra errors 1 (max 1): PASS",
         ),
         (
             ("--tau2-min-pass-rate=0.5",),
             pytest.ExitCode.TESTS_FAILED,
-            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), infra errors 1 (max 0): FAIL",
+            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+            "infra errors 1 (max 0): FAIL",
         ),
         (
             ("--tau2-min-pass-rate=0.51", "--tau2-max-infra-errors=1"),
             pytest.ExitCode.TESTS_FAILED,
-            "tau2 gate: profile default, success rate 50.00% (threshold 51.00%), infra errors 1 (max 1): FAIL",
+            "tau2 gate: profile default, success rate 50.00% (threshold 51.00%), "
+            "infra errors 1 (max 1): FAIL",
         ),
     ],
     ids=["pass", "fail-by-infra", "fail-by-rate"],
@@ -170,7 +173,7 @@ def test_a_crashed_worker_loses_only_its_scenario_and_the_gate_counts_it(bench: 
     )
     # the rate (1/2) meets the threshold, but a lost scenario counts against the infra limit
     assert (
-        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), infra errors 1 (max 0): FAIL"
-        in result.stdout.lines
+        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "infra errors 1 (max 0): FAIL" in result.stdout.lines
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
