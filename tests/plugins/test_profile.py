@@ -40,7 +40,7 @@ def test_an_altered_upstream_source_stops_a_tau2_run_with_the_fix(
     shutil.copytree(data_dir, data)
     path = data / SOURCE
     path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    path.write_bytes(path.read_bytes().replace(b"Cancel a pending order", b"Cancel an order"))
+    path.write_bytes(path.read_bytes() + b"\n# changed\n")
     monkeypatch.setenv("TAU2_DATA_DIR", str(data))
 
     result = bench.run("-n", "0", "--tau2-profile=tau2", "--tau2-tasks=0")
