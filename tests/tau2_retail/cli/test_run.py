@@ -318,3 +318,34 @@ def test_render_transcript_lines_and_truncation():
         f"tool: {'x' * MAX_SHOWN_CHARS}… [10 more characters]",
         "tool (error): Error: nope",
     ]
+
+
+# -- the tau2 profile ------------------------------------------------------------------------------
+
+
+def test_tau2_profile_run_ends_by_the_users_stop_without_end_conversation(data_dir, capsys):
+    assert run(data_dir, "0", "--profile", "tau2") == EXIT_SUCCESS
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("seed None, profile tau2)")
+    assert not [line for line in lines if "end_conversation" in line]
+    assert "ending: user_stop" in lines
+    assert lines[-1] == "result: success, tau2 reward 1"
+
+
+def test_tau2_profile_sends_upstreams_request_parameters(data_dir, openai_server, capsys):
+    openai_server.enqueue(
+        Completion(content="Hello, I need help."), Completion(content="###STOP###")
+    )
+    code = run(data_dir, "0", "--profile", "tau2", *endpoint("user", openai_server, "sim"))
+    assert code in (EXIT_SUCCESS, EXIT_FAILED)
+    bodies = [request.body for request in openai_server.requests]
+    assert [(b["temperature"], "tool_choice" in b, "tools" in b) for b in bodies] == [
+        (0.0, False, False),
+        (0.0, False, False),
+    ]
+    assert "ending: user_stop" in capsys.readouterr().out
+
+
+def test_no_agent_notes_with_the_tau2_profile_is_refused(data_dir, capsys):
+    assert run(data_dir, "0", "--profile", "tau2", "--no-agent-notes") == 2
+    assert "--no-agent-notes applies to the default profile only" in capsys.readouterr().err
