@@ -500,4 +500,16 @@ def verify_command(args: argparse.Namespace) -> int:
         return 1
     print(f"all {len(checks)} files match the manifest")
     print(f"sha256 of the data and the pinned sources: {combined_digest(checks)}")
+    # Imported here: the derivation reads this module's verified files.
+    from tau2_retail.data.upstream import load_upstream_texts
+
+    try:
+        texts = load_upstream_texts(folder)
+    except DataError as error:
+        print(f"tau2 profile: {error}")
+        return 1
+    print(
+        f"tau2 profile: derived from the pinned sources ({len(texts.tools)} tools, "
+        f"{len(texts.user_system_prompts)} user prompts)"
+    )
     return 0

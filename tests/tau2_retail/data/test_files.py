@@ -6,6 +6,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -407,7 +408,10 @@ def test_cli_fetch_then_verify(
     out, _ = capsys.readouterr()
     assert "all 14 files match the manifest" in out
     assert out.count(" ok ") == 14
-    assert out.endswith(f"sha256 of the data and the pinned sources: {_COMBINED}\n")
+    assert f"sha256 of the data and the pinned sources: {_COMBINED}\n" in out
+    assert out.endswith(
+        "tau2 profile: derived from the pinned sources (16 tools, 114 user prompts)\n"
+    )
 
 
 def test_cli_fetch_from_a_folder(
@@ -443,7 +447,7 @@ def test_cli_verify_defaults_to_the_resolved_folder(
     assert main(["data", "verify"]) == 0
     out, _ = capsys.readouterr()
     assert out.startswith(f"{data_dir}\n")
-    assert out.endswith(f"sha256 of the data and the pinned sources: {_COMBINED}\n")
+    assert f"sha256 of the data and the pinned sources: {_COMBINED}\n" in out
 
 
 def test_cli_verify_of_an_altered_source_names_file_digests_and_fix(
@@ -466,6 +470,28 @@ def test_cli_verify_of_an_altered_source_names_file_digests_and_fix(
     assert "1 of 14 files missing or different" in out
     assert "python -m tau2_retail data fetch" in out
     assert "sha256 of the data" not in out
+
+
+def test_cli_verify_of_a_changed_pin_names_the_construct_not_found(
+    copied_data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "upstream/src/tau2/agent/llm_agent.py"
+    path = copied_data_dir / name
+    path.write_bytes(path.read_bytes().replace(b"class LLMAgent(", b"class TextAgent(", 1))
+    manifest = load_manifest()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    pinned = replace(
+        manifest,
+        files=tuple(
+            replace(entry, sha256=digest) if entry.name == name else entry
+            for entry in manifest.files
+        ),
+    )
+    monkeypatch.setattr(datafiles, "load_manifest", lambda: pinned)
+    assert main(["data", "verify", str(copied_data_dir)]) == 1
+    out, _ = capsys.readouterr()
+    assert f"tau2 profile: {name}: class LLMAgent not found" in out
+    assert "Traceback" not in out
 
 
 def test_cli_fetch_error_exits_2_naming_the_url(
