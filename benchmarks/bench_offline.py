@@ -215,12 +215,13 @@ def in_process_harness(repeats: int) -> dict[str, float]:
 def summary_times(run_dir: Path, repeats: int) -> dict[str, float]:
     """In process: build + write the summaries from the metrics; and the summarize command."""
     from tau2_retail.results.artifacts import load_run_metrics
-    from tau2_retail.results.summary import write_run_summary
+    from tau2_retail.results.summary import read_run_args, write_run_summary
 
     start = time.perf_counter()
-    metrics = load_run_metrics(run_dir)
+    metrics = load_run_metrics(run_dir).records
     load_s = time.perf_counter() - start
-    run_args = json.loads((run_dir / "run_args.json").read_text())
+    run_args = read_run_args(run_dir)
+    assert run_args is not None, f"{run_dir} has no run_args.json"
     scratch = Path(tempfile.mkdtemp(prefix="tau2-bench-summary-"))
     build = []
     try:
@@ -229,9 +230,9 @@ def summary_times(run_dir: Path, repeats: int) -> dict[str, float]:
             summary = write_run_summary(
                 scratch,
                 metrics,
-                expected=run_args["expected"],
-                trials=run_args["trials"],
-                configuration=run_args["configuration"],
+                expected=run_args.expected,
+                trials=run_args.trials,
+                configuration=run_args.configuration,
                 versions={},
             )
             build.append(time.perf_counter() - start)
@@ -249,7 +250,7 @@ def summary_times(run_dir: Path, repeats: int) -> dict[str, float]:
         command.append(time.perf_counter() - start)
     return {
         "scenarios": len(metrics),
-        "pass_hat_k": [entry["k"] for entry in summary["pass_hat_k"]],
+        "pass_hat_k": [entry.k for entry in summary.pass_hat_k],
         "build_and_write_s": median(build),
         "load_metrics_s": load_s,
         "summarize_command_s": median(command),

@@ -13,19 +13,29 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pytest
 
+from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
+from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import EndpointConfig
 
-__all__ = ["OPTIONS", "ModelSettings", "Setting", "Tau2Settings", "add_options", "resolve_settings"]
+__all__ = [
+    "OPTIONS",
+    "ModelSettings",
+    "Setting",
+    "Tau2Settings",
+    "add_options",
+    "resolve_settings",
+    "typed_setting",
+]
 
-ROLES = ("agent", "user", "judge")
 SPLITS = ("base", "train", "test")
-DEFAULT_MODELS = {"agent": "builtin:oracle", "user": "builtin:customer", "judge": ""}
+DEFAULT_MODELS = {"agent": BUILTIN_ORACLE, "user": BUILTIN_CUSTOMER, "judge": ""}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -113,6 +123,13 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _profile(raw: str) -> ProfileName:
+    try:
+        return ProfileName(raw.strip())
+    except ValueError:
+        raise _Invalid("one of " + ", ".join(PROFILE_NAMES)) from None
+
+
 def _name(raw: str) -> str:
     value = raw.strip()
     if not _NAME.fullmatch(value):
@@ -136,6 +153,8 @@ class Setting:
     default: str
     help: str
     env: bool = False
+    #: the value of an unset setting whose default is empty
+    empty: Any = None
 
     @property
     def flag(self) -> str:
@@ -198,11 +217,12 @@ OPTIONS: tuple[Setting, ...] = (
         "",
         "folder with the upstream data files (default: fixtures/cache)",
         env=True,
+        empty="",
     ),
     *(setting for role in ROLES for setting in _model_settings(role)),
     Setting(
         "profile",
-        _choice("default", "tau2"),
+        _profile,
         "default",
         "default (ours: notes, end_conversation, our judge) or tau2 (upstream tau2-bench's "
         "prompts, tools, endings and reward, from its pinned sources)",
@@ -216,7 +236,13 @@ OPTIONS: tuple[Setting, ...] = (
     ),
     Setting("trials", _int_at_least(1), "1", "runs of each scenario (pass^k over them)"),
     Setting("seed", _int_at_least(0), "300", "base seed; trial seeds follow tau2's rule"),
-    Setting("tasks", _task_ids, "", "only these task ids, e.g. 0,5,17"),
+    Setting(
+        "tasks",
+        _task_ids,
+        "",
+        "only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
+        empty=(),
+    ),
     Setting("split", _choice(*SPLITS), "base", "task split: base (all 114), train or test"),
     Setting("max_steps", _int_at_least(1), "200", "routed messages before max_steps"),
     Setting("max_errors", _int_at_least(1), "10", "tool errors before too_many_errors"),
@@ -227,8 +253,14 @@ OPTIONS: tuple[Setting, ...] = (
         "wall-clock seconds per scenario before timeout",
     ),
     Setting("output_dir", _text, "tau2_runs", "folder of run directories", env=True),
-    Setting("run_id", _name, "", "run directory name (default: a timestamp)"),
-    Setting("resume", _name, "", "RUN_ID: re-run only the scenarios without complete artifacts"),
+    Setting("run_id", _name, "", "run directory name, new (default: a timestamp)", empty=""),
+    Setting(
+        "resume",
+        _name,
+        "",
+        "RUN_ID: re-run only the scenarios without complete artifacts, with the stored settings",
+        empty="",
+    ),
     Setting(
         "min_pass_rate",
         _float_range(0, 1),
@@ -238,7 +270,46 @@ OPTIONS: tuple[Setting, ...] = (
     Setting(
         "max_infra_errors", _int_at_least(0), "0", "CI gate: infra errors tolerated (default 0)"
     ),
+    Setting(
+        "baseline",
+        _text,
+        "",
+        "CI gate: RUN_DIR of an earlier run to compare the success rate against",
+        empty="",
+    ),
+    Setting(
+        "max_regression",
+        _float_range(0, 1),
+        "",
+        "CI gate: largest drop of the success rate against --tau2-baseline (0..1, default 0)",
+    ),
 )
+
+
+def _ini_type(setting: Setting) -> Any:
+    """A string, or for a numeric or on/off setting also the TOML number or boolean.
+
+    ``tau2_trials = 2`` in ``[tool.pytest]`` is a TOML integer; the parser then checks it like
+    the text ``"2"``.
+    """
+    if setting.parse is _on_off:
+        return str | bool
+    try:
+        sample = setting.parse("1")
+    except _Invalid:
+        return "string"
+    if isinstance(sample, int):
+        return str | int
+    if isinstance(sample, float):
+        return str | float
+    return "string"
+
+
+def _ini_text(value: object) -> str:
+    """An ini value as the text an option would give (TOML ``true`` is ``on``)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -252,58 +323,54 @@ def add_options(parser: pytest.Parser) -> None:
             metavar=setting.name.split("_")[-1].upper(),
             help=f"{setting.help}{env_note} [ini {setting.dest}]",
         )
-        parser.addini(setting.dest, help=setting.help, type="string", default=None)
+        parser.addini(setting.dest, help=setting.help, type=_ini_type(setting), default=None)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelSettings:
-    """Who plays a role: a built-in model, or an endpoint."""
-
-    name: str
-    endpoint: EndpointConfig | None
-
-    @property
-    def is_builtin(self) -> bool:
-        return self.name.startswith("builtin:")
-
-    def describe(self) -> str:
-        if self.endpoint is None or self.is_builtin:
-            return self.name
-        where = self.endpoint.base_url or "the openai default base URL"
-        return f"{self.name} at {where}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "model": self.name,
-            "endpoint": self.endpoint.to_json() if self.endpoint and not self.is_builtin else None,
-        }
+ModelSettings = ModelChoice
+"""Who plays a role (the harness's :class:`~tau2_retail.models.choice.ModelChoice`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tau2Settings:
-    """Every resolved setting (plain values; safe to print: keys are never held)."""
+    """Every resolved setting as a typed attribute (safe to print: keys are never held).
 
-    values: Mapping[str, Any]
-    sources: Mapping[str, str]
+    The per-role model settings are the ``agent``, ``user`` and ``judge`` records; every other
+    option is an attribute of the same name. ``recorded`` holds each option's parsed value as
+    plain JSON (what ``run_args.json`` and ``summary.json`` record) and ``sources`` where each
+    came from (``--tau2-trials``, ``TAU2_OUTPUT_DIR``, ``ini tau2_trials``, ``default``).
+    """
+
+    data_dir: str
+    profile: ProfileName
+    agent_notes: bool
+    trials: int
+    seed: int
+    tasks: tuple[str, ...]
+    split: str
+    max_steps: int
+    max_errors: int
+    max_duration: float
+    output_dir: str
+    run_id: str
+    resume: str
+    min_pass_rate: float | None
+    max_infra_errors: int
+    baseline: str
+    max_regression: float | None
     agent: ModelSettings
     user: ModelSettings
     judge: ModelSettings | None
-
-    def __getitem__(self, name: str) -> Any:
-        return self.values[name]
+    recorded: Mapping[str, Any]
+    sources: Mapping[str, str]
 
     @property
     def is_offline_self_check(self) -> bool:
         return self.agent.is_builtin and self.user.is_builtin and self.judge is None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "settings": dict(self.values),
-            "sources": dict(self.sources),
-            "agent": self.agent.to_json(),
-            "user": self.user.to_json(),
-            "judge": self.judge.to_json() if self.judge else None,
-        }
+
+_TYPED = frozenset(f.name for f in fields(Tau2Settings)) - {
+    "agent", "user", "judge", "recorded", "sources",
+}  # fmt: skip
 
 
 def _raw(config: pytest.Config, setting: Setting) -> tuple[str, str]:
@@ -314,38 +381,51 @@ def _raw(config: pytest.Config, setting: Setting) -> tuple[str, str]:
     if setting.env_var and os.environ.get(setting.env_var):
         return os.environ[setting.env_var], setting.env_var
     ini = config.getini(setting.dest)
-    if ini is not None and str(ini).strip():
-        return str(ini), f"ini {setting.dest}"
+    if ini is not None and _ini_text(ini).strip():
+        return _ini_text(ini), f"ini {setting.dest}"
     return setting.default, "default"
 
 
 def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> ModelSettings:
-    name = values[f"{role}_model"]
-    builtin_names = {"agent": ("builtin:oracle", "builtin:noop"), "user": ("builtin:customer",)}
-    if name.startswith("builtin:"):
-        allowed = builtin_names.get(role, ())
-        if name not in allowed:
-            accepted = ", ".join(allowed) if allowed else "none (the judge must be an endpoint)"
-            raise pytest.UsageError(
-                f"{sources[role + '_model']}: {name!r} is not a built-in {role} model; "
-                f"accepted built-ins: {accepted}"
+    def endpoint(name: str) -> EndpointConfig:
+        try:
+            return EndpointConfig(
+                model=name,
+                base_url=values[f"{role}_base_url"] or None,
+                api_key_env=values[f"{role}_api_key_env"],
+                temperature=values[f"{role}_temperature"],
+                top_p=values[f"{role}_top_p"],
+                max_tokens=values[f"{role}_max_tokens"],
+                extra_body=values[f"{role}_extra_body"] or {},
+                timeout_seconds=values[f"{role}_timeout"],
+                max_retries=values[f"{role}_max_retries"],
             )
-        return ModelSettings(name=name, endpoint=None)
+        except ConfigError as error:
+            raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error
+
     try:
-        endpoint = EndpointConfig(
-            model=name,
-            base_url=values[f"{role}_base_url"] or None,
-            api_key_env=values[f"{role}_api_key_env"],
-            temperature=values[f"{role}_temperature"],
-            top_p=values[f"{role}_top_p"],
-            max_tokens=values[f"{role}_max_tokens"],
-            extra_body=values[f"{role}_extra_body"] or {},
-            timeout_seconds=values[f"{role}_timeout"],
-            max_retries=values[f"{role}_max_retries"],
-        )
+        return choose_model(role, values[f"{role}_model"], endpoint)
     except ConfigError as error:
-        raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error
-    return ModelSettings(name=name, endpoint=endpoint)
+        raise pytest.UsageError(f"{sources[role + '_model']}: {error}") from error
+
+
+def _plain(value: Any) -> Any:
+    """A parsed value as plain JSON (what the run files record)."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, ProfileName):
+        return value.value
+    return value
+
+
+def typed_setting(name: str, value: Any) -> Any:
+    """A recorded (plain JSON) value as the ``Tau2Settings`` attribute ``name`` holds it: what a
+    resumed run adopts from the stored run, on the controller and on every worker."""
+    if isinstance(value, list):
+        return tuple(value)
+    if name == "profile" and isinstance(value, str):
+        return ProfileName(value)
+    return value
 
 
 def resolve_settings(config: pytest.Config) -> Tau2Settings:
@@ -356,7 +436,7 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
         raw, source = _raw(config, setting)
         sources[setting.name] = source
         if raw == "" and setting.default == "":
-            values[setting.name] = None if setting.parse is not _text else ""
+            values[setting.name] = setting.empty
             continue
         try:
             values[setting.name] = setting.parse(raw)
@@ -370,17 +450,28 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             f"--tau2-resume {values['resume']!r} and --tau2-run-id {values['run_id']!r} "
             "disagree; give only --tau2-resume RUN_ID to continue a run"
         )
-    if values["profile"] == "tau2" and sources["agent_notes"] != "default":
+    if values["profile"] is ProfileName.TAU2 and sources["agent_notes"] != "default":
         raise pytest.UsageError(
             f"{sources['agent_notes']}: --tau2-agent-notes applies to the default profile only; "
             "the tau2 profile sends upstream's agent prompt (drop the option, or use "
             "--tau2-profile default)"
         )
     judge = _model("judge", values, sources) if values["judge_model"] else None
+    agent, user = _model("agent", values, sources), _model("user", values, sources)
+    if not agent.is_builtin and user.is_builtin and sources["user_model"] == "default":
+        raise pytest.UsageError(
+            f"{sources['agent_model']}: the agent {agent.name!r} is an endpoint, but the "
+            "simulated user would be the built-in scripted customer (it pastes the task and "
+            "agrees to everything), so the score would not compare with tau2's; set "
+            "--tau2-user-model (and --tau2-user-base-url) to a model that plays the customer, "
+            "or --tau2-user-model=builtin:customer to accept the scripted one"
+        )
+    recorded = {name: _plain(value) for name, value in values.items()}
     return Tau2Settings(
-        values=values,
-        sources=sources,
-        agent=_model("agent", values, sources),
-        user=_model("user", values, sources),
+        **{name: values[name] for name in _TYPED},
+        agent=agent,
+        user=user,
         judge=judge,
+        recorded=recorded,
+        sources=sources,
     )

@@ -1,59 +1,75 @@
-"""The run: its id and directory, resume bookkeeping, and the controller's aggregation.
+"""The run: one object on the controller (or the single process) that owns the run files.
 
-``Tau2Run`` is registered as a plugin object in ``pytest_configure`` and kept in the config
-stash. Workers (``config.workerinput``) only run scenarios and write their artifacts; the
-controller (or the only process, without xdist) receives each scenario's metrics as a plain
-value on its teardown report and writes the run files once, at the end.
+:class:`Tau2Run` is registered only where the run is written: the xdist controller, or the only
+process without xdist (workers hold a :class:`~tau2_retail.plugins.process.Tau2Process` and
+run scenarios). At start-up it checks the output folder, refuses an existing run id unless
+resuming, and on resume compares the stored configuration and adopts its scenario set. It hands
+run-wide values to workers (``pytest_configure_node``), receives each scenario's result through
+the report's ``user_properties``, and at the end writes ``run_args.json``, the summaries and
+``report.html``, applies the CI gate (:func:`tau2_retail.results.gate.evaluate_gate`), and
+writes the tau2 section of the terminal summary. It stays silent when no tau2 scenario was
+collected.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import re
-import secrets
+import shlex
 import sys
-import time
-from collections.abc import Generator
+import warnings
+from collections.abc import Generator, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tau2_retail.errors import ArtifactError, Tau2Error
-from tau2_retail.plugins.options import Tau2Settings
-from tau2_retail.plugins.runtime import DataBundle, load_bundle
-from tau2_retail.results.artifacts import load_run_metrics, validate_name
+from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
+from tau2_retail.errors import ArtifactError, DataError
+from tau2_retail.plugins.options import Tau2Settings, typed_setting
+from tau2_retail.plugins.process import Tau2Process, scenario_of
+from tau2_retail.report.page import ReportError, write_report
+from tau2_retail.results.artifacts import load_run_metrics
+from tau2_retail.results.gate import GateVerdict, evaluate_gate
+from tau2_retail.results.records import RESUME_KEYS, RunArgs, RunSummary, ScenarioRow
+from tau2_retail.results.summary import (
+    headline_lines,
+    pass_hat_k_line,
+    read_run_args,
+    read_summary,
+    write_run_args,
+    write_run_summary,
+)
 
-__all__ = ["METRICS_KEY", "RUN_KEY", "Tau2InfraError", "Tau2Run"]
+__all__ = ["ARTIFACTS_PROPERTY", "OUTCOME_PROPERTY", "RUN_KEY", "Tau2Run"]
 
-METRICS_KEY = pytest.StashKey[dict[str, Any]]()
-_SCENARIO_IN_NODEID = re.compile(r"::test_tau2_retail\[(tau2_retail__\d+(?:-trial\d+)?)\]$")
-# A key that names a secret (api_key, x-api-key, access_token, Authorization), not one that only
-# mentions a word such as the sampling setting ``max_tokens``.
-_SECRETISH = re.compile(r"(key|token|secret|authorization|password)$", re.IGNORECASE)
+#: ``user_properties`` names a scenario's report carries (also visible in junit XML).
+ARTIFACTS_PROPERTY = "tau2_artifacts"
+OUTCOME_PROPERTY = "tau2_outcome"
 
-
-def _new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def scenario_of(nodeid: str) -> str | None:
-    match = _SCENARIO_IN_NODEID.search(nodeid)
-    return match.group(1) if match else None
+_BROKEN = {
+    pytest.ExitCode.INTERRUPTED: "interrupted",
+    pytest.ExitCode.INTERNAL_ERROR: "with an internal error",
+    pytest.ExitCode.USAGE_ERROR: "with a usage error",
+}
 
 
-def redact(value: Any) -> Any:
-    """A copy of ``value`` with anything under a secret-looking key replaced."""
-    if isinstance(value, dict):
-        return {
-            key: "[redacted]"
-            if _SECRETISH.search(str(key)) and not str(key).endswith("_env")
-            else redact(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(item) for item in value]
-    return value
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for package in ("tau2-retail-pytest", "pytest", "pytest-xdist", "openai"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+def argv_redacted() -> list[str]:
+    """The command line, with anything that looks like a key replaced."""
+    return ["[redacted]" if re.search(r"sk-[A-Za-z0-9_-]{8,}", arg) else arg for arg in sys.argv]
 
 
 def profile_line(profile: str) -> str:
@@ -69,43 +85,48 @@ def profile_line(profile: str) -> str:
     )
 
 
-class Tau2InfraError(Exception):
-    """An endpoint failed after retries: the scenario is an error, not a failure."""
-
-
 class Tau2Run:
-    """State of one pytest session's benchmark run (one per process)."""
+    """The benchmark run of this pytest session, on the process that writes its files."""
 
-    def __init__(self, config: pytest.Config, settings: Tau2Settings) -> None:
+    def __init__(self, config: pytest.Config, process: Tau2Process) -> None:
         self.config = config
-        self.settings = settings
-        workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
-        self.is_worker = workerinput is not None
-        if workerinput is not None:
-            self.run_id: str = workerinput["tau2_run_id"]
-            self.completed: frozenset[str] = frozenset(workerinput["tau2_completed"])
-        else:
-            self.run_id = settings["resume"] or settings["run_id"] or _new_run_id()
-            self.completed = frozenset()
-        validate_name("run id", self.run_id)
-        self.run_dir = Path(settings["output_dir"]).joinpath(self.run_id).absolute()
-        self._bundle: DataBundle | None = None
-        self.metrics: dict[str, dict[str, Any]] = {}
+        self.process = process
+        self.adopted: dict[str, Any] = {}
         self.seen: set[str] = set()
-        self.summary: dict[str, Any] | None = None
-        self.gate_line: str | None = None
+        self.collected = False
+        self.summary: RunSummary | None = None
+        self.gate: GateVerdict | None = None
+        self.problems: list[str] = []
+        self.report_path: Path | None = None
+        self.exit_problem: str | None = None
 
     @property
-    def public_configuration(self) -> dict[str, Any]:
-        """The settings as plain values, secrets redacted, plus the run id."""
-        configuration: dict[str, Any] = redact(self.settings.to_json())
-        configuration["run_id"] = self.run_id
-        return configuration
+    def settings(self) -> Tau2Settings:
+        return self.process.settings
+
+    @property
+    def run_dir(self) -> Path:
+        return self.process.run_dir
 
     # -- start-up ---------------------------------------------------------------------------
 
-    def prepare_controller(self) -> None:
-        """Controller only: check the output folder and, on resume, find finished scenarios."""
+    def start(self) -> None:
+        """Check the output folder, the run id and (on resume) the stored configuration."""
+        settings = self.process.settings
+        self._check_output_dir()
+        if settings.resume:
+            self._start_resume()
+        elif self.run_dir.exists():
+            raise pytest.UsageError(
+                f"--tau2-run-id {self.process.run_id}: {self.run_dir} already exists; "
+                f"continue it with --tau2-resume {self.process.run_id}, or choose a new run id "
+                "(omit --tau2-run-id for a timestamp)"
+            )
+        if self.process.settings.tasks:
+            self._check_task_ids()
+
+    def _check_output_dir(self) -> None:
+        settings = self.process.settings
         for folder in (self.run_dir, *self.run_dir.parents):
             if folder.exists():
                 problem = None
@@ -116,134 +137,360 @@ class Tau2Run:
                     problem = "is not writable"
                 if problem:
                     raise pytest.UsageError(
-                        f"{self.settings.sources['output_dir']}: "
-                        f"{self.settings['output_dir']!r} is not valid for --tau2-output-dir; "
-                        f"expected a folder (or a path to create one), but {folder} {problem}"
+                        f"{settings.sources['output_dir']}: {settings.output_dir!r} is not "
+                        "valid for --tau2-output-dir; expected a folder (or a path to create "
+                        f"one), but {folder} {problem}"
                     )
                 break
-        if self.settings["resume"]:
-            if not self.run_dir.is_dir():
-                raise pytest.UsageError(
-                    f"--tau2-resume {self.run_id}: no run directory {self.run_dir}; "
-                    f"runs are folders of --tau2-output-dir ({self.settings['output_dir']})"
-                )
-            try:
-                finished = load_run_metrics(self.run_dir)
-            except ArtifactError as error:
-                raise pytest.UsageError(f"--tau2-resume {self.run_id}: {error}") from error
-            self.completed = frozenset(
-                m["scenario_id"] for m in finished if not m.get("infra_error")
+
+    def _check_task_ids(self) -> None:
+        from tau2_retail.data.files import resolve_data_dir
+        from tau2_retail.data.tasks import load_tasks
+
+        try:
+            tasks = load_tasks(resolve_data_dir(self.process.settings.data_dir or None))
+        except DataError:
+            return  # the data error is reported, with its fix, when scenarios are collected
+        unknown = [task_id for task_id in self.process.settings.tasks if task_id not in tasks]
+        if unknown:
+            raise pytest.UsageError(
+                f"{self.process.settings.sources['tasks']}: unknown task id(s) "
+                f"{', '.join(unknown)} for --tau2-tasks; valid ids are 0..{len(tasks) - 1}"
             )
 
-    @property
-    def bundle(self) -> DataBundle:
-        if self._bundle is None:
-            try:
-                self._bundle = load_bundle(self.settings)
-            except Tau2Error as error:
-                # from None: the chained error would print the same message a second time
-                raise pytest.fail.Exception(str(error), pytrace=False) from None
-        return self._bundle
+    def _start_resume(self) -> None:
+        settings = self.process.settings
+        run_id = self.process.run_id
+        if not self.run_dir.is_dir():
+            raise pytest.UsageError(
+                f"--tau2-resume {run_id}: no run directory {self.run_dir}; "
+                f"runs are folders of --tau2-output-dir ({settings.output_dir})"
+            )
+        try:
+            stored = read_run_args(self.run_dir)
+        except ArtifactError as error:
+            raise pytest.UsageError(f"--tau2-resume {run_id}: {error}") from None
+        if stored is not None:
+            self._compare(stored)
+        finished = load_run_metrics(self.run_dir)
+        self.process.completed = frozenset(
+            m.scenario_id for m in finished.records if not m.infra_error
+        )
 
-    # -- hooks -------------------------------------------------------------------------------
+    def _compare(self, stored: RunArgs) -> None:
+        """Adopt the stored scenario set where not given; refuse any other difference."""
+        import dataclasses
 
-    def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        settings = self.settings
+        settings = self.process.settings
+        before = stored.configuration.identity()
+        for key in RESUME_KEYS:
+            if key in before and settings.sources.get(key) == "default":
+                value = typed_setting(key, before[key])
+                if getattr(settings, key, value) != value:
+                    self.adopted[key] = value
+        if self.adopted:
+            settings = dataclasses.replace(
+                settings,
+                **self.adopted,
+                # only what was adopted: a stored value must not hide a setting given now
+                recorded={
+                    **settings.recorded,
+                    **{key: stored.configuration.settings[key] for key in self.adopted},
+                },
+            )
+            self.process.settings = settings
+        now = self.process.configuration.identity()
+        # a setting the stored run did not record (an older version) is not compared
+        keys = before.keys() | {key for key in now if key not in RESUME_KEYS}
+        differing = sorted(key for key in keys if before.get(key) != now.get(key))
+        if differing:
+            shown = "; ".join(
+                f"{key}: stored {before.get(key)!r}, now {now.get(key)!r}" for key in differing
+            )
+            raise pytest.UsageError(
+                f"--tau2-resume {self.process.run_id}: the settings differ from the stored run "
+                f"({shown}); resume with the stored settings (drop or change those options), "
+                "or start a new run without --tau2-resume"
+            )
+
+    # -- xdist (optional hooks: called only when xdist is active) ----------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["tau2_run_id"] = self.process.run_id
+        node.workerinput["tau2_completed"] = sorted(self.process.completed)
+        node.workerinput["tau2_adopted"] = {
+            key: list(value) if isinstance(value, tuple) else value
+            for key, value in self.adopted.items()
+        }
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self._collected(any(scenario_of(nodeid) for nodeid in ids))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not hasattr(session.config, "workerinput") and session.items:
+            self._collected(any(scenario_of(item.nodeid) for item in session.items))
+        elif self.process.completed:
+            self._collected(True)
+
+    def _collected(self, has_scenarios: bool) -> None:
+        if self.collected or not has_scenarios:
+            return
+        self.collected = True
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        lines = self.header_lines()
+        quiet = self.config.get_verbosity() < 0
+        for line in lines:
+            if not quiet or "OFFLINE SELF-CHECK" in line:
+                reporter.write_line(line)
+
+    def header_lines(self) -> list[str]:
+        settings = self.process.settings
         lines = [
             f"tau2: agent {settings.agent.describe()}; user {settings.user.describe()}; "
             f"judge {settings.judge.describe() if settings.judge else 'none'}",
-            f"tau2: run {self.run_id} -> {self.run_dir}",
+            f"tau2: run {self.process.run_id} -> {self.run_dir}",
         ]
         if settings.is_offline_self_check:
-            agent = settings.agent.name.removeprefix("builtin:")
-            lines.append(
-                f"tau2: OFFLINE SELF-CHECK (built-in {agent} agent, scripted customer, no judge): "
-                "this measures the harness, not a model"
-            )
+            lines.append(self.offline_banner())
         if settings.judge is None:
             lines.append(
                 "tau2: NL assertions not applicable: no judge configured "
-                "(set --tau2-judge-model and --tau2-judge-base-url)"
+                "(set --tau2-judge-model; --tau2-judge-base-url defaults to OpenAI's)"
             )
-        if settings["resume"]:
-            lines.append(f"tau2: resuming: {len(self.completed)} scenario(s) already complete")
-        lines.append(profile_line(settings["profile"]))
+        if settings.resume:
+            lines.append(
+                f"tau2: resuming: {len(self.process.completed)} scenario(s) already complete"
+                + (
+                    f"; stored {', '.join(f'{k}={v}' for k, v in self.adopted.items())}"
+                    if self.adopted
+                    else ""
+                )
+            )
+        lines.append(profile_line(settings.profile))
         return lines
 
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        if not self.completed:
-            return
-        keep: list[pytest.Item] = []
-        done: list[pytest.Item] = []
-        for item in items:
-            scenario = scenario_of(item.nodeid)
-            (done if scenario in self.completed else keep).append(item)
-        if done:
-            config.hook.pytest_deselected(items=done)
-            items[:] = keep
+    def offline_banner(self) -> str:
+        agent = self.process.settings.agent.name.removeprefix("builtin:")
+        return (
+            f"tau2: OFFLINE SELF-CHECK (built-in {agent} agent, scripted customer, no judge): "
+            "this measures the harness, not a model"
+        )
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        if call.excinfo is not None and call.excinfo.errisinstance(Tau2InfraError):
-            # an outage is not a bug of the test: one line says what failed, no traceback
-            report.longrepr = f"Tau2InfraError: {call.excinfo.value}"
-        if call.when == "teardown":
-            metrics = item.stash.get(METRICS_KEY, None)
-            if metrics is not None:
-                # a plain value on the report: xdist carries it to the controller
-                report.tau2_metrics = metrics  # type: ignore[attr-defined]
-        return report
+    # -- results ---------------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.is_worker:
-            return
         scenario = scenario_of(report.nodeid)
-        if scenario is None:
-            return
-        self.seen.add(scenario)
-        metrics = getattr(report, "tau2_metrics", None)
-        if isinstance(metrics, dict):
-            self.metrics[scenario] = metrics
+        if scenario is not None:
+            self.seen.add(scenario)
 
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.is_worker or not (self.seen or self.completed):
-            return
-        from tau2_retail.plugins.summary import finish_run
+    def _metrics(self) -> tuple[dict[str, ScenarioMetrics], dict[str, str]]:
+        """The whole records in the run folder (this session's, and on resume the earlier
+        ones), and why each other scenario of the run has none.
 
-        finish_run(self, session)
+        The folder is the truth, as for resume and ``summarize``: a scenario whose record was
+        written is complete even when Ctrl-C cut its test short or its report never reached
+        this process; one without a whole record is lost, with the reason.
+        """
+        on_disk = load_run_metrics(self.run_dir)
+        records = {m.scenario_id: m for m in on_disk.records}
+        reasons = dict(on_disk.incomplete)
+        for scenario in self.seen - records.keys():
+            reasons.setdefault(scenario, "no metrics.json (interrupted, or its process was lost)")
+        return records, reasons
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(
+        self, session: pytest.Session, exitstatus: int
+    ) -> Generator[None, None, None]:
+        """Write the run files, then apply the gate (its verdict is the exit status).
+
+        A finished session is written before the other plugins finish (junit XML then holds the
+        rates and the gate). An interrupted one is written after them: xdist's workers finish
+        their current scenario while xdist shuts them down, and those records count too.
+        """
+        active = bool(self.seen or (self.collected and self.process.completed))
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        if active and interrupted:
+            # syrupy (installed beside us) warns that an interrupted xdist session sent it no
+            # snapshot reports; with filterwarnings=error that warning became a traceback and
+            # exit 1 after Ctrl-C. A benchmark session asserts no snapshots: the warning says
+            # nothing here. The filter lives inside pytest's catch_warnings of this hook.
+            warnings.filterwarnings("ignore", message=r"syrupy: ", category=UserWarning)
+        if active and not interrupted:
+            self._finish(session)
+        yield
+        if active and interrupted:
+            self._finish(session)
+
+    def _finish(self, session: pytest.Session) -> None:
+        records, lost = self._metrics()
+        expected = sorted(records.keys() | lost.keys() | self.seen)
+        settings = self.process.settings
+        configuration = self.process.configuration
+        try:
+            write_run_args(
+                self.run_dir,
+                RunArgs(
+                    argv=tuple(argv_redacted()),
+                    configuration=configuration,
+                    trials=settings.trials,
+                    expected=tuple(expected),
+                    versions=_versions(),
+                ),
+            )
+            self.summary = write_run_summary(
+                self.run_dir,
+                [records[key] for key in sorted(records)],
+                expected=expected,
+                trials=settings.trials,
+                configuration=configuration,
+                versions=_versions(),
+                lost=lost,
+            )
+        except ArtifactError as error:
+            self.problems.append(f"tau2: could not write the run summary: {error}")
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            return
+        try:
+            self.report_path, _ = write_report(self.run_dir)
+        except ReportError as error:  # the summary is written; the page is a convenience
+            self.problems.append(f"tau2: report.html not written: {error}")
+        self.exit_problem = _BROKEN.get(pytest.ExitCode(session.exitstatus))
+        self._apply_gate(session)
+        self._junit_properties()
+
+    def _apply_gate(self, session: pytest.Session) -> None:
+        assert self.summary is not None
+        settings = self.process.settings
+        baseline: RunSummary | None = None
+        if settings.baseline:
+            try:
+                baseline = read_summary(Path(settings.baseline))
+            except ArtifactError as error:
+                self.problems.append(f"tau2: baseline unusable: {error}")
+            if baseline is None and not self.problems:
+                self.problems.append(f"tau2: baseline {settings.baseline} has no summary.json")
+            if baseline is None:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                return
+        self.gate = evaluate_gate(
+            self.summary,
+            min_pass_rate=settings.min_pass_rate,
+            max_infra_errors=settings.max_infra_errors,
+            baseline=baseline,
+            max_regression=settings.max_regression or 0.0,
+            session_problem=self.exit_problem,
+        )
+        if self.gate is not None and self.exit_problem is None:
+            session.exitstatus = (
+                pytest.ExitCode.OK if self.gate.passed else pytest.ExitCode.TESTS_FAILED
+            )
+
+    def _junit_properties(self) -> None:
+        """The rates and the gate as junit ``<testsuite>`` properties (with --junitxml)."""
+        xml = next(
+            (
+                plugin
+                for plugin in self.config.pluginmanager.get_plugins()
+                if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property")
+            ),
+            None,
+        )
+        if xml is None or self.summary is None:
+            return
+        summary = self.summary
+        properties: dict[str, object] = {
+            "tau2_run_id": self.process.run_id,
+            "tau2_success_rate": summary.success_rate.rate,
+            "tau2_scored": summary.counts.scored,
+            "tau2_succeeded": summary.counts.succeeded,
+            "tau2_infra_errors": summary.counts.infra_errors,
+            "tau2_lost": summary.counts.lost,
+        }
+        for entry in summary.pass_hat_k:
+            properties[f"tau2_pass_hat_{entry.k}"] = entry.value
+        if self.gate is not None:
+            properties["tau2_gate"] = self.gate.verdict
+            properties["tau2_gate_line"] = self.gate.line
+        for name, value in properties.items():
+            xml.add_global_property(name, "n/a" if value is None else str(value))
+
+    # -- the terminal section -----------------------------------------------------------------
+
+    def resume_command(self) -> str:
+        args = [a for a in argv_redacted()[1:] if not a.startswith("--tau2-run-id")]
+        return "pytest " + " ".join([*map(shlex.quote, args), "--tau2-resume", self.process.run_id])
+
+    def terminal_lines(self) -> list[str]:
+        summary = self.summary
+        assert summary is not None
+        settings = self.process.settings
+        lines: list[str] = []
+        if settings.is_offline_self_check:
+            lines.append(self.offline_banner())
+        rates = headline_lines(summary)
+        pass_k = pass_hat_k_line(summary)
+        if pass_k and summary.profile != ProfileName.TAU2:  # tau2: headline_lines has pass^k
+            rates.insert(1, pass_k)
+        if summary.nl_assertion.rate is None and settings.judge is None:
+            with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
+            if with_nl and not settings.agent.is_builtin:
+                rates[0] += f"; NL assertions of {with_nl} scenario(s) NOT judged: no judge"
+        lines.extend(rates)
+        counts = summary.counts
+        lines.append(
+            f"infra errors: {counts.infra_errors}, lost scenarios: {counts.lost} "
+            "(excluded from the rates; see all_summary.txt)"
+        )
+        for row in summary.scenarios:
+            if row.status == "FAIL":
+                lines.append(f"FAILED {row.scenario_id}: {failure_reason(row, summary.profile)}")
+        for scenario_id in summary.lost:
+            reason = summary.lost_reasons.get(scenario_id, "no metrics")
+            lines.append(f"LOST {scenario_id}: {reason}")
+        lines.extend(self.problems)
+        lines.append(f"run directory: {self.run_dir}")
+        if self.report_path is not None:
+            lines.append(f"report: {self.report_path}")
+        if self.exit_problem == "interrupted":
+            lines.append(f"tau2: interrupted; resume with: {self.resume_command()}")
+        if self.gate is not None:
+            lines.append(self.gate.line)
+            for scenario_id in self.gate.flipped:
+                lines.insert(-1, f"flipped pass->fail against the baseline: {scenario_id}")
+        return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
+            for line in self.problems:
+                terminalreporter.write_line(line)
             return
-        from tau2_retail.plugins.summary import terminal_lines
-
         terminalreporter.section("tau2 retail")
-        for line in terminal_lines(self):
+        for line in self.terminal_lines():
             terminalreporter.write_line(line)
 
 
-class XdistBridge:
-    """Hands run-wide values to xdist workers (registered only when xdist is active)."""
-
-    def __init__(self, run: Tau2Run) -> None:
-        self.run = run
-
-    def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["tau2_run_id"] = self.run.run_id
-        node.workerinput["tau2_completed"] = sorted(self.run.completed)
+def failure_reason(row: ScenarioRow, profile: str = ProfileName.DEFAULT) -> str:
+    """A short reason a scenario failed: its stop, its DB, its NL verdicts (the stop when it
+    is not ``agent_exit``; in the tau2 profile, when upstream does not score that ending)."""
+    parts = []
+    if not row.db_state_match:
+        parts.append("DB differs")
+    if row.nl_assertion_pass_count is not None and (
+        row.nl_assertion_pass_count < row.nl_assertion_total
+    ):
+        missing = row.nl_assertion_total - row.nl_assertion_pass_count
+        parts.append(f"NL {missing}/{row.nl_assertion_total} not met")
+    if profile == ProfileName.TAU2:
+        if row.stop_reason not in SCORED_ENDINGS:
+            parts.append(f"stop {row.stop_reason}")
+    elif not row.clean_exit:
+        parts.append(f"stop {row.stop_reason}")
+    return ", ".join(parts) or "failed"
 
 
 RUN_KEY = pytest.StashKey[Tau2Run]()
-
-
-def argv_redacted() -> list[str]:
-    """The command line, with anything that looks like a key replaced."""
-    shown = []
-    for arg in sys.argv:
-        shown.append("[redacted]" if re.search(r"sk-[A-Za-z0-9_-]{8,}", arg) else arg)
-    return shown

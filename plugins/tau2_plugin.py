@@ -1,24 +1,33 @@
-"""The tau2 retail pytest plugin: thin hooks handing off to the run object.
+"""The tau2 retail pytest plugin: thin hooks handing off to the objects that do the work.
 
-Options are declared in ``plugins.options``, fixtures in ``plugins.fixtures``, the run state
-and its reporting hooks in ``plugins.run`` (an object registered here and kept in the stash).
+Options are declared in ``plugins.options``, fixtures in ``plugins.fixtures``. Every process
+that may run scenarios keeps a :class:`~tau2_retail.plugins.process.Tau2Process` in the stash;
+the process that writes the run files (the xdist controller, or the only process) also
+registers the :class:`~tau2_retail.plugins.run.Tau2Run` plugin object.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from typing import Any
+
 import pytest
 
 from tau2_retail.plugins.options import add_options, resolve_settings
+from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process, new_run_id
+from tau2_retail.plugins.process import scenario_of as scenario_of
 from tau2_retail.plugins.rootdir import check_config_file
-from tau2_retail.plugins.run import RUN_KEY, Tau2Run, XdistBridge
+from tau2_retail.plugins.run import RUN_KEY, Tau2Run
 from tau2_retail.plugins.runtime import select_scenarios
 
 pytest_plugins = ["tau2_retail.plugins.fixtures"]
 
 __all__ = [
     "pytest_addoption",
+    "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_generate_tests",
+    "pytest_runtest_makereport",
     "pytest_unconfigure",
 ]
 
@@ -39,28 +48,31 @@ def pytest_configure(config: pytest.Config) -> None:
     check_config_file(config)
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
-    run = Tau2Run(config, resolve_settings(config))
-    if not run.is_worker:
-        run.prepare_controller()
+    settings = resolve_settings(config)
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        config.stash[PROCESS_KEY] = Tau2Process.for_worker(settings, workerinput)
+        return
+    process = Tau2Process(settings, run_id=settings.resume or settings.run_id or new_run_id())
+    run = Tau2Run(config, process)
+    run.start()
+    config.stash[PROCESS_KEY] = process
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(run, _RUN_PLUGIN)
-    if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistBridge(run), f"{_RUN_PLUGIN}-xdist")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in (_RUN_PLUGIN, f"{_RUN_PLUGIN}-xdist"):
-        plugin = config.pluginmanager.get_plugin(name)
-        if plugin is not None:
-            config.pluginmanager.unregister(plugin, name)
+    plugin = config.pluginmanager.get_plugin(_RUN_PLUGIN)
+    if plugin is not None:
+        config.pluginmanager.unregister(plugin, _RUN_PLUGIN)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "tau2_scenario" not in metafunc.fixturenames:
         return
-    run = metafunc.config.stash[RUN_KEY]
+    process = metafunc.config.stash[PROCESS_KEY]
     try:
-        scenarios = select_scenarios(run.settings, run.bundle.tasks)
+        scenarios = select_scenarios(process.settings, process.bundle.tasks)
     except ValueError as error:
         # from None: the chained ValueError would print the same message a second time
         raise pytest.fail.Exception(str(error), pytrace=False) from None
@@ -71,3 +83,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             marks.append(pytest.mark.tau2_nl)
         params.append(pytest.param(scenario, id=scenario.id, marks=marks))
     metafunc.parametrize("tau2_scenario", params, indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On resume, deselect the scenarios that are already complete."""
+    completed = config.stash[PROCESS_KEY].completed
+    if not completed:
+        return
+    keep: list[pytest.Item] = []
+    done: list[pytest.Item] = []
+    for item in items:
+        (done if scenario_of(item.nodeid) in completed else keep).append(item)
+    if done:
+        config.hook.pytest_deselected(items=done)
+        items[:] = keep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(Tau2InfraError):
+        # an outage is not a bug of the test: one line says what failed, no traceback
+        report.longrepr = f"Tau2InfraError: {call.excinfo.value}"
+    return report

@@ -1,19 +1,75 @@
-"""Shared fixtures of the suite's own tests."""
+"""Fixtures shared by every test of the suite: the verified data folder, its tasks and gold
+book, a writable copy of the folder, and a loopback OpenAI-compatible server. Defined here once; the
+helpers behind them (bench, scripted endpoint, run readers) live in ``tau2_retail.testing``.
+
+Subprocess-heavy tests (a benchmark project run by ``python -m pytest``, or pytester) carry the
+``tau2_subprocess`` marker, set below from the fixtures they use: ``pytest tests -m "not
+tau2_subprocess"`` runs the fast tier alone.
+"""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
-from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.data.files import load_manifest, resolve_data_dir
+from tau2_retail.data.gold import GoldBook
+from tau2_retail.data.seed import load_seed
+from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.errors import DataError
+from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
+
+SUBPROCESS_FIXTURES = frozenset({"bench", "pytester"})
+"""A test using one of these runs pytest in a project of its own."""
+SUBPROCESS_MODULES = frozenset({"test_packaging.py"})
+"""Modules whose every test builds or runs the distribution in a subprocess."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    marker = pytest.mark.tau2_subprocess
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & SUBPROCESS_FIXTURES or item.path.name in SUBPROCESS_MODULES:
+            item.add_marker(marker)
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    """The real data folder ($TAU2_DATA_DIR or fixtures/cache); fails the test if absent."""
+    """The real data folder ($TAU2_DATA_DIR or the data cache); fails the test if absent."""
     try:
         return resolve_data_dir()
     except DataError as error:
         pytest.fail(f"these tests need the upstream data: {error}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def tasks(data_dir: Path) -> Mapping[str, Task]:
+    """The 114 tasks, by id."""
+    return load_tasks(data_dir)
+
+
+@pytest.fixture(scope="session")
+def book(data_dir: Path, tasks: Mapping[str, Task]) -> GoldBook:
+    """The gold results of the tasks, each replayed once per test process."""
+    return GoldBook(seed=load_seed(data_dir), tasks=tasks)
+
+
+@pytest.fixture
+def copied_data_dir(data_dir: Path, tmp_path: Path) -> Path:
+    """A writable copy of the data folder, for tests that change or remove files."""
+    copy = tmp_path / "data"
+    for entry in load_manifest().files:
+        target = copy / entry.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data_dir / entry.name, target)
+    return copy
+
+
+@pytest.fixture
+def openai_server() -> Iterator[LoopbackOpenAIServer]:
+    """A started ``LoopbackOpenAIServer`` with an empty script; stopped at teardown."""
+    with LoopbackOpenAIServer() as server:
+        yield server

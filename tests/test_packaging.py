@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tau2_retail.testing.timeouts import scaled_timeout
+
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
@@ -127,7 +129,12 @@ def _run_elsewhere(installed: Path, folder: Path, *args: str) -> subprocess.Comp
     # the unpacked wheel comes first: its modules and its entry point win over this checkout's
     env["PYTHONPATH"] = str(installed)
     return subprocess.run(
-        [sys.executable, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=scaled_timeout(600),
     )
 
 

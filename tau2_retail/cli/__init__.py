@@ -1,2 +1,4 @@
-"""The command line, ``python -m tau2_retail <command>``: argument parsing only, one module per
-command; the work is done by the engine packages."""
+"""The command line, ``python -m tau2_retail COMMAND``: ``main`` parses and dispatches; one
+module per command (``data``, ``tasks``, ``gold``, ``replay``, ``run``, ``summarize``,
+``report``) declares its options and prints its output. The work itself is done by the layers
+below (data, engine, results, report); nothing here is needed by the pytest plugin."""

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tau2_retail.cli.common import SubParsers, add_data_dir
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.seed import load_seed
 from tau2_retail.errors import DataError
@@ -21,7 +22,24 @@ from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import ToolResult, dispatch, dispatch_json
 from tau2_retail.tools.store import Store
 
-__all__ = ["replay_command", "replay_sequence"]
+__all__ = ["add_parser", "replay_command", "replay_sequence"]
+
+
+def add_parser(commands: SubParsers) -> None:
+    replay = commands.add_parser(
+        "replay",
+        help="apply tool-call sequences to fresh databases",
+        description="Apply tool calls to a fresh copy of the seed database and print, per "
+        "sequence, each call's output, the database diff and its hash, as JSON.",
+        epilog="exit status: 0 replayed (tool errors are outputs), 2 unreadable or malformed input",
+    )
+    add_data_dir(replay)
+    replay.add_argument(
+        "file",
+        help="JSON file ('-' for stdin): a list of {name, arguments} calls, or "
+        '{"sequences": [[...], ...]}',
+    )
+    replay.set_defaults(handler=replay_command)
 
 
 def _call(store: Store, call: Any, where: str) -> ToolResult:

@@ -1,13 +1,8 @@
-"""``python -m tau2_retail run ID``: one scenario, without pytest, printed for a human or as JSON.
+"""``python -m tau2_retail run ID``: one scenario without pytest, printed live or as JSON.
 
-The models are chosen by name: ``builtin:oracle`` / ``builtin:noop`` (agent) and
-``builtin:customer`` (user) need no network; any other name is a model id at an
-OpenAI-compatible endpoint (``--<role>-base-url``, key read from ``--<role>-api-key-env``).
-With no judge, NL assertions are not applicable and a line says how to configure one.
-
-Exit status: 0 when the scenario succeeded, 1 when it failed, 3 on ``infra_error`` (the
-endpoint failed; not the model's fault). Errors of the suite's own tree (an unknown task id,
-a bad setting) are reported by ``cli.main`` with status 2.
+It goes through the same harness as the pytest fixture (``tau2_retail.engine.harness``) with
+the same request options, limits and seed: the base seed's first trial seed, as pytest's
+trial 1 uses. With no judge, NL assertions are not applicable and a line says how to add one.
 """
 
 from __future__ import annotations
@@ -15,30 +10,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Sequence
-from contextlib import AsyncExitStack
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Final
 
+from tau2_retail.cli.common import SubParsers, add_data_dir
 from tau2_retail.data.files import resolve_data_dir
-from tau2_retail.data.gold import GoldBook
-from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.data.tasks import Task, trial_seeds
 from tau2_retail.engine.conversation import Limits
-from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, request_config
-from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
+from tau2_retail.engine.harness import Harness, Roles, load_bundle
+from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
+from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import ConfigError, DataError
-from tau2_retail.models.builtin import builtin_model, is_builtin
-from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.builtin import BUILTIN_AGENTS, BUILTIN_CUSTOMER, BUILTIN_ORACLE
+from tau2_retail.models.choice import ModelChoice, choose_model
+from tau2_retail.models.config import DEFAULT_API_KEY_ENV, EndpointConfig
 from tau2_retail.models.messages import Message, Role, ToolCall
-from tau2_retail.models.protocol import ChatModel
-from tau2_retail.tools.store import Store
+from tau2_retail.results.artifacts import write_outcome
 
 __all__ = [
+    "DEFAULT_BASE_SEED",
     "EXIT_FAILED",
     "EXIT_INFRA_ERROR",
     "EXIT_SUCCESS",
     "MAX_SHOWN_CHARS",
+    "add_parser",
+    "render_message",
     "render_transcript",
     "run_command",
 ]
@@ -47,6 +46,9 @@ EXIT_SUCCESS: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_INFRA_ERROR: Final = 3
 
+DEFAULT_BASE_SEED: Final = 300
+"""The pytest plugin's default ``--tau2-seed``."""
+
 MAX_SHOWN_CHARS: Final = 300
 """Tool-call arguments and tool results longer than this are cut in the readable output."""
 
@@ -54,6 +56,240 @@ _NO_JUDGE_HINT: Final = (
     "no judge configured: NL assertions are not applicable "
     "(set --judge-model and --judge-base-url to judge them)"
 )
+
+_DEFAULT_ENDPOINT: Final = EndpointConfig(model="defaults")
+_DEFAULT_LIMITS: Final = Limits()
+
+# -- the arguments --------------------------------------------------------------------------------
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"got {value}; expected an integer >= 1")
+    return value
+
+
+def _json_object(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(
+            'expected a JSON object, e.g. \'{"chat_template_kwargs": {"x": 1}}\''
+        ) from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+_ROLE_WHO: Final = {
+    "agent": "the agent",
+    "user": "the simulated user",
+    "judge": "the NL-assertion judge",
+}
+_RequestOption = tuple[str, Callable[[str], Any], str, str]
+_REQUEST_OPTIONS: Final[tuple[_RequestOption, ...]] = (
+    # (name, parser, metavar, help with {who})
+    (
+        "base_url",
+        str,
+        "URL",
+        "OpenAI-compatible base URL of {who}, e.g. http://127.0.0.1:8000/v1 "
+        "(default: OPENAI_BASE_URL, else OpenAI's)",
+    ),
+    ("temperature", float, "T", "sampling temperature of {who} (default: the server's)"),
+    ("top_p", float, "P", "top_p of {who}, in (0, 1] (default: the server's)"),
+    ("max_tokens", _positive_int, "N", "max tokens per reply of {who} (default: the server's)"),
+    (
+        "extra_body",
+        _json_object,
+        "JSON",
+        "JSON object merged into every request body of {who} (server-specific fields)",
+    ),
+    (
+        "timeout",
+        float,
+        "SECONDS",
+        f"seconds per request of {{who}} (default: {_DEFAULT_ENDPOINT.timeout_seconds:g})",
+    ),
+    (
+        "max_retries",
+        int,
+        "N",
+        f"retries per request of {{who}} (default: {_DEFAULT_ENDPOINT.max_retries})",
+    ),
+)
+
+
+def _add_role(parser: argparse.ArgumentParser, role: str, default: str | None) -> None:
+    who = _ROLE_WHO[role]
+    group = parser.add_argument_group(f"{role} model ({who})")
+    if role == "agent":
+        model_help = f"{', '.join(BUILTIN_AGENTS)}, or a model id at the endpoint"
+    elif role == "user":
+        model_help = f"{BUILTIN_CUSTOMER}, or a model id at the endpoint"
+    else:
+        model_help = "a model id at the endpoint (no judge when left out)"
+    shown = f" (default: {default})" if default else ""
+    group.add_argument(
+        f"--{role}-model", default=default, metavar="NAME", help=f"{model_help}{shown}"
+    )
+    group.add_argument(
+        f"--{role}-api-key-env",
+        default=DEFAULT_API_KEY_ENV,
+        metavar="NAME",
+        help=f"NAME of the environment variable holding the API key of {who} "
+        f"(default: {DEFAULT_API_KEY_ENV})",
+    )
+    for name, parse, metavar, text in _REQUEST_OPTIONS:
+        group.add_argument(
+            f"--{role}-{name.replace('_', '-')}",
+            type=parse,
+            metavar=metavar,
+            help=text.format(who=who),
+        )
+
+
+def add_parser(commands: SubParsers) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run one scenario and print the conversation as it happens",
+        description="Run one scenario with the same harness, options and seed as the pytest "
+        "run, printing each message as it is added. Built-in models need no network; any "
+        "other model name is called at an OpenAI-compatible endpoint.",
+        epilog=f"exit status: {EXIT_SUCCESS} the scenario succeeded, {EXIT_FAILED} it failed, "
+        "2 bad input (unknown task id, bad option, data problem), "
+        f"{EXIT_INFRA_ERROR} infra_error (an endpoint failed; not the model's fault)",
+    )
+    add_data_dir(run)
+    run.add_argument(
+        "task_id", metavar="ID", help="task id, 0..113 (list: python -m tau2_retail tasks)"
+    )
+    _add_role(run, "agent", BUILTIN_ORACLE)
+    _add_role(run, "user", BUILTIN_CUSTOMER)
+    _add_role(run, "judge", None)
+    limits = run.add_argument_group("limits, seed and output")
+    limits.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_BASE_SEED,
+        metavar="BASE",
+        help="base seed as --tau2-seed; the scenario uses its first trial seed, as pytest's "
+        f"trial 1 does (default: {DEFAULT_BASE_SEED})",
+    )
+    limits.add_argument(
+        "--max-steps",
+        type=_positive_int,
+        metavar="N",
+        help=f"routed messages before max_steps (default: {_DEFAULT_LIMITS.max_steps})",
+    )
+    limits.add_argument(
+        "--max-errors",
+        type=_positive_int,
+        metavar="N",
+        help=f"tool errors before too_many_errors (default: {_DEFAULT_LIMITS.max_errors})",
+    )
+    limits.add_argument(
+        "--max-duration",
+        type=float,
+        metavar="SECONDS",
+        help="wall-clock seconds before timeout "
+        f"(default: {_DEFAULT_LIMITS.max_duration_seconds:g})",
+    )
+    limits.add_argument(
+        "--profile",
+        choices=PROFILE_NAMES,
+        default=ProfileName.DEFAULT.value,
+        help="default (ours: notes, end_conversation, our judge) or tau2 (upstream "
+        "tau2-bench's prompts, tools, endings and reward, from its pinned sources), as "
+        "--tau2-profile (default: default)",
+    )
+    limits.add_argument(
+        "--no-agent-notes",
+        action="store_true",
+        help="give the agent the policy alone, as upstream tau2 (default: policy + our notes)",
+    )
+    limits.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="also write the scenario's artifacts (transcript, metrics, ...) into "
+        "DIR/tau2_retail__ID",
+    )
+    limits.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document at the end (metrics, transcript, actions, judge) instead "
+        "of the live conversation",
+    )
+    run.set_defaults(handler=run_command)
+
+
+def _endpoint_values(args: argparse.Namespace, role: str) -> dict[str, Any]:
+    return {name: getattr(args, f"{role}_{name}") for name, *_ in _REQUEST_OPTIONS}
+
+
+def _choice(args: argparse.Namespace, role: str) -> ModelChoice | None:
+    name: str | None = getattr(args, f"{role}_model")
+    values = _endpoint_values(args, role)
+    given = [
+        f"--{role}-{key.replace('_', '-')}" for key, value in values.items() if value is not None
+    ]
+    if name is None:
+        if given:
+            raise ConfigError(f"{given[0]} given without --{role}-model: name the {role} model")
+        return None
+
+    def endpoint(model: str) -> EndpointConfig:
+        defaults = _DEFAULT_ENDPOINT
+        try:
+            return EndpointConfig(
+                model=model,
+                base_url=values["base_url"],
+                api_key_env=getattr(args, f"{role}_api_key_env"),
+                temperature=values["temperature"],
+                top_p=values["top_p"],
+                max_tokens=values["max_tokens"],
+                extra_body=values["extra_body"] or {},
+                timeout_seconds=(
+                    defaults.timeout_seconds if values["timeout"] is None else values["timeout"]
+                ),
+                max_retries=(
+                    defaults.max_retries if values["max_retries"] is None else values["max_retries"]
+                ),
+            )
+        except ConfigError as error:
+            raise ConfigError(f"--{role}-*: {error}") from error
+
+    try:
+        choice = choose_model(role, name, endpoint)
+    except ConfigError as error:
+        if str(error).startswith("--"):
+            raise
+        raise ConfigError(f"--{role}-model: {error}") from error
+    if choice.endpoint is None and given:
+        raise ConfigError(
+            f"{given[0]} given with the built-in model {name!r}; built-in models run locally: "
+            "drop the option or name an endpoint model"
+        )
+    return choice
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    duration: float | None = args.max_duration
+    if duration is not None and not duration > 0:
+        raise ConfigError(f"--max-duration: got {duration:g}; expected a number of seconds > 0")
+    defaults = _DEFAULT_LIMITS
+    return Limits(
+        max_steps=args.max_steps or defaults.max_steps,
+        max_errors=args.max_errors or defaults.max_errors,
+        max_duration_seconds=duration or defaults.max_duration_seconds,
+    )
+
+
+# -- the output -----------------------------------------------------------------------------------
 
 
 def _truncated(text: str) -> str:
@@ -67,146 +303,46 @@ def _call_text(call: ToolCall) -> str:
     return f"agent -> {call.name}({_truncated(call.arguments)})"
 
 
-def render_transcript(messages: Sequence[Message]) -> list[str]:
-    """The conversation as lines: ``agent:``, ``user:``, ``agent -> tool(args)``, ``tool: ...``.
+def render_message(message: Message) -> list[str]:
+    """One message as lines: ``agent:``, ``user:``, ``agent -> tool(args)``, ``tool: ...``.
 
     Agent text that came with tool calls is shown too (the user never saw it); tool results and
     arguments are cut at ``MAX_SHOWN_CHARS``; a failed tool call is marked ``tool (error):``.
+    System messages are not shown.
     """
-    lines: list[str] = []
-    for message in messages:
-        text = message.content or ""
-        if message.role is Role.ASSISTANT:
-            if text.strip():
-                lines.append(f"agent: {text}")
-            lines.extend(_call_text(call) for call in message.tool_calls)
-        elif message.role is Role.USER:
-            lines.append(f"user: {text}")
-        elif message.role is Role.TOOL:
-            marker = " (error)" if message.error else ""
-            lines.append(f"tool{marker}: {_truncated(text)}")
-    return lines
+    text = message.content or ""
+    if message.role is Role.ASSISTANT:
+        lines = [f"agent: {text}"] if text.strip() else []
+        return lines + [_call_text(call) for call in message.tool_calls]
+    if message.role is Role.USER:
+        return [f"user: {text}"]
+    if message.role is Role.TOOL:
+        marker = " (error)" if message.error else ""
+        return [f"tool{marker}: {_truncated(text)}"]
+    return []
 
 
-def _endpoint(
-    stack: AsyncExitStack, config: EndpointConfig, *, role: str, profile: ProfileName
-) -> ChatModel:
-    """An OpenAI-compatible client with the profile's request parameters, closed with ``stack``."""
-    from tau2_retail.models.openai_client import OpenAIChatModel
-
-    model = OpenAIChatModel(request_config(profile, role, config))
-    stack.push_async_callback(model.close)
-    return model
+def render_transcript(messages: Sequence[Message]) -> list[str]:
+    """The conversation as lines (:func:`render_message` of each message)."""
+    return [line for message in messages for line in render_message(message)]
 
 
-def _model(
-    stack: AsyncExitStack,
-    role: str,
-    name: str,
-    *,
-    base_url: str | None,
-    api_key_env: str,
-    task: Task,
-    profile: ProfileName,
-) -> ChatModel:
-    """The built-in model ``name``, or a client for it at ``base_url``."""
-    if is_builtin(name):
-        if base_url is not None:
-            raise ConfigError(
-                f"--{role}-base-url {base_url!r} given with the built-in model {name!r}; "
-                "built-in models run locally: drop the URL or name an endpoint model"
-            )
-        return builtin_model(name, task, role=role)
-    return _endpoint(
-        stack,
-        EndpointConfig(model=name, base_url=base_url, api_key_env=api_key_env),
-        role=role,
-        profile=profile,
-    )
+def _print_live(message: Message) -> None:
+    for line in render_message(message):
+        print(line, flush=True)
 
 
-def _judge_config(args: argparse.Namespace) -> EndpointConfig | None:
-    name: str | None = args.judge_model
-    if name is None:
-        return None
-    if is_builtin(name):
-        raise ConfigError(
-            f"--judge-model {name!r}: there is no built-in judge; name a model at an "
-            "OpenAI-compatible endpoint (with --judge-base-url), or leave the option out"
-        )
-    return EndpointConfig(
-        model=name, base_url=args.judge_base_url, api_key_env=args.judge_api_key_env
-    )
-
-
-def _limits(args: argparse.Namespace) -> Limits:
-    max_steps: int | None = args.max_steps
-    if max_steps is None:
-        return Limits()
-    if max_steps < 1:
-        raise ConfigError(f"--max-steps: got {max_steps}; expected a positive integer")
-    return Limits(max_steps=max_steps)
-
-
-async def _run(
-    args: argparse.Namespace, *, task: Task, book: GoldBook, profile: Profile
-) -> ScenarioOutcome:
-    # Settings are checked before any client is built.
-    limits = _limits(args)
-    judge_config = _judge_config(args)
-    async with AsyncExitStack() as stack:
-        agent = _model(
-            stack,
-            "agent",
-            args.agent_model,
-            base_url=args.agent_base_url,
-            api_key_env=args.agent_api_key_env,
-            task=task,
-            profile=profile.name,
-        )
-        user = _model(
-            stack,
-            "user",
-            args.user_model,
-            base_url=args.user_base_url,
-            api_key_env=args.user_api_key_env,
-            task=task,
-            profile=profile.name,
-        )
-        judge = None
-        if judge_config is not None:
-            judge = _endpoint(stack, judge_config, role="judge", profile=profile.name)
-        return await run_scenario(
-            Scenario(task=task, trial=0, trials=1, seed=args.seed),
-            agent=agent,
-            user=user,
-            judge_model=judge,
-            gold=book[task.id],
-            store=Store(book.seed),
-            agent_prompt=profile.agent_prompt,
-            user_prompt=profile.user_prompt(task),
-            tools=profile.tools,
-            limits=limits,
-            profile=profile,
-        )
-
-
-def _header(args: argparse.Namespace, task: Task) -> list[str]:
-    judge: str | None = args.judge_model
+def _header(task: Task, roles: Roles, seed: int, base_seed: int, profile: ProfileName) -> list[str]:
+    judge = roles.judge
     lines = [
         f"scenario {task.scenario_name} (split {task.split}, persona {task.persona_name}, "
-        f"seed {args.seed}, profile {args.profile})",
-        f"agent: {_where(args.agent_model, args.agent_base_url)}; "
-        f"user: {_where(args.user_model, args.user_base_url)}; "
-        f"judge: {_where(judge, args.judge_base_url) if judge else 'none'}",
+        f"seed {seed} = trial 1 of base seed {base_seed}, profile {profile.value})",
+        f"agent: {roles.agent.describe()}; user: {roles.user.describe()}; "
+        f"judge: {judge.describe() if judge else 'none'}",
     ]
     if judge is None and task.nl_assertions:
         lines.append(_NO_JUDGE_HINT)
     return lines
-
-
-def _where(name: str, base_url: str | None) -> str:
-    return f"{name} at {base_url}" if base_url else name
 
 
 def _report(outcome: ScenarioOutcome) -> list[str]:
@@ -214,19 +350,19 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
     conversation = outcome.conversation
     detail = f" ({conversation.detail})" if conversation.detail else ""
     lines = [f"ending: {conversation.stop_reason.value}{detail}"]
-    if metrics["db_state_match"]:
-        lines.append(f"DB match: yes (hash {metrics['db_state_expected_hash'][:12]})")
+    if metrics.db_state_match:
+        lines.append(f"DB match: yes (hash {metrics.db_state_expected_hash[:12]})")
     else:
         lines.append(
-            f"DB match: no (expected hash {metrics['db_state_expected_hash'][:12]}, "
-            f"actual {metrics['db_state_actual_hash'][:12]})"
+            f"DB match: no (expected hash {metrics.db_state_expected_hash[:12]}, "
+            f"actual {metrics.db_state_actual_hash[:12]})"
         )
         lines.extend(f"  {line}" for line in describe_db_difference(outcome.db_diff).splitlines())
     lines.append(
         "signals: "
         + "; ".join(
             f"{state} {', '.join(signals)}"
-            for state, signals in metrics["success_breakdown"].items()
+            for state, signals in metrics.success_breakdown.items()
             if signals
         )
     )
@@ -234,60 +370,105 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
         for verdict in outcome.judge.verdicts:
             mark = "passed" if verdict.passed else "failed"
             lines.append(f"  NL {verdict.index} {mark}: {verdict.assertion} ({verdict.reason})")
-    usage = metrics["token_usage"]
+    usage = metrics.token_usage
     lines.append(
         "tokens: "
         + "; ".join(
-            f"{role} {value['n_calls']} calls, {value['prompt']} prompt, "
-            f"{value['completion']} completion"
+            f"{role} {value.n_calls} call{'' if value.n_calls == 1 else 's'}, "
+            f"{value.prompt} prompt, {value.completion} completion"
             for role, value in usage.items()
         )
     )
     if outcome.is_infra_error:
         verdict_line = "result: infra_error (the endpoint failed; not scored)"
     else:
-        verdict_line = f"result: {'success' if metrics['is_successful'] else 'failure'}"
-    reward = metrics["tau2_reward"]
+        verdict_line = f"result: {'success' if metrics.is_successful else 'failure'}"
+    reward = metrics.tau2_reward
     shown = "n/a (no judge)" if reward is None else f"{reward:g}"
     lines.append(f"{verdict_line}, tau2 reward {shown}")
     return lines
 
 
+def _json_document(outcome: ScenarioOutcome) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "metrics": outcome.metrics.to_json(),
+        "transcript": outcome.conversation.to_json()["messages"],
+        "actions": [action.to_json() for action in outcome.conversation.actions],
+    }
+    if outcome.judge is not None:
+        document["judge"] = outcome.judge.to_json()
+    return document
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run task ``args.task_id`` once and print it; the exit status says how it went."""
-    data_dir = resolve_data_dir(args.data_dir)
-    tasks = load_tasks(data_dir)
-    task = tasks.get(args.task_id)
-    if task is None:
-        raise DataError(
-            f"unknown task id {args.task_id!r}; known ids are 0..{len(tasks) - 1} "
-            "(list them with: python -m tau2_retail tasks)"
-        )
-    if args.profile == ProfileName.TAU2.value and args.no_agent_notes:
+    # Every setting is checked before the data is loaded or any client is built.
+    roles = Roles(
+        agent=_required(_choice(args, "agent")),
+        user=_required(_choice(args, "user")),
+        judge=_choice(args, "judge"),
+    )
+    limits = _limits(args)
+    base_seed: int = args.seed
+    if base_seed < 0:
+        raise ConfigError(f"--seed: got {base_seed}; expected an integer >= 0")
+    profile = ProfileName(args.profile)
+    if profile is ProfileName.TAU2 and args.no_agent_notes:
         raise ConfigError(
             "--no-agent-notes applies to the default profile only; the tau2 profile sends "
             "upstream's agent prompt (drop the option)"
         )
-    profile = load_profile(
-        ProfileName(args.profile), data_dir, agent_notes=not args.no_agent_notes, tasks=tasks
-    )
-    book = GoldBook(seed=load_seed(data_dir), tasks=tasks)
-    outcome = asyncio.run(_run(args, task=task, book=book, profile=profile))
-    if args.json:
-        document: dict[str, Any] = {
-            "metrics": outcome.metrics,
-            "transcript": outcome.conversation.to_json()["messages"],
-            "actions": [action.to_json() for action in outcome.conversation.actions],
-        }
-        if outcome.judge is not None:
-            document["judge"] = outcome.judge.to_json()
-        print(json.dumps(document, indent=2, ensure_ascii=False))
-    else:
-        print("\n".join(_header(args, task)))
-        print()
-        print("\n".join(render_transcript(outcome.conversation.messages)))
+    data_dir = resolve_data_dir(args.data_dir)
+    bundle = load_bundle(data_dir, agent_notes=not args.no_agent_notes, profile=profile)
+    task = bundle.tasks.get(args.task_id)
+    if task is None:
+        raise DataError(
+            f"unknown task id {args.task_id!r}; known ids are 0..{len(bundle.tasks) - 1} "
+            "(list them with: python -m tau2_retail tasks)"
+        )
+    seed = trial_seeds(base_seed, 1)[0]
+    scenario = Scenario(task=task, trial=0, trials=1, seed=seed)
+    live = not args.json
+    if live:
+        header = _header(task, roles, seed, base_seed, profile)
+        print("\n".join(header), end="\n\n", flush=True)
+
+    async def run() -> ScenarioOutcome:
+        async with Harness(bundle=bundle, roles=roles, limits=limits) as harness:
+            outcome = await harness.run(scenario, on_message=_print_live if live else None)
+            if args.output_dir is not None:
+                write_outcome(
+                    Path(args.output_dir),
+                    outcome,
+                    prompts=harness.prompts(task),
+                    config={
+                        "command": "run",
+                        "seed": seed,
+                        "base_seed": base_seed,
+                        "profile": profile.value,
+                        # names and URLs only: request bodies may carry secrets
+                        "agent": roles.agent.describe(),
+                        "user": roles.user.describe(),
+                        "judge": roles.judge.describe() if roles.judge else None,
+                    },
+                )
+            return outcome
+
+    outcome = asyncio.run(run())
+    if live:
         print()
         print("\n".join(_report(outcome)))
+    else:
+        json.dump(_json_document(outcome), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
     if outcome.is_infra_error:
         return EXIT_INFRA_ERROR
-    return EXIT_SUCCESS if outcome.metrics["is_successful"] else EXIT_FAILED
+    return EXIT_SUCCESS if outcome.metrics.is_successful else EXIT_FAILED
+
+
+def _required(choice: ModelChoice | None) -> ModelChoice:
+    assert choice is not None  # agent and user have built-in defaults
+    return choice

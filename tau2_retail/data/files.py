@@ -10,14 +10,12 @@ once per process per file state.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -36,13 +34,13 @@ __all__ = [
     "combined_digest",
     "default_cache_dir",
     "fetch",
-    "fetch_command",
+    "folder_to_verify",
+    "format_checks",
     "load_manifest",
     "manifest_path",
     "read_verified",
     "resolve_data_dir",
     "verified_path",
-    "verify_command",
     "verify_folder",
 ]
 
@@ -458,22 +456,8 @@ def fetch(
     return written
 
 
-def fetch_command(args: argparse.Namespace) -> int:
-    """``python -m tau2_retail data fetch [--from DIR] [--dest DIR] [--base-url URL]``."""
-    dest = Path(args.dest).expanduser().absolute() if args.dest else default_cache_dir()
-    source_dir = Path(args.source_dir).expanduser().absolute() if args.source_dir else None
-    written = fetch(
-        dest,
-        source_dir=source_dir,
-        base_url=args.base_url,
-        progress=lambda message: print(message, file=sys.stderr),
-    )
-    total = len(load_manifest().files)
-    print(f"{dest}: {len(written)} written, {total - len(written)} already present, all verified")
-    return 0
-
-
-def _format_checks(folder: Path, checks: list[FileCheck]) -> str:
+def format_checks(folder: Path, checks: Sequence[FileCheck]) -> str:
+    """The verification of ``folder`` as a table: file, status, sha256 (or expected/got)."""
     width = max(len("file"), *(len(check.name) for check in checks))
     lines = [f"{folder}", f"{'file':<{width}}  {'status':<8}  sha256"]
     for check in checks:
@@ -485,31 +469,6 @@ def _format_checks(folder: Path, checks: list[FileCheck]) -> str:
     return "\n".join(lines)
 
 
-def verify_command(args: argparse.Namespace) -> int:
-    """``python -m tau2_retail data verify [FOLDER]``: 0 when every file matches, else 1."""
-    folder = _candidate_dir(args.folder)[0]
-    checks = verify_folder(folder)
-    print(_format_checks(folder, checks))
-    problems = [check for check in checks if check.status is not CheckStatus.OK]
-    if problems:
-        dest = "" if folder == default_cache_dir() else f" --dest {folder}"
-        print(
-            f"{len(problems)} of {len(checks)} files missing or different; run "
-            f"`python -m tau2_retail data fetch{dest}` (add --from FOLDER to copy)"
-        )
-        return 1
-    print(f"all {len(checks)} files match the manifest")
-    print(f"sha256 of the data and the pinned sources: {combined_digest(checks)}")
-    # Imported here: the derivation reads this module's verified files.
-    from tau2_retail.data.upstream import load_upstream_texts
-
-    try:
-        texts = load_upstream_texts(folder)
-    except DataError as error:
-        print(f"tau2 profile: {error}")
-        return 1
-    print(
-        f"tau2 profile: derived from the pinned sources ({len(texts.tools)} tools, "
-        f"{len(texts.user_system_prompts)} user prompts)"
-    )
-    return 0
+def folder_to_verify(explicit: str | os.PathLike[str] | None) -> Path:
+    """The folder ``data verify`` checks: ``explicit``, else the one data loading would use."""
+    return _candidate_dir(explicit)[0]

@@ -13,25 +13,21 @@ no score computed against that gold would mean anything.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from tau2_retail.data.files import resolve_data_dir
-from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.data.tasks import Task
 from tau2_retail.errors import DataError, GoldMismatch
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import Action, ToolResult, dispatch
 from tau2_retail.tools.store import Store
 
-__all__ = ["Gold", "GoldBook", "gold_command", "gold_digest", "pinned_gold_digests", "replay_calls"]
+__all__ = ["Gold", "GoldBook", "gold_digest", "pinned_gold_digests", "replay_calls"]
 
 GOLD_DIGESTS_FILE = "gold_digests.json"
 
@@ -122,14 +118,3 @@ class GoldBook:
             _check_pinned(gold)
             self._golds[task_id] = gold
         return gold
-
-
-def gold_command(args: argparse.Namespace) -> int:
-    data_dir = resolve_data_dir(args.data_dir)
-    tasks = load_tasks(data_dir)
-    book = GoldBook(seed=load_seed(data_dir), tasks=tasks)
-    ids = list(args.ids) or list(tasks)
-    output = {task_id: book[task_id].to_json() for task_id in ids}
-    json.dump(output, sys.stdout, indent=1)
-    sys.stdout.write("\n")
-    return 0

@@ -8,7 +8,6 @@ data folder and calls it, once per process per folder state.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -18,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tau2_retail.data.files import read_verified, resolve_data_dir
+from tau2_retail.data.files import read_verified
 from tau2_retail.errors import DataError
 from tau2_retail.tools.records import freeze, thaw
 from tau2_retail.tools.registry import TOOL_NAMES
@@ -30,7 +29,9 @@ __all__ = [
     "load_tasks",
     "load_user_guidelines",
     "parse_tasks",
-    "tasks_command",
+    "render_task_table",
+    "task_rows",
+    "task_totals",
     "trial_seeds",
 ]
 
@@ -293,7 +294,7 @@ def trial_seeds(base_seed: int, trials: int) -> tuple[int, ...]:
     return tuple(rng.randint(0, 1_000_000) for _ in range(trials))
 
 
-def _summary_rows(tasks: Mapping[str, Task]) -> list[dict[str, Any]]:
+def task_rows(tasks: Mapping[str, Task]) -> list[dict[str, Any]]:
     return [
         {
             "id": task.id,
@@ -306,7 +307,7 @@ def _summary_rows(tasks: Mapping[str, Task]) -> list[dict[str, Any]]:
     ]
 
 
-def _totals(tasks: Mapping[str, Task]) -> dict[str, int]:
+def task_totals(tasks: Mapping[str, Task]) -> dict[str, int]:
     values = list(tasks.values())
     return {
         "tasks": len(values),
@@ -316,7 +317,7 @@ def _totals(tasks: Mapping[str, Task]) -> dict[str, int]:
     }
 
 
-def _table(rows: Sequence[dict[str, Any]], totals: Mapping[str, int]) -> str:
+def render_task_table(rows: Sequence[dict[str, Any]], totals: Mapping[str, int]) -> str:
     columns = ("id", "split", "persona", "actions", "nl_assertions")
     widths = {
         column: max(len(column), *(len(str(row[column])) for row in rows)) for column in columns
@@ -339,17 +340,3 @@ def _table(rows: Sequence[dict[str, Any]], totals: Mapping[str, int]) -> str:
         f"{totals['nl_assertions']} assertions in all"
     )
     return "\n".join(lines)
-
-
-def tasks_command(args: argparse.Namespace) -> int:
-    """``python -m tau2_retail tasks [--data-dir D] [--json]``: list the scenarios."""
-    tasks = load_tasks(resolve_data_dir(args.data_dir))
-    rows = _summary_rows(tasks)
-    totals = _totals(tasks)
-    if args.json:
-        print(json.dumps({"tasks": rows, "totals": totals}, indent=2))
-    elif rows:
-        print(_table(rows, totals))
-    else:
-        print("no tasks")
-    return 0

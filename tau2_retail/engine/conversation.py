@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -30,6 +30,7 @@ __all__ = [
     "ConversationResult",
     "ConversationRules",
     "Limits",
+    "MessageListener",
     "StopReason",
     "SystemClock",
     "run_conversation",
@@ -81,6 +82,10 @@ class ConversationRules:
     normalize_ids: bool = True
     user_grace_turn: bool = True
     retry_empty_agent: bool = True
+
+
+MessageListener = Callable[[Message], None]
+"""Called with each message as it joins the conversation (live output); it must not block."""
 
 
 class Clock(Protocol):
@@ -166,6 +171,7 @@ class _Conversation:
         seed: int | None,
         clock: Clock,
         rules: ConversationRules,
+        on_message: MessageListener | None,
     ) -> None:
         self.rules = rules
         self.agent = agent
@@ -177,6 +183,7 @@ class _Conversation:
         self.limits = limits
         self.seed = seed
         self.clock = clock
+        self.on_message = on_message
         self.messages: list[Message] = []
         self.timestamps: list[float] = []
         self.actions: list[Action] = []
@@ -190,6 +197,8 @@ class _Conversation:
     def record(self, message: Message) -> None:
         self.messages.append(message)
         self.timestamps.append(self.clock.wall())
+        if self.on_message is not None:
+            self.on_message(message)
 
     def check_limits(self) -> None:
         elapsed = self.clock.monotonic() - self.started
@@ -343,8 +352,12 @@ async def run_conversation(
     seed: int | None = None,
     clock: Clock | None = None,
     rules: ConversationRules | None = None,
+    on_message: MessageListener | None = None,
 ) -> ConversationResult:
-    """Run one conversation on ``store`` (mutated in place) and return what happened."""
+    """Run one conversation on ``store`` (mutated in place) and return what happened.
+
+    ``on_message`` sees each message as it is recorded (the ``run`` command prints them live).
+    """
     limits = limits or Limits()
     conversation = _Conversation(
         agent=agent,
@@ -357,6 +370,7 @@ async def run_conversation(
         seed=seed,
         clock=clock or SystemClock(),
         rules=rules or ConversationRules(),
+        on_message=on_message,
     )
     try:
         # The clock checks between turns are exact; this bounds a single call that hangs.

@@ -1,7 +1,7 @@
 """One scenario end to end: conversation, judge, signals, and the metrics record.
 
 This is the engine's entry point for the pytest plugin and for ``python -m tau2_retail run``.
-Everything it returns is either a plain JSON-able value (``metrics``) or an object used only
+Everything it returns is either a record that travels as JSON (``metrics``) or an object used only
 in the process that ran the scenario (the conversation result with its store).
 """
 
@@ -18,10 +18,12 @@ from tau2_retail.engine.conversation import (
     Clock,
     ConversationResult,
     Limits,
+    MessageListener,
     StopReason,
     run_conversation,
 )
-from tau2_retail.engine.profiles import Profile, ProfileName, upstream_reward
+from tau2_retail.engine.metrics import LatencyStats, ScenarioMetrics, Turn, UsageCounts
+from tau2_retail.engine.profiles import SCORED_ENDINGS, Profile, ProfileName, upstream_reward
 from tau2_retail.engine.scoring import (
     Signal,
     SignalState,
@@ -74,7 +76,7 @@ class ScenarioOutcome:
     gold: Gold
     judge: JudgeResult | None
     db_diff: dict[str, dict[str, dict[str, Any]]]
-    metrics: dict[str, Any]
+    metrics: ScenarioMetrics
 
     def __repr__(self) -> str:
         # Short on purpose: on Python 3.11, asyncio.Runner.run ends with signal.getsignal(),
@@ -90,40 +92,57 @@ class ScenarioOutcome:
     def is_infra_error(self) -> bool:
         return self.conversation.stop_reason is StopReason.INFRA_ERROR
 
+    def _ending_failed(self) -> bool:
+        """Whether the ending costs the scenario: not ``agent_exit`` in the default profile
+        (CLEAN_EXIT); in the tau2 profile, an ending upstream does not score."""
+        if self.metrics.profile == ProfileName.TAU2.value:
+            return self.conversation.stop_reason not in SCORED_ENDINGS
+        return not self.metrics.clean_exit
+
+    def short_reason(self) -> str:
+        """Why the scenario failed, in a few words (empty when it succeeded), e.g.
+        ``stop max_steps; DB: 2 records differ; NL 1/3 not met``."""
+        parts = []
+        if self._ending_failed():
+            parts.append(f"stop {self.conversation.stop_reason.value}")
+        if not self.metrics.db_state_match:
+            differing = sum(len(records) for records in self.db_diff.values())
+            parts.append(f"DB: {differing} record{' differs' if differing == 1 else 's differ'}")
+        count = self.metrics.nl_assertion_pass_count
+        total = self.metrics.nl_assertion_total
+        if count is not None and count < total:
+            parts.append(f"NL {total - count}/{total} not met")
+        return "; ".join(parts)
+
     def signal_failures(self) -> list[str]:
         """One readable message per failed gating signal (empty when the scenario succeeded).
 
         NL assertions are not included: each is reported on its own as a subtest.
         """
         failures = []
-        if not self.metrics["db_state_match"]:
+        if not self.metrics.db_state_match:
             failures.append(
                 "DB_STATE_MATCH failed: the final database differs from the gold state "
-                f"(expected hash {self.metrics['db_state_expected_hash'][:12]}, "
-                f"actual {self.metrics['db_state_actual_hash'][:12]}):\n"
+                f"(expected hash {self.metrics.db_state_expected_hash[:12]}, "
+                f"actual {self.metrics.db_state_actual_hash[:12]}):\n"
                 + describe_db_difference(self.db_diff)
             )
         detail = f" ({self.conversation.detail})" if self.conversation.detail else ""
-        failed = self.metrics["success_breakdown"][SignalState.FAILED.value]
-        if Signal.CLEAN_EXIT.value in failed:
+        if Signal.CLEAN_EXIT.value in self.metrics.success_breakdown[SignalState.FAILED.value]:
             failures.append(
                 "CLEAN_EXIT failed: the conversation ended with "
                 f"{self.conversation.stop_reason.value}{detail}, not agent_exit"
             )
-        if (
-            self.metrics.get("profile") == ProfileName.TAU2.value
-            and self.metrics["tau2_reward"] == 0
-        ):
-            ending = self.conversation.stop_reason
-            if ending not in (StopReason.USER_STOP, StopReason.AGENT_EXIT):
-                failures.append(
-                    f"tau2 reward 0: the conversation ended with {ending.value}{detail}; "
-                    "upstream scores only conversations ended by user_stop or agent_stop"
-                )
+        if self.metrics.profile == ProfileName.TAU2.value and self._ending_failed():
+            failures.append(
+                f"tau2 reward 0: the conversation ended with "
+                f"{self.conversation.stop_reason.value}{detail}; upstream scores only "
+                "conversations ended by user_stop or agent_stop"
+            )
         return failures
 
 
-def _turns(messages: Sequence[Message], timestamps: Sequence[float]) -> list[dict[str, Any]]:
+def _turns(messages: Sequence[Message], timestamps: Sequence[float]) -> tuple[Turn, ...]:
     """The spoken turns (agent and user text) with their times."""
     turns = []
     for message, timestamp in zip(messages, timestamps, strict=True):
@@ -133,24 +152,24 @@ def _turns(messages: Sequence[Message], timestamps: Sequence[float]) -> list[dic
             role = "agent"
         else:
             continue
-        turns.append({"timestamp": timestamp, "role": role, "text": message.content})
-    return turns
+        turns.append(Turn(timestamp=timestamp, role=role, text=message.content or ""))
+    return tuple(turns)
 
 
-def _latency_stats(latencies: Sequence[tuple[str, float]]) -> dict[str, dict[str, float]]:
+def _latency_stats(latencies: Sequence[tuple[str, float]]) -> dict[str, LatencyStats]:
     by_role: dict[str, list[float]] = {}
     for role, seconds in latencies:
         by_role.setdefault(role, []).append(seconds)
     stats = {}
     for role, values in sorted(by_role.items()):
         ordered = sorted(values)
-        stats[role] = {
-            "n": len(ordered),
-            "mean": statistics.fmean(ordered),
-            "p50": statistics.median(ordered),
-            "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
-            "max": ordered[-1],
-        }
+        stats[role] = LatencyStats(
+            n=len(ordered),
+            mean=statistics.fmean(ordered),
+            p50=statistics.median(ordered),
+            p95=ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
+            max=ordered[-1],
+        )
     return stats
 
 
@@ -163,8 +182,8 @@ def build_metrics(
     judge_configured: bool,
     db_match: bool,
     profile: ProfileName = ProfileName.DEFAULT,
-) -> dict[str, Any]:
-    """The ``metrics.json`` record of spec §6 (plain JSON values), with the profile's reward.
+) -> ScenarioMetrics:
+    """The ``metrics.json`` record of spec §6, with the profile's reward.
 
     In the tau2 profile ``tau2_reward`` is upstream's reward (None when a task's NL component
     needs a judge and none is configured), CLEAN_EXIT is not applicable, and a scenario is
@@ -207,40 +226,44 @@ def build_metrics(
         "judge": judge.usage if judge is not None else Usage(),
     }
     turns = _turns(conversation.messages, conversation.timestamps)
-    metrics: dict[str, Any] = {
-        "profile": profile.value,
-        "scenario_name": scenario.name,
-        "scenario_id": scenario.id,
-        "task_id": task.id,
-        "trial": scenario.trial,
-        "seed": scenario.seed,
-        "split": task.split,
-        "persona_name": task.persona_name,
-        "total_turns": len(turns),
-        "turns": turns,
-        "duration_seconds": conversation.duration_seconds,
-        "latency_stats": _latency_stats(conversation.latencies),
-        "stop_reason": conversation.stop_reason.value,
-        "stop_detail": conversation.detail,
-        "infra_error": conversation.stop_reason is StopReason.INFRA_ERROR,
-        "clean_exit": clean_exit,
-        "db_state_expected_hash": gold.db_hash,
-        "db_state_actual_hash": gold.db_hash if db_match else conversation.store.hash(),
-        "db_state_match": db_match,
-        "is_action_match": actions_matched,
-        "nl_assertion_total": len(task.nl_assertions),
-        "token_usage": {role: value.to_json() for role, value in usage.items()},
-        "success_breakdown": verdict.breakdown,
-        "is_successful": is_successful,
-        "is_task_successful": verdict.is_task_successful,
-        "tau2_reward": reward,
-    }
+    nl_count = nl_rate = None
     if nl_applicable:
-        metrics["nl_assertion_pass_count"] = judge.pass_count if judge is not None else 0
-        metrics["nl_assertion_pass_rate"] = judge.pass_rate if judge is not None else 0.0
-    if judge is not None:
-        metrics["judge_score"] = judge.score
-    return metrics
+        nl_count = judge.pass_count if judge is not None else 0
+        nl_rate = judge.pass_rate if judge is not None else 0.0
+    return ScenarioMetrics(
+        profile=profile.value,
+        scenario_name=scenario.name,
+        scenario_id=scenario.id,
+        task_id=task.id,
+        trial=scenario.trial + 1,
+        seed=scenario.seed,
+        split=task.split,
+        persona_name=task.persona_name,
+        total_turns=len(turns),
+        turns=turns,
+        duration_seconds=conversation.duration_seconds,
+        latency_stats=_latency_stats(conversation.latencies),
+        stop_reason=conversation.stop_reason.value,
+        stop_detail=conversation.detail,
+        infra_error=conversation.stop_reason is StopReason.INFRA_ERROR,
+        clean_exit=clean_exit,
+        db_state_expected_hash=gold.db_hash,
+        db_state_actual_hash=gold.db_hash if db_match else conversation.store.hash(),
+        db_state_match=db_match,
+        is_action_match=actions_matched,
+        nl_assertion_total=len(task.nl_assertions),
+        nl_assertion_pass_count=nl_count,
+        nl_assertion_pass_rate=nl_rate,
+        judge_score=judge.score if judge is not None else None,
+        token_usage={
+            role: UsageCounts(n_calls=u.n_calls, prompt=u.prompt, completion=u.completion)
+            for role, u in usage.items()
+        },
+        success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
+        is_successful=is_successful,
+        is_task_successful=verdict.is_task_successful,
+        tau2_reward=reward,
+    )
 
 
 async def run_scenario(
@@ -256,12 +279,14 @@ async def run_scenario(
     tools: Sequence[Mapping[str, Any]],
     limits: Limits | None = None,
     clock: Clock | None = None,
+    on_message: MessageListener | None = None,
     profile: Profile | None = None,
 ) -> ScenarioOutcome:
     """Run the conversation on ``store``, judge it when a judge is given, score it.
 
-    ``profile`` (default: ours) gives the routing rules, the judge and the reward; the caller
-    passes the profile's prompts and tools.
+    ``on_message`` sees each conversation message as it is recorded. ``profile`` (default:
+    ours) gives the routing rules, the judge and the reward; the caller passes the profile's
+    prompts and tools.
     """
     conversation = await run_conversation(
         agent=agent,
@@ -273,6 +298,7 @@ async def run_scenario(
         limits=limits,
         seed=scenario.seed,
         clock=clock,
+        on_message=on_message,
         rules=profile.rules if profile is not None else None,
     )
     judge = None

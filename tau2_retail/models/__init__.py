@@ -1,4 +1,6 @@
-"""Chat models: the ``ChatModel`` protocol, endpoint configuration and the OpenAI client.
+"""Who answers a scenario's requests: the ``ChatModel`` protocol, chat messages, endpoint
+configuration and the OpenAI client, the built-in models (``builtin`` defines their names, the
+one list) and ``choice`` (which model plays a role, the rule shared by options and CLI).
 
 ``OpenAIChatModel`` and its constants are imported lazily: importing the ``openai`` package
 costs most of a second, and modules that only need the protocol or the config should not pay it.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from tau2_retail.data.tasks import Task
 from tau2_retail.errors import ConfigError
@@ -27,7 +27,11 @@ from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.registry import END_CONVERSATION
 
 __all__ = [
+    "BUILTINS_BY_ROLE",
     "BUILTIN_AGENTS",
+    "BUILTIN_CUSTOMER",
+    "BUILTIN_NOOP",
+    "BUILTIN_ORACLE",
     "BUILTIN_USERS",
     "NoopAgent",
     "OracleAgent",
@@ -36,9 +40,18 @@ __all__ = [
     "is_builtin",
 ]
 
-BUILTIN_PREFIX = "builtin:"
-BUILTIN_AGENTS = ("builtin:oracle", "builtin:noop")
-BUILTIN_USERS = ("builtin:customer",)
+BUILTIN_PREFIX: Final = "builtin:"
+BUILTIN_ORACLE: Final = "builtin:oracle"
+BUILTIN_NOOP: Final = "builtin:noop"
+BUILTIN_CUSTOMER: Final = "builtin:customer"
+BUILTIN_AGENTS: Final = (BUILTIN_ORACLE, BUILTIN_NOOP)
+BUILTIN_USERS: Final = (BUILTIN_CUSTOMER,)
+BUILTINS_BY_ROLE: Final[Mapping[str, tuple[str, ...]]] = {
+    "agent": BUILTIN_AGENTS,
+    "user": BUILTIN_USERS,
+    "judge": (),
+}
+"""The built-in models each role accepts (the judge has none): the one list of names."""
 
 ANYTHING_ELSE = "Is there anything else I can help you with?"
 CUSTOMER_DONE = "No, that's all I needed. Thank you! ###STOP###"
@@ -57,7 +70,7 @@ def _end_call(index: int) -> ToolCall:
 class OracleAgent:
     """Performs the gold actions, reports, and ends the conversation when the user is done."""
 
-    name = "builtin:oracle"
+    name = BUILTIN_ORACLE
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -95,7 +108,7 @@ class OracleAgent:
 class NoopAgent:
     """Ends the conversation at once."""
 
-    name = "builtin:noop"
+    name = BUILTIN_NOOP
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -113,7 +126,7 @@ class NoopAgent:
 class ScriptedCustomer:
     """States the request, says yes, and stops when asked whether anything else is needed."""
 
-    name = "builtin:customer"
+    name = BUILTIN_CUSTOMER
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -154,9 +167,9 @@ def _has_reported(messages: Sequence[Message]) -> bool:
 
 
 _BUILTINS: dict[str, type[OracleAgent | NoopAgent | ScriptedCustomer]] = {
-    "builtin:oracle": OracleAgent,
-    "builtin:noop": NoopAgent,
-    "builtin:customer": ScriptedCustomer,
+    BUILTIN_ORACLE: OracleAgent,
+    BUILTIN_NOOP: NoopAgent,
+    BUILTIN_CUSTOMER: ScriptedCustomer,
 }
 
 
@@ -166,7 +179,7 @@ def is_builtin(name: str) -> bool:
 
 def builtin_model(name: str, task: Task, *, role: str) -> ChatModel:
     """The built-in model ``name`` for ``task``; ``role`` is ``agent`` or ``user``."""
-    allowed = BUILTIN_AGENTS if role == "agent" else BUILTIN_USERS
+    allowed = BUILTINS_BY_ROLE.get(role, ())
     if name not in allowed:
         raise ConfigError(
             f"{name!r} is not a built-in {role} model; built-in {role} models: {', '.join(allowed)}"

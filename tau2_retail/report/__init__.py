@@ -1,1 +1,2 @@
-"""The self-contained HTML run report, built from a run directory's artifacts."""
+"""The self-contained HTML run report and the comparison of two runs, built from a run
+directory's artifacts (``python -m tau2_retail report`` prints; this package only builds)."""

@@ -1,7 +1,7 @@
 """Comparing two runs for the report: rate differences and flipped scenarios.
 
-Both sides are ``summary.json`` figures
-(:func:`tau2_retail.results.summary.build_summary`); scenarios are matched by scenario id.
+Both sides are :class:`~tau2_retail.results.records.RunSummary` records (``summary.json``);
+scenarios are matched by scenario id.
 Used by ``python -m tau2_retail report RUN --against OTHER``.
 """
 
@@ -10,31 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tau2_retail.results.records import GroupRate, Rate, RunSummary, ScenarioRow
+
 __all__ = ["compare_summaries", "comparison_lines"]
 
 _SHOWN_FLIPS = 20  # in the terminal; the page lists them all
 
-_SIGNALS = ("DB_STATE_MATCH", "CLEAN_EXIT", "NL_ASSERTION", "ACTION_MATCH")
-_ROW_SIGNALS = {
-    "db_state_match": "DB_STATE_MATCH",
-    "clean_exit": "CLEAN_EXIT",
-    "is_action_match": "ACTION_MATCH",
-}
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
 
 def _rate_entry(
-    name: str, group: str, current: Mapping[str, Any] | None, baseline: Mapping[str, Any] | None
+    name: str, group: str, current: Rate | None, baseline: Rate | None
 ) -> dict[str, Any]:
-    def parts(rate: Mapping[str, Any] | None) -> tuple[float | None, str]:
-        if not rate or rate.get("rate") is None:
+    def parts(rate: Rate | None) -> tuple[float | None, str]:
+        if rate is None or rate.rate is None:
             return None, "n/a"
-        return float(rate["rate"]), f"{rate.get('passed')}/{rate.get('total')}"
+        return rate.rate, f"{rate.passed}/{rate.total}"
 
     cur, cur_text = parts(current)
     base, base_text = parts(baseline)
@@ -51,39 +40,49 @@ def _rate_entry(
 
 
 def _mean_entry(
-    name: str, group: str, current: Mapping[str, Any], baseline: Mapping[str, Any], value: str
+    name: str, group: str, current: tuple[float | None, int], baseline: tuple[float | None, int]
 ) -> dict[str, Any]:
-    cur, base = _number(current.get(value)), _number(baseline.get(value))
+    (cur, cur_n), (base, base_n) = current, baseline
     return {
         "name": name,
         "group": group,
         "kind": "mean",
         "current": cur,
         "baseline": base,
-        "current_text": f"n={current.get('n', current.get('tasks', 0))}",
-        "baseline_text": f"n={baseline.get('n', baseline.get('tasks', 0))}",
+        "current_text": f"n={cur_n}",
+        "baseline_text": f"n={base_n}",
         "delta": None if cur is None or base is None else cur - base,
     }
 
 
-def _group_rate(group: Any) -> dict[str, Any] | None:
-    if not isinstance(group, dict):
-        return None
+def _group_rate(group: GroupRate | None) -> Rate | None:
+    return Rate(passed=group.succeeded, total=group.n) if group is not None else None
+
+
+def _signal_rates(summary: RunSummary) -> dict[str, Rate | None]:
     return {
-        "passed": group.get("succeeded"),
-        "total": group.get("n"),
-        "rate": group.get("success_rate"),
+        "DB-State match": summary.db_state_match.rate,
+        "Clean exit": summary.clean_exit.rate,
+        "NL-Assertion pass": summary.nl_assertion.rate,
+        "Action match (excluded)": summary.action_match.rate,
     }
 
 
-def _signal_rate(signal: Any) -> dict[str, Any] | None:
-    if not isinstance(signal, dict) or signal.get("applicable") is False:
-        return None
-    return signal
+def _changed_signals(row: ScenarioRow, before: ScenarioRow) -> list[str]:
+    changed = []
+    if row.db_state_match != before.db_state_match:
+        changed.append("DB_STATE_MATCH")
+    if row.clean_exit != before.clean_exit:
+        changed.append("CLEAN_EXIT")
+    if row.nl_assertion_pass_rate != before.nl_assertion_pass_rate:
+        changed.append("NL_ASSERTION")
+    if row.is_action_match != before.is_action_match:
+        changed.append("ACTION_MATCH")
+    return changed
 
 
-def compare_summaries(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, Any]:
-    """Rate differences and flipped scenarios between two runs' ``summary.json`` figures.
+def compare_summaries(current: RunSummary, baseline: RunSummary) -> dict[str, Any]:
+    """Rate differences and flipped scenarios between two runs' summaries.
 
     ``rates``: one entry per figure (overall and task success, each signal, tau2 reward,
     judge score, pass^k, each split and persona) with both values and ``delta`` (current
@@ -93,96 +92,75 @@ def compare_summaries(current: Mapping[str, Any], baseline: Mapping[str, Any]) -
     ``only_baseline``: scenario ids present in one run only.
     """
     rates = [
+        _rate_entry("Overall success", "headline", current.success_rate, baseline.success_rate),
         _rate_entry(
-            "Overall success", "headline", current["success_rate"], baseline["success_rate"]
-        ),
-        _rate_entry(
-            "Task success", "headline", current["task_success_rate"], baseline["task_success_rate"]
+            "Task success", "headline", current.task_success_rate, baseline.task_success_rate
         ),
     ]
-    labels = {
-        "DB_STATE_MATCH": "DB-State match",
-        "CLEAN_EXIT": "Clean exit",
-        "NL_ASSERTION": "NL-Assertion pass",
-        "ACTION_MATCH": "Action match (excluded)",
-    }
-    for signal in _SIGNALS:
+    baseline_signals = _signal_rates(baseline)
+    for label, rate in _signal_rates(current).items():
+        rates.append(_rate_entry(label, "signal", rate, baseline_signals[label]))
+    for name, cur_mean, base_mean in (
+        ("tau2 reward (mean)", current.tau2_reward, baseline.tau2_reward),
+        ("Judge score (mean)", current.judge_score, baseline.judge_score),
+    ):
         rates.append(
-            _rate_entry(
-                labels[signal],
-                "signal",
-                _signal_rate(current["signals"].get(signal)),
-                _signal_rate(baseline["signals"].get(signal)),
+            _mean_entry(
+                name, "informational", (cur_mean.mean, cur_mean.n), (base_mean.mean, base_mean.n)
             )
         )
-    rates.append(
-        _mean_entry(
-            "tau2 reward (mean)",
-            "informational",
-            current["tau2_reward"],
-            baseline["tau2_reward"],
-            "mean",
-        )
-    )
-    rates.append(
-        _mean_entry(
-            "Judge score (mean)",
-            "informational",
-            current["judge_score"],
-            baseline["judge_score"],
-            "mean",
-        )
-    )
-    current_k = {e.get("k"): e for e in current["pass_hat_k"] if isinstance(e, dict)}
-    baseline_k = {e.get("k"): e for e in baseline["pass_hat_k"] if isinstance(e, dict)}
-    for k in sorted(set(current_k) | set(baseline_k), key=lambda v: (not isinstance(v, int), v)):
+    current_k = {e.k: e for e in current.pass_hat_k}
+    baseline_k = {e.k: e for e in baseline.pass_hat_k}
+    for k in sorted(current_k.keys() | baseline_k.keys()):
+        cur_k, base_k = current_k.get(k), baseline_k.get(k)
         rates.append(
-            _mean_entry(f"pass^{k}", "pass^k", current_k.get(k, {}), baseline_k.get(k, {}), "value")
+            _mean_entry(
+                f"pass^{k}",
+                "pass^k",
+                (cur_k.value, cur_k.tasks) if cur_k else (None, 0),
+                (base_k.value, base_k.tasks) if base_k else (None, 0),
+            )
         )
-    for key, label in (("by_split", "split"), ("by_persona", "persona")):
-        for name in sorted(set(current[key]) | set(baseline[key])):
+    for label, cur_groups, base_groups in (
+        ("split", current.by_split, baseline.by_split),
+        ("persona", current.by_persona, baseline.by_persona),
+    ):
+        for name in sorted(cur_groups.keys() | base_groups.keys()):
             rates.append(
                 _rate_entry(
                     f"{label} {name}",
                     label,
-                    _group_rate(current[key].get(name)),
-                    _group_rate(baseline[key].get(name)),
+                    _group_rate(cur_groups.get(name)),
+                    _group_rate(base_groups.get(name)),
                 )
             )
 
-    current_rows = {str(r["scenario_id"]): r for r in current["scenarios"]}
-    baseline_rows = {str(r["scenario_id"]): r for r in baseline["scenarios"]}
+    current_rows = {r.scenario_id: r for r in current.scenarios}
+    baseline_rows = {r.scenario_id: r for r in baseline.scenarios}
     flips = []
     for scenario_id, row in current_rows.items():
         before = baseline_rows.get(scenario_id)
-        if before is None or before.get("status") == row.get("status"):
+        if before is None or before.status == row.status:
             continue
-        if row.get("status") == "PASS":
+        if row.status == "PASS":
             kind = "fixed"
-        elif before.get("status") == "PASS" and row.get("status") == "FAIL":
+        elif before.status == "PASS" and row.status == "FAIL":
             kind = "broken"
         else:
             kind = "changed"
-        changed = [
-            signal
-            for key, signal in _ROW_SIGNALS.items()
-            if bool(row.get(key)) != bool(before.get(key))
-        ]
-        if row.get("nl_assertion_pass_rate") != before.get("nl_assertion_pass_rate"):
-            changed.insert(2, "NL_ASSERTION")
         flips.append(
             {
                 "id": scenario_id,
                 "kind": kind,
-                "baseline": before.get("status"),
-                "current": row.get("status"),
-                "signals": changed,
+                "baseline": before.status,
+                "current": row.status,
+                "signals": _changed_signals(row, before),
             }
         )
     return {
         "rates": rates,
         "flips": flips,
-        "baseline_status": {k: r.get("status") for k, r in baseline_rows.items()},
+        "baseline_status": {k: r.status for k, r in baseline_rows.items()},
         "only_current": [k for k in current_rows if k not in baseline_rows],
         "only_baseline": [k for k in baseline_rows if k not in current_rows],
     }

@@ -25,23 +25,23 @@ or unreadable is named in that scenario's view; a missing or malformed ``summary
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
-from tau2_retail.report.compare import compare_summaries, comparison_lines
+from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.scenario import StringTable, scenario_detail
 from tau2_retail.results.artifacts import METRICS_FILE, load_run_metrics
 from tau2_retail.results.atomic import write_text_atomic
+from tau2_retail.results.records import RunSummary, ScenarioRow
 from tau2_retail.results.summary import ALL_METRICS_FILE, SUMMARY_JSON_FILE
 
 __all__ = [
@@ -54,7 +54,6 @@ __all__ = [
     "default_output",
     "json_for_script",
     "render_report",
-    "report_command",
     "write_report",
 ]
 
@@ -82,25 +81,6 @@ ROW_COLUMNS = (
     "reward",
     "judge",
 )
-
-_REQUIRED_SUMMARY_KEYS: dict[str, type] = {
-    "counts": dict,
-    "success_rate": dict,
-    "task_success_rate": dict,
-    "signals": dict,
-    "scenarios": list,
-    "trials": int,
-    "models": dict,
-    "stop_reasons": dict,
-    "token_usage": dict,
-    "by_split": dict,
-    "by_persona": dict,
-    "pass_hat_k": list,
-    "tau2_reward": dict,
-    "judge_score": dict,
-    "infra_errors": list,
-    "lost": list,
-}
 
 
 class ReportError(ArtifactError):
@@ -138,126 +118,92 @@ def _read_json(path: Path) -> Any:
         raise ReportError(f"{path}: not valid JSON ({error})") from error
 
 
-def _load_summary(run_dir: Path) -> dict[str, Any]:
+def _load_summary(run_dir: Path) -> RunSummary:
     path = run_dir / SUMMARY_JSON_FILE
     if not path.is_file():
         raise ReportError(
             f"{path} not found: the report is built from a run's summary; rebuild it with "
             f"`python -m tau2_retail summarize {run_dir}`"
         )
-    summary = _read_json(path)
-    if not isinstance(summary, dict):
-        raise ReportError(f"{path}: expected a JSON object, got {type(summary).__name__}")
-    for key, kind in _REQUIRED_SUMMARY_KEYS.items():
-        value = summary.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise ReportError(
-                f"{path}: {key!r} must be a JSON {_json_kind(kind)} (is it a summary.json of "
-                "this suite? `python -m tau2_retail summarize RUN_DIR` rebuilds it)"
-            )
-    if not all(isinstance(row, dict) and "scenario_id" in row for row in summary["scenarios"]):
-        raise ReportError(f"{path}: every entry of 'scenarios' must be an object with scenario_id")
-    return summary
+    try:
+        return RunSummary.from_json(_read_json(path), str(path))
+    except ArtifactError as error:
+        raise ReportError(
+            f"{error} (is it a summary.json of this suite? "
+            "`python -m tau2_retail summarize RUN_DIR` rebuilds it)"
+        ) from None
 
 
-def _json_kind(kind: type) -> str:
-    return {dict: "object", list: "array", int: "integer"}.get(kind, kind.__name__)
-
-
-def _load_metrics(run_dir: Path) -> dict[str, dict[str, Any]]:
+def _load_metrics(run_dir: Path) -> dict[str, ScenarioMetrics]:
     """Every scenario's metrics by scenario id: ``all_metrics.json``, else the folders."""
     path = run_dir / ALL_METRICS_FILE
-    records: list[Any]
     if path.is_file():
         loaded = _read_json(path)
         if not isinstance(loaded, list):
             raise ReportError(f"{path}: expected a JSON array, got {type(loaded).__name__}")
-        records = loaded
-    else:
         try:
-            records = list(load_run_metrics(run_dir))
+            records = [ScenarioMetrics.from_json(item, str(path)) for item in loaded]
         except ArtifactError as error:
-            raise ReportError(str(error)) from error
-    return {
-        str(record["scenario_id"]): record
-        for record in records
-        if isinstance(record, dict) and "scenario_id" in record
-    }
+            raise ReportError(str(error)) from None
+    else:
+        records = list(load_run_metrics(run_dir).records)
+    return {record.scenario_id: record for record in records}
 
 
-def _scenario_folder(run_dir: Path, metrics: Mapping[str, Any]) -> Path | None:
+def _scenario_folder(run_dir: Path, metrics: ScenarioMetrics) -> Path | None:
     """The folder holding this scenario's artifacts (single- or multi-trial layout)."""
-    name = metrics.get("scenario_name")
-    trial = metrics.get("trial")
-    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
+    name = metrics.scenario_name
+    if "/" in name or "\\" in name or name in ("", ".", ".."):
         return None
-    candidates = [run_dir / name]
-    if isinstance(trial, int) and not isinstance(trial, bool) and trial >= 0:
-        candidates.insert(0, run_dir / name / f"trial-{trial + 1}")
-    for folder in candidates:
+    for folder in (run_dir / name / f"trial-{metrics.trial}", run_dir / name):
         if (folder / METRICS_FILE).is_file():
             return folder
     return None
 
 
-def _tokens(metrics: Mapping[str, Any]) -> int:
-    usage = metrics.get("token_usage")
-    total = 0
-    if isinstance(usage, dict):
-        for counts in usage.values():
-            if isinstance(counts, dict):
-                for field in ("prompt", "completion"):
-                    value = counts.get(field)
-                    if isinstance(value, int) and not isinstance(value, bool):
-                        total += value
-    return total
+def _row(summary_row: ScenarioRow, metrics: ScenarioMetrics | None) -> list[Any]:
+    infra = summary_row.status == "INFRA"
 
-
-def _row(summary_row: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[Any]:
-    infra = summary_row.get("status") == "INFRA"
-
-    def flag(key: str) -> int | None:
-        return None if infra else int(bool(summary_row.get(key)))
+    def flag(value: bool) -> int | None:
+        return None if infra else int(value)
 
     values = {
-        "id": str(summary_row.get("scenario_id")),
-        "task": summary_row.get("task_id"),
-        "trial": summary_row.get("trial"),
-        "seed": metrics.get("seed"),
-        "split": metrics.get("split"),
-        "persona": metrics.get("persona_name"),
-        "status": summary_row.get("status"),
-        "db": flag("db_state_match"),
-        "exit": flag("clean_exit"),
-        "nl_passed": None if infra else summary_row.get("nl_assertion_pass_count"),
-        "nl_total": summary_row.get("nl_assertion_total"),
-        "action": flag("is_action_match"),
-        "stop": summary_row.get("stop_reason"),
-        "turns": summary_row.get("total_turns"),
-        "duration": summary_row.get("duration_seconds"),
-        "tokens": _tokens(metrics),
-        "reward": summary_row.get("tau2_reward"),
-        "judge": summary_row.get("judge_score"),
+        "id": summary_row.scenario_id,
+        "task": summary_row.task_id,
+        "trial": summary_row.trial,
+        "seed": metrics.seed if metrics else None,
+        "split": metrics.split if metrics else None,
+        "persona": metrics.persona_name if metrics else None,
+        "status": summary_row.status,
+        "db": flag(summary_row.db_state_match),
+        "exit": flag(summary_row.clean_exit),
+        "nl_passed": None if infra else summary_row.nl_assertion_pass_count,
+        "nl_total": summary_row.nl_assertion_total,
+        "action": flag(summary_row.is_action_match),
+        "stop": summary_row.stop_reason,
+        "turns": summary_row.total_turns,
+        "duration": summary_row.duration_seconds,
+        "tokens": metrics.total_tokens if metrics else 0,
+        "reward": summary_row.tau2_reward,
+        "judge": summary_row.judge_score,
     }
     return [values[column] for column in ROW_COLUMNS]
 
 
-def _profile_of(summary: Mapping[str, Any]) -> str:
-    """The run's profile (``default`` for runs written before profiles existed)."""
-    return str(summary.get("profile") or "default")
+def _configuration_rows(
+    summary: RunSummary, seeds: Sequence[tuple[int, int | None]]
+) -> list[list[str]]:
+    """``[label, value]`` pairs for the header: models, endpoints, trials, seeds, limits.
 
-
-def _configuration_rows(summary: Mapping[str, Any], seeds: Sequence[Any]) -> list[list[str]]:
-    """``[label, value]`` pairs for the header: models, endpoints, trials, seeds, limits."""
-    configuration = summary.get("configuration")
-    settings = configuration.get("settings") if isinstance(configuration, dict) else None
-    settings = settings if isinstance(settings, dict) else {}
-    models = summary["models"]
-    rows: list[list[str]] = [["Profile", _profile_of(summary)]]
+    ``seeds`` are ``(trial, seed)`` pairs; the trial seeds are listed by trial.
+    """
+    configuration = summary.configuration
+    settings = configuration.settings if configuration else {}
+    rows: list[list[str]] = [["Profile", summary.profile]]
     for role in ("agent", "user", "judge"):
-        model = models.get(role)
+        model = summary.model(role)
         shown = (
-            str(model)
+            model
             if model
             else ("none (NL assertions not judged)" if role == "judge" else "not recorded")
         )
@@ -265,12 +211,14 @@ def _configuration_rows(summary: Mapping[str, Any], seeds: Sequence[Any]) -> lis
         if model and base_url:
             shown += f" at {base_url}"
         rows.append([role.capitalize(), shown])
-    rows.append(["Trials", str(summary["trials"])])
+    rows.append(["Trials", str(summary.trials)])
     if settings.get("seed") is not None:
         rows.append(["Base seed", str(settings["seed"])])
-    distinct = sorted({s for s in seeds if isinstance(s, int) and not isinstance(s, bool)})
-    if distinct:
-        rows.append(["Trial seeds", ", ".join(str(s) for s in distinct)])
+    by_trial = dict(sorted((trial, seed) for trial, seed in seeds if seed is not None))
+    if by_trial:
+        rows.append(
+            ["Trial seeds", ", ".join(f"trial {trial}: {seed}" for trial, seed in by_trial.items())]
+        )
     for key, label in (
         ("split", "Split"),
         ("tasks", "Tasks"),
@@ -282,13 +230,12 @@ def _configuration_rows(summary: Mapping[str, Any], seeds: Sequence[Any]) -> lis
         value = settings.get(key)
         if isinstance(value, bool):
             rows.append([label, "on" if value else "off"])
-        elif value is not None:
+        elif value:
             rows.append(
                 [label, ", ".join(map(str, value)) if isinstance(value, list) else str(value)]
             )
-    versions = summary.get("versions")
-    if isinstance(versions, dict) and versions:
-        rows.append(["Versions", ", ".join(f"{k} {v}" for k, v in versions.items())])
+    if summary.versions:
+        rows.append(["Versions", ", ".join(f"{k} {v}" for k, v in summary.versions.items())])
     return rows
 
 
@@ -301,9 +248,11 @@ class ReportData:
     strings: list[str]
 
 
-def _overview(summary: Mapping[str, Any]) -> dict[str, Any]:
+def _overview(summary: RunSummary) -> dict[str, Any]:
     return {
-        key: value for key, value in summary.items() if key not in ("scenarios", "configuration")
+        key: value
+        for key, value in summary.to_json().items()
+        if key not in ("scenarios", "configuration")
     }
 
 
@@ -327,19 +276,22 @@ def build_report_data(
     strings = StringTable()
     rows: list[list[Any]] = []
     details: list[dict[str, Any]] = []
-    for summary_row in summary["scenarios"]:
-        scenario_id = str(summary_row["scenario_id"])
-        record = metrics.get(scenario_id, {})
+    seeds: list[tuple[int, int | None]] = []
+    for summary_row in summary.scenarios:
+        record = metrics.get(summary_row.scenario_id)
         rows.append(_row(summary_row, record))
+        seeds.append((summary_row.trial, record.seed if record else None))
         folder = _scenario_folder(run_dir, record) if record else None
-        details.append(scenario_detail(folder, record, run_dir, strings))
+        details.append(
+            scenario_detail(folder, record, run_dir, strings, scenario_id=summary_row.scenario_id)
+        )
     comparison = None
     if against is not None:
         against = Path(against)
         if not against.is_dir():
             raise ReportError(f"{against} is not a directory")
         baseline = _load_summary(against)
-        ours, theirs = _profile_of(summary), _profile_of(baseline)
+        ours, theirs = summary.profile, baseline.profile
         if ours != theirs and not force:
             raise ReportError(
                 f"{run_dir} used profile {ours!r} and {against} profile {theirs!r}: their "
@@ -348,8 +300,8 @@ def build_report_data(
             )
         comparison = {
             "name": against.resolve().name,
-            "models": baseline["models"],
-            "trials": baseline["trials"],
+            "models": {role: baseline.model(role) for role in ("agent", "user", "judge")},
+            "trials": baseline.trials,
             **compare_summaries(summary, baseline),
         }
     generated = (now or datetime.now(tz=UTC)).isoformat(timespec="seconds")
@@ -357,7 +309,7 @@ def build_report_data(
         "format": FORMAT_VERSION,
         "run": {"name": run_dir.resolve().name},
         "generated": generated,
-        "configuration": _configuration_rows(summary, [row[3] for row in rows]),
+        "configuration": _configuration_rows(summary, seeds),
         "summary": _overview(summary),
         "columns": list(ROW_COLUMNS),
         "rows": rows,
@@ -453,18 +405,3 @@ def write_report(
     except ArtifactError as error:
         raise ReportError(str(error)) from error
     return path, data
-
-
-def report_command(args: argparse.Namespace) -> int:
-    """``report RUN_DIR [--against OTHER [--force]] [--output FILE]``: write the page."""
-    run_dir = Path(args.run_dir)
-    against = Path(args.against) if args.against else None
-    output = Path(args.output) if args.output else None
-    force = bool(getattr(args, "force", False))
-    path, data = write_report(run_dir, against=against, output=output, force=force)
-    size = path.stat().st_size
-    print(f"wrote {path} ({len(data.details)} scenarios, {size / 1e6:.1f} MB)")
-    comparison = data.main["comparison"]
-    if comparison is not None:
-        sys.stdout.write("\n".join(comparison_lines(comparison)) + "\n")
-    return 0

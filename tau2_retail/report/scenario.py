@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.scoring import action_match
 from tau2_retail.results.artifacts import CONFIG_DIR, JUDGE_FILE
 from tau2_retail.tools.dispatch import Action
@@ -246,7 +247,12 @@ def _assertions(judge: Any, scenario: Any) -> tuple[list[dict[str, Any]], dict[s
 
 
 def scenario_detail(
-    folder: Path | None, metrics: Mapping[str, Any], run_dir: Path, strings: StringTable
+    folder: Path | None,
+    metrics: ScenarioMetrics | None,
+    run_dir: Path,
+    strings: StringTable,
+    *,
+    scenario_id: str,
 ) -> dict[str, Any]:
     """The page's data for one scenario: facts of ``metrics`` and the files in ``folder``.
 
@@ -282,14 +288,16 @@ def scenario_detail(
     )
     assertions, judge_summary = _assertions(judge, scenario)
     return {
-        "id": str(metrics.get("scenario_id")),
+        "id": scenario_id,
         "folder": folder.relative_to(run_dir).as_posix() if folder is not None else None,
-        "stop_detail": str(metrics.get("stop_detail") or ""),
-        "usage": metrics.get("token_usage") if isinstance(metrics.get("token_usage"), dict) else {},
-        "latency": metrics.get("latency_stats")
-        if isinstance(metrics.get("latency_stats"), dict)
-        else {},
-        "hashes": [metrics.get("db_state_expected_hash"), metrics.get("db_state_actual_hash")],
+        "stop_detail": metrics.stop_detail if metrics else "",
+        "usage": {r: u.to_json() for r, u in metrics.token_usage.items()} if metrics else {},
+        "latency": {r: s.to_json() for r, s in metrics.latency_stats.items()} if metrics else {},
+        "hashes": (
+            [metrics.db_state_expected_hash, metrics.db_state_actual_hash]
+            if metrics
+            else [None, None]
+        ),
         "messages": _messages(transcript, strings, problems) if transcript is not None else [],
         "reference": reference_actions,
         "recorded": recorded_actions,

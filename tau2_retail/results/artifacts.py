@@ -10,8 +10,9 @@ The process that ran a scenario writes its folder ``<run dir>/<scenario>[/trial-
 - ``judge_result.json``: only when a judge ran;
 - ``scenario_config/``: ``agent_system_prompt.txt``, ``user_system_prompt.txt``,
   ``tools.json``, ``scenario.json`` (task id, trial, seed, split, persona, assertions, config);
-- ``metrics.json``, written last: its presence marks the scenario complete (resume and
-  ``summarize`` rely on it).
+- ``metrics.json`` (:class:`tau2_retail.engine.metrics.ScenarioMetrics`), written last: a
+  whole, readable record marks the scenario complete (resume and ``summarize`` rely on it); an
+  empty or truncated one means "not complete, re-run it".
 
 Every file is written atomically but not fsynced (:mod:`tau2_retail.results.atomic` says why).
 """
@@ -20,31 +21,35 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
 
 if TYPE_CHECKING:
+    from tau2_retail.engine.harness import ScenarioPrompts
     from tau2_retail.engine.scenario import ScenarioOutcome
 
 __all__ = [
     "CONFIG_DIR",
     "JUDGE_FILE",
     "METRICS_FILE",
+    "RunMetrics",
     "is_complete",
     "load_run_metrics",
-    "metrics_sort_key",
     "read_metrics",
     "render_conversation_log",
     "scenario_dir",
+    "scenario_id_of_folder",
     "validate_name",
+    "write_outcome",
     "write_scenario_artifacts",
 ]
 
@@ -137,7 +142,7 @@ def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> d
         "scenario_name": scenario.name,
         "scenario_id": scenario.id,
         "task_id": task.id,
-        "trial": scenario.trial,
+        "trial": scenario.trial + 1,
         "trials": scenario.trials,
         "seed": scenario.seed,
         "split": task.split,
@@ -198,24 +203,48 @@ def write_scenario_artifacts(
     write_text_atomic(config_dir / "user_system_prompt.txt", user_prompt)
     write_text_atomic(config_dir / "tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
     write_json_atomic(config_dir / "scenario.json", _scenario_metadata(outcome, config))
-    write_json_atomic(directory / METRICS_FILE, outcome.metrics)
+    write_json_atomic(directory / METRICS_FILE, outcome.metrics.to_json())
 
 
-def read_metrics(path: Path) -> dict[str, Any]:
-    """Parse one ``metrics.json``; :class:`ArtifactError` naming the file when it is unusable."""
+def write_outcome(
+    run_dir: Path,
+    outcome: ScenarioOutcome,
+    *,
+    prompts: ScenarioPrompts,
+    config: Mapping[str, Any],
+) -> Path:
+    """Write ``outcome``'s artifacts into its folder under ``run_dir``; return the folder.
+
+    The writer that goes with :class:`tau2_retail.engine.harness.Harness`: ``prompts`` is
+    ``harness.prompts(outcome.scenario.task)``.
+    """
+    scenario = outcome.scenario
+    directory = scenario_dir(run_dir, scenario.name, scenario.trial, scenario.trials)
+    write_scenario_artifacts(
+        directory,
+        outcome,
+        agent_prompt=prompts.agent,
+        user_prompt=prompts.user,
+        tools=prompts.tools,
+        config=config,
+    )
+    return directory
+
+
+def read_metrics(path: Path) -> ScenarioMetrics:
+    """Parse one ``metrics.json``; :class:`ArtifactError` naming the file when it is unusable
+    (unreadable, empty, truncated, or a key missing or of the wrong type)."""
     try:
         value = json.loads(Path(path).read_bytes())
     except OSError as error:
         raise ArtifactError(f"cannot read {path}: {error}") from error
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
         raise ArtifactError(f"{path}: not valid JSON ({error})") from error
-    if not isinstance(value, dict):
-        raise ArtifactError(f"{path}: expected a JSON object, got {type(value).__name__}")
-    return value
+    return ScenarioMetrics.from_json(value, str(path))
 
 
 def is_complete(directory: Path) -> bool:
-    """True when ``directory`` holds a ``metrics.json`` that parses as a JSON object."""
+    """True when ``directory`` holds a ``metrics.json`` that reads as a whole record."""
     path = Path(directory) / METRICS_FILE
     if not path.is_file():
         return False
@@ -226,21 +255,38 @@ def is_complete(directory: Path) -> bool:
     return True
 
 
-def metrics_sort_key(metrics: Mapping[str, Any]) -> tuple[float, str, int]:
-    """Order of scenarios in listings: task id as an integer, then trial."""
-    task_id = str(metrics.get("task_id", ""))
-    number = float(int(task_id)) if task_id.isdigit() else math.inf
-    trial = metrics.get("trial")
-    return number, task_id, trial if isinstance(trial, int) else 0
+def scenario_id_of_folder(run_dir: Path, folder: Path) -> str:
+    """``tau2_retail__5`` for ``RUN/tau2_retail__5``, ``tau2_retail__5-trial2`` for
+    ``RUN/tau2_retail__5/trial-2``: the scenario id an artifact folder belongs to."""
+    parts = folder.relative_to(run_dir).parts
+    if len(parts) == 2 and parts[1].startswith("trial-"):
+        return f"{parts[0]}-trial{parts[1].removeprefix('trial-')}"
+    return parts[0]
 
 
-def load_run_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """Every scenario's metrics under ``run_dir`` (single- and multi-trial layouts), sorted.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunMetrics:
+    """The scenario records of a run directory, and the scenarios whose record is unusable.
 
-    A ``metrics.json`` that cannot be read or parsed raises :class:`ArtifactError` naming it.
+    ``incomplete`` maps a scenario id to why its ``metrics.json`` cannot be used (empty after
+    a power loss, truncated, foreign): such a scenario is not complete, resume re-runs it and
+    the summary counts it as lost, naming the reason.
     """
+
+    records: tuple[ScenarioMetrics, ...]
+    incomplete: Mapping[str, str]
+
+
+def load_run_metrics(run_dir: Path) -> RunMetrics:
+    """Every scenario's metrics under ``run_dir`` (single- and multi-trial layouts), sorted."""
     run_dir = Path(run_dir)
     paths = [*run_dir.glob(f"*/{METRICS_FILE}"), *run_dir.glob(f"*/trial-*/{METRICS_FILE}")]
-    metrics = [read_metrics(path) for path in sorted(paths)]
-    metrics.sort(key=metrics_sort_key)
-    return metrics
+    records: list[ScenarioMetrics] = []
+    incomplete: dict[str, str] = {}
+    for path in sorted(paths):
+        try:
+            records.append(read_metrics(path))
+        except ArtifactError as error:
+            incomplete[scenario_id_of_folder(run_dir, path.parent)] = str(error)
+    records.sort(key=ScenarioMetrics.sort_key)
+    return RunMetrics(records=tuple(records), incomplete=incomplete)

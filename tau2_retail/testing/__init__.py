@@ -1,2 +1,8 @@
-"""Helpers shared by the suite's own tests and the benchmarks (never imported by the engine):
-the loopback OpenAI-compatible server and the test harness."""
+"""Helpers shared by the suite's own tests and the benchmarks; no other layer imports them.
+
+- ``loopback_server``: a real OpenAI-compatible HTTP server on 127.0.0.1 with scripted replies
+  and faults;
+- ``scripted_endpoint``: its responder playing agent, customer and judge for every task;
+- ``bench``: a project holding the benchmark module, run by ``python -m pytest`` (hermetic
+  environment, scaled time limit) or in-process through pytester;
+- ``run_files``: readers of a run directory; ``timeouts``: ``TAU2_TEST_TIMEOUT_SCALE``."""

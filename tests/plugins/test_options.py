@@ -229,8 +229,9 @@ def test_header_of_an_unconfigured_run_says_offline_self_check(bench: Bench) -> 
         f"tau2: run hdr -> {bench.output_dir / 'hdr'}",
         "tau2: OFFLINE SELF-CHECK (built-in oracle agent, scripted customer, no judge): "
         "this measures the harness, not a model",
+        # the judge's base URL defaults to OpenAI's: the hint asks only for the model
         "tau2: NL assertions not applicable: no judge configured "
-        "(set --tau2-judge-model and --tau2-judge-base-url)",
+        "(set --tau2-judge-model; --tau2-judge-base-url defaults to OpenAI's)",
         DEFAULT_PROFILE_LINE,
     ]
 

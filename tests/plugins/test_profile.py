@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.data import files as datafiles
-from tests.plugins.conftest import Bench
+from tau2_retail.testing.bench import Bench
 
 SOURCE = "upstream/src/tau2/domains/retail/tools.py"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tau2_retail.plugins.run import redact
+from tau2_retail.plugins.process import redact
 
 
 @pytest.mark.parametrize(

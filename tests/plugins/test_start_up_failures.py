@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Bench, distributed
+from .conftest import Bench
 
 
-def test_an_unknown_task_id_fails_collection_naming_it(
-    bench: Bench, xdist: tuple[str, ...]
-) -> None:
-    result = bench.run(*xdist, "--tau2-tasks=0,999")
+def test_an_unknown_task_id_is_a_usage_error_at_start_up(bench: Bench) -> None:
+    """Validated once, on the controller, before any worker starts or any folder is made."""
+    result = bench.run_inprocess("-n", "2", "--tau2-tasks=0,999")
 
-    assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED)
-    output = result.stdout.str()
-    message = "--tau2-tasks: unknown task id(s) 999; known ids are 0..113"
-    # one collection error per collecting process (the controller, or each xdist worker)
-    collectors = output.count("ERROR collecting test_scenarios.py")
-    assert collectors == (2 if distributed(xdist) else 1)
-    # regression: the chained ValueError printed the message a second time
-    assert output.count(message) == collectors
-    assert "During handling of the above exception" not in output
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stderr.str() + result.stdout.str()
+    message = "--tau2-tasks: unknown task id(s) 999 for --tau2-tasks; valid ids are 0..113"
+    assert output.count(message) == 1, output
+    assert "ERROR collecting" not in output
     assert not bench.output_dir.exists()
 
 

@@ -22,7 +22,8 @@ import pytest
 from tau2_retail.data import files as datafiles
 from tau2_retail.data.tasks import load_tasks
 from tau2_retail.errors import DataError
-from tests.reliability.conftest import Bench, file_digests
+from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.run_files import file_digests
 
 FETCH = "python -m tau2_retail data fetch"
 

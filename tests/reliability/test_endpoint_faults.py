@@ -14,6 +14,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
@@ -23,7 +24,8 @@ from tau2_retail.testing.loopback_server import (
     NoChoices,
     ReplyToolCall,
 )
-from tests.reliability.conftest import Bench, Fault, ScriptedEndpoint, always, once, temp_files
+from tau2_retail.testing.run_files import temp_files
+from tau2_retail.testing.scripted_endpoint import Fault, ScriptedEndpoint, always, once
 
 RETRIES = 1
 TIMEOUT = 3.0  # seconds: far beyond a loopback reply, even on a loaded machine

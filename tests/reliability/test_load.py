@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from tau2_retail.data.tasks import Task, trial_seeds
+from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
@@ -27,7 +28,8 @@ from tau2_retail.testing.loopback_server import (
     NoChoices,
     Reply,
 )
-from tests.reliability.conftest import Bench, Request, ScriptedEndpoint, temp_files
+from tau2_retail.testing.run_files import temp_files
+from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint
 
 TRIALS = 4
 WORKERS = "8"

@@ -24,15 +24,11 @@ from typing import Any
 
 import pytest
 
+from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.loopback_server import Completion, Hang, HttpError, Reply
-from tests.reliability.conftest import (
-    Bench,
-    Request,
-    ScriptedEndpoint,
-    always,
-    files_under,
-    temp_files,
-)
+from tau2_retail.testing.run_files import files_under, temp_files
+from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint, always
+from tau2_retail.testing.timeouts import scaled_timeout
 
 WAIT_SECONDS = 60.0
 ARTIFACTS = (
@@ -133,7 +129,8 @@ def test_worker_killed_loses_only_its_scenario(
         "lost": 1,
     }
     assert (
-        f"Lost scenarios (no metrics; excluded from rates): 1\n  {_scenario(VICTIM)}\n"
+        f"Lost scenarios (no metrics; excluded from rates): 1\n  {_scenario(VICTIM)}: "
+        "no metrics.json (interrupted, or its process was lost)\n"
         in (run_dir / "all_summary.txt").read_text()
     )
     assert_artifacts_intact(run_dir, others)
@@ -243,6 +240,11 @@ def _faults(endpoint: ScriptedEndpoint, gate: Gate | None) -> None:
     endpoint.faults[BROKEN] = always(HttpError.server_error(503))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 11 item 1: with syrupy loaded (as users have it), Ctrl-C under xdist ends "
+    "with syrupy's 'received 0 of 2 xdist worker snapshot reports' warning as an error, exit 1",
+)
 def test_ctrl_c_then_resume_equals_an_uninterrupted_run(
     bench: Bench, endpoint: ScriptedEndpoint
 ) -> None:
@@ -334,7 +336,7 @@ def test_sigterm_keeps_finished_artifacts_and_summarize_reads_them(
         env=bench.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled_timeout(60),
         check=False,
     )
     assert summarize.returncode == 0, summarize.stderr

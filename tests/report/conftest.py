@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from tau2_retail.data.files import resolve_data_dir
-from tau2_retail.errors import DataError
 from tau2_retail.report.page import write_report
 from tests.report.runs import write_run
 
@@ -135,15 +133,6 @@ def open_report(browser: Browser) -> Iterator[Callable[..., Opened]]:
     yield opener
     for context in contexts:
         context.close()
-
-
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    """The real data folder ($TAU2_DATA_DIR or fixtures/cache)."""
-    try:
-        return resolve_data_dir()
-    except DataError as error:
-        pytest.fail(f"these tests need the upstream data: {error}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

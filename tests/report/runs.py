@@ -27,6 +27,7 @@ from tau2_retail.errors import EndpointError
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.records import RunConfiguration
 from tau2_retail.results.summary import write_run_summary
 from tau2_retail.tools.schemas import tool_schemas
 from tau2_retail.tools.store import Store
@@ -156,21 +157,17 @@ def _write_run(
     policy = agent_system_prompt(load_policy(data_dir))
     guidelines = load_user_guidelines(data_dir)
     tools = tool_schemas()
-    configuration = {
-        "settings": {
-            "agent_model": agent_model,
-            "user_model": "builtin:customer",
-            "judge_model": "test:judge" if judge else "",
+    configuration = RunConfiguration.of_models(
+        agent=agent_model,
+        judge="test:judge" if judge else None,
+        settings={
             "trials": n_trials,
             "seed": 300,
             "split": "base",
             "max_steps": 200,
             "agent_notes": True,
         },
-        "agent": {"model": agent_model, "endpoint": None},
-        "user": {"model": "builtin:customer", "endpoint": None},
-        "judge": {"model": "test:judge"} if judge else None,
-    }
+    )
     metrics = []
     for task_id, kinds in plan.items():
         task = tasks[task_id]
@@ -195,7 +192,7 @@ def _write_run(
                 agent_prompt=policy,
                 user_prompt=user_system_prompt(guidelines, task),
                 tools=tools,
-                config=configuration,
+                config=configuration.to_json(),
             )
             metrics.append(outcome.metrics)
     expected = [
@@ -208,4 +205,4 @@ def _write_run(
         trials=n_trials,
         configuration=configuration,
         versions={"python": platform.python_version()},
-    )
+    ).to_json()

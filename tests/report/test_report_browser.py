@@ -20,6 +20,7 @@ import pytest
 
 from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.page import REPORT_FILE, write_report
+from tau2_retail.results.records import RunSummary
 from tests.report.conftest import PLUGIN_RUN_ARGS, Opened, run_benchmark
 from tests.report.runs import HOSTILE, JUDGE_REASON
 
@@ -107,7 +108,7 @@ def test_a_report_that_cannot_be_written_costs_one_line_not_the_summary(
         data_dir, *PLUGIN_RUN_ARGS, f"--tau2-output-dir={tmp_path}", "--tau2-resume=plugin"
     )
     output = completed.stdout + completed.stderr
-    assert "tau2: report.html not written: cannot write" in completed.stderr, output[-3000:]
+    assert "tau2: report.html not written: cannot write" in completed.stdout, output[-3000:]
     assert (run / "summary.json").is_file()
     assert "Overall success rate:" in completed.stdout
     assert "INTERNALERROR" not in output
@@ -324,7 +325,9 @@ def test_a_model_that_answers_markup_gets_text_not_code(mixed_run: Path, open_re
 
 def test_comparing_two_runs(mixed_run: Path, baseline_run: Path, open_report: Open) -> None:
     path, _ = write_report(mixed_run, against=baseline_run)
-    comparison = compare_summaries(_summary(mixed_run), _summary(baseline_run))
+    comparison = compare_summaries(
+        RunSummary.from_json(_summary(mixed_run)), RunSummary.from_json(_summary(baseline_run))
+    )
     opened = open_report(path)
     section = opened.page.locator("#comparison")
     assert section.is_visible()
@@ -367,4 +370,18 @@ def test_screenshots(mixed_run: Path, open_report: Open, tmp_path: Path) -> None
     if os.environ.get("TAU2_UPDATE_REPORT_SCREENSHOT") == "1":
         DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copyfile(overview, DOCS_SCREENSHOT)
+    _assert_clean(opened)
+
+
+def test_labels_are_whole_and_counts_agree_in_number(mixed_run: Path, open_report: Open) -> None:
+    """The signals chart shows "Action match (excluded)" whole, not "Action match (exclu...";
+    a role with one request reads "(1 call)", not "(1 calls)"."""
+    opened = open_report(mixed_run / REPORT_FILE)
+    labels = opened.page.locator("svg.chart text").all_text_contents()
+    assert "Action match (excluded)" in labels
+    assert not [label for label in labels if label.endswith("\u2026")]
+    opened.page.locator(".vt-row").nth(0).click()
+    opened.page.wait_for_selector("#scenario-view .chat")
+    shown = opened.page.locator("#scenario-view").inner_text()
+    assert "(1 calls)" not in shown
     _assert_clean(opened)

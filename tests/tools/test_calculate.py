@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tau2_retail.testing.timeouts import scaled_timeout
 from tau2_retail.tools.calculate import calculate
 from tau2_retail.tools.dispatch import ToolResult, dispatch
 from tau2_retail.tools.errors import ToolError
@@ -190,7 +191,8 @@ def test_attacks_refused_quickly(seed, expression):
     elapsed = time.perf_counter() - start
     assert result.error is True
     assert result.content.startswith("Error: ")
-    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    # a watchdog against runaway arithmetic, not a speed target (that is in benchmarks/)
+    assert elapsed < scaled_timeout(10), f"{elapsed:.2f} s"
 
 
 def test_attack_texts(store):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tau2_retail.engine.profiles.profile import (
     PROFILE_NAMES,
+    SCORED_ENDINGS,
     Profile,
     ProfileName,
     load_profile,
@@ -14,6 +15,7 @@ from tau2_retail.engine.profiles.profile import (
 
 __all__ = [
     "PROFILE_NAMES",
+    "SCORED_ENDINGS",
     "Profile",
     "ProfileName",
     "load_profile",

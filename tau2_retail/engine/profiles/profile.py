@@ -41,6 +41,7 @@ from tau2_retail.tools.schemas import tool_schemas
 __all__ = [
     "PROFILE_NAMES",
     "REWARD_BASES",
+    "SCORED_ENDINGS",
     "Profile",
     "ProfileName",
     "load_profile",
@@ -64,7 +65,7 @@ _UPSTREAM_TEMPERATURE: Final = 0.0
 _UPSTREAM_TOOL_CHOICE: Final = "auto"
 # Upstream's endings that score: the user's or the agent's own stop. Our ``agent_exit`` is the
 # agent's stop in the default profile (the tau2 profile never produces it).
-_SCORED_ENDINGS: Final = frozenset({StopReason.USER_STOP, StopReason.AGENT_EXIT})
+SCORED_ENDINGS: Final = frozenset({StopReason.USER_STOP, StopReason.AGENT_EXIT})
 
 
 def request_config(profile: ProfileName, role: str, config: EndpointConfig) -> EndpointConfig:
@@ -104,7 +105,7 @@ def upstream_reward(
     """Upstream's reward: 0 unless the conversation ended by a stop; else the product of the
     ``reward_basis`` components. None when an NL component is needed and no judge is configured.
     """
-    if stop_reason not in _SCORED_ENDINGS:
+    if stop_reason not in SCORED_ENDINGS:
         return 0.0
     reward = 1.0
     if "DB" in task.reward_basis and not db_match:

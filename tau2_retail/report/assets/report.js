@@ -160,7 +160,7 @@
     });
     items.forEach(function (item, i) {
       const y = i * rowH + 2;
-      svg.append(s("text", { x: 0, y: y + 16 }, clip(item.label, 20)));
+      svg.append(s("text", { x: 0, y: y + 16 }, clip(item.label, (opts && opts.labelChars) || 20)));
       svg.append(s("rect", { class: "track", x: labelW, y: y + 4, width: barW, height: 16, rx: 3 }));
       if (item.value != null) {
         const w = Math.max(0, Math.min(1, item.value)) * barW;
@@ -370,7 +370,7 @@
     const charts = h(
       "div",
       { class: "grid2" },
-      panel("Signals", barChart(signalItems, { title: "signal rates" }), nl.applicable ? h("p", { class: "muted" }, nl.scenarios_passed + "/" + nl.scenarios + " scenarios with every assertion met") : null),
+      panel("Signals", barChart(signalItems, { title: "signal rates", labelW: 172, textW: 150, labelChars: 26 }), nl.applicable ? h("p", { class: "muted" }, nl.scenarios_passed + "/" + nl.scenarios + " scenarios with every assertion met") : null),
       S.pass_hat_k.length
         ? panel(
             "pass^k (" + S.trials + " trials)",
@@ -874,13 +874,13 @@
     const position = order.findIndex((r) => r.idx === index);
     const prev = position > 0 ? order[position - 1] : null;
     const next = position >= 0 && position < order.length - 1 ? order[position + 1] : null;
-    const tokens = Object.entries(d.usage || {}).map(([role, u]) => role + " " + int((u.prompt || 0) + (u.completion || 0)) + " (" + int(u.n_calls) + " calls)");
+    const tokens = Object.entries(d.usage || {}).map(([role, u]) => role + " " + int((u.prompt || 0) + (u.completion || 0)) + " (" + int(u.n_calls) + (int(u.n_calls) === 1 ? " call)" : " calls)"));
     const latency = Object.entries(d.latency || {})
       .filter(([, l]) => l && l.n)
       .map(([role, l]) => role + " p50 " + seconds(l.p50) + ", p95 " + seconds(l.p95));
     const facts = [
       ["task", row.task],
-      ["trial", row.trial == null || S.trials < 2 ? null : row.trial + 1 + " of " + S.trials],
+      ["trial", row.trial == null || S.trials < 2 ? null : row.trial + " of " + S.trials],
       ["seed", row.seed],
       ["split", row.split],
       ["persona", row.persona],

@@ -13,6 +13,7 @@ import pytest
 
 from tau2_retail.cli.main import main
 from tau2_retail.data.seed import load_seed
+from tau2_retail.testing.timeouts import scaled_timeout
 from tau2_retail.tools.canonical import canonical_value
 from tau2_retail.tools.records import order_view
 
@@ -108,7 +109,7 @@ def test_works_without_pytest_from_stdin(data_dir: Path) -> None:
         text=True,
         cwd=ROOT,
         check=True,
-        timeout=60,
+        timeout=scaled_timeout(60),
     )
     result = json.loads(completed.stdout)
     assert result["outputs"][0]["error"] is False

@@ -17,7 +17,7 @@ from tau2_retail.cli.run import (
     MAX_SHOWN_CHARS,
     render_transcript,
 )
-from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.data.tasks import Task, trial_seeds
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.testing.loopback_server import (
@@ -28,11 +28,6 @@ from tau2_retail.testing.loopback_server import (
 )
 
 KEY_ENV = "TAU2_TEST_RUN_ONE_KEY"
-
-
-@pytest.fixture(scope="module")
-def tasks(data_dir) -> Mapping[str, Task]:
-    return load_tasks(data_dir)
 
 
 @pytest.fixture
@@ -89,9 +84,9 @@ def test_default_run_is_the_oracle_and_succeeds(data_dir, capsys):
     assert run(data_dir, "0") == EXIT_SUCCESS
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert (
-        lines[0]
-        == "scenario tau2_retail__0 (split train, persona lisa_brenner, seed None, profile default)"
+    assert lines[0] == (
+        "scenario tau2_retail__0 (split train, persona lisa_brenner, "
+        "seed 626729 = trial 1 of base seed 300, profile default)"
     )
     assert lines[1] == "agent: builtin:oracle; user: builtin:customer; judge: none"
     assert "agent: Hi! How can I help you today?" in lines
@@ -107,7 +102,7 @@ def test_default_run_is_the_oracle_and_succeeds(data_dir, capsys):
 
 
 def test_the_json_output_holds_metrics_and_transcript(data_dir, capsys):
-    assert run(data_dir, "0", "--json", "--seed", "626729") == EXIT_SUCCESS
+    assert run(data_dir, "0", "--json", "--seed", "300") == EXIT_SUCCESS
     document = json.loads(capsys.readouterr().out)
     metrics = document["metrics"]
     assert metrics["scenario_name"] == "tau2_retail__0"
@@ -173,24 +168,40 @@ def test_unknown_task_id_exits_2(data_dir, capsys):
     [
         (
             ["--agent-base-url", "http://127.0.0.1:9/v1"],
-            "error: --agent-base-url 'http://127.0.0.1:9/v1' given with the built-in model "
-            "'builtin:oracle'; built-in models run locally: drop the URL or name an endpoint model",
+            "error: --agent-base-url given with the built-in model 'builtin:oracle'; built-in "
+            "models run locally: drop the option or name an endpoint model",
+        ),
+        (
+            ["--user-temperature", "0.5"],
+            "error: --user-temperature given with the built-in model 'builtin:customer'; "
+            "built-in models run locally: drop the option or name an endpoint model",
         ),
         (
             ["--user-model", "builtin:oracle"],
-            "error: 'builtin:oracle' is not a built-in user model; "
-            "built-in user models: builtin:customer",
+            "error: --user-model: 'builtin:oracle' is not a built-in user model; "
+            "accepted built-ins: builtin:customer",
         ),
         (
             ["--judge-model", "builtin:oracle"],
-            "error: --judge-model 'builtin:oracle': there is no built-in judge; name a model at "
-            "an OpenAI-compatible endpoint (with --judge-base-url), or leave the option out",
+            "error: --judge-model: 'builtin:oracle' is not a built-in judge model; "
+            "accepted built-ins: none (the judge must be an endpoint)",
         ),
-        (["--max-steps", "0"], "error: --max-steps: got 0; expected a positive integer"),
+        (
+            ["--judge-timeout", "5"],
+            "error: --judge-timeout given without --judge-model: name the judge model",
+        ),
         (
             ["--agent-model", "m", "--agent-base-url", "ftp://x"],
-            "error: EndpointConfig.base_url: got 'ftp://x'; "
+            "error: --agent-*: EndpointConfig.base_url: got 'ftp://x'; "
             "expected an http:// or https:// URL, or None",
+        ),
+        (
+            ["--agent-model", "m", "--agent-top-p", "0"],
+            "error: --agent-*: EndpointConfig.top_p: got 0.0; expected a number in (0, 1], or None",
+        ),
+        (
+            ["--max-duration", "0"],
+            "error: --max-duration: got 0; expected a number of seconds > 0",
         ),
     ],
 )
@@ -199,11 +210,25 @@ def test_bad_settings_exit_2_naming_the_option(data_dir, capsys, args, message):
     assert capsys.readouterr().err == message + "\n"
 
 
-def test_a_client_built_before_a_bad_setting_is_closed(data_dir, server, closed, capsys):
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-steps", "0"], "argument --max-steps: got 0; expected an integer >= 1"),
+        (["--agent-extra-body", "[1]"], "argument --agent-extra-body: expected a JSON object"),
+    ],
+)
+def test_malformed_values_are_usage_errors(data_dir, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_info:
+        run(data_dir, "0", *args)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith(message)
+
+
+def test_no_client_is_built_when_a_setting_is_bad(data_dir, server, closed, capsys):
     args = [*endpoint("agent", server, "test-model"), "--user-model", "builtin:noop"]
     assert run(data_dir, "0", *args) == 2
     assert "is not a built-in user model" in capsys.readouterr().err
-    assert closed == ["test-model"]
+    assert closed == []
     assert server.requests == ()
 
 
@@ -218,6 +243,7 @@ def test_scripted_endpoint_agent_end_to_end(data_dir, tasks, server, closed, cap
         Completion(tool_calls=(ReplyToolCall(id="end", name="end_conversation"),)),
     )
     status = run(data_dir, "0", *endpoint("agent", server, "test-model"), "--seed", "7")
+    seed = trial_seeds(7, 1)[0]
     out = capsys.readouterr().out
     assert status == EXIT_SUCCESS, out
     assert f"agent: test-model at {server.base_url}; user: builtin:customer" in out
@@ -228,13 +254,70 @@ def test_scripted_endpoint_agent_end_to_end(data_dir, tasks, server, closed, cap
     bodies = [request.body for request in server.requests]
     assert len(bodies) == len(task.actions) + 2
     assert {body["model"] for body in bodies} == {"test-model"}
-    assert {body["seed"] for body in bodies} == {7}
+    assert {body["seed"] for body in bodies} == {seed}
+    assert f"seed {seed} = trial 1 of base seed 7, profile default)" in out
     assert all(len(body["tools"]) == 17 for body in bodies)
     assert bodies[0]["messages"][0]["role"] == "system"
     assert bodies[0]["messages"][0]["content"].endswith(
         "claiming success."
     )  # the notes are on by default
     assert closed == ["test-model"]
+
+
+def test_the_conversation_is_printed_as_it_happens(data_dir, tasks, server, capsys):
+    """Each message is on stdout before the next model call, the report only at the end."""
+    task = tasks["0"]
+    seen_before_last_call: list[str] = []
+
+    def respond(body: Mapping[str, Any]) -> Completion:
+        calls = sum(len(m.get("tool_calls") or ()) for m in body["messages"])
+        if calls < len(task.actions):
+            return gold_calls(task)[calls]
+        said = [m for m in body["messages"] if m["role"] == "assistant" and m.get("content")]
+        if not any("anything else" in m["content"] for m in said):
+            return Completion(content="Done. Is there anything else?")
+        # the model is still working: what the user sees so far
+        seen_before_last_call.append(capsys.readouterr().out)
+        return Completion(tool_calls=(ReplyToolCall(id="end", name="end_conversation"),))
+
+    server.responder = respond
+    assert run(data_dir, "0", *endpoint("agent", server, "test-model")) == EXIT_SUCCESS
+    [so_far] = seen_before_last_call
+    assert so_far.startswith("scenario tau2_retail__0 ")
+    assert "agent: Hi! How can I help you today?" in so_far
+    assert so_far.count("agent -> ") == len(task.actions)
+    assert so_far.rstrip().endswith("user: No, that's all I needed. Thank you! ###STOP###")
+    assert "result:" not in so_far
+    rest = capsys.readouterr().out
+    assert rest.startswith("agent -> end_conversation({})\ntool: Conversation ended.\n")
+    assert rest.rstrip().endswith("result: success, tau2 reward 1")
+
+
+def test_request_options_and_limits_reach_the_endpoint(data_dir, server, capsys):
+    server.enqueue(Completion(tool_calls=(ReplyToolCall(name="end_conversation"),)))
+    args = [
+        *endpoint("agent", server, "test-model"),
+        "--agent-temperature=0.25",
+        "--agent-top-p=0.5",
+        "--agent-max-tokens=64",
+        '--agent-extra-body={"chat_template_kwargs": {"enable_thinking": false}}',
+        "--agent-timeout=30",
+        "--agent-max-retries=0",
+        "--max-duration=60",
+        "--max-errors=3",
+    ]
+    assert run(data_dir, "10", *args, "--json") == EXIT_SUCCESS
+    [request] = server.requests
+    body = request.body
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.25, 0.5, 64)
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_output_dir_gets_the_scenario_artifacts(data_dir, tmp_path, capsys):
+    assert run(data_dir, "3", "--output-dir", str(tmp_path), "--json") == EXIT_SUCCESS
+    metrics = json.loads((tmp_path / "tau2_retail__3" / "metrics.json").read_text())
+    assert metrics == json.loads(capsys.readouterr().out)["metrics"]
+    assert (tmp_path / "tau2_retail__3" / "conversation_log.txt").is_file()
 
 
 def test_no_agent_notes_sends_the_policy_alone(data_dir, server, capsys):
@@ -326,7 +409,7 @@ def test_render_transcript_lines_and_truncation():
 def test_tau2_profile_run_ends_by_the_users_stop_without_end_conversation(data_dir, capsys):
     assert run(data_dir, "0", "--profile", "tau2") == EXIT_SUCCESS
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("seed None, profile tau2)")
+    assert lines[0].endswith("seed 626729 = trial 1 of base seed 300, profile tau2)")
     assert not [line for line in lines if "end_conversation" in line]
     assert "ending: user_stop" in lines
     assert lines[-1] == "result: success, tau2 reward 1"

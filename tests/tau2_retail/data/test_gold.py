@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from tau2_retail.cli.main import main
 from tau2_retail.data.gold import GoldBook, compute_gold, replay_calls
-from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import load_tasks
 from tau2_retail.tools.dispatch import dispatch
 from tau2_retail.tools.store import Store
 
 UNCHANGED = {"10", "12", "24", "25", "50", "57", "62", "65", "67", "68", "105"}
-
-
-@pytest.fixture(scope="module")
-def book(data_dir: Path) -> GoldBook:
-    return GoldBook(seed=load_seed(data_dir), tasks=load_tasks(data_dir))
 
 
 def test_expected_database_equals_the_seed_for_exactly_the_eleven_tasks(book: GoldBook) -> None:
@@ -106,26 +95,3 @@ def test_gold_is_computed_once_per_process(book: GoldBook) -> None:
 def test_unknown_task_id_is_a_clear_error(book: GoldBook) -> None:
     with pytest.raises(Exception, match=r"unknown task id '999' \(known: 0\.\.113\)"):
         book["999"]
-
-
-def test_gold_command_prints_diff_actions_and_hash(
-    book: GoldBook, data_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["gold", "--data-dir", str(data_dir), "5", "57"]) == 0
-    output = json.loads(capsys.readouterr().out)
-    assert list(output) == ["5", "57"]
-    assert output["57"] == {"db_diff": {}, "reference_actions": [], "db_hash": book.seed.hash}
-    five = output["5"]
-    assert five["db_hash"] == book["5"].db_hash
-    assert five["reference_actions"] == [a.to_json() for a in book["5"].actions]
-    assert five["db_diff"] == book["5"].store.diff_from_seed()
-    for records in five["db_diff"].values():
-        for record in records.values():
-            assert "cancel_reason" not in record or record["cancel_reason"] is not None
-
-
-def test_gold_command_without_ids_prints_all_tasks(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["gold", "--data-dir", str(data_dir)]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 114

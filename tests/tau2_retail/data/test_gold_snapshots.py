@@ -18,22 +18,12 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from tau2_retail.data.gold import GoldBook, gold_digest, pinned_gold_digests
 from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.data.tasks import Task
 from tau2_retail.errors import GoldMismatch
 from tau2_retail.tools.store import Store
 
 TASK_COUNT = 114  # tasks.json at the pinned upstream commit
 SNAPSHOTS = Path(__file__).parent / "__snapshots__" / "test_gold_snapshots"
-
-
-@pytest.fixture(scope="module")
-def tasks(data_dir: Path) -> Mapping[str, Task]:
-    return load_tasks(data_dir)
-
-
-@pytest.fixture(scope="module")
-def book(data_dir: Path, tasks: Mapping[str, Task]) -> GoldBook:
-    return GoldBook(seed=load_seed(data_dir), tasks=tasks)
 
 
 @pytest.fixture

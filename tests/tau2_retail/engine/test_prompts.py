@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from tau2_retail.data.tasks import GoldAction, Task, load_policy, load_tasks, load_user_guidelines
+from tau2_retail.data.tasks import GoldAction, Task, load_policy, load_user_guidelines
 from tau2_retail.engine.prompts import (
     ADDITIONAL_NOTES,
     GREETING,
@@ -32,11 +32,6 @@ def policy(data_dir) -> str:
 @pytest.fixture(scope="module")
 def guidelines(data_dir) -> str:
     return load_user_guidelines(data_dir)
-
-
-@pytest.fixture(scope="module")
-def tasks(data_dir) -> Mapping[str, Task]:
-    return load_tasks(data_dir)
 
 
 def without_upstream(prompt: str, replacements: Mapping[str, str]) -> str:

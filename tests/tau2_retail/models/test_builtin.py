@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
 
 import pytest
 
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import ConversationResult, StopReason, run_conversation
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.errors import ConfigError
@@ -34,11 +33,6 @@ from tau2_retail.tools.store import Store
 
 NOOP_MATCHES = {"10", "12", "24", "25", "50", "57", "62", "65", "67", "68", "105"}
 TOOLS = tool_schemas()
-
-
-@pytest.fixture(scope="module")
-def tasks(data_dir) -> Mapping[str, Task]:
-    return load_tasks(data_dir)
 
 
 @pytest.fixture(scope="module")

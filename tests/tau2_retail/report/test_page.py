@@ -1,4 +1,4 @@
-"""The run report's Python side: escaping, what it reads from a run, the comparison, the CLI.
+"""The run report's Python side: escaping, what it reads from a run, the comparison.
 
 The runs are real: the engine runs a few scenarios (built-in oracle and noop agents, a hostile
 agent that answers markup, an endpoint that is down, a scripted judge) and writes their
@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tau2_retail.cli.main import main
 from tau2_retail.report.compare import compare_summaries, comparison_lines
 from tau2_retail.report.page import (
     REPORT_FILE,
@@ -32,6 +31,7 @@ from tau2_retail.report.page import (
     write_report,
 )
 from tau2_retail.report.scenario import action_pairs, record_differences
+from tau2_retail.results.records import RunSummary
 from tests.report.runs import HOSTILE, JUDGE_REASON, write_run
 
 ASSETS = Path(__file__).resolve().parents[3] / "tau2_retail" / "report" / "assets"
@@ -237,7 +237,7 @@ def test_configuration_names_models_trials_and_seeds(runs: dict[str, Path]) -> N
     assert config["Judge"] == "test:judge"
     assert config["Trials"] == "2"
     assert config["Base seed"] == "300"
-    assert config["Trial seeds"] == "300, 301"
+    assert config["Trial seeds"] == "trial 1: 300, trial 2: 301"
     assert config["Agent notes"] == "on"
 
 
@@ -343,7 +343,7 @@ def test_a_run_without_summary_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="expected a JSON object"):
         build_report_data(tmp_path)
     (tmp_path / "summary.json").write_text('{"counts": {}}', encoding="utf-8")
-    with pytest.raises(ReportError, match="'success_rate' must be a JSON object"):
+    with pytest.raises(ReportError, match=r"signals: expected a JSON object.*summarize"):
         build_report_data(tmp_path)
     with pytest.raises(ReportError, match="is not a directory"):
         build_report_data(tmp_path / "nowhere")
@@ -388,7 +388,7 @@ def test_action_pairs_follow_the_action_match_rule() -> None:
 def test_compare_lists_flips_and_rate_differences(runs: dict[str, Path]) -> None:
     current = _json(runs["mixed"] / "summary.json")
     baseline = _json(runs["baseline"] / "summary.json")
-    comparison = compare_summaries(current, baseline)
+    comparison = compare_summaries(RunSummary.from_json(current), RunSummary.from_json(baseline))
     flips = {f["id"]: f for f in comparison["flips"]}
     assert flips["tau2_retail__0-trial2"]["kind"] == "broken"
     assert flips["tau2_retail__0-trial2"]["signals"] == [
@@ -449,62 +449,6 @@ def test_write_report_turns_write_failures_into_report_errors(
     (blocked / "x").mkdir(parents=True)
     with pytest.raises(ReportError, match="cannot write"):
         write_report(runs["mixed"], output=blocked)
-
-
-def test_report_command_writes_the_page(
-    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(runs["mixed"], run)
-    assert main(["report", str(run)]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"wrote {run / REPORT_FILE} (12 scenarios, ")
-    assert (run / REPORT_FILE).read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-
-
-def test_report_command_against_a_baseline(
-    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    output = tmp_path / "out" / "cmp.html"
-    code = main(
-        ["report", str(runs["mixed"]), "--against", str(runs["baseline"]), "--output", str(output)]
-    )
-    assert code == 0
-    out = capsys.readouterr().out
-    assert f"wrote {output}" in out
-    assert "against baseline:" in out
-    assert "tau2_retail__0-trial2: PASS -> FAIL" in out
-    assert output.is_file()
-
-
-def test_report_command_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", str(tmp_path)]) == 2
-    assert "summary.json not found" in capsys.readouterr().err
-
-
-def test_report_against_a_run_of_another_profile_is_refused_unless_forced(
-    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    other = tmp_path / "tau2-run"
-    shutil.copytree(runs["baseline"], other)
-    summary_path = other / "summary.json"
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    summary["profile"] = "tau2"
-    summary_path.write_text(json.dumps(summary), encoding="utf-8")
-    output = tmp_path / "cmp.html"
-    command = ["report", str(runs["mixed"]), "--against", str(other), "--output", str(output)]
-
-    assert main(command) == 2
-    err = capsys.readouterr().err
-    assert "used profile 'default'" in err
-    assert "profile 'tau2'" in err
-    assert "not comparable" in err
-    assert "--force" in err
-    assert not output.exists()
-
-    assert main([*command, "--force"]) == 0
-    assert "against tau2-run:" in capsys.readouterr().out
-    assert output.is_file()
 
 
 def test_report_header_names_the_profile(runs: dict[str, Path]) -> None:

@@ -13,6 +13,7 @@ import pytest
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
 from tau2_retail.errors import ArtifactError
@@ -180,7 +181,7 @@ def test_scenario_dir_refuses_escape_and_bad_trial(tmp_path: Path) -> None:
 
 def test_artifacts_of_a_passing_scenario(run: Runner, tmp_path: Path) -> None:
     outcome, agent_prompt, user_prompt = run("0")
-    assert outcome.metrics["is_successful"]
+    assert outcome.metrics.is_successful
     directory = tmp_path / "tau2_retail__0"
     _write(directory, outcome, agent_prompt, user_prompt)
 
@@ -199,7 +200,8 @@ def test_artifacts_of_a_passing_scenario(run: Runner, tmp_path: Path) -> None:
         "transcript.json",
     ]
     metrics = _json(directory / "metrics.json")
-    assert metrics == outcome.metrics
+    assert metrics == outcome.metrics.to_json()
+    assert ScenarioMetrics.from_json(metrics) == outcome.metrics
     assert metrics.keys() >= METRICS_KEYS
     assert _json(directory / "transcript.json") == outcome.conversation.to_json()
     assert _json(directory / "db_diff.json") == {}
@@ -222,7 +224,7 @@ def test_artifacts_of_a_passing_scenario(run: Runner, tmp_path: Path) -> None:
         "scenario_name": "tau2_retail__0",
         "scenario_id": "tau2_retail__0",
         "task_id": "0",
-        "trial": 0,
+        "trial": 1,
         "trials": 1,
         "seed": 626729,
         "split": "train",
@@ -274,7 +276,7 @@ def test_conversation_log_format_exactly() -> None:
 
 def test_failing_scenario_has_its_db_diff(run: Runner, tmp_path: Path) -> None:
     outcome, agent_prompt, user_prompt = run("0", agent="builtin:noop")
-    assert not outcome.metrics["db_state_match"]
+    assert not outcome.metrics.db_state_match
     _write(tmp_path, outcome, agent_prompt, user_prompt)
     diff = _json(tmp_path / "db_diff.json")
     assert diff == outcome.db_diff
@@ -318,9 +320,11 @@ def test_trial_metadata_in_a_multi_trial_run(run: Runner, tmp_path: Path) -> Non
     scenario = _json(directory / "scenario_config" / "scenario.json")
     assert (scenario["scenario_id"], scenario["trial"], scenario["trials"]) == (
         "tau2_retail__5-trial3",
-        2,
+        3,
         3,
     )
+    # one numbering: test id -trial3, folder trial-3, metrics "trial": 3
+    assert _json(directory / "metrics.json")["trial"] == 3
 
 
 # -- completeness ------------------------------------------------------------------------------
@@ -376,9 +380,17 @@ def test_stale_judge_result_is_removed(run: Runner, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "complete"),
-    [(None, False), ("{", False), ("[1]", False), ("\xff", False), ('{"a": 1}', True)],
+    [
+        (None, False),
+        ("", False),
+        ("{", False),
+        ("[1]", False),
+        ("\xff", False),
+        ('{"a": 1}', False),
+    ],
 )
 def test_is_complete(tmp_path: Path, content: str | None, complete: bool) -> None:
+    """Only a whole record is complete: empty (a power loss), truncated or foreign is not."""
     if content is not None:
         (tmp_path / "metrics.json").write_bytes(content.encode("latin-1"))
     assert is_complete(tmp_path) is complete
@@ -387,35 +399,42 @@ def test_is_complete(tmp_path: Path, content: str | None, complete: bool) -> Non
 # -- reading a run back ------------------------------------------------------------------------
 
 
-def _metrics_file(directory: Path, task_id: str, trial: int) -> None:
-    directory.mkdir(parents=True)
-    record = {"task_id": task_id, "trial": trial, "scenario_id": directory.name}
-    (directory / "metrics.json").write_text(json.dumps(record))
+def _metrics_file(run: Runner, run_dir: Path, task_id: str, trial: int, trials: int) -> None:
+    outcome, agent_prompt, user_prompt = run(task_id, trial=trial, trials=trials)
+    directory = scenario_dir(run_dir, outcome.scenario.name, trial, trials)
+    _write(directory, outcome, agent_prompt, user_prompt)
 
 
-def test_load_run_metrics_sorts_by_task_number_then_trial(tmp_path: Path) -> None:
-    _metrics_file(tmp_path / "tau2_retail__10" / "trial-1", "10", 0)
-    _metrics_file(tmp_path / "tau2_retail__2" / "trial-2", "2", 1)
-    _metrics_file(tmp_path / "tau2_retail__2" / "trial-1", "2", 0)
-    _metrics_file(tmp_path / "tau2_retail__9", "9", 0)
+def test_load_run_metrics_sorts_by_task_number_then_trial(run: Runner, tmp_path: Path) -> None:
+    _metrics_file(run, tmp_path, "10", 0, 2)
+    _metrics_file(run, tmp_path, "2", 1, 2)
+    _metrics_file(run, tmp_path, "2", 0, 2)
     (tmp_path / "tau2_retail__11").mkdir()  # started, never completed
     (tmp_path / "summary.json").write_text("{}")
-    loaded = [(m["task_id"], m["trial"]) for m in load_run_metrics(tmp_path)]
-    assert loaded == [("2", 0), ("2", 1), ("9", 0), ("10", 0)]
+    loaded = load_run_metrics(tmp_path)
+    assert [(m.task_id, m.trial) for m in loaded.records] == [("2", 1), ("2", 2), ("10", 1)]
+    assert loaded.incomplete == {}
 
 
-def test_load_run_metrics_names_an_unreadable_file(tmp_path: Path) -> None:
-    _metrics_file(tmp_path / "tau2_retail__1", "1", 0)
+@pytest.mark.parametrize("content", ["", '{"task_id": ', '{"scenario_id": "x"}'])
+def test_an_empty_or_truncated_metrics_file_is_incomplete_not_fatal(
+    run: Runner, tmp_path: Path, content: str
+) -> None:
+    """What a power loss leaves: the scenario is not complete (re-run it), and it is named."""
+    _metrics_file(run, tmp_path, "1", 0, 1)
     broken = tmp_path / "tau2_retail__2" / "metrics.json"
     broken.parent.mkdir()
-    broken.write_text('{"task_id": ')
-    with pytest.raises(ArtifactError, match=r"tau2_retail__2/metrics\.json: not valid JSON"):
-        load_run_metrics(tmp_path)
+    broken.write_text(content)
+    loaded = load_run_metrics(tmp_path)
+    assert [m.scenario_id for m in loaded.records] == ["tau2_retail__1"]
+    assert list(loaded.incomplete) == ["tau2_retail__2"]
+    assert "tau2_retail__2/metrics.json" in loaded.incomplete["tau2_retail__2"]
+    assert not is_complete(broken.parent)
 
 
 def test_real_artifacts_round_trip(run: Runner, tmp_path: Path) -> None:
     for task_id in ("3", "1"):
         outcome, agent_prompt, user_prompt = run(task_id)
         _write(tmp_path / outcome.scenario.name, outcome, agent_prompt, user_prompt)
-    loaded = load_run_metrics(tmp_path)
-    assert [m["scenario_id"] for m in loaded] == ["tau2_retail__1", "tau2_retail__3"]
+    loaded = load_run_metrics(tmp_path).records
+    assert [m.scenario_id for m in loaded] == ["tau2_retail__1", "tau2_retail__3"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -19,26 +20,18 @@ from tau2_retail.cli.main import main
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import builtin_model
+from tau2_retail.results import summary as summary_module
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
-from tau2_retail.results.summary import (
-    build_summary,
-    headline_lines,
-    pass_hat_k,
-    render_summary_text,
-    write_run_args,
-    write_run_summary,
-)
+from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
+from tau2_retail.results.summary import pass_hat_k, write_run_args
 from tau2_retail.tools.store import Store
 
 REPO = Path(__file__).resolve().parents[3]
-CONFIGURATION = {
-    "agent_model": "gpt-test",
-    "user_model": "gpt-user",
-    "judge_model": "gpt-judge",
-}
+CONFIGURATION = RunConfiguration.of_models(agent="gpt-test", user="gpt-user", judge="gpt-judge")
 VERSIONS = {"tau2_retail": "0.1.0", "python": "3.11"}
 
 
@@ -59,7 +52,7 @@ def metric(
     stop_reason: str | None = None,
     turns: int = 4,
     duration: float = 2.0,
-) -> dict[str, Any]:
+) -> ScenarioMetrics:
     """A metrics record shaped like ``tau2_retail.engine.scenario.build_metrics`` produces."""
     stop = stop_reason or ("infra_error" if infra else "agent_exit" if exit_ else "max_steps")
     nl_passed = None if nl is None else nl[0] == nl[1]
@@ -69,7 +62,7 @@ def metric(
         "scenario_name": name,
         "scenario_id": name if trials == 1 else f"{name}-trial{trial + 1}",
         "task_id": task_id,
-        "trial": trial,
+        "trial": trial + 1,
         "seed": 1,
         "split": split,
         "persona_name": persona,
@@ -98,6 +91,7 @@ def metric(
         "success_breakdown": {},
         "is_successful": task_ok and exit_,
         "is_task_successful": task_ok,
+        "profile": "default",
         "tau2_reward": 1.0 if task_ok and stop in ("agent_exit", "user_stop") else 0.0,
     }
     if nl is not None:
@@ -105,10 +99,25 @@ def metric(
         record["nl_assertion_pass_rate"] = nl[0] / nl[1]
     if judge_score is not None:
         record["judge_score"] = judge_score
-    return record
+    return ScenarioMetrics.from_json(record)
 
 
-def mixed() -> list[dict[str, Any]]:
+def build_summary(
+    metrics: list[ScenarioMetrics], *, configuration: RunConfiguration | None, **options: Any
+) -> dict[str, Any]:
+    """The summary as its JSON, which these tests pin key by key."""
+    return summary_module.build_summary(metrics, configuration=configuration, **options).to_json()
+
+
+def write_run_summary(run_dir: Path, metrics: list[ScenarioMetrics], **options: Any) -> Any:
+    return summary_module.write_run_summary(run_dir, metrics, **options).to_json()
+
+
+def render_summary_text(summary: dict[str, Any]) -> str:
+    return summary_module.render_summary_text(RunSummary.from_json(summary))
+
+
+def mixed() -> list[ScenarioMetrics]:
     """Six scored scenarios (3 pass), one infra error; tasks 7 and 8 are lost."""
     return [
         metric("5", nl=(3, 3), judge_score=0.9, split="test", persona="matt_delaney"),
@@ -181,7 +190,7 @@ def test_counts_and_rates_by_hand() -> None:
         {"scenario_id": "tau2_retail__6", "detail": "agent: connection refused"}
     ]
     assert summary["lost"] == ["tau2_retail__7", "tau2_retail__8"]
-    assert summary["configuration"] == CONFIGURATION
+    assert summary["configuration"] == CONFIGURATION.to_json()
     assert summary["versions"] == VERSIONS
     assert summary["models"] == {"agent": "gpt-test", "user": "gpt-user", "judge": "gpt-judge"}
 
@@ -213,7 +222,7 @@ def test_scenario_rows_sorted_and_compact() -> None:
     assert rows[4] == {
         "scenario_id": "tau2_retail__4",
         "task_id": "4",
-        "trial": 0,
+        "trial": 1,
         "status": "FAIL",
         "is_successful": False,
         "is_task_successful": False,
@@ -242,7 +251,7 @@ def test_nl_not_applicable_without_a_judge() -> None:
         records,
         expected=None,
         trials=1,
-        configuration={"agent_model": "builtin:oracle"},
+        configuration=RunConfiguration.of_models(agent="builtin:oracle"),
         versions={},
     )
     nl = summary["signals"]["NL_ASSERTION"]
@@ -259,7 +268,7 @@ def test_nl_not_applicable_when_no_selected_task_has_assertions() -> None:
         [metric("0")],
         expected=None,
         trials=1,
-        configuration={"judge": {"model": "gpt-judge"}},
+        configuration=RunConfiguration.of_models(agent="a", judge="gpt-judge"),
         versions={},
     )
     assert summary["signals"]["NL_ASSERTION"]["reason"] == "no scored scenario has NL assertions"
@@ -271,7 +280,7 @@ def test_infra_only_and_empty_runs_have_no_rates() -> None:
         [metric("0", infra=True)],
         expected=["tau2_retail__0", "tau2_retail__1"],
         trials=1,
-        configuration={},
+        configuration=None,
         versions={},
     )
     assert summary["success_rate"] == {"passed": 0, "total": 0, "rate": None}
@@ -285,19 +294,19 @@ def test_infra_only_and_empty_runs_have_no_rates() -> None:
 def test_duplicate_scenario_ids_are_a_caller_bug() -> None:
     with pytest.raises(ValueError, match="tau2_retail__0"):
         build_summary(
-            [metric("0"), metric("0")], expected=None, trials=1, configuration={}, versions={}
+            [metric("0"), metric("0")], expected=None, trials=1, configuration=None, versions={}
         )
 
 
 def test_trials_must_be_positive() -> None:
     with pytest.raises(ValueError, match="trials"):
-        build_summary([], expected=None, trials=0, configuration={}, versions={})
+        build_summary([], expected=None, trials=0, configuration=None, versions={})
 
 
 # -- pass^k ------------------------------------------------------------------------------------
 
 
-def _trials(task_id: str, flags: list[bool | None]) -> list[dict[str, Any]]:
+def _trials(task_id: str, flags: list[bool | None]) -> list[ScenarioMetrics]:
     """One record per trial: True/False is success/failure, None an infra error."""
     return [
         metric(task_id, trial=t, trials=len(flags), db=bool(flag), infra=flag is None)
@@ -312,7 +321,7 @@ def test_pass_hat_k_by_hand() -> None:
         *_trials("1", [False, False, True, False]),
         *_trials("2", [None, True, None, True]),
     ]
-    summary = build_summary(records, expected=None, trials=4, configuration={}, versions={})
+    summary = build_summary(records, expected=None, trials=4, configuration=None, versions={})
     # k=1: (3/4 + 1/4 + 1) / 3; k=2: (C(3,2)/C(4,2) + 0 + C(2,2)/C(2,2)) / 3 = (1/2 + 0 + 1) / 3;
     # k=3: (C(3,3)/C(4,3) + 0) / 2 (task 2 has only 2 scored trials); k=4: (0 + 0) / 2.
     assert summary["pass_hat_k"] == [
@@ -394,7 +403,7 @@ def test_write_run_summary(tmp_path: Path) -> None:
     assert json.loads((run / "summary.json").read_text()) == summary
     all_metrics = json.loads((run / "all_metrics.json").read_text())
     assert [m["task_id"] for m in all_metrics] == ["0", "1", "2", "3", "4", "5", "6"]
-    assert all_metrics[0] == metric("0")
+    assert all_metrics[0] == metric("0").to_json()
     assert (run / "all_summary.txt").read_text() == render_summary_text(summary)
     assert sorted(p.name for p in run.iterdir()) == [
         "all_metrics.json",
@@ -452,14 +461,14 @@ def test_rates_are_bounded_and_counts_add_up(
         metrics,
         expected=None,
         trials=trials,
-        configuration={},
+        configuration=None,
         versions={},
         lost=[f"tau2_retail__{n}" for n in lost],
     )
     counts = summary["counts"]
     assert counts["succeeded"] + counts["failed"] == counts["scored"]
     assert counts["scored"] + counts["infra_errors"] + counts["lost"] == counts["expected"]
-    assert counts["scored"] == sum(1 for m in metrics if not m["infra_error"])
+    assert counts["scored"] == sum(1 for m in metrics if not m.infra_error)
     rates = [
         summary["success_rate"],
         summary["task_success_rate"],
@@ -525,13 +534,13 @@ def test_summarize_rebuilds_from_artifacts(
     shutil.copytree(real_run, run_dir)
     write_run_args(
         run_dir,
-        {
-            "trials": 1,
-            "expected": ["tau2_retail__0", "tau2_retail__1", "tau2_retail__3", "tau2_retail__4"],
-            "configuration": {"agent_model": "builtin:oracle", "user_model": "builtin:customer"},
-            "versions": VERSIONS,
-            "other": "ignored",
-        },
+        RunArgs(
+            argv=("pytest",),
+            trials=1,
+            expected=("tau2_retail__0", "tau2_retail__1", "tau2_retail__3", "tau2_retail__4"),
+            configuration=RunConfiguration.of_models(agent="builtin:oracle"),
+            versions=VERSIONS,
+        ),
     )
     assert main(["summarize", str(run_dir)]) == 0
     out = capsys.readouterr().out
@@ -550,9 +559,9 @@ def test_summarize_without_run_args_infers_trials(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for record in [*_trials("0", [True, False]), *_trials("1", [True, True])]:
-        directory = scenario_dir(tmp_path, record["scenario_name"], record["trial"], 2)
+        directory = scenario_dir(tmp_path, record.scenario_name, record.trial - 1, 2)
         directory.mkdir(parents=True)
-        (directory / "metrics.json").write_text(json.dumps(record))
+        (directory / "metrics.json").write_text(json.dumps(record.to_json()))
     assert main(["summarize", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "Trials:      2" in out
@@ -575,10 +584,10 @@ def test_summarize_with_broken_run_args_exits_2(
 ) -> None:
     directory = tmp_path / "tau2_retail__0"
     directory.mkdir()
-    (directory / "metrics.json").write_text(json.dumps(metric("0")))
+    (directory / "metrics.json").write_text(json.dumps(metric("0").to_json()))
     (tmp_path / "run_args.json").write_text('{"trials": "two"}')
     assert main(["summarize", str(tmp_path)]) == 2
-    assert "run_args.json: 'trials' must be an integer >= 1" in capsys.readouterr().err
+    assert "run_args.json: 'trials' must be an integer, got 'two'" in capsys.readouterr().err
 
 
 def test_summarize_module_entry_point(real_run: Path) -> None:
@@ -599,12 +608,11 @@ def test_summarize_module_entry_point(real_run: Path) -> None:
 # -- the tau2 profile --------------------------------------------------------------------------
 
 
-def _tau2(task_id: str, trial: int, reward: float | None) -> dict[str, Any]:
+def _tau2(task_id: str, trial: int, reward: float | None) -> ScenarioMetrics:
     record = metric(task_id, trial=trial, trials=2, stop_reason="user_stop", exit_=False)
-    record["profile"] = "tau2"
-    record["tau2_reward"] = reward
-    record["is_successful"] = reward == 1.0
-    return record
+    return dataclasses.replace(
+        record, profile="tau2", tau2_reward=reward, is_successful=reward == 1.0
+    )
 
 
 def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
@@ -615,7 +623,8 @@ def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
     assert summary["profile"] == "tau2"
     assert summary["tau2_reward"] == {"mean": 2 / 3, "n": 3, "not_scorable": 1}
     assert [entry["value"] for entry in summary["pass_hat_k"]] == [0.5, 0.0]
-    lines = headline_lines(summary)
+    assert RunSummary.from_json(summary).to_json() == summary
+    lines = summary_module.headline_lines(RunSummary.from_json(summary))
     assert lines[:4] == [
         "tau2 reward (upstream): mean 0.6667 over 3 scenarios; 1 not scorable without a judge",
         "pass^1: 0.5000 (2 tasks)",
@@ -633,7 +642,58 @@ def test_profile_comes_from_the_metrics_or_the_configuration() -> None:
         [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
     )
     assert default["profile"] == "default"
+    assert "not_scorable" not in default["tau2_reward"]
     configured = build_summary(
-        [], expected=None, trials=1, configuration={"settings": {"profile": "tau2"}}, versions={}
+        [],
+        expected=None,
+        trials=1,
+        configuration=RunConfiguration.of_models(agent="a", settings={"profile": "tau2"}),
+        versions={},
     )
     assert configured["profile"] == "tau2"
+    unrecorded = build_summary([], expected=None, trials=1, configuration=None, versions={})
+    assert unrecorded["profile"] == "default"
+
+
+def test_records_written_before_profiles_read_as_the_default_profile() -> None:
+    record = metric("0").to_json()
+    del record["profile"]
+    assert ScenarioMetrics.from_json(record).profile == "default"
+    summary = build_summary(
+        [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+    )
+    del summary["profile"]
+    assert RunSummary.from_json(summary).profile == "default"
+
+
+def test_summarize_counts_an_empty_metrics_file_as_lost_with_its_reason(
+    real_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a power loss leaves: not a "not valid JSON" stop, a lost scenario that says why."""
+    run_dir = tmp_path / "copy"
+    shutil.copytree(real_run, run_dir)
+    (run_dir / "tau2_retail__3" / "metrics.json").write_text("")
+
+    assert main(["summarize", str(run_dir)]) == 0
+
+    out = capsys.readouterr().out
+    assert "Lost scenarios (no metrics; excluded from rates): 1\n  tau2_retail__3: " in out
+    assert "not valid JSON" in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["lost"] == ["tau2_retail__3"]
+    assert summary["counts"]["scored"] == 2
+
+
+def test_summarize_without_run_args_keeps_the_recorded_versions(
+    real_run: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "copy"
+    shutil.copytree(real_run, run_dir)
+    assert main(["summarize", str(run_dir)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["versions"] = VERSIONS
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+    assert main(["summarize", str(run_dir)]) == 0
+
+    assert json.loads((run_dir / "summary.json").read_text())["versions"] == VERSIONS

@@ -1,0 +1,111 @@
+"""``python -m tau2_retail data fetch|verify``: the pinned upstream data files (and sources).
+
+``verify`` also prints one sha256 over the data and the pinned sources, and derives the tau2
+profile from those sources (a construct a changed pin lacks is named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tau2_retail.cli.common import SubParsers
+from tau2_retail.data.files import (
+    CheckStatus,
+    combined_digest,
+    default_cache_dir,
+    fetch,
+    folder_to_verify,
+    format_checks,
+    load_manifest,
+    verify_folder,
+)
+from tau2_retail.data.upstream import load_upstream_texts
+from tau2_retail.errors import DataError
+
+__all__ = ["add_parser", "fetch_command", "verify_command"]
+
+
+def add_parser(commands: SubParsers) -> None:
+    data = commands.add_parser(
+        "data",
+        help="fetch or verify the pinned upstream data files",
+        description="The upstream tau2 files this suite reads, pinned by sha256 in the manifest.",
+    )
+    actions = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    fetch_parser = actions.add_parser(
+        "fetch",
+        help="download the pinned files into the cache and verify them",
+        description="Download (or copy) the pinned files; each is checked before it is kept.",
+        epilog="exit status: 0 all files present and verified, 2 a download or check failed",
+    )
+    fetch_parser.add_argument(
+        "--from",
+        dest="source_dir",
+        metavar="DIR",
+        help="copy from this local folder (e.g. a tau2-bench checkout's data/tau2/domains/retail) "
+        "instead of downloading",
+    )
+    fetch_parser.add_argument(
+        "--dest",
+        metavar="DIR",
+        help="target folder (default: the data cache: fixtures/cache in a checkout, "
+        "~/.cache/tau2_retail when installed)",
+    )
+    fetch_parser.add_argument(
+        "--base-url", metavar="URL", help="download address prefix instead of the pinned one"
+    )
+    fetch_parser.set_defaults(handler=fetch_command)
+    verify = actions.add_parser(
+        "verify",
+        help="check a folder against the manifest",
+        description="Compare each file's sha256 with the manifest.",
+        epilog="exit status: 0 every file matches, 1 a file is missing or different",
+    )
+    verify.add_argument(
+        "folder",
+        nargs="?",
+        help="folder to check (default: $TAU2_DATA_DIR, else the data cache)",
+    )
+    verify.set_defaults(handler=verify_command)
+
+
+def fetch_command(args: argparse.Namespace) -> int:
+    dest = Path(args.dest).expanduser().absolute() if args.dest else default_cache_dir()
+    source_dir = Path(args.source_dir).expanduser().absolute() if args.source_dir else None
+    written = fetch(
+        dest,
+        source_dir=source_dir,
+        base_url=args.base_url,
+        progress=lambda message: print(message, file=sys.stderr),
+    )
+    total = len(load_manifest().files)
+    print(f"{dest}: {len(written)} written, {total - len(written)} already present, all verified")
+    return 0
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    folder = folder_to_verify(args.folder)
+    checks = verify_folder(folder)
+    print(format_checks(folder, checks))
+    problems = [check for check in checks if check.status is not CheckStatus.OK]
+    if problems:
+        dest = "" if folder == default_cache_dir() else f" --dest {folder}"
+        print(
+            f"{len(problems)} of {len(checks)} files missing or different; run "
+            f"`python -m tau2_retail data fetch{dest}` (add --from FOLDER to copy)"
+        )
+        return 1
+    print(f"all {len(checks)} files match the manifest")
+    print(f"sha256 of the data and the pinned sources: {combined_digest(checks)}")
+    try:
+        texts = load_upstream_texts(folder)
+    except DataError as error:
+        print(f"tau2 profile: {error}")
+        return 1
+    print(
+        f"tau2 profile: derived from the pinned sources ({len(texts.tools)} tools, "
+        f"{len(texts.user_system_prompts)} user prompts)"
+    )
+    return 0

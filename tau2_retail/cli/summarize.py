@@ -1,0 +1,36 @@
+"""``python -m tau2_retail summarize RUN_DIR``: rebuild a run's summaries from its artifacts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tau2_retail.cli.common import SubParsers
+from tau2_retail.errors import ArtifactError
+from tau2_retail.results.summary import render_summary_text, summarize
+
+__all__ = ["add_parser", "summarize_command"]
+
+
+def add_parser(commands: SubParsers) -> None:
+    summarize = commands.add_parser(
+        "summarize",
+        help="rebuild a run's summaries from its artifacts",
+        description="Rewrite all_metrics.json, summary.json and all_summary.txt of a run "
+        "directory from its scenarios' metrics.json files, and print the summary.",
+        epilog="exit status: 0 written, 2 not a run directory or an unreadable artifact",
+    )
+    summarize.add_argument(
+        "run_dir", metavar="RUN_DIR", help="a run directory, e.g. tau2_runs/<run id>"
+    )
+    summarize.set_defaults(handler=summarize_command)
+
+
+def summarize_command(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise ArtifactError(f"{run_dir} is not a directory")
+    summary = summarize(run_dir)
+    sys.stdout.write(render_summary_text(summary))
+    return 0

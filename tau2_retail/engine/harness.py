@@ -1,0 +1,188 @@
+"""The one way to run a scenario: the data bundle, the three role models, limits, the models'
+clients, the prompts, and ``run_scenario``.
+
+The pytest fixture ``tau2_outcome`` and ``python -m tau2_retail run`` both go through
+``Harness``; nothing here knows about pytest. Typical use::
+
+    bundle = load_bundle(data_dir)
+    async with Harness(bundle=bundle, roles=Roles(agent=..., user=...), limits=Limits()) as h:
+        outcome = await h.run(scenario)
+        write_outcome(run_dir, outcome, prompts=h.prompts(scenario.task), config=...)
+
+(``write_outcome`` lives with the other artifacts in ``tau2_retail.results.artifacts``.)
+Endpoint clients are built on first use, one per role, shared by every scenario the harness
+runs (on one event loop), and closed by ``aclose``. Several ``run`` calls may be in flight at
+once: each scenario gets its own store and its own built-in models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from tau2_retail.data.gold import GoldBook
+from tau2_retail.data.seed import load_seed
+from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.engine.conversation import Limits, MessageListener
+from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, request_config
+from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
+from tau2_retail.errors import ConfigError
+from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
+from tau2_retail.models.choice import ModelChoice
+from tau2_retail.models.protocol import ChatModel
+from tau2_retail.tools.store import Store
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from tau2_retail.models.openai_client import OpenAIChatModel
+
+__all__ = ["DataBundle", "Harness", "Roles", "ScenarioPrompts", "load_bundle"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataBundle:
+    """The verified data of one folder and what is derived from it once per process."""
+
+    data_dir: Path
+    tasks: Mapping[str, Task]
+    golds: GoldBook
+    profile: Profile
+
+
+def load_bundle(
+    data_dir: Path,
+    *,
+    agent_notes: bool = True,
+    profile: ProfileName = ProfileName.DEFAULT,
+) -> DataBundle:
+    """Load the tasks, the seed database (gold replays happen lazily) and the profile: what
+    the models are shown and how scenarios are routed, judged and scored.
+
+    ``agent_notes`` False gives the agent the policy alone (default profile only). The tau2
+    profile derives upstream's text from the pinned sources (``DataError`` names a missing or
+    altered file, ``UpstreamSourceError`` a construct a changed pin lacks).
+    """
+    tasks = load_tasks(data_dir)
+    return DataBundle(
+        data_dir=data_dir,
+        tasks=tasks,
+        golds=GoldBook(seed=load_seed(data_dir), tasks=tasks),
+        profile=load_profile(profile, data_dir, agent_notes=agent_notes, tasks=tasks),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Roles:
+    """The three role models; no judge means NL assertions are not applicable."""
+
+    agent: ModelChoice
+    user: ModelChoice
+    judge: ModelChoice | None = None
+
+    def __post_init__(self) -> None:
+        for role, choice in (("agent", self.agent), ("user", self.user), ("judge", self.judge)):
+            if choice is None:
+                continue
+            if choice.endpoint is None and choice.name not in BUILTINS_BY_ROLE[role]:
+                accepted = ", ".join(BUILTINS_BY_ROLE[role]) or "none"
+                raise ConfigError(
+                    f"{role} model {choice.name!r} has no endpoint and is not a built-in "
+                    f"{role} model (built-ins: {accepted})"
+                )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScenarioPrompts:
+    """What the models of one scenario were given (recorded in its artifacts)."""
+
+    agent: str
+    user: str
+    tools: Sequence[Mapping[str, Any]]
+
+
+@dataclass(slots=True, kw_only=True)
+class Harness:
+    """Runs scenarios of ``bundle`` with ``roles`` under ``limits``; owns the endpoint clients."""
+
+    bundle: DataBundle
+    roles: Roles
+    limits: Limits = field(default_factory=Limits)
+    _clients: dict[str, OpenAIChatModel] = field(default_factory=dict, init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the endpoint clients; the harness cannot run scenarios afterwards."""
+        self._closed = True
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+    def prompts(self, task: Task) -> ScenarioPrompts:
+        return ScenarioPrompts(
+            agent=self.bundle.profile.agent_prompt,
+            user=self.bundle.profile.user_prompt(task),
+            tools=self.bundle.profile.tools,
+        )
+
+    def _client(self, role: str, choice: ModelChoice) -> ChatModel:
+        client = self._clients.get(role)
+        if client is None:
+            if self._closed:
+                raise RuntimeError("the harness is closed")
+            assert choice.endpoint is not None  # built-ins never get here
+            from tau2_retail.models.openai_client import OpenAIChatModel
+
+            profile = self.bundle.profile.name
+            client = self._clients[role] = OpenAIChatModel(
+                request_config(profile, role, choice.endpoint)
+            )
+        return client
+
+    def _model(self, role: str, choice: ModelChoice, task: Task) -> ChatModel:
+        if choice.endpoint is None:
+            return builtin_model(choice.name, task, role=role)
+        return self._client(role, choice)
+
+    async def run(
+        self,
+        scenario: Scenario,
+        *,
+        store: Store | None = None,
+        on_message: MessageListener | None = None,
+    ) -> ScenarioOutcome:
+        """Run ``scenario`` on ``store`` (default: a fresh copy of the seed database).
+
+        ``on_message`` sees each conversation message as it is recorded.
+        """
+        task = scenario.task
+        roles = self.roles
+        prompts = self.prompts(task)
+        judge = roles.judge
+        return await run_scenario(
+            scenario,
+            agent=self._model("agent", roles.agent, task),
+            user=self._model("user", roles.user, task),
+            judge_model=None if judge is None else self._model("judge", judge, task),
+            gold=self.bundle.golds[task.id],
+            store=Store(self.bundle.golds.seed) if store is None else store,
+            agent_prompt=prompts.agent,
+            user_prompt=prompts.user,
+            tools=prompts.tools,
+            limits=self.limits,
+            on_message=on_message,
+            profile=self.bundle.profile,
+        )

@@ -1,0 +1,50 @@
+"""Readers of a run directory's files, for tests and benchmarks that ran the benchmark."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from tau2_retail.results.atomic import TEMP_PREFIX
+
+__all__ = ["RunFiles", "file_digests", "files_under", "temp_files"]
+
+
+class RunFiles:
+    """Readers of ``<output_dir>/<run id>/``; a subclass provides ``output_dir``."""
+
+    __slots__ = ()
+    output_dir: Path
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.output_dir / run_id
+
+    def read_json(self, run_id: str, name: str) -> Any:
+        return json.loads((self.run_dir(run_id) / name).read_text(encoding="utf-8"))
+
+    def summary(self, run_id: str) -> dict[str, Any]:
+        summary: dict[str, Any] = self.read_json(run_id, "summary.json")
+        return summary
+
+    def metrics(self, run_id: str, scenario: str) -> dict[str, Any]:
+        metrics: dict[str, Any] = self.read_json(run_id, f"{scenario}/metrics.json")
+        return metrics
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*") if path.is_file())
+
+
+def temp_files(folder: Path) -> list[Path]:
+    """Half-written files (the atomic writer's temporaries) under ``folder``."""
+    return [path for path in files_under(folder) if path.name.startswith(TEMP_PREFIX)]
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder``, by relative path."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in files_under(folder)
+    }

@@ -1,0 +1,77 @@
+"""Ctrl-C with the plugins users really have loaded (syrupy, hypothesis, anyio, xdist) and
+``filterwarnings = error``: exit 2, the summaries of what finished, the resume command; then
+``--tau2-resume`` alone (no repeated ``--tau2-tasks``) completes the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Bench, distributed
+
+# the project's ini without the ``-p no:syrupy ...`` of the other plugin tests
+_USER_INI = """\
+[pytest]
+testpaths = test_scenarios.py
+asyncio_mode = strict
+asyncio_default_fixture_loop_scope = function
+filterwarnings =
+    error
+strict = true
+"""
+
+# Ctrl-C as a CI runner sends it: SIGINT to the main pytest process (xdist stops its workers)
+_SIGINT = """\
+import os
+import signal
+
+
+def pytest_runtest_call(item):
+    if item.nodeid.endswith("[tau2_retail__5]"):
+        main = os.getppid() if hasattr(item.config, "workerinput") else os.getpid()
+        os.kill(main, signal.SIGINT)
+"""
+
+TASKS = "0,1,2,3,5,6,7,8,9,11"
+
+
+def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
+    bench: Bench, xdist: tuple[str, ...]
+) -> None:
+    (bench.path / "pytest.ini").write_text(_USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT, encoding="utf-8")
+
+    result = bench.run(*xdist, f"--tau2-tasks={TASKS}", "--tau2-run-id=int")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert "syrupy" in result.stdout.str()  # the plugin users have is loaded
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    assert "INTERNALERROR" not in output
+    assert "Traceback" not in output
+    run_dir = bench.run_dir("int")
+    for name in ("summary.json", "all_summary.txt", "run_args.json", "report.html"):
+        assert (run_dir / name).is_file(), name
+    on_disk = {path.parent.name for path in run_dir.glob("*/metrics.json")}
+    summary = bench.summary("int")
+    finished = {row["scenario_id"] for row in summary["scenarios"]}
+    # every scenario that finished is in the summary: its record is written (a Ctrl-C during
+    # __5's test assertions comes after the scenario itself ran and was scored)
+    assert finished == on_disk
+    assert len(finished) >= 3
+    resume = [line for line in result.stdout.lines if "resume with: " in line]
+    assert len(resume) == 1
+    assert resume[0].endswith("--tau2-resume int")
+
+    # resume reads the tasks from the stored run: no --tau2-tasks
+    (bench.path / "conftest.py").unlink()
+    resumed = bench.run(*xdist, "--tau2-resume=int")
+
+    assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()
+    rerun = resumed.parseoutcomes().get("passed", 0)
+    assert rerun == 10 - len(on_disk)
+    summary = bench.summary("int")
+    assert [row["scenario_id"] for row in summary["scenarios"]] == [
+        f"tau2_retail__{task}" for task in TASKS.split(",")
+    ]
+    assert summary["lost"] == []
+    if not distributed(xdist):
+        assert resumed.parseoutcomes().get("deselected") == len(on_disk)

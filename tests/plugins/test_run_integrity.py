@@ -1,0 +1,237 @@
+"""What a CI job and a person trust: start-up refusals (defaults, run ids, resume mismatches),
+TOML values, a silent plugin without scenarios, junit XML, and the gate against a baseline."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.cli.main import main
+from tau2_retail.data.tasks import Task
+from tau2_retail.results.records import RunArgs, RunConfiguration
+
+from .conftest import CHAT, SEED_DB_TASKS, Bench, ScriptedEndpoint
+
+
+def error_text(result: pytest.RunResult) -> str:
+    return result.stderr.str() + result.stdout.str()
+
+
+# -- start-up refusals ---------------------------------------------------------------------------
+
+
+def test_an_endpoint_agent_with_the_default_customer_is_refused(bench: Bench) -> None:
+    ini = bench.path / "pytest.ini"
+    ini.write_text(ini.read_text().replace("tau2_user_model = builtin:customer\n", ""))
+
+    result = bench.run_inprocess("--co", "--tau2-agent-model=my-agent")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = error_text(result)
+    assert "--tau2-agent-model: the agent 'my-agent' is an endpoint" in text
+    assert "--tau2-user-model=builtin:customer to accept the scripted one" in text
+    # asked for explicitly, it runs
+    accepted = bench.run_inprocess(
+        "--co", "--tau2-agent-model=my-agent", "--tau2-user-model=builtin:customer"
+    )
+    assert accepted.ret == pytest.ExitCode.OK
+
+
+def test_an_existing_run_id_is_refused_unless_resuming(bench: Bench) -> None:
+    (bench.output_dir / "dup").mkdir(parents=True)
+
+    result = bench.run_inprocess("--co", "--tau2-run-id=dup")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "continue it with --tau2-resume dup, or choose a new run id" in error_text(result)
+
+
+def _stored_run(
+    bench: Bench,
+    run_id: str,
+    *,
+    agent: str,
+    tasks: list[str],
+    trials: int,
+    profile: str | None = None,
+) -> None:
+    run_dir = bench.run_dir(run_id)
+    run_dir.mkdir(parents=True)
+    settings = {"tasks": tasks, "trials": trials, "seed": 300, "split": "base", "max_steps": 200}
+    if profile is not None:
+        settings["profile"] = profile
+    stored = RunArgs(
+        argv=("pytest",),
+        configuration=RunConfiguration.of_models(agent=agent, run_id=run_id, settings=settings),
+        trials=trials,
+        expected=(),
+        versions={},
+    )
+    (run_dir / "run_args.json").write_text(json.dumps(stored.to_json()), encoding="utf-8")
+
+
+def test_resume_refuses_other_models_naming_the_keys_and_the_fix(bench: Bench) -> None:
+    _stored_run(bench, "old", agent="builtin:noop", tasks=["0"], trials=1)
+
+    result = bench.run_inprocess("--co", "--tau2-resume=old", "--tau2-tasks=0,5")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = error_text(result)
+    assert "agent_model: stored 'builtin:noop', now 'builtin:oracle'" in text
+    assert "tasks: stored ['0'], now ['0', '5']" in text
+    assert "resume with the stored settings" in text
+
+
+def test_resume_reads_tasks_and_trials_from_the_stored_run(bench: Bench) -> None:
+    _stored_run(bench, "old", agent="builtin:oracle", tasks=["0", "5"], trials=2)
+
+    result = bench.run_inprocess("--co", "-q", "--tau2-resume=old")
+
+    assert result.ret == pytest.ExitCode.OK, error_text(result)
+    collected = [line for line in result.stdout.lines if "::test_tau2_retail[" in line]
+    assert [line.rpartition("[")[2] for line in collected] == [
+        "tau2_retail__0-trial1]",
+        "tau2_retail__0-trial2]",
+        "tau2_retail__5-trial1]",
+        "tau2_retail__5-trial2]",
+    ]
+
+
+def test_resume_refuses_another_profile(bench: Bench) -> None:
+    _stored_run(bench, "old", agent="builtin:oracle", tasks=["0"], trials=1, profile="tau2")
+
+    result = bench.run_inprocess("--co", "--tau2-resume=old", "--tau2-profile=default")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "profile: stored 'tau2', now 'default'" in error_text(result)
+
+
+def test_resume_continues_in_the_stored_profile(bench: Bench) -> None:
+    _stored_run(bench, "old", agent="builtin:oracle", tasks=["0"], trials=1, profile="tau2")
+
+    result = bench.run_inprocess("-p", "no:xdist", "--tau2-resume=old")
+
+    assert result.ret == pytest.ExitCode.OK, error_text(result)
+    assert "tau2: profile tau2: upstream tau2-bench's prompts" in result.stdout.str()
+    metrics = bench.metrics("old", "tau2_retail__0")
+    assert (metrics["profile"], metrics["stop_reason"]) == ("tau2", "user_stop")
+    assert bench.summary("old")["profile"] == "tau2"
+
+
+def test_toml_numbers_and_booleans_are_accepted(bench: Bench) -> None:
+    (bench.path / "pytest.ini").unlink()
+    (bench.path / "pytest.toml").write_text(
+        "[pytest]\n"
+        'testpaths = ["test_scenarios.py"]\n'
+        'asyncio_default_fixture_loop_scope = "function"\n'
+        'addopts = ["-p", "no:syrupy", "-p", "no:cacheprovider"]\n'
+        "tau2_trials = 2\n"
+        "tau2_agent_notes = false\n"
+        "tau2_max_duration = 30.5\n"
+        "tau2_min_pass_rate = 1\n",
+        encoding="utf-8",
+    )
+
+    result = bench.run_inprocess("--co", "-q", "--tau2-tasks=3")
+
+    assert result.ret == pytest.ExitCode.OK, error_text(result)
+    assert sum("tau2_retail__3-trial" in line for line in result.stdout.lines) == 2
+
+
+def test_the_plugin_is_silent_without_scenarios(bench: Bench) -> None:
+    bench.pytester.makepyfile(test_other="def test_other():\n    pass\n")
+
+    result = bench.run_inprocess("test_other.py")
+
+    assert result.ret == pytest.ExitCode.OK
+    assert not [line for line in result.stdout.lines if line.startswith("tau2")]
+    assert "tau2 retail" not in result.stdout.str()
+    assert not bench.output_dir.exists()
+
+
+# -- junit XML, the judge notice, the gate against a baseline -----------------------------------
+
+
+def _nl_seed_task(tasks: Mapping[str, Task]) -> str:
+    return next(t for t in sorted(SEED_DB_TASKS, key=int) if tasks[t].nl_assertions)
+
+
+def _testcases(path: Path) -> tuple[ET.Element, list[ET.Element]]:
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    return suite, suite.findall("testcase")
+
+
+def _suite_properties(suite: ET.Element) -> dict[str, str]:
+    return {p.get("name", ""): p.get("value", "") for p in suite.iterfind("properties/property")}
+
+
+def test_junit_one_outcome_per_scenario_and_the_gate_against_a_baseline(
+    bench: Bench, endpoint: ScriptedEndpoint, tasks: Mapping[str, Task]
+) -> None:
+    nl_task = _nl_seed_task(tasks)
+    selected = f"--tau2-tasks=0,10,12,{nl_task}"
+    base_xml = bench.path / "base.xml"
+
+    base = bench.run(
+        "-n", "0", selected, "--tau2-run-id=base", f"--junitxml={base_xml}",
+        *endpoint.agent_args(),
+    )  # fmt: skip
+
+    base.assert_outcomes(passed=3, failed=1)
+    suite, cases = _testcases(base_xml)
+    assert suite.get("tests") == "4"
+    for case in cases:  # one outcome per scenario: no <skipped> beside a <failure>
+        assert len([child for child in case if child.tag != "properties"]) <= 1
+    nl_case = next(c for c in cases if f"[tau2_retail__{nl_task}]" in c.get("name", ""))
+    nl_properties = {p.get("name"): p.get("value") for p in nl_case.iterfind("properties/property")}
+    assert nl_properties["tau2_nl_1"].startswith("not judged: no judge configured")
+    assert nl_properties["tau2_outcome"] == "PASS"
+    properties = _suite_properties(suite)
+    assert properties["tau2_success_rate"] == "0.75"
+    assert properties["tau2_lost"] == "0"
+    rates = next(line for line in base.stdout.lines if line.startswith("Overall success rate"))
+    assert rates.endswith("; NL assertions of 1 scenario(s) NOT judged: no judge")
+    # summarize keeps what the run recorded (it used to write "versions": {})
+    assert main(["summarize", str(bench.run_dir("base"))]) == 0
+    assert bench.summary("base")["versions"]["pytest"] == pytest.__version__
+
+    endpoint.agent["10"] = CHAT  # task 10 now fails: a flip from pass to fail
+    current_xml = bench.path / "current.xml"
+    current = bench.run(
+        "-n", "2", selected, "--tau2-run-id=current", f"--junitxml={current_xml}",
+        f"--tau2-baseline={bench.run_dir('base')}", "--tau2-max-regression=0.2",
+        *endpoint.agent_args(),
+    )  # fmt: skip
+
+    assert current.ret == pytest.ExitCode.TESTS_FAILED
+    lines = current.stdout.lines
+    gate = (
+        "tau2 gate: profile default, success rate 50.00%, baseline 75.00% (change -25.00%, "
+        "max regression 20.00%), 1 flipped pass->fail, infra errors 0 (max 0): FAIL"
+    )
+    assert gate in lines
+    assert "flipped pass->fail against the baseline: tau2_retail__10" in lines
+    # the gate is the last tau2 line
+    section = lines[lines.index(gate) + 1]
+    assert section.startswith("====")
+    suite, cases = _testcases(current_xml)
+    assert suite.get("tests") == "4"
+    properties = _suite_properties(suite)
+    assert properties["tau2_gate"] == "FAIL"
+    assert properties["tau2_gate_line"] == gate
+
+
+def test_the_offline_banner_shows_also_under_q(bench: Bench) -> None:
+    result = bench.run_inprocess("--co", "-q", "--tau2-tasks=0")
+
+    assert result.ret == pytest.ExitCode.OK
+    banner = [line for line in result.stdout.lines if "OFFLINE SELF-CHECK" in line]
+    assert banner == [
+        "tau2: OFFLINE SELF-CHECK (built-in oracle agent, scripted customer, no judge): "
+        "this measures the harness, not a model"
+    ]

@@ -1,0 +1,86 @@
+"""``python -m tau2_retail``: user-facing help, help text on every option, exit statuses, and a
+closed output pipe."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.cli.main import EXIT_PIPE_CLOSED, build_parser, main
+from tau2_retail.testing.timeouts import scaled_timeout
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = ""
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path or "python -m tau2_retail", parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}".strip())
+
+
+def test_the_top_help_is_for_users_and_lists_exit_statuses(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m tau2_retail")
+    assert "without pytest" in out
+    assert "exit status:" in out
+    assert f"{EXIT_PIPE_CLOSED}  the output pipe was closed early" in out
+    for command in ("data", "tasks", "gold", "replay", "run", "summarize", "report"):
+        assert re.search(rf"^    {command}\b", out, re.MULTILINE), command
+
+
+def test_every_option_of_every_command_has_help_text():
+    missing = [
+        f"{path}: {action.option_strings or action.dest}"
+        for path, parser in _parsers(build_parser())
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
+        and not action.help
+    ]
+    assert missing == []
+
+
+def test_every_command_documents_its_exit_statuses():
+    leaves = [
+        (path, parser)
+        for path, parser in _parsers(build_parser())
+        if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+    ]
+    assert {path for path, _ in leaves} == {
+        "data fetch",
+        "data verify",
+        "tasks",
+        "gold",
+        "replay",
+        "run",
+        "summarize",
+        "report",
+    }
+    assert [path for path, parser in leaves if "exit status:" not in (parser.epilog or "")] == []
+
+
+def test_a_closed_output_pipe_ends_quietly(data_dir: Path):
+    """``python -m tau2_retail gold | head -1``: no BrokenPipeError traceback."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tau2_retail", "gold", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd="/",
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()  # the reader is gone before the first write
+    with process.stderr:
+        err = process.stderr.read().decode()
+    assert process.wait(timeout=scaled_timeout(60)) == EXIT_PIPE_CLOSED
+    assert err == ""

@@ -1,0 +1,82 @@
+"""``python -m tau2_retail report RUN_DIR [--against OTHER [--force]] [--output FILE]``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.cli.main import main
+from tau2_retail.report.page import REPORT_FILE
+from tests.report.runs import write_run
+
+
+@pytest.fixture(scope="module")
+def runs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two small real runs: task 0's second trial passes in ``baseline``, fails in ``mixed``."""
+    root = tmp_path_factory.mktemp("runs")
+    write_run(root / "mixed", data_dir, {"0": ["oracle", "noop"], "10": ["noop", "oracle"]})
+    write_run(
+        root / "baseline",
+        data_dir,
+        {"0": ["oracle", "oracle"], "10": ["noop", "oracle"]},
+        judge=False,
+    )
+    return {"mixed": root / "mixed", "baseline": root / "baseline"}
+
+
+def test_report_command_writes_the_page(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = runs["mixed"]
+    assert main(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote {run / REPORT_FILE} (4 scenarios, ")
+    assert (run / REPORT_FILE).read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_report_command_against_a_baseline(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "out" / "cmp.html"
+    code = main(
+        ["report", str(runs["mixed"]), "--against", str(runs["baseline"]), "--output", str(output)]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert f"wrote {output}" in out
+    assert "against baseline:" in out
+    assert "tau2_retail__0-trial2: PASS -> FAIL" in out
+    assert output.is_file()
+
+
+def test_report_command_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(tmp_path)]) == 2
+    assert "summary.json not found" in capsys.readouterr().err
+
+
+def test_report_against_a_run_of_another_profile_is_refused_unless_forced(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "tau2-run"
+    shutil.copytree(runs["baseline"], other)
+    summary_path = other / "summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    summary["profile"] = "tau2"
+    summary_path.write_text(json.dumps(summary), encoding="utf-8")
+    output = tmp_path / "cmp.html"
+    command = ["report", str(runs["mixed"]), "--against", str(other), "--output", str(output)]
+
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert "used profile 'default'" in err
+    assert "profile 'tau2'" in err
+    assert "not comparable" in err
+    assert "--force" in err
+    assert not output.exists()
+
+    assert main([*command, "--force"]) == 0
+    assert "against tau2-run:" in capsys.readouterr().out
+    assert output.is_file()

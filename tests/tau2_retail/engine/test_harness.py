@@ -1,0 +1,121 @@
+"""``Harness``: the one way to build and run a scenario (pytest fixture and ``run`` command)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.engine.conversation import Limits, StopReason
+from tau2_retail.engine.harness import Harness, Roles, load_bundle
+from tau2_retail.engine.scenario import Scenario
+from tau2_retail.errors import ConfigError
+from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_NOOP, BUILTIN_ORACLE
+from tau2_retail.models.choice import ModelChoice, choose_model
+from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.messages import Message
+from tau2_retail.models.openai_client import OpenAIChatModel
+from tau2_retail.results.artifacts import METRICS_FILE, read_metrics, write_outcome
+from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, ReplyToolCall
+
+ORACLE = ModelChoice(name=BUILTIN_ORACLE, endpoint=None)
+CUSTOMER = ModelChoice(name=BUILTIN_CUSTOMER, endpoint=None)
+
+
+@pytest.fixture(scope="module")
+def bundle(data_dir: Path):
+    return load_bundle(data_dir)
+
+
+def scenario(bundle, task_id: str, seed: int | None = 1) -> Scenario:
+    return Scenario(task=bundle.tasks[task_id], trial=0, trials=1, seed=seed)
+
+
+def test_a_builtin_run_reports_each_message_as_it_is_added(bundle):
+    seen: list[Message] = []
+
+    async def go():
+        async with Harness(bundle=bundle, roles=Roles(agent=ORACLE, user=CUSTOMER)) as harness:
+            return await harness.run(scenario(bundle, "0"), on_message=seen.append)
+
+    outcome = asyncio.run(go())
+    assert outcome.conversation.stop_reason is StopReason.AGENT_EXIT
+    assert outcome.metrics.is_successful is True
+    assert tuple(seen) == outcome.conversation.messages
+
+
+def test_limits_reach_the_conversation(bundle):
+    async def go():
+        roles = Roles(agent=ORACLE, user=CUSTOMER)
+        async with Harness(bundle=bundle, roles=roles, limits=Limits(max_steps=3)) as harness:
+            return await harness.run(scenario(bundle, "0"))
+
+    assert asyncio.run(go()).conversation.stop_reason is StopReason.MAX_STEPS
+
+
+def test_the_writer_puts_artifacts_in_the_scenario_folder(bundle, tmp_path):
+    async def go():
+        async with Harness(bundle=bundle, roles=Roles(agent=ORACLE, user=CUSTOMER)) as harness:
+            outcome = await harness.run(scenario(bundle, "3"))
+            return outcome, harness.prompts(outcome.scenario.task)
+
+    outcome, prompts = asyncio.run(go())
+    folder = write_outcome(tmp_path, outcome, prompts=prompts, config={"k": "v"})
+    assert folder == tmp_path / "tau2_retail__3"
+    assert read_metrics(folder / METRICS_FILE) == outcome.metrics
+    assert (folder / "scenario_config" / "user_system_prompt.txt").read_text() == prompts.user
+
+
+def test_endpoint_clients_are_built_once_per_role_and_closed(bundle, monkeypatch):
+    closed: list[str] = []
+    original = OpenAIChatModel.close
+
+    async def spy(self: OpenAIChatModel) -> None:
+        closed.append(self.name)
+        await original(self)
+
+    monkeypatch.setattr(OpenAIChatModel, "close", spy)
+    with LoopbackOpenAIServer() as server:
+        end = Completion(tool_calls=(ReplyToolCall(id="e", name="end_conversation"),))
+        server.enqueue(end, end)
+        agent = ModelChoice(
+            name="agent-model",
+            endpoint=EndpointConfig(model="agent-model", base_url=server.base_url),
+        )
+
+        async def go():
+            async with Harness(bundle=bundle, roles=Roles(agent=agent, user=CUSTOMER)) as h:
+                first = await h.run(scenario(bundle, "10"))
+                second = await h.run(scenario(bundle, "10"))
+                assert closed == []
+                return first, second
+
+        first, second = asyncio.run(go())
+    assert first.metrics.is_successful
+    assert second.metrics.is_successful
+    assert closed == ["agent-model"]
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("role", "name", "message"),
+    [
+        ("user", BUILTIN_ORACLE, "'builtin:oracle' is not a built-in user model"),
+        ("judge", BUILTIN_NOOP, "accepted built-ins: none (the judge must be an endpoint)"),
+        ("agent", "builtin:gpt", "accepted built-ins: builtin:oracle, builtin:noop"),
+    ],
+)
+def test_choose_model_accepts_only_the_roles_builtins(role, name, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        choose_model(role, name, lambda model: EndpointConfig(model=model))
+
+
+def test_choose_model_pairs_other_names_with_their_endpoint():
+    choice = choose_model("judge", "gpt-x", lambda model: EndpointConfig(model=model))
+    assert choice == ModelChoice(name="gpt-x", endpoint=EndpointConfig(model="gpt-x"))
+
+
+def test_roles_refuse_a_model_with_neither_endpoint_nor_builtin_name():
+    with pytest.raises(ConfigError, match="has no endpoint and is not a built-in agent model"):
+        Roles(agent=ModelChoice(name="gpt-x", endpoint=None), user=CUSTOMER)

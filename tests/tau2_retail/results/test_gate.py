@@ -1,0 +1,155 @@
+"""The CI gate as a pure function: threshold, baseline regression, infra errors and lost."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tau2_retail.results.gate import evaluate_gate, flipped_to_fail
+from tau2_retail.results.records import (
+    Counts,
+    Mean,
+    NlSignal,
+    Rate,
+    RunSummary,
+    ScenarioRow,
+    SignalRate,
+)
+
+
+def summary(statuses: Sequence[str], *, lost: int = 0, profile: str = "default") -> RunSummary:
+    """A summary of scenarios ``tau2_retail__<i>`` with these statuses (PASS/FAIL/INFRA)."""
+    rows = tuple(
+        ScenarioRow(
+            scenario_id=f"tau2_retail__{i}",
+            task_id=str(i),
+            trial=1,
+            status=status,
+            is_successful=status == "PASS",
+            is_task_successful=status == "PASS",
+            db_state_match=True,
+            clean_exit=True,
+            nl_assertion_pass_rate=None,
+            nl_assertion_pass_count=None,
+            nl_assertion_total=0,
+            is_action_match=True,
+            judge_score=None,
+            tau2_reward=1.0,
+            stop_reason="agent_exit",
+            total_turns=2,
+            duration_seconds=1.0,
+        )
+        for i, status in enumerate(statuses)
+    )
+    scored = [s for s in statuses if s != "INFRA"]
+    passed = scored.count("PASS")
+    rate = Rate(passed=passed, total=len(scored))
+    return RunSummary(
+        profile=profile, configuration=None, versions={}, trials=1,
+        counts=Counts(
+            expected=len(statuses) + lost, reported=len(statuses), scored=len(scored),
+            succeeded=passed, failed=len(scored) - passed,
+            infra_errors=statuses.count("INFRA"), lost=lost,
+        ),
+        success_rate=rate, task_success_rate=rate,
+        db_state_match=SignalRate(rate=rate, gating=True),
+        clean_exit=SignalRate(rate=rate, gating=True),
+        nl_assertion=NlSignal(rate=None, reason="no judge configured"),
+        action_match=SignalRate(rate=rate, gating=False),
+        judge_score=Mean(mean=None, n=0), tau2_reward=Mean(mean=None, n=0), pass_hat_k=(),
+        stop_reasons={}, token_usage={}, by_split={}, by_persona={}, infra_errors=(),
+        lost=tuple(f"lost-{i}" for i in range(lost)), scenarios=rows,
+    )  # fmt: skip
+
+
+def test_no_gate_without_a_threshold_or_a_baseline() -> None:
+    assert evaluate_gate(summary(["PASS"]), min_pass_rate=None, max_infra_errors=0) is None
+
+
+def test_threshold_pass_and_fail() -> None:
+    half = summary(["PASS", "FAIL"])
+    verdict = evaluate_gate(half, min_pass_rate=0.5, max_infra_errors=0)
+    assert verdict is not None
+    assert verdict.passed
+    assert verdict.line == (
+        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "infra errors 0 (max 0): PASS"
+    )
+    failed = evaluate_gate(half, min_pass_rate=0.51, max_infra_errors=0)
+    assert failed is not None
+    assert not failed.passed
+    assert failed.line.endswith(": FAIL")
+
+
+def test_lost_and_infra_errors_count_against_the_limit() -> None:
+    verdict = evaluate_gate(
+        summary(["PASS", "INFRA"], lost=1), min_pass_rate=0.5, max_infra_errors=1
+    )
+    assert verdict is not None
+    assert not verdict.passed
+    assert "infra errors 2 (max 1)" in verdict.line
+
+
+def test_no_scored_scenario_fails_the_threshold() -> None:
+    verdict = evaluate_gate(summary(["INFRA"]), min_pass_rate=0.0, max_infra_errors=5)
+    assert verdict is not None
+    assert not verdict.passed
+    assert "success rate n/a" in verdict.line
+
+
+def test_baseline_regression_lists_flips_and_both_rates() -> None:
+    baseline = summary(["PASS", "PASS", "PASS", "FAIL"])
+    current = summary(["PASS", "FAIL", "PASS", "PASS"])
+    assert flipped_to_fail(current, baseline) == ("tau2_retail__1",)
+    same = evaluate_gate(current, min_pass_rate=None, max_infra_errors=0, baseline=baseline)
+    assert same is not None
+    assert same.passed  # 75% against 75%: no drop
+    worse = summary(["PASS", "FAIL", "FAIL", "FAIL"])
+    verdict = evaluate_gate(
+        worse, min_pass_rate=None, max_infra_errors=0, baseline=baseline, max_regression=0.25
+    )
+    assert verdict is not None
+    assert not verdict.passed  # a drop of 50 points > 25
+    assert verdict.flipped == ("tau2_retail__1", "tau2_retail__2")
+    assert verdict.line == (
+        "tau2 gate: profile default, success rate 25.00%, baseline 75.00% (change -50.00%, "
+        "max regression 25.00%), 2 flipped pass->fail, infra errors 0 (max 0): FAIL"
+    )
+    tolerated = evaluate_gate(
+        worse, min_pass_rate=None, max_infra_errors=0, baseline=baseline, max_regression=0.5
+    )
+    assert tolerated is not None
+    assert tolerated.passed
+
+
+def test_an_interrupted_session_is_not_gated() -> None:
+    verdict = evaluate_gate(
+        summary(["PASS"]), min_pass_rate=0.5, max_infra_errors=0, session_problem="interrupted"
+    )
+    assert verdict is not None
+    assert not verdict.passed
+    assert verdict.line == "tau2 gate: not applied (the session ended interrupted)"
+
+
+def test_the_line_names_the_tau2_profile_and_its_measure() -> None:
+    verdict = evaluate_gate(
+        summary(["PASS", "FAIL"], profile="tau2"), min_pass_rate=0.5, max_infra_errors=0
+    )
+    assert verdict is not None
+    assert verdict.passed
+    assert verdict.line == (
+        "tau2 gate: profile tau2, success rate (upstream reward 1) 50.00% (threshold 50.00%), "
+        "infra errors 0 (max 0): PASS"
+    )
+
+
+def test_a_baseline_of_another_profile_fails_the_gate() -> None:
+    baseline = summary(["FAIL", "FAIL"], profile="tau2")
+    verdict = evaluate_gate(
+        summary(["PASS", "PASS"]), min_pass_rate=None, max_infra_errors=0, baseline=baseline
+    )
+    assert verdict is not None
+    assert not verdict.passed
+    assert verdict.line == (
+        "tau2 gate: profile default, baseline of profile tau2: their rates are not comparable; "
+        "give a baseline run of the same profile: FAIL"
+    )

@@ -1,0 +1,17 @@
+"""``tox`` is the one command: it runs the suite and the offline self-check without leaving a
+run directory in the user's ``tau2_runs/``."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_self_check_writes_its_runs_into_the_env_temp_folder() -> None:
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini", encoding="utf-8")
+    commands = tox["testenv"]["commands"]
+    assert "tests_tau2_retail" in commands
+    assert "--tau2-output-dir {env_tmp_dir}/" in commands
