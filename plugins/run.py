@@ -93,6 +93,8 @@ class Tau2Run:
         self.process = process
         self.adopted: dict[str, Any] = {}
         self.seen: set[str] = set()
+        #: failed tests and collectors of the session that are not tau2 scenarios (a user's own)
+        self.others_failed: list[str] = []
         self.collected = False
         self.summary: RunSummary | None = None
         self.gate: GateVerdict | None = None
@@ -286,6 +288,12 @@ class Tau2Run:
         scenario = scenario_of(report.nodeid)
         if scenario is not None:
             self.seen.add(scenario)
+        elif report.failed:
+            self.others_failed.append(report.nodeid)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.others_failed.append(report.nodeid or "collection")
 
     def _metrics(self) -> tuple[dict[str, ScenarioMetrics], dict[str, str]]:
         """The whole records in the run folder (this session's, and on resume the earlier
@@ -325,6 +333,9 @@ class Tau2Run:
         yield
         if active and interrupted:
             self._finish(session)
+        # plugins that finish after us (syrupy ORs in the status pytest passed to the hook)
+        # must not undo the gate's verdict
+        self._set_gate_status(session)
 
     def _finish(self, session: pytest.Session) -> None:
         records, lost = self._metrics()
@@ -385,10 +396,21 @@ class Tau2Run:
             max_regression=settings.max_regression or 0.0,
             session_problem=self.exit_problem,
         )
-        if self.gate is not None and self.exit_problem is None:
-            session.exitstatus = (
-                pytest.ExitCode.OK if self.gate.passed else pytest.ExitCode.TESTS_FAILED
+        if self.gate is not None and self.others_failed:
+            self.problems.append(
+                f"tau2: {len(self.others_failed)} test(s) outside the benchmark failed "
+                f"(first: {self.others_failed[0]}); the exit status stays failed whatever the "
+                "gate says"
             )
+        self._set_gate_status(session)
+
+    def _set_gate_status(self, session: pytest.Session) -> None:
+        """The gate's verdict is the exit status when the session failed only in scenarios."""
+        if self.gate is None or self.exit_problem is not None or self.others_failed:
+            return
+        session.exitstatus = (
+            pytest.ExitCode.OK if self.gate.passed else pytest.ExitCode.TESTS_FAILED
+        )
 
     def _junit_properties(self) -> None:
         """The rates and the gate as junit ``<testsuite>`` properties (with --junitxml)."""

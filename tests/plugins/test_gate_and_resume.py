@@ -61,6 +61,31 @@ def test_the_gate_sets_the_exit_status_from_rate_and_infra_errors(
     assert line in result.stdout.lines
 
 
+def test_a_failing_test_of_the_users_own_keeps_the_run_failed_whatever_the_gate_says(
+    bench: Bench, endpoint: ScriptedEndpoint, xdist: tuple[str, ...]
+) -> None:
+    (bench.path / "test_mine.py").write_text("def test_mine():\n    assert False\n")
+
+    result = bench.run(
+        *xdist,
+        "test_scenarios.py",
+        "test_mine.py",
+        "--tau2-tasks=10",
+        *endpoint.agent_args(),
+        "--tau2-min-pass-rate=0.5",
+    )
+
+    result.assert_outcomes(passed=1, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert (
+        "tau2 gate: profile default, success rate 100.00% (threshold 50.00%), "
+        "infra errors 0 (max 0): PASS" in result.stdout.lines
+    )
+    result.stdout.fnmatch_lines(
+        ["tau2: 1 test(s) outside the benchmark failed (first: test_mine.py::test_mine)*"]
+    )
+
+
 def test_without_a_gate_failures_and_errors_fail_the_run(
     bench: Bench, endpoint: ScriptedEndpoint
 ) -> None:

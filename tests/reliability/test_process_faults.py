@@ -240,11 +240,6 @@ def _faults(endpoint: ScriptedEndpoint, gate: Gate | None) -> None:
     endpoint.faults[BROKEN] = always(HttpError.server_error(503))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11 item 1: with syrupy loaded (as users have it), Ctrl-C under xdist ends "
-    "with syrupy's 'received 0 of 2 xdist worker snapshot reports' warning as an error, exit 1",
-)
 def test_ctrl_c_then_resume_equals_an_uninterrupted_run(
     bench: Bench, endpoint: ScriptedEndpoint
 ) -> None:
