@@ -30,6 +30,7 @@ __all__ = [
     "Setting",
     "Tau2Settings",
     "add_options",
+    "plain_setting",
     "resolve_settings",
     "typed_setting",
 ]
@@ -409,8 +410,9 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
         raise pytest.UsageError(f"{sources[role + '_model']}: {error}") from error
 
 
-def _plain(value: Any) -> Any:
-    """A parsed value as plain JSON (what the run files record)."""
+def plain_setting(value: Any) -> Any:
+    """A parsed value as plain JSON: what the run files record and what xdist can send to a
+    worker (the inverse of :func:`typed_setting`)."""
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, ProfileName):
@@ -466,7 +468,7 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "--tau2-user-model (and --tau2-user-base-url) to a model that plays the customer, "
             "or --tau2-user-model=builtin:customer to accept the scripted one"
         )
-    recorded = {name: _plain(value) for name, value in values.items()}
+    recorded = {name: plain_setting(value) for name, value in values.items()}
     return Tau2Settings(
         **{name: values[name] for name in _TYPED},
         agent=agent,

@@ -29,7 +29,7 @@ import pytest
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
 from tau2_retail.errors import ArtifactError, DataError
-from tau2_retail.plugins.options import Tau2Settings, typed_setting
+from tau2_retail.plugins.options import Tau2Settings, plain_setting, typed_setting
 from tau2_retail.plugins.process import Tau2Process, scenario_of
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.artifacts import load_run_metrics
@@ -72,9 +72,9 @@ def argv_redacted() -> list[str]:
     return ["[redacted]" if re.search(r"sk-[A-Za-z0-9_-]{8,}", arg) else arg for arg in sys.argv]
 
 
-def profile_line(profile: str) -> str:
+def profile_line(profile: ProfileName) -> str:
     """The run header's line naming the profile and what it means."""
-    if profile == "tau2":
+    if profile is ProfileName.TAU2:
         return (
             "tau2: profile tau2: upstream tau2-bench's prompts, tools, endings and reward "
             "(pinned sources; identifier normalization off); headline: tau2 reward / pass^k"
@@ -222,8 +222,7 @@ class Tau2Run:
         node.workerinput["tau2_run_id"] = self.process.run_id
         node.workerinput["tau2_completed"] = sorted(self.process.completed)
         node.workerinput["tau2_adopted"] = {
-            key: list(value) if isinstance(value, tuple) else value
-            for key, value in self.adopted.items()
+            key: plain_setting(value) for key, value in self.adopted.items()
         }
 
     @pytest.hookimpl(optionalhook=True)

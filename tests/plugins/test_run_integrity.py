@@ -110,15 +110,16 @@ def test_resume_refuses_another_profile(bench: Bench) -> None:
     assert "profile: stored 'tau2', now 'default'" in error_text(result)
 
 
-def test_resume_continues_in_the_stored_profile(bench: Bench) -> None:
-    _stored_run(bench, "old", agent="builtin:oracle", tasks=["0"], trials=1, profile="tau2")
+def test_resume_continues_in_the_stored_profile_on_every_worker(bench: Bench) -> None:
+    _stored_run(bench, "old", agent="builtin:oracle", tasks=["0", "10"], trials=1, profile="tau2")
 
-    result = bench.run_inprocess("-p", "no:xdist", "--tau2-resume=old")
+    result = bench.run("-n", "2", "--tau2-resume=old")
 
-    assert result.ret == pytest.ExitCode.OK, error_text(result)
-    assert "tau2: profile tau2: upstream tau2-bench's prompts" in result.stdout.str()
-    metrics = bench.metrics("old", "tau2_retail__0")
-    assert (metrics["profile"], metrics["stop_reason"]) == ("tau2", "user_stop")
+    assert result.ret == pytest.ExitCode.OK, result.output
+    assert "tau2: profile tau2: upstream tau2-bench's prompts" in result.stdout
+    for scenario in ("tau2_retail__0", "tau2_retail__10"):
+        metrics = bench.metrics("old", scenario)
+        assert (metrics["profile"], metrics["stop_reason"]) == ("tau2", "user_stop")
     assert bench.summary("old")["profile"] == "tau2"
 
 
