@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.results.records import RunSummary
 
 __all__ = ["GateVerdict", "evaluate_gate", "flipped_to_fail"]
@@ -72,7 +73,8 @@ def evaluate_gate(
         )
     parts: list[str] = [f"profile {summary.profile}"]
     ok = True
-    measure = "success rate (upstream reward 1)" if summary.profile == "tau2" else "success rate"
+    tau2 = summary.profile == ProfileName.TAU2
+    measure = "success rate (upstream reward 1)" if tau2 else "success rate"
     shown = f"{measure} {_percent(rate)}"
     if min_pass_rate is not None:
         ok = ok and rate is not None and rate >= min_pass_rate

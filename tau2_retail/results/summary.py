@@ -159,7 +159,7 @@ def _nl_signal(
     )
 
 
-def run_profile(metrics: Sequence[ScenarioMetrics], configuration: RunConfiguration | None) -> str:
+def _run_profile(metrics: Sequence[ScenarioMetrics], configuration: RunConfiguration | None) -> str:
     """The run's profile: the one its scenarios record (``mixed`` when they disagree), else
     the configured one, else ``default``."""
     recorded = {m.profile for m in metrics}
@@ -208,7 +208,7 @@ def build_summary(
     by_task: dict[str, list[bool]] = {}
     for record in scored:
         by_task.setdefault(record.task_id, []).append(record.is_successful)
-    profile = run_profile(ordered, configuration)
+    profile = _run_profile(ordered, configuration)
     tau2 = profile == ProfileName.TAU2
     pass_k = []
     if trials > 1 or tau2:
