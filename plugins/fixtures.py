@@ -15,11 +15,11 @@ import pytest_asyncio
 from tau2_retail.data.gold import Gold
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles
-from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
+from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, OUTCOME_PROPERTY
-from tau2_retail.results.artifacts import write_outcome
+from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
 from tau2_retail.tools.store import Store
 
 __all__ = [
@@ -96,8 +96,26 @@ async def tau2_outcome(
     tau2_scenario: Scenario,
     tau2_store: Store,
 ) -> AsyncIterator[ScenarioOutcome]:
-    """Run the scenario, write its artifacts, hand its metrics to the report."""
-    outcome = await tau2_harness.run(tau2_scenario, store=tau2_store)
+    """Run the scenario, write its artifacts, hand its metrics to the report.
+
+    On resume, a scenario whose conversation finished but whose judge was down is judged again
+    from its saved transcript (the conversation is not run again).
+    """
+    outcome = None
+    if tau2_run.settings.resume and tau2_harness.roles.judge is not None:
+        scenario = tau2_scenario
+        pending = load_pending_judgement(
+            scenario_dir(tau2_run.run_dir, scenario.name, scenario.trial, scenario.trials)
+        )
+        if pending is not None:
+            try:
+                outcome = await tau2_harness.rejudge(
+                    scenario, transcript=pending.transcript, expected_db_hash=pending.db_hash
+                )
+            except SavedConversationError:
+                outcome = None  # run it again from the start
+    if outcome is None:
+        outcome = await tau2_harness.run(tau2_scenario, store=tau2_store)
     directory = write_outcome(
         tau2_run.run_dir,
         outcome,
@@ -117,7 +135,7 @@ async def tau2_outcome(
     request.node.user_properties.append((OUTCOME_PROPERTY, verdict))
     if outcome.is_infra_error:
         raise Tau2InfraError(
-            f"infra_error: {outcome.conversation.detail} "
+            f"infra_error: {outcome.infra_detail} "
             "(excluded from the pass rate; re-run with --tau2-resume "
             f"{tau2_run.run_id})"
         )

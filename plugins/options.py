@@ -23,6 +23,8 @@ from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.secrets import strip_userinfo
+from tau2_retail.results.artifacts import MAX_NAME_CHARS
 
 __all__ = [
     "OPTIONS",
@@ -81,7 +83,9 @@ def _text(raw: str) -> str:
 
 
 def _url(raw: str) -> str:
-    value = raw.strip()
+    # A user:password@ part is dropped here, before the value is shown or stored anywhere;
+    # the key travels as the bearer key from --tau2-<role>-api-key-env.
+    value = strip_userinfo(raw.strip())
     if value and not value.startswith(("http://", "https://")):
         raise _Invalid("an http:// or https:// URL")
     return value
@@ -133,8 +137,11 @@ def _profile(raw: str) -> ProfileName:
 
 def _name(raw: str) -> str:
     value = raw.strip()
-    if not _NAME.fullmatch(value):
-        raise _Invalid("letters, digits, '_', '.', '-' (not starting with '.', '_' or '-')")
+    if not _NAME.fullmatch(value) or len(value) > MAX_NAME_CHARS:
+        raise _Invalid(
+            f"at most {MAX_NAME_CHARS} letters, digits, '_', '.', '-' "
+            "(not starting with '.', '_' or '-')"
+        )
     return value
 
 
@@ -205,7 +212,7 @@ def _model_settings(role: str) -> list[Setting]:
             f"{role}_timeout",
             _float_range(0, None, low_open=True),
             "120",
-            f"seconds per request of {who}",
+            f"seconds per request attempt of {who}, connect to last byte",
         ),
         Setting(f"{role}_max_retries", _int_at_least(0), "4", f"retries per request of {who}"),
     ]
@@ -228,6 +235,19 @@ OPTIONS: tuple[Setting, ...] = (
         "default (ours: notes, end_conversation, our judge) or tau2 (upstream tau2-bench's "
         "prompts, tools, endings and reward, from its pinned sources)",
         env=True,
+    ),
+    Setting(
+        "breaker_failures",
+        _int_at_least(1),
+        "5",
+        "consecutive failed attempts after which an endpoint counts as down: its remaining "
+        "scenarios end at once as infra errors (per process)",
+    ),
+    Setting(
+        "breaker_probe_seconds",
+        _float_range(0, None),
+        "30",
+        "seconds between probes of an endpoint that is down (one request; success closes it)",
     ),
     Setting(
         "agent_notes",
@@ -351,6 +371,8 @@ class Tau2Settings:
     max_steps: int
     max_errors: int
     max_duration: float
+    breaker_failures: int
+    breaker_probe_seconds: float
     output_dir: str
     run_id: str
     resume: str
@@ -400,6 +422,8 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
                 extra_body=values[f"{role}_extra_body"] or {},
                 timeout_seconds=values[f"{role}_timeout"],
                 max_retries=values[f"{role}_max_retries"],
+                breaker_failures=values["breaker_failures"],
+                breaker_probe_seconds=values["breaker_probe_seconds"],
             )
         except ConfigError as error:
             raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error

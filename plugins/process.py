@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.errors import ArtifactError, Tau2Error
+from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
 from tau2_retail.plugins.options import ModelSettings, Tau2Settings, typed_setting
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.results.artifacts import validate_name
@@ -42,14 +43,19 @@ def scenario_of(nodeid: str) -> str | None:
 
 
 def redact(value: Any) -> Any:
-    """A copy of ``value`` with anything under a secret-looking key replaced."""
+    """A copy of ``value`` with anything under a secret-looking key replaced, extra-body values
+    redacted unless harmless (``tau2_retail.models.secrets``) and URL userinfo removed."""
     if isinstance(value, dict):
         return {
             key: "[redacted]"
             if _SECRETISH.search(str(key)) and not str(key).endswith("_env")
+            else redact_extra_body(item)
+            if str(key).endswith("extra_body")
             else redact(item)
             for key, item in value.items()
         }
+    if isinstance(value, str):
+        return strip_userinfo(value)
     if isinstance(value, list):
         return [redact(item) for item in value]
     return value

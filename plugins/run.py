@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import shlex
 import sys
 import warnings
@@ -29,6 +28,7 @@ import pytest
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
 from tau2_retail.errors import ArtifactError, DataError
+from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.options import Tau2Settings, plain_setting, typed_setting
 from tau2_retail.plugins.process import Tau2Process, scenario_of
 from tau2_retail.report.page import ReportError, write_report
@@ -68,8 +68,8 @@ def _versions() -> dict[str, str]:
 
 
 def argv_redacted() -> list[str]:
-    """The command line, with anything that looks like a key replaced."""
-    return ["[redacted]" if re.search(r"sk-[A-Za-z0-9_-]{8,}", arg) else arg for arg in sys.argv]
+    """The command line, with keys, URL passwords and extra-body values redacted."""
+    return redact_argv(sys.argv)
 
 
 def profile_line(profile: ProfileName) -> str:
@@ -487,6 +487,8 @@ class Tau2Run:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
+            if self.problems:  # the summary was attempted and failed: say why, in our section
+                terminalreporter.section("tau2 retail")
             for line in self.problems:
                 terminalreporter.write_line(line)
             return

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail.errors import ArtifactError
 from tau2_retail.plugins.options import add_options, resolve_settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process, new_run_id
 from tau2_retail.plugins.process import scenario_of as scenario_of
@@ -107,4 +108,7 @@ def pytest_runtest_makereport(
     if call.excinfo is not None and call.excinfo.errisinstance(Tau2InfraError):
         # an outage is not a bug of the test: one line says what failed, no traceback
         report.longrepr = f"Tau2InfraError: {call.excinfo.value}"
+    elif call.excinfo is not None and call.excinfo.errisinstance(ArtifactError):
+        # a failed write (full disk, permissions): one line naming the file and the cause
+        report.longrepr = f"ArtifactError: {call.excinfo.value}"
     return report

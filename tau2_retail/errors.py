@@ -7,7 +7,8 @@
     │   └── UpstreamSourceError  a pinned upstream source lacks a construct the tau2 profile reads
     ├── ConfigError              a bad setting (the pytest plugin turns it into pytest.UsageError)
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
-    │   └── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
+    │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
+    │   └── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
     └── ArtifactError            a run directory or artifact cannot be written or read
 
 Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
@@ -23,6 +24,7 @@ __all__ = [
     "ContextWindowExceeded",
     "DataError",
     "DigestMismatch",
+    "EndpointDown",
     "EndpointError",
     "GoldMismatch",
     "Tau2Error",
@@ -78,16 +80,36 @@ class ConfigError(Tau2Error):
 
 
 class EndpointError(Tau2Error):
-    """A model endpoint failed after retries: an infrastructure error, not the model's fault."""
+    """A model endpoint failed after retries: an infrastructure error, not the model's fault.
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+    ``body`` is a short excerpt of the last error body, ``full_body`` the whole of it (kept in
+    the scenario's artifacts); ``attempts`` and ``wait_seconds`` say what the request cost.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str = "",
+        full_body: str = "",
+        attempts: int = 0,
+        wait_seconds: float = 0.0,
+    ) -> None:
         self.status = status
         self.body = body
+        self.full_body = full_body or body
+        self.attempts = attempts
+        self.wait_seconds = wait_seconds
         super().__init__(message)
 
 
 class ContextWindowExceeded(EndpointError):
     """The endpoint rejected the request because the prompt exceeds the model's context."""
+
+
+class EndpointDown(EndpointError):
+    """The endpoint's circuit breaker is open: the request failed at once without being sent."""
 
 
 class ArtifactError(Tau2Error):

@@ -59,8 +59,15 @@ def _checked_pow(base: Value, exponent: Value) -> Value:
 
 def _apply(node: ast.expr, values: list[Value]) -> Value:
     if isinstance(node, ast.Call):
+        arguments = values[len(values) - len(node.args) :]
         del values[len(values) - len(node.args) :]
         function = values.pop()
+        for argument, value in zip(node.args, arguments, strict=True):
+            # "0(*0)": Python unpacks the starred arguments before it tries the call
+            if isinstance(argument, ast.Starred) and not isinstance(value, tuple):
+                raise ToolError(
+                    f"{function} argument after * must be an iterable, not {type(value).__name__}"
+                )
         raise ToolError(f"'{type(function).__name__}' object is not callable")
     if isinstance(node, ast.Tuple):
         del values[len(values) - len(node.elts) :]
@@ -88,7 +95,7 @@ def _check_node(node: ast.expr) -> None:
             isinstance(value, bool) or not isinstance(value, int | float)
         ):
             raise ToolError("Invalid characters in expression")
-    elif isinstance(node, ast.Tuple | ast.Call):
+    elif isinstance(node, ast.Tuple | ast.Call | ast.Starred):
         if isinstance(node, ast.Call) and node.keywords:
             raise ToolError("Invalid characters in expression")
     elif isinstance(node, ast.BinOp):
@@ -124,15 +131,18 @@ def _evaluate(root: ast.expr) -> Value:
             stack.append((node, True))
             stack.extend((argument, False) for argument in reversed(node.args))
             stack.append((node.func, False))
+        elif isinstance(node, ast.Starred):
+            stack.append((node.value, False))  # its value stands for it; the Call checks it
     return values.pop()
 
 
 def calculate(expression: str) -> str:
     """Evaluate ``expression`` and return ``str(round(float(result), 2))``."""
-    if not all(char in ALLOWED_CHARACTERS for char in expression):
-        raise ToolError("Invalid characters in expression")
+    # The length first: a megabyte of digits is refused without reading it.
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise ToolError(f"Expression is too long (at most {MAX_EXPRESSION_LENGTH} characters)")
+    if not all(char in ALLOWED_CHARACTERS for char in expression):
+        raise ToolError("Invalid characters in expression")
     try:
         # eval() strips leading spaces of a source string; compile() does not
         tree = ast.parse(expression.lstrip(" \t"), filename="<string>", mode="eval")

@@ -18,9 +18,24 @@ from tau2_retail.tools.normalize import normalize_order_id, normalize_user_id
 from tau2_retail.tools.registry import TOOLS, ParamKind, ToolSpec
 from tau2_retail.tools.store import Store
 
-__all__ = ["Action", "ToolResult", "dispatch", "dispatch_json", "parse_arguments"]
+__all__ = [
+    "MAX_ARGUMENT_CHARS",
+    "MAX_LIST_ITEMS",
+    "Action",
+    "ToolResult",
+    "dispatch",
+    "dispatch_json",
+    "parse_arguments",
+]
 
 _NORMALIZERS = {"order_id": normalize_order_id, "user_id": normalize_user_id}
+
+MAX_ARGUMENT_CHARS = 20_000
+"""A string argument longer than this is refused before any tool reads it (the longest value
+in the data is a few hundred characters; a megabyte-long email would cost seconds of CPU)."""
+
+MAX_LIST_ITEMS = 1_000
+"""An array argument with more items than this is refused (an order holds a handful)."""
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # json.loads joins a valid surrogate pair into one code point: any surrogate left is lone.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -82,11 +97,21 @@ def _validated(
         if kind is ParamKind.STRING:
             if not isinstance(value, str):
                 return f"{spec.name} argument '{name}' must be a string, not {_type_name(value)}"
+            if len(value) > MAX_ARGUMENT_CHARS:
+                return (
+                    f"{spec.name} argument '{name}' is too long "
+                    f"(at most {MAX_ARGUMENT_CHARS} characters)"
+                )
             normalize = _NORMALIZERS.get(name) if normalize_ids else None
             values[name] = normalize(value) if normalize else value
         else:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 return f"{spec.name} argument '{name}' must be an array of strings"
+            if len(value) > MAX_LIST_ITEMS or any(len(v) > MAX_ARGUMENT_CHARS for v in value):
+                return (
+                    f"{spec.name} argument '{name}' is too long (at most {MAX_LIST_ITEMS} "
+                    f"items of at most {MAX_ARGUMENT_CHARS} characters)"
+                )
             values[name] = list(value)
     return values
 

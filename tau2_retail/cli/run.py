@@ -348,7 +348,8 @@ def _header(task: Task, roles: Roles, seed: int, base_seed: int, profile: Profil
 def _report(outcome: ScenarioOutcome) -> list[str]:
     metrics = outcome.metrics
     conversation = outcome.conversation
-    detail = f" ({conversation.detail})" if conversation.detail else ""
+    # the metrics' detail also names a judge outage after the conversation
+    detail = f" ({metrics.stop_detail})" if metrics.stop_detail else ""
     lines = [f"ending: {conversation.stop_reason.value}{detail}"]
     if metrics.db_state_match:
         lines.append(f"DB match: yes (hash {metrics.db_state_expected_hash[:12]})")
@@ -380,7 +381,9 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
         )
     )
     if outcome.is_infra_error:
-        verdict_line = "result: infra_error (the endpoint failed; not scored)"
+        verdict_line = (
+            f"result: infra_error (the {metrics.infra_role or 'agent'} endpoint failed; not scored)"
+        )
     else:
         verdict_line = f"result: {'success' if metrics.is_successful else 'failure'}"
     reward = metrics.tau2_reward

@@ -218,6 +218,11 @@ def resolve_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     files is missing. Digests are not checked here but on each read.
     """
     folder, origin = _candidate_dir(explicit)
+    if folder.exists() and not folder.is_dir():
+        raise DataError(
+            f"data folder {folder} ({origin}) is a file, not a folder; {_LOCATE_HINT} to point "
+            "at the folder holding the files"
+        )
     if not folder.is_dir():
         raise DataError(
             f"data folder {folder} ({origin}) does not exist; {_FETCH_HINT} to fill the "
@@ -293,12 +298,26 @@ def read_verified(data_dir: Path, name: str) -> bytes:
     try:
         with path.open("rb") as handle:
             key = _state_key(path, handle)
-            data = handle.read()
+            if key[1] > _MAX_BYTES:
+                # far beyond any pinned file: refuse before reading (a 20 GB file would end in
+                # a bare MemoryError)
+                raise DataError(
+                    f"{path}: {key[1]} bytes, more than any pinned data file (at most "
+                    f"{_MAX_BYTES} bytes); it is not the pinned file: re-fetch it with "
+                    "`python -m tau2_retail data fetch` (or --from FOLDER)"
+                )
+            # hashed while it is read, in chunks
+            digest = hashlib.sha256()
+            chunks: list[bytes] = []
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+                chunks.append(chunk)
+            data = b"".join(chunks)
     except FileNotFoundError as error:
         raise _missing_file(path) from error
     actual = _digests.get(key)
     if actual is None:
-        actual = hashlib.sha256(data).hexdigest()
+        actual = digest.hexdigest()
         _digests[key] = actual
     if actual != expected:
         raise _mismatch(path, expected=expected, actual=actual)

@@ -19,7 +19,14 @@ from typing import Any, Protocol
 
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
-from tau2_retail.models.messages import STOP_TOKENS, AssistantTurn, Message, Role, Usage
+from tau2_retail.models.messages import (
+    STOP_TOKENS,
+    AssistantTurn,
+    Message,
+    RequestStats,
+    Role,
+    Usage,
+)
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.dispatch import Action, dispatch_json
 from tau2_retail.tools.registry import END_CONVERSATION, TRANSFER_TO_HUMAN_AGENTS
@@ -52,11 +59,16 @@ class StopReason(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
-    """When a conversation is cut short: routed messages, tool errors, wall-clock seconds."""
+    """When a conversation is cut short: routed messages, tool errors, wall-clock seconds, and
+    the characters of the agent's history (an agent that writes megabytes every turn would
+    otherwise grow every request until some endpoint gives up: that is the agent's failure,
+    ``context_window_exceeded``, not an outage of the endpoint that happened to refuse it).
+    """
 
     max_steps: int = 200
     max_errors: int = 10
     max_duration_seconds: float = 900.0
+    max_history_chars: int = 2_000_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +132,50 @@ class ConversationResult:
     duration_seconds: float
     steps: int
     tool_errors: int
+    requests: Mapping[str, RequestStats] = field(default_factory=dict)
+    error_body: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], store: Store) -> ConversationResult:
+        """The inverse of ``to_json`` (``store`` is the final database, rebuilt by the caller).
+
+        Raises ``KeyError``/``ValueError``/``TypeError`` on a record that is not one.
+        """
+        messages = [Message.from_json(m) for m in data["messages"]]
+        requests = {
+            role: RequestStats(
+                requests=int(stats["requests"]),
+                attempts=int(stats["attempts"]),
+                failed=int(stats["failed"]),
+                wait_seconds=float(stats["wait_seconds"]),
+            )
+            for role, stats in data.get("requests", {}).items()
+        }
+        return cls(
+            messages=tuple(messages),
+            timestamps=tuple(float(m["timestamp"]) for m in data["messages"]),
+            stop_reason=StopReason(data["stop_reason"]),
+            detail=str(data["detail"]),
+            actions=tuple(
+                Action(name=a["name"], arguments=dict(a["arguments"])) for a in data["actions"]
+            ),
+            store=store,
+            usage={
+                role: Usage(
+                    n_calls=int(u["n_calls"]),
+                    prompt=int(u["prompt"]),
+                    completion=int(u["completion"]),
+                )
+                for role, u in data["usage"].items()
+            },
+            latencies=tuple((str(role), float(seconds)) for role, seconds in data["latencies"]),
+            started_at=float(data["started_at"]),
+            duration_seconds=float(data["duration_seconds"]),
+            steps=int(data["steps"]),
+            tool_errors=int(data["tool_errors"]),
+            requests=requests,
+            error_body=str(data.get("error_body", "")),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -136,6 +192,8 @@ class ConversationResult:
             "duration_seconds": self.duration_seconds,
             "steps": self.steps,
             "tool_errors": self.tool_errors,
+            "requests": {role: stats.to_json() for role, stats in self.requests.items()},
+            "error_body": self.error_body,
         }
 
 
@@ -145,10 +203,11 @@ _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.
 class _Stopped(Exception):
     """Ends the loop; carries the reason (internal control flow only)."""
 
-    def __init__(self, reason: StopReason, detail: str = "") -> None:
+    def __init__(self, reason: StopReason, detail: str = "", *, body: str = "") -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.body = body
 
 
 def has_stop_token(text: str | None) -> bool:
@@ -188,6 +247,9 @@ class _Conversation:
         self.timestamps: list[float] = []
         self.actions: list[Action] = []
         self.usage = {"agent": Usage(), "user": Usage()}
+        self.requests = {"agent": RequestStats(), "user": RequestStats()}
+        self.history_chars = len(agent_prompt)
+        self.error_body = ""
         self.latencies: list[tuple[str, float]] = []
         self.steps = 0
         self.tool_errors = 0
@@ -197,6 +259,9 @@ class _Conversation:
     def record(self, message: Message) -> None:
         self.messages.append(message)
         self.timestamps.append(self.clock.wall())
+        self.history_chars += len(message.content or "") + sum(
+            len(call.arguments) + len(call.name) for call in message.tool_calls
+        )
         if self.on_message is not None:
             self.on_message(message)
 
@@ -208,15 +273,31 @@ class _Conversation:
             )
         if self.steps >= self.limits.max_steps:
             raise _Stopped(StopReason.MAX_STEPS, f"{self.steps} routed messages")
+        if self.history_chars > self.limits.max_history_chars:
+            raise _Stopped(
+                StopReason.CONTEXT_WINDOW_EXCEEDED,
+                f"the conversation grew to {self.history_chars:,} characters, beyond the "
+                f"{self.limits.max_history_chars:,}-character limit (the agent's output, not an "
+                "endpoint fault)",
+            )
 
     async def complete(self, role: str, model: ChatModel, messages: list[Message]) -> AssistantTurn:
         tools = self.tools if role == "agent" else None
         try:
             turn = await model.complete(messages, tools=tools, seed=self.seed)
-        except ContextWindowExceeded as error:
-            raise _Stopped(StopReason.CONTEXT_WINDOW_EXCEEDED, f"{role}: {error}") from error
         except EndpointError as error:
-            raise _Stopped(StopReason.INFRA_ERROR, f"{role}: {error}") from error
+            self.requests[role] += RequestStats(
+                requests=1, attempts=error.attempts, failed=1, wait_seconds=error.wait_seconds
+            )
+            reason = (
+                StopReason.CONTEXT_WINDOW_EXCEEDED
+                if isinstance(error, ContextWindowExceeded)
+                else StopReason.INFRA_ERROR
+            )
+            raise _Stopped(reason, f"{role}: {error}", body=error.full_body) from error
+        self.requests[role] += RequestStats(
+            requests=1, attempts=turn.attempts, wait_seconds=turn.wait_seconds
+        )
         self.usage[role] = self.usage[role] + turn.usage
         self.latencies.append((role, turn.latency_seconds))
         return turn
@@ -321,6 +402,7 @@ class _Conversation:
                 # The user had already ended the conversation (upstream stops right there);
                 # a limit reached during our grace turn does not change that ending.
                 return StopReason.USER_STOP, f"grace turn cut short: {stop.detail}"
+            self.error_body = stop.body
             return stop.reason, stop.detail
 
     def result(self, reason: StopReason, detail: str) -> ConversationResult:
@@ -337,6 +419,8 @@ class _Conversation:
             duration_seconds=self.clock.monotonic() - self.started,
             steps=self.steps,
             tool_errors=self.tool_errors,
+            requests=dict(self.requests),
+            error_body=self.error_body,
         )
 
 

@@ -27,7 +27,7 @@ from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.engine.conversation import Limits, MessageListener
 from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, request_config
-from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
+from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
 from tau2_retail.models.choice import ModelChoice
@@ -184,5 +184,29 @@ class Harness:
             tools=prompts.tools,
             limits=self.limits,
             on_message=on_message,
+            profile=self.bundle.profile,
+        )
+
+    async def rejudge(
+        self, scenario: Scenario, *, transcript: Mapping[str, Any], expected_db_hash: str
+    ) -> ScenarioOutcome:
+        """Judge ``scenario``'s finished conversation again from its saved ``transcript``
+        (``transcript.json``) whose final database hashed to ``expected_db_hash``.
+
+        Raises ``SavedConversationError`` when the transcript cannot be used (the caller then
+        runs the scenario again) and ``ConfigError`` when no judge is configured.
+        """
+        judge = self.roles.judge
+        if judge is None:
+            raise ConfigError("re-judging needs a judge model; none is configured")
+        task = scenario.task
+        return await rejudge(
+            scenario,
+            transcript=transcript,
+            judge_model=self._model("judge", judge, task),
+            gold=self.bundle.golds[task.id],
+            seed=self.bundle.golds.seed,
+            expected_db_hash=expected_db_hash,
+            limits=self.limits,
             profile=self.bundle.profile,
         )

@@ -3,14 +3,21 @@
 One request per scenario: ``build_judge_prompt`` renders our own prompt (the numbered assertions,
 the conversation as ``role: text`` lines, the reference and the recorded actions) and
 ``judge_scenario`` sends it and turns the reply into a ``JudgeResult`` through
-``normalize_judgement``. The judge never crashes a scenario: an endpoint failure or a reply with
-no JSON object in it makes every verdict false with reason ``Judge error: <detail>`` and score 0.
+``normalize_judgement``. The judge never crashes a scenario. A reply with no JSON object in it
+(or longer than ``MAX_REPLY_CHARS``) makes every verdict false with reason ``Judge error:
+<detail>`` and score 0, and the raw reply is kept whole in ``judge_result.json``. An endpoint
+that cannot answer (after its retries, or while its circuit breaker is open) is infrastructure:
+``judge_scenario`` raises the ``EndpointError`` and the scenario becomes an infra error of the
+judge role, re-judged on resume from its saved transcript.
 
 Normalization rules, beyond the spec's wording, decided here:
 
 - The reply is read as strict JSON, else from the first fenced block tagged ``json`` or untagged,
   else from the first ``{`` at which a JSON object can be decoded; each stage accepts only a JSON
-  object (a bare list or number falls through to the next stage).
+  object (a bare list or number falls through to the next stage). The last stage tries at most
+  ``MAX_OBJECT_ATTEMPTS`` places where an object can start (``{`` then ``"`` or ``}``), so the
+  work is linear in the reply, which is not read at all beyond ``MAX_REPLY_CHARS``. Nesting too
+  deep for the decoder counts as "not JSON" at that stage.
 - ``index`` must be a JSON integer: a string such as ``"2"`` or a float such as ``2.0`` is treated
   like an out-of-range index and dropped (the assertion then gets the missing-verdict reason
   unless another verdict names it properly).
@@ -32,15 +39,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeGuard
 
-from tau2_retail.errors import EndpointError
+from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
-from tau2_retail.tools.dispatch import Action
+from tau2_retail.tools.dispatch import Action, parse_arguments
 
 __all__ = [
     "JUDGE_ERROR_PREFIX",
     "JUDGE_SYSTEM_PROMPT",
+    "MAX_OBJECT_ATTEMPTS",
     "MAX_RENDERED_CHARS",
+    "MAX_REPLY_CHARS",
     "MISSING_VERDICT_REASON",
     "NO_REASON",
     "JudgeResult",
@@ -61,6 +70,12 @@ JUDGE_ERROR_PREFIX: Final = "Judge error: "
 
 MAX_RENDERED_CHARS: Final = 2000
 """Tool-call arguments and tool results longer than this are cut in the judge's prompt."""
+
+MAX_REPLY_CHARS: Final = 100_000
+"""A judge reply longer than this is not parsed (a judged failure): a real one is a few KB."""
+
+MAX_OBJECT_ATTEMPTS: Final = 16
+"""Places in a prose reply where a JSON object could start that are tried before giving up."""
 
 JUDGE_SYSTEM_PROMPT: Final = """\
 You are a strict evaluator of a customer-support conversation between an agent and a customer \
@@ -88,6 +103,9 @@ Give exactly one verdict per assertion, in the order of the assertions."""
 _ROLE_LABELS: Final = {Role.ASSISTANT: "agent", Role.USER: "user", Role.TOOL: "tool"}
 _FENCE: Final = re.compile(r"```")
 _FENCE_TAG: Final = re.compile(r"[A-Za-z0-9_+.-]*")
+# Where a JSON object can start: "{" then a key's quote or the closing brace.
+_OBJECT_START: Final = re.compile(r'\{\s*["}]')
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _JSON_FENCE_TAGS: Final = frozenset({"", "json"})
 
 
@@ -126,6 +144,9 @@ class JudgeResult:
     verdicts: tuple[Verdict, ...]
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    raw_reply: str | None = None
+    attempts: int = 0
+    wait_seconds: float = 0.0
 
     @property
     def pass_count(self) -> int:
@@ -155,6 +176,8 @@ class JudgeResult:
         }
         if self.error is not None:
             data["error"] = self.error
+        if self.raw_reply is not None:
+            data["raw_reply"] = self.raw_reply
         return data
 
 
@@ -187,7 +210,8 @@ def build_judge_prompt(
         f"## Reference actions\n\n{_render_actions(reference_actions)}",
         f"## Recorded actions\n\n{_render_actions(recorded_actions)}",
     ]
-    return JUDGE_SYSTEM_PROMPT, "\n\n".join(sections)
+    # Lone surrogates (none should be left here) could not be encoded into the request.
+    return JUDGE_SYSTEM_PROMPT, _LONE_SURROGATE.sub("\ufffd", "\n\n".join(sections))
 
 
 def _render_conversation(messages: Sequence[Message]) -> list[str]:
@@ -208,8 +232,10 @@ def _render_conversation(messages: Sequence[Message]) -> list[str]:
 
 def _render_call(call: ToolCall) -> str:
     try:
-        arguments = json.dumps(json.loads(call.arguments), ensure_ascii=False)
-    except ValueError:
+        # parse_arguments turns escaped lone surrogates into U+FFFD and deep nesting into a
+        # ValueError; dumping may still hit the recursion limit on what json could parse.
+        arguments = json.dumps(parse_arguments(call.arguments), ensure_ascii=False)
+    except (ValueError, RecursionError):
         # The model's raw text, as it sent it: the judge may need to see it was malformed.
         arguments = call.arguments
     return f"{call.name}({_truncated(arguments)})"
@@ -289,22 +315,18 @@ def _judgement_object(text: str) -> dict[str, Any]:
     """The JSON object of the reply: strict JSON, else the first JSON fence, else the first one."""
     if not text.strip():
         raise _UnreadableJudgement("the reply is empty")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        pass
-    else:
-        if isinstance(data, dict):
-            return data
+    if len(text) > MAX_REPLY_CHARS:
+        raise _UnreadableJudgement(
+            f"the reply has {len(text):,} characters, more than the {MAX_REPLY_CHARS:,} read"
+        )
+    data = _json_object(text)
+    if data is not None:
+        return data
     fenced = _first_json_fence(text)
     if fenced is not None:
-        try:
-            data = json.loads(fenced)
-        except ValueError:
-            pass
-        else:
-            if isinstance(data, dict):
-                return data
+        data = _json_object(fenced)
+        if data is not None:
+            return data
     found = _first_object(text)
     if found is None:
         raise _UnreadableJudgement(f"no JSON object in the reply: {_excerpt(text)}")
@@ -322,18 +344,33 @@ def _first_json_fence(text: str) -> str | None:
     return None
 
 
+def _json_object(text: str) -> dict[str, Any] | None:
+    """``text`` as a JSON object, or None (not JSON, nested too deeply, or not an object)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _first_object(text: str) -> dict[str, Any] | None:
+    """The JSON object decoded at the first candidate ``{`` where one decodes.
+
+    A candidate is a ``{`` followed by a key's opening quote or by ``}`` (any other ``{``
+    cannot start an object). At most ``MAX_OBJECT_ATTEMPTS`` candidates are tried, so a
+    reply of 100,000 braces costs as much as a short one (each failed attempt costs the C
+    decoder a scan proportional to the reply, never more).
+    """
     decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start != -1:
+    for attempt, match in enumerate(_OBJECT_START.finditer(text)):
+        if attempt == MAX_OBJECT_ATTEMPTS:
+            return None
         try:
-            data, _ = decoder.raw_decode(text, start)
-        except ValueError:
-            pass
-        else:
-            if isinstance(data, dict):
-                return data
-        start = text.find("{", start + 1)
+            data, _ = decoder.raw_decode(text, match.start())
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            return data
     return None
 
 
@@ -356,11 +393,12 @@ async def judge_scenario(
 ) -> JudgeResult:
     """Ask ``model`` once (system + user message, no tools) to judge the assertions.
 
-    Never raises for the endpoint's or the model's behaviour: an ``EndpointError`` (including
-    ``ContextWindowExceeded``) or a reply with no JSON object gives a result whose verdicts all
-    fail with reason ``Judge error: <detail>``, score 0 and ``error`` set. ``usage`` is the
-    completion's usage, or empty when no completion came back. Raises ``ValueError`` when
-    ``assertions`` is empty (a caller bug: a task without assertions is not judged).
+    Never raises for the model's behaviour: a ``ContextWindowExceeded`` or a reply with no
+    readable JSON object gives a result whose verdicts all fail with reason ``Judge error:
+    <detail>``, score 0, ``error`` set and the whole reply in ``raw_reply``. An endpoint that
+    cannot answer raises its ``EndpointError``: that is an outage (an infra error of the judge
+    role), not a verdict. ``usage`` is the completion's usage, or empty when no completion came
+    back. Raises ``ValueError`` when ``assertions`` is empty (a caller bug).
     """
     system_prompt, user_content = build_judge_prompt(
         assertions=assertions,
@@ -373,7 +411,9 @@ async def judge_scenario(
         Message(role=Role.USER, content=user_content),
     )
 
-    def failed(detail: str, usage: Usage) -> JudgeResult:
+    def failed(
+        detail: str, usage: Usage, raw_reply: str | None, attempts: int, waited: float
+    ) -> JudgeResult:
         reason = JUDGE_ERROR_PREFIX + detail
         return JudgeResult(
             score=0.0,
@@ -386,16 +426,21 @@ async def judge_scenario(
             ),
             usage=usage,
             error=detail,
+            raw_reply=raw_reply,
+            attempts=attempts,
+            wait_seconds=waited,
         )
 
     try:
         turn = await model.complete(request, tools=None, seed=seed)
-    except EndpointError as error:
-        return failed(str(error), Usage())
+    except ContextWindowExceeded as error:
+        # The endpoint answered: this prompt cannot be judged there, now or on resume.
+        return failed(str(error), Usage(), None, error.attempts, error.wait_seconds)
+    text = turn.content or ""
     try:
-        score, reason, verdicts = normalize_judgement(turn.content or "", assertions)
+        score, reason, verdicts = normalize_judgement(text, assertions)
     except _UnreadableJudgement as error:
-        return failed(str(error), turn.usage)
+        return failed(str(error), turn.usage, text, turn.attempts, turn.wait_seconds)
     return JudgeResult(
         score=score,
         reason=reason,
@@ -403,4 +448,7 @@ async def judge_scenario(
         user_content=user_content,
         verdicts=verdicts,
         usage=turn.usage,
+        raw_reply=text,
+        attempts=turn.attempts,
+        wait_seconds=turn.wait_seconds,
     )

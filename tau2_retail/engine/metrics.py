@@ -19,8 +19,16 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from tau2_retail.errors import ArtifactError
+from tau2_retail.models.messages import RequestStats
 
-__all__ = ["Fields", "LatencyStats", "ScenarioMetrics", "Turn", "UsageCounts"]
+__all__ = [
+    "Fields",
+    "LatencyStats",
+    "ScenarioMetrics",
+    "Turn",
+    "UsageCounts",
+    "request_stats_from_json",
+]
 
 
 class Fields:
@@ -167,6 +175,16 @@ class UsageCounts:
         )
 
 
+def request_stats_from_json(f: Fields) -> RequestStats:
+    """One role's :class:`~tau2_retail.models.messages.RequestStats` (``retries`` is derived)."""
+    return RequestStats(
+        requests=f.integer("requests"),
+        attempts=f.integer("attempts"),
+        failed=f.integer("failed"),
+        wait_seconds=f.number("wait_seconds"),
+    )
+
+
 ROLES = ("agent", "user", "judge")
 _DEFAULT_PROFILE = "default"
 
@@ -180,6 +198,11 @@ class ScenarioMetrics:
     ``profile`` is the run's profile (``default`` in records written before profiles existed);
     ``tau2_reward`` is None in the tau2 profile when a task's NL component needs a judge and
     none is configured (not scorable).
+
+    ``requests`` holds per role what its requests cost on the wire (attempts, retries, failed,
+    seconds waited between attempts). ``infra_role`` names the role whose endpoint failed when
+    ``infra_error`` is set. ``needs_judging`` marks a finished conversation whose judge was
+    down: resume re-judges its saved transcript instead of running it again.
     """
 
     profile: str
@@ -211,6 +234,9 @@ class ScenarioMetrics:
     is_successful: bool
     is_task_successful: bool
     tau2_reward: float | None
+    requests: Mapping[str, RequestStats]
+    infra_role: str | None = None
+    needs_judging: bool = False
 
     @property
     def nl_applicable(self) -> bool:
@@ -248,12 +274,17 @@ class ScenarioMetrics:
             "is_successful": self.is_successful,
             "is_task_successful": self.is_task_successful,
             "tau2_reward": self.tau2_reward,
+            "requests": {role: stats.to_json() for role, stats in self.requests.items()},
         }
         if self.nl_assertion_pass_rate is not None:
             out["nl_assertion_pass_count"] = self.nl_assertion_pass_count
             out["nl_assertion_pass_rate"] = self.nl_assertion_pass_rate
         if self.judge_score is not None:
             out["judge_score"] = self.judge_score
+        if self.infra_role is not None:
+            out["infra_role"] = self.infra_role
+        if self.needs_judging:
+            out["needs_judging"] = True
         return out
 
     @classmethod
@@ -295,6 +326,13 @@ class ScenarioMetrics:
             is_successful=f.flag("is_successful"),
             is_task_successful=f.flag("is_task_successful"),
             tau2_reward=f.opt_number("tau2_reward"),
+            # absent in records written before request stats were kept
+            requests={
+                role: request_stats_from_json(stats)
+                for role, stats in (f.obj("requests").items() if f.has("requests") else [])
+            },
+            infra_role=f.opt_text("infra_role"),
+            needs_judging=f.has("needs_judging") and f.flag("needs_judging"),
         )
 
     def sort_key(self) -> tuple[float, str, int]:

@@ -7,6 +7,7 @@ in the process that ran the scenario (the conversation result with its store).
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import (
     Clock,
     ConversationResult,
+    ConversationRules,
     Limits,
     MessageListener,
     StopReason,
@@ -33,14 +35,31 @@ from tau2_retail.engine.scoring import (
     success,
     tau2_reward,
 )
-from tau2_retail.models.messages import Message, Role, Usage
+from tau2_retail.errors import EndpointError
+from tau2_retail.models.messages import Message, RequestStats, Role, Usage
 from tau2_retail.models.protocol import ChatModel
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.dispatch import dispatch
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
     from tau2_retail.engine.judge import JudgeResult
 
-__all__ = ["Scenario", "ScenarioOutcome", "run_scenario", "scenario_id"]
+__all__ = [
+    "SavedConversationError",
+    "Scenario",
+    "ScenarioOutcome",
+    "rejudge",
+    "run_scenario",
+    "scenario_id",
+]
+
+_ROLES = ("agent", "user", "judge")
+
+
+class SavedConversationError(ValueError):
+    """A saved transcript cannot be re-judged (unreadable, or its actions do not replay to the
+    recorded database): the caller runs the scenario again instead."""
 
 
 def scenario_id(task_id: str, trial: int, trials: int) -> str:
@@ -90,7 +109,13 @@ class ScenarioOutcome:
 
     @property
     def is_infra_error(self) -> bool:
-        return self.conversation.stop_reason is StopReason.INFRA_ERROR
+        """An endpoint outage of any role (the conversation's, or the judge's after it)."""
+        return self.metrics.infra_error
+
+    @property
+    def infra_detail(self) -> str:
+        """What failed, naming the role (``agent: ...``, ``judge: ...``)."""
+        return self.metrics.stop_detail
 
     def _ending_failed(self) -> bool:
         """Whether the ending costs the scenario: not ``agent_exit`` in the default profile
@@ -182,12 +207,15 @@ def build_metrics(
     judge_configured: bool,
     db_match: bool,
     profile: ProfileName = ProfileName.DEFAULT,
+    judge_error: EndpointError | None = None,
 ) -> ScenarioMetrics:
     """The ``metrics.json`` record of spec §6, with the profile's reward.
 
     In the tau2 profile ``tau2_reward`` is upstream's reward (None when a task's NL component
     needs a judge and none is configured), CLEAN_EXIT is not applicable, and a scenario is
     successful when that reward is 1 (when it is None: when DB_STATE_MATCH passed).
+    ``judge_error`` is the judge's outage: the scenario is then an infra error of the judge
+    role, marked ``needs_judging`` for resume.
     """
     task = scenario.task
     tau2 = profile is ProfileName.TAU2
@@ -226,6 +254,26 @@ def build_metrics(
         "judge": judge.usage if judge is not None else Usage(),
     }
     turns = _turns(conversation.messages, conversation.timestamps)
+    requests = dict(conversation.requests)
+    if judge is not None:
+        requests["judge"] = RequestStats(
+            requests=1, attempts=judge.attempts, wait_seconds=judge.wait_seconds
+        )
+    elif judge_error is not None:
+        requests["judge"] = RequestStats(
+            requests=1,
+            attempts=judge_error.attempts,
+            failed=1,
+            wait_seconds=judge_error.wait_seconds,
+        )
+    infra_role = None
+    detail = conversation.detail
+    if conversation.stop_reason is StopReason.INFRA_ERROR:
+        role = detail.partition(":")[0]
+        infra_role = role if role in _ROLES else "agent"
+    elif judge_error is not None:
+        infra_role = "judge"
+        detail = "; ".join(filter(None, (detail, f"judge: {judge_error}")))
     nl_count = nl_rate = None
     if nl_applicable:
         nl_count = judge.pass_count if judge is not None else 0
@@ -244,8 +292,10 @@ def build_metrics(
         duration_seconds=conversation.duration_seconds,
         latency_stats=_latency_stats(conversation.latencies),
         stop_reason=conversation.stop_reason.value,
-        stop_detail=conversation.detail,
-        infra_error=conversation.stop_reason is StopReason.INFRA_ERROR,
+        stop_detail=detail,
+        infra_error=infra_role is not None,
+        infra_role=infra_role,
+        needs_judging=judge_error is not None,
         clean_exit=clean_exit,
         db_state_expected_hash=gold.db_hash,
         db_state_actual_hash=gold.db_hash if db_match else conversation.store.hash(),
@@ -259,6 +309,7 @@ def build_metrics(
             role: UsageCounts(n_calls=u.n_calls, prompt=u.prompt, completion=u.completion)
             for role, u in usage.items()
         },
+        requests={role: requests[role] for role in _ROLES if role in requests},
         success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
         is_successful=is_successful,
         is_task_successful=verdict.is_task_successful,
@@ -301,31 +352,71 @@ async def run_scenario(
         on_message=on_message,
         rules=profile.rules if profile is not None else None,
     )
-    judge = None
-    infra = conversation.stop_reason is StopReason.INFRA_ERROR
-    judges = (
-        profile.judges(scenario.task) if profile is not None else bool(scenario.task.nl_assertions)
+    return await _judge_and_score(
+        scenario,
+        conversation=conversation,
+        judge_model=judge_model,
+        gold=gold,
+        store=store,
+        limits=limits or Limits(),
+        profile=profile,
     )
-    if judge_model is not None and judges and not infra:
-        if profile is not None:
-            judge = await profile.judge(
-                judge_model,
-                task=scenario.task,
-                messages=conversation.messages,
-                reference_actions=gold.actions,
-                recorded_actions=conversation.actions,
-                seed=scenario.seed,
-            )
-        else:
-            from tau2_retail.engine.judge import judge_scenario
 
-            judge = await judge_scenario(
-                judge_model,
-                assertions=scenario.task.nl_assertions,
-                messages=conversation.messages,
-                reference_actions=gold.actions,
-                recorded_actions=conversation.actions,
-                seed=scenario.seed,
+
+async def _judge(
+    judge_model: ChatModel,
+    scenario: Scenario,
+    conversation: ConversationResult,
+    gold: Gold,
+    profile: Profile | None,
+) -> JudgeResult:
+    """The judgement of the profile's judge (ours without a profile)."""
+    if profile is not None:
+        return await profile.judge(
+            judge_model,
+            task=scenario.task,
+            messages=conversation.messages,
+            reference_actions=gold.actions,
+            recorded_actions=conversation.actions,
+            seed=scenario.seed,
+        )
+    from tau2_retail.engine.judge import judge_scenario
+
+    return await judge_scenario(
+        judge_model,
+        assertions=scenario.task.nl_assertions,
+        messages=conversation.messages,
+        reference_actions=gold.actions,
+        recorded_actions=conversation.actions,
+        seed=scenario.seed,
+    )
+
+
+async def _judge_and_score(
+    scenario: Scenario,
+    *,
+    conversation: ConversationResult,
+    judge_model: ChatModel | None,
+    gold: Gold,
+    store: Store,
+    limits: Limits,
+    profile: Profile | None,
+) -> ScenarioOutcome:
+    judge = None
+    judge_error: EndpointError | None = None
+    infra = conversation.stop_reason is StopReason.INFRA_ERROR
+    task = scenario.task
+    judges = profile.judges(task) if profile is not None else bool(task.nl_assertions)
+    if judge_model is not None and judges and not infra:
+        try:
+            # Each request has its own deadline; this bounds the judge's retries as a whole.
+            async with asyncio.timeout(limits.max_duration_seconds):
+                judge = await _judge(judge_model, scenario, conversation, gold, profile)
+        except EndpointError as error:
+            judge_error = error
+        except TimeoutError:
+            judge_error = EndpointError(
+                f"no verdict within the {limits.max_duration_seconds:g} s scenario limit"
             )
     db_diff = db_difference(store, gold.store)
     metrics = build_metrics(
@@ -336,6 +427,7 @@ async def run_scenario(
         judge_configured=judge_model is not None,
         db_match=not db_diff,
         profile=profile.name if profile is not None else ProfileName.DEFAULT,
+        judge_error=judge_error,
     )
     return ScenarioOutcome(
         scenario=scenario,
@@ -344,4 +436,52 @@ async def run_scenario(
         judge=judge,
         db_diff=db_diff,
         metrics=metrics,
+    )
+
+
+async def rejudge(
+    scenario: Scenario,
+    *,
+    transcript: Mapping[str, Any],
+    judge_model: ChatModel,
+    gold: Gold,
+    seed: SeedDatabase,
+    expected_db_hash: str,
+    limits: Limits | None = None,
+    profile: Profile | None = None,
+) -> ScenarioOutcome:
+    """Judge a finished conversation again from its saved ``transcript.json``.
+
+    Its recorded writes are replayed on a fresh copy of ``seed`` (with the profile's tool
+    rules) to rebuild the final database; ``expected_db_hash`` (the saved
+    ``db_state_actual_hash``) must match it. ``profile`` gives the judge and the reward. Raises
+    ``SavedConversationError`` when the transcript cannot be read or does not replay to that
+    database: the caller then runs the scenario from the start.
+    """
+    store = Store(seed)
+    rules = profile.rules if profile is not None else ConversationRules()
+    try:
+        conversation = ConversationResult.from_json(transcript, store)
+    except (KeyError, TypeError, ValueError) as error:
+        raise SavedConversationError(f"unreadable transcript: {error!r}") from error
+    for action in conversation.actions:
+        result = dispatch(
+            store,
+            action.name,
+            action.arguments,
+            normalize_ids=rules.normalize_ids,
+            available=rules.available_tools,
+        )
+        if result.error:
+            raise SavedConversationError(f"a recorded {action.name} failed on replay")
+    if store.hash() != expected_db_hash:
+        raise SavedConversationError("the replayed writes do not give the recorded database")
+    return await _judge_and_score(
+        scenario,
+        conversation=conversation,
+        judge_model=judge_model,
+        gold=gold,
+        store=store,
+        limits=limits or Limits(),
+        profile=profile,
     )

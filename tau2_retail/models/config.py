@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, NoReturn
 
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.breaker import DEFAULT_BREAKER_FAILURES, DEFAULT_PROBE_SECONDS
+from tau2_retail.models.secrets import strip_userinfo
 
 __all__ = ["DEFAULT_API_KEY_ENV", "EndpointConfig"]
 
@@ -29,7 +31,8 @@ class EndpointConfig:
 
     - ``model``: the model id at the endpoint.
     - ``base_url``: e.g. ``http://127.0.0.1:8000/v1``; None means the ``openai`` package's default
-      (``OPENAI_BASE_URL`` if set, else api.openai.com).
+      (``OPENAI_BASE_URL`` if set, else api.openai.com). A ``user:password@`` part is removed
+      (never printed, never sent as Basic auth): the key travels as the bearer key.
     - ``api_key_env``: the name of the environment variable holding the key, read when a client is
       built. When it is unset the client sends ``EMPTY`` (local servers such as vLLM or Ollama
       accept any key).
@@ -37,8 +40,13 @@ class EndpointConfig:
     - ``seed``: sent when the call passes none; a seed given to the call wins.
     - ``extra_body``: server-specific request fields merged into the JSON body (for example
       ``{"chat_template_kwargs": {"enable_thinking": false}}``); they override same-named fields.
-    - ``timeout_seconds``: per attempt. ``max_retries``: attempts after the first one, with
-      exponential backoff from ``backoff_base_seconds`` capped at ``backoff_max_seconds``.
+    - ``timeout_seconds``: the total deadline of one attempt, from connecting to the last byte
+      of the reply. ``max_retries``: attempts after the first one, with exponential backoff
+      from ``backoff_base_seconds`` capped at ``backoff_max_seconds``; a ``Retry-After`` above
+      the cap is not waited for (the endpoint counts as down).
+    - ``breaker_failures``: consecutive failed attempts after which the endpoint counts as
+      down and calls fail at once; ``breaker_probe_seconds``: how often a down endpoint is
+      probed again (see ``tau2_retail.models.breaker``).
 
     Values are checked at construction; a bad one raises ``ConfigError`` naming the field.
     """
@@ -55,6 +63,8 @@ class EndpointConfig:
     max_retries: int = 4
     backoff_base_seconds: float = 1.0
     backoff_max_seconds: float = 30.0
+    breaker_failures: int = DEFAULT_BREAKER_FAILURES
+    breaker_probe_seconds: float = DEFAULT_PROBE_SECONDS
 
     def __post_init__(self) -> None:
         if not (_is_str(self.model) and self.model.strip()):
@@ -62,7 +72,10 @@ class EndpointConfig:
         if self.base_url is not None and not (
             _is_str(self.base_url) and self.base_url.startswith(("http://", "https://"))
         ):
-            _bad("base_url", self.base_url, "an http:// or https:// URL, or None")
+            shown = strip_userinfo(self.base_url) if _is_str(self.base_url) else self.base_url
+            _bad("base_url", shown, "an http:// or https:// URL, or None")
+        if self.base_url is not None:
+            object.__setattr__(self, "base_url", strip_userinfo(self.base_url))
         if not (_is_str(self.api_key_env) and _ENV_NAME.fullmatch(self.api_key_env)):
             # The value is not echoed: a user may have pasted the key itself here.
             raise ConfigError(
@@ -89,6 +102,10 @@ class EndpointConfig:
             _bad("backoff_base_seconds", self.backoff_base_seconds, "a number >= 0")
         if not (_is_number(self.backoff_max_seconds) and self.backoff_max_seconds >= 0):
             _bad("backoff_max_seconds", self.backoff_max_seconds, "a number >= 0")
+        if not (_is_int(self.breaker_failures) and self.breaker_failures >= 1):
+            _bad("breaker_failures", self.breaker_failures, "an integer >= 1")
+        if not (_is_number(self.breaker_probe_seconds) and self.breaker_probe_seconds >= 0):
+            _bad("breaker_probe_seconds", self.breaker_probe_seconds, "a number >= 0")
 
     def _check_extra_body(self) -> None:
         if not _is_json_object(self.extra_body):

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["STOP_TOKENS", "AssistantTurn", "Message", "Role", "ToolCall", "Usage"]
+__all__ = [
+    "STOP_TOKENS",
+    "AssistantTurn",
+    "Message",
+    "RequestStats",
+    "Role",
+    "ToolCall",
+    "Usage",
+]
 
 # The markers by which the simulated user ends the conversation (tau2's user-side stop tokens).
 STOP_TOKENS: tuple[str, ...] = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
@@ -57,7 +65,9 @@ class Message:
             wire["tool_call_id"] = self.tool_call_id
             wire["content"] = self.content or ""
             return wire
-        wire["content"] = self.content
+        # Never null: llama.cpp's server (and other strict validators) reject a null content
+        # beside tool calls; an empty string is accepted by OpenAI, vLLM, Ollama and llama.cpp.
+        wire["content"] = self.content or ""
         if self.tool_calls:
             wire["tool_calls"] = [
                 {
@@ -67,8 +77,6 @@ class Message:
                 }
                 for call in self.tool_calls
             ]
-        elif self.content is None:
-            wire["content"] = ""
         return wire
 
     def to_json(self) -> dict[str, Any]:
@@ -115,13 +123,50 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RequestStats:
+    """What requests to one role cost: calls, attempts on the wire, and seconds spent waiting.
+
+    ``retries`` is ``attempts - requests``; ``wait_seconds`` is the backoff and ``Retry-After``
+    time between attempts; ``failed`` counts requests that failed after their attempts.
+    """
+
+    requests: int = 0
+    attempts: int = 0
+    failed: int = 0
+    wait_seconds: float = 0.0
+
+    def __add__(self, other: RequestStats) -> RequestStats:
+        return RequestStats(
+            requests=self.requests + other.requests,
+            attempts=self.attempts + other.attempts,
+            failed=self.failed + other.failed,
+            wait_seconds=self.wait_seconds + other.wait_seconds,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "attempts": self.attempts,
+            "retries": self.attempts - self.requests,
+            "failed": self.failed,
+            "wait_seconds": round(self.wait_seconds, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantTurn:
-    """What a model returned for one request: text and/or tool calls, usage and latency."""
+    """What a model returned for one request: text and/or tool calls, usage and latency.
+
+    ``attempts`` counts what went on the wire for it (1 without retries) and ``wait_seconds``
+    the time spent waiting between attempts.
+    """
 
     content: str | None
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     latency_seconds: float = 0.0
+    attempts: int = 1
+    wait_seconds: float = 0.0
 
     @property
     def is_empty(self) -> bool:

@@ -26,20 +26,23 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Self
 
 import openai
 
-from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
+from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 
 __all__ = [
     "BODY_EXCERPT_CHARS",
     "CONTEXT_WINDOW_MARKERS",
+    "FULL_BODY_CHARS",
+    "INVALID_REQUEST_MARKERS",
     "MISSING_API_KEY",
     "RETRYABLE_STATUSES",
     "OpenAIChatModel",
@@ -65,6 +68,14 @@ llama.cpp and others word it differently)."""
 
 BODY_EXCERPT_CHARS: Final = 300
 
+FULL_BODY_CHARS: Final = 1_000_000
+"""At most this much of an error body is kept whole for the artifacts (a hostile server could
+send gigabytes)."""
+
+INVALID_REQUEST_MARKERS: Final = ("input should be", "validation error")
+"""Lower-case phrases of a body saying the request itself is invalid: such a reply is not
+retried even with a 5xx status (llama.cpp's server answers a schema violation with HTTP 500)."""
+
 # Jitter spreads the retries of many xdist workers hitting one server at the same moment.
 _JITTER_FRACTION: Final = 0.1
 _REDACTED: Final = "***"
@@ -80,13 +91,21 @@ Sleep = Callable[[float], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Failure:
-    """One failed attempt, kept to decide the wait and to word the final error."""
+    """One failed attempt, kept to decide the wait and to word the final error.
+
+    ``fatal`` is the error to raise at once (retrying cannot help); ``endpoint_level`` says
+    whether the failure counts toward the circuit breaker (a 401 does; an invalid request or
+    a context-length 400 shows the endpoint is up).
+    """
 
     detail: str
     cause: BaseException
     status: int | None = None
     body: str = ""
+    full_body: str = ""
     retry_after: float | None = None
+    fatal: EndpointError | None = None
+    endpoint_level: bool = True
 
 
 class _UnparseableReply(Exception):
@@ -120,6 +139,12 @@ class OpenAIChatModel:
         self._jitter = jitter
         self._call_ids = itertools.count()
         self._redact = _redactor(api_key)
+        self.breaker = CircuitBreaker(
+            where=self._where(),
+            failures=config.breaker_failures,
+            probe_seconds=config.breaker_probe_seconds,
+        )
+        """Shared by every request of this client (one client per role and process)."""
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             api_key=api_key,
@@ -164,54 +189,102 @@ class OpenAIChatModel:
     ) -> AssistantTurn:
         """One chat completion, retried as the module docstring says.
 
-        Raises ``ContextWindowExceeded`` when the prompt is too long and ``EndpointError`` when
-        the endpoint failed (after the retries for transient failures, at once for others).
+        Raises ``ContextWindowExceeded`` when the prompt is too long, ``EndpointDown`` at once
+        while the endpoint's circuit breaker is open, and ``EndpointError`` when the endpoint
+        failed (after the retries for transient failures, at once for others).
         """
         request = self._request(messages, tools=tools, seed=seed)
-        attempts = self._config.max_retries + 1
+        allowed = self._config.max_retries + 1
         failure: _Failure | None = None
-        for attempt in range(attempts):
+        attempts = 0
+        waited = 0.0
+        for attempt in range(allowed):
             if failure is not None:
-                await self._sleep(self._delay(attempt - 1, failure.retry_after))
+                delay = self._delay(attempt - 1, failure.retry_after)
+                waited += delay
+                await self._sleep(delay)
+            try:
+                self.breaker.before_attempt()
+            except EndpointDown as refused:
+                refused.attempts, refused.wait_seconds = attempts, waited
+                raise
+            attempts += 1
             started = self._clock()
-            try:
-                raw = await self._client.chat.completions.with_raw_response.create(**request)
-            except openai.APIStatusError as e:
-                failure = self._status_failure(e, attempt=attempt)
-                continue
-            except openai.APITimeoutError as e:
-                failure = _Failure(
-                    detail=f"no reply within the {self._config.timeout_seconds:g} s timeout",
-                    cause=e,
+            outcome = await self._attempt(request, attempts)
+            if isinstance(outcome, AssistantTurn):
+                self.breaker.record_success()
+                return replace(
+                    outcome,
+                    latency_seconds=self._clock() - started,
+                    attempts=attempts,
+                    wait_seconds=waited,
                 )
-                continue
-            except openai.APIConnectionError as e:
-                failure = _Failure(detail=f"connection failed ({_cause_text(e)})", cause=e)
-                continue
-            try:
-                content, tool_calls, usage = self._parse(raw.content)
-            except _UnparseableReply as e:
-                body = _excerpt(raw.text, self._redact)
-                failure = _Failure(
-                    detail=f"unparseable reply (HTTP 200, {e}): {body}",
-                    cause=e,
-                    status=200,
-                    body=body,
-                )
-                continue
-            return AssistantTurn(
-                content=content,
-                tool_calls=tool_calls,
-                usage=usage,
-                latency_seconds=self._clock() - started,
-            )
+            failure = outcome
+            if failure.fatal is not None:
+                if failure.endpoint_level:
+                    self.breaker.record_failure(failure.detail)
+                else:
+                    self.breaker.record_success()  # it answered: the request was the problem
+                failure.fatal.attempts, failure.fatal.wait_seconds = attempts, waited
+                raise failure.fatal from failure.cause
+            cap = self._config.backoff_max_seconds
+            too_long = failure.retry_after is not None and failure.retry_after > cap
+            self.breaker.record_failure(failure.detail)
+            if self.breaker.is_open:
+                down = self.breaker.down()
+                down.attempts, down.wait_seconds = attempts, waited
+                raise down from failure.cause
+            if too_long:
+                raise EndpointError(
+                    f"{self._where()}: chat completion failed after {attempts} attempt(s): "
+                    f"{failure.detail}; the server asks to wait {failure.retry_after:g} s, more "
+                    f"than the {cap:g} s backoff cap: not retried",
+                    status=failure.status,
+                    body=failure.body,
+                    full_body=failure.full_body,
+                    attempts=attempts,
+                    wait_seconds=waited,
+                ) from failure.cause
         assert failure is not None  # the loop ran at least once and did not return
         raise EndpointError(
             f"{self._where()}: chat completion failed after {attempts} attempt(s): "
             f"{failure.detail}",
             status=failure.status,
             body=failure.body,
+            full_body=failure.full_body,
+            attempts=attempts,
+            wait_seconds=waited,
         ) from failure.cause
+
+    async def _attempt(self, request: dict[str, Any], attempts: int) -> AssistantTurn | _Failure:
+        """One attempt under the total deadline (connect to the last byte of the reply)."""
+        deadline = self._config.timeout_seconds
+        try:
+            # asyncio.timeout bounds the whole exchange: httpx's own timeout restarts on every
+            # byte, so a server dripping one byte per second would never trip it. Cancelling
+            # the request closes its connection (httpcore does not reuse a half-read one).
+            async with asyncio.timeout(deadline):
+                raw = await self._client.chat.completions.with_raw_response.create(**request)
+                payload = raw.content
+        except openai.APIStatusError as e:
+            return self._status_failure(e, attempts=attempts)
+        except (TimeoutError, openai.APITimeoutError) as e:
+            return _Failure(detail=f"no complete reply within the {deadline:g} s timeout", cause=e)
+        except openai.APIConnectionError as e:
+            return _Failure(detail=f"connection failed ({_cause_text(e)})", cause=e)
+        try:
+            content, tool_calls, usage = self._parse(payload)
+        except _UnparseableReply as e:
+            text = raw.text
+            body = _excerpt(text, self._redact)
+            return _Failure(
+                detail=f"unparseable reply (HTTP 200, {e}): {body}",
+                cause=e,
+                status=200,
+                body=body,
+                full_body=_full_body(text, self._redact),
+            )
+        return AssistantTurn(content=content, tool_calls=tool_calls, usage=usage)
 
     def _request(
         self,
@@ -226,10 +299,13 @@ class OpenAIChatModel:
         # schema (10-20 ms of CPU per request at a 40 KB history: most of the harness's cost
         # per completion) only to return them unchanged, as they are plain JSON already. The
         # wire body is the same; ``messages=[]`` only satisfies the signature and is replaced.
-        body: dict[str, Any] = {"messages": [message.to_openai() for message in messages]}
+        body: dict[str, Any] = {"messages": [_wire_safe(m.to_openai()) for m in messages]}
         # An empty tools list is rejected by OpenAI ("[] is too short"): send none instead.
         if tools:
             body["tools"] = [dict(tool) for tool in tools]
+            # Without it llama.cpp's server leaves the tools out of the prompt; upstream tau2
+            # sends it too. The extra body may still override it.
+            body["tool_choice"] = "auto"
         body.update(config.extra_body)
         request: dict[str, Any] = {"model": config.model, "messages": [], "extra_body": body}
         seed = config.seed if seed is None else seed
@@ -242,31 +318,51 @@ class OpenAIChatModel:
         request.update((key, value) for key, value in optional.items() if value is not None)
         return request
 
-    def _status_failure(self, error: openai.APIStatusError, *, attempt: int) -> _Failure:
-        """The failure of an HTTP error status; raises at once when retrying cannot help."""
+    def _status_failure(self, error: openai.APIStatusError, *, attempts: int) -> _Failure:
+        """The failure of an HTTP error status; ``fatal`` is set when retrying cannot help."""
         status = error.status_code
-        body = _excerpt(error.response.text, self._redact)
-        if status in RETRYABLE_STATUSES:
+        text = error.response.text
+        body = _excerpt(text, self._redact)
+        full_body = _full_body(text, self._redact)
+        invalid = any(m in text.lower() for m in INVALID_REQUEST_MARKERS)
+        if status in RETRYABLE_STATUSES and not (status >= 500 and invalid):
             return _Failure(
                 detail=f"HTTP {status}: {body}",
                 cause=error,
                 status=status,
                 body=body,
+                full_body=full_body,
                 retry_after=_retry_after_seconds(error.response.headers),
             )
         if status == 400 and any(m in body.lower() for m in CONTEXT_WINDOW_MARKERS):
-            raise ContextWindowExceeded(
+            fatal: EndpointError = ContextWindowExceeded(
                 f"{self._where()}: the prompt exceeds the model's context window "
                 f"(HTTP {status}): {body}",
                 status=status,
                 body=body,
-            ) from error
-        raise EndpointError(
-            f"{self._where()}: chat completion failed after {attempt + 1} attempt(s): "
-            f"HTTP {status} (not retried: check the base URL, model name and API key): {body}",
+                full_body=full_body,
+            )
+            return _Failure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
+        request_rejected = status in (400, 413, 422) or (status >= 500 and invalid)
+        why = (
+            "the server rejected the request as invalid; its whole reply is in the scenario's "
+            "endpoint_error.txt"
+            if request_rejected
+            else "check the base URL, model name and API key"
+        )
+        fatal = EndpointError(
+            f"{self._where()}: chat completion failed after {attempts} attempt(s): "
+            f"HTTP {status} (not retried: {why}): {body}",
             status=status,
             body=body,
-        ) from error
+            full_body=full_body,
+        )
+        return _Failure(
+            detail=f"HTTP {status}: {body}",
+            cause=error,
+            fatal=fatal,
+            endpoint_level=not request_rejected,
+        )
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait after failed attempt ``attempt`` (0-based)."""
@@ -377,6 +473,25 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return (when - datetime.now(UTC)).total_seconds()
+
+
+def _wire_safe(message: dict[str, Any]) -> dict[str, Any]:
+    """A wire message whose text holds no lone surrogate (it could not be encoded as UTF-8)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        message["content"] = _valid_unicode(content)
+    for call in message.get("tool_calls", ()):
+        function = call["function"]
+        function["arguments"] = _valid_unicode(function["arguments"])
+        function["name"] = _valid_unicode(function["name"])
+    return message
+
+
+def _full_body(text: str, redact: Callable[[str], str]) -> str:
+    """The body as sent, key removed, cut at ``FULL_BODY_CHARS``."""
+    if len(text) > FULL_BODY_CHARS:
+        text = text[:FULL_BODY_CHARS] + f"… [{len(text) - FULL_BODY_CHARS} more characters]"
+    return _valid_unicode(redact(text))
 
 
 def _excerpt(text: str, redact: Callable[[str], str]) -> str:

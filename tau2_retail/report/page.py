@@ -28,7 +28,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -190,6 +190,30 @@ def _row(summary_row: ScenarioRow, metrics: ScenarioMetrics | None) -> list[Any]
     return [values[column] for column in ROW_COLUMNS]
 
 
+def _request_settings(settings: Mapping[str, Any], role: str) -> str:
+    """One line of an endpoint role's request settings (the extra body is already redacted)."""
+    parts = []
+    for key, label in (
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("max_tokens", "max tokens"),
+        ("timeout", "timeout (s)"),
+        ("max_retries", "retries"),
+    ):
+        value = settings.get(f"{role}_{key}")
+        parts.append(f"{label} {'default' if value is None else value}")
+    extra = settings.get(f"{role}_extra_body")
+    if extra:
+        parts.append(f"extra body {json.dumps(extra, ensure_ascii=False, sort_keys=True)}")
+    breaker = settings.get("breaker_failures")
+    if breaker is not None:
+        parts.append(
+            f"down after {breaker} failed attempts, probed every "
+            f"{settings.get('breaker_probe_seconds')} s"
+        )
+    return "; ".join(parts)
+
+
 def _configuration_rows(
     summary: RunSummary, seeds: Sequence[tuple[int, int | None]]
 ) -> list[list[str]]:
@@ -211,6 +235,8 @@ def _configuration_rows(
         if model and base_url:
             shown += f" at {base_url}"
         rows.append([role.capitalize(), shown])
+        if model and not model.startswith("builtin:"):
+            rows.append([f"{role.capitalize()} requests", _request_settings(settings, role)])
     rows.append(["Trials", str(summary.trials)])
     if settings.get("seed") is not None:
         rows.append(["Base seed", str(settings["seed"])])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,9 +41,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_DIR",
     "JUDGE_FILE",
+    "MAX_NAME_CHARS",
     "METRICS_FILE",
+    "PendingJudgement",
     "RunMetrics",
     "is_complete",
+    "load_pending_judgement",
     "load_run_metrics",
     "read_metrics",
     "render_conversation_log",
@@ -54,10 +58,14 @@ __all__ = [
 ]
 
 METRICS_FILE = "metrics.json"
+TRANSCRIPT_FILE = "transcript.json"
+ENDPOINT_ERROR_FILE = "endpoint_error.txt"
 JUDGE_FILE = "judge_result.json"
 CONFIG_DIR = "scenario_config"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MAX_NAME_CHARS = 100
+"""The longest run id or scenario name (one path component; temporary files add to it)."""
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -90,6 +98,11 @@ def validate_name(kind: str, value: str) -> str:
             f"invalid {kind} {value!r}: use a letter or digit followed by letters, digits, "
             "'_', '.' or '-' (it names a folder inside the output directory)"
         )
+    if len(value) > MAX_NAME_CHARS:
+        raise ArtifactError(
+            f"invalid {kind} {value[:20]!r}... ({len(value)} characters): at most "
+            f"{MAX_NAME_CHARS} characters (it names a folder; file systems allow 255 bytes)"
+        )
     return value
 
 
@@ -111,11 +124,23 @@ def _timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def render_conversation_log(messages: Sequence[Message], timestamps: Sequence[float]) -> str:
+def _ending(outcome: ScenarioOutcome) -> str:
+    metrics = outcome.metrics
+    detail = metrics.stop_detail
+    text = metrics.stop_reason + (f" ({detail})" if detail else "")
+    if metrics.infra_error:
+        text += f"; infra error of the {metrics.infra_role or 'agent'} endpoint"
+    return text
+
+
+def render_conversation_log(
+    messages: Sequence[Message], timestamps: Sequence[float], *, ending: str | None = None
+) -> str:
     """The conversation as readable text: one block per message, blank line between blocks.
 
     ``[time] agent:`` / ``[time] user:`` with the text below, ``[time] agent -> name(args)``
-    for each tool call, ``[time] tool name:`` (``(error)`` for failures) with the result below.
+    for each tool call, ``[time] tool name:`` (``(error)`` for failures) with the result below;
+    then, when ``ending`` is given, a last line ``=== ended: <ending>``.
     """
     blocks: list[str] = []
     for message, seconds in zip(messages, timestamps, strict=True):
@@ -132,6 +157,8 @@ def render_conversation_log(messages: Sequence[Message], timestamps: Sequence[fl
             blocks.append(f"{stamp} tool {message.name}{marker}:\n{text}")
         else:
             blocks.append(f"{stamp} {message.role.value}:\n{text}")
+    if ending is not None:
+        blocks.append(f"=== ended: {ending}")
     return "\n\n".join(blocks) + "\n"
 
 
@@ -152,6 +179,20 @@ def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> d
     }
 
 
+def _refuse_symlinks(directory: Path) -> None:
+    """A scenario folder (or the scenario folder of a trial) must not be a symbolic link: it
+    would send the artifacts outside the run directory."""
+    folders = [directory]
+    if directory.name.startswith("trial-"):
+        folders.append(directory.parent)
+    for folder in folders:
+        if folder.is_symlink():
+            raise ArtifactError(
+                f"{folder} is a symbolic link (to {os.readlink(folder)}): refusing to write a "
+                "scenario's artifacts outside the run directory; remove the link"
+            )
+
+
 def write_scenario_artifacts(
     directory: Path,
     outcome: ScenarioOutcome,
@@ -170,10 +211,13 @@ def write_scenario_artifacts(
     files of an earlier attempt killed mid-write (only one process writes a scenario folder).
     """
     directory = Path(directory)
-    stale_files = [
-        directory / name
-        for name in ((METRICS_FILE,) if outcome.judge is not None else (METRICS_FILE, JUDGE_FILE))
-    ]
+    _refuse_symlinks(directory)
+    stale_names = [METRICS_FILE]
+    if outcome.judge is None:
+        stale_names.append(JUDGE_FILE)
+    if not outcome.conversation.error_body:
+        stale_names.append(ENDPOINT_ERROR_FILE)
+    stale_files = [directory / name for name in stale_names]
     for folder in (directory, directory / CONFIG_DIR):
         stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
     for stale in stale_files:
@@ -182,10 +226,16 @@ def write_scenario_artifacts(
         except OSError as error:
             raise ArtifactError(f"cannot remove {stale}: {error}") from error
     conversation = outcome.conversation
-    write_json_atomic(directory / "transcript.json", conversation.to_json())
+    write_json_atomic(directory / TRANSCRIPT_FILE, conversation.to_json())
+    if conversation.error_body:
+        # The whole error reply of the endpoint that ended the run (the metrics hold 300
+        # characters of it): e.g. the seventh of seven validation errors.
+        write_text_atomic(directory / ENDPOINT_ERROR_FILE, conversation.error_body + "\n")
     write_text_atomic(
         directory / "conversation_log.txt",
-        render_conversation_log(conversation.messages, conversation.timestamps),
+        render_conversation_log(
+            conversation.messages, conversation.timestamps, ending=_ending(outcome)
+        ),
     )
     write_json_atomic(
         directory / "final_agent_response.json",
@@ -241,6 +291,30 @@ def read_metrics(path: Path) -> ScenarioMetrics:
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
         raise ArtifactError(f"{path}: not valid JSON ({error})") from error
     return ScenarioMetrics.from_json(value, str(path))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingJudgement:
+    """A finished conversation whose judge was down: its saved transcript and final DB hash."""
+
+    transcript: dict[str, Any]
+    db_hash: str
+
+
+def load_pending_judgement(directory: Path) -> PendingJudgement | None:
+    """The saved conversation of a scenario marked ``needs_judging``, or None (not marked, or
+    its files cannot be read: the scenario then runs again from the start)."""
+    directory = Path(directory)
+    try:
+        metrics = read_metrics(directory / METRICS_FILE)
+        if not metrics.needs_judging:
+            return None
+        transcript = json.loads((directory / TRANSCRIPT_FILE).read_bytes())
+    except (ArtifactError, OSError, ValueError):
+        return None
+    if not isinstance(transcript, dict):
+        return None
+    return PendingJudgement(transcript=transcript, db_hash=metrics.db_state_actual_hash)
 
 
 def is_complete(directory: Path) -> bool:

@@ -9,11 +9,19 @@ with its own event loop, so sync tests, async tests and benchmark drivers all us
         ...  # point any OpenAI client at server.base_url
 
 Replies are small frozen records: ``Completion`` (text and/or tool calls with raw argument
-strings, usage, finish reason) and the faults ``HttpError``, ``Hang``, ``Drop``, ``InvalidJson``
-and ``NoChoices``. Every reply takes a ``latency`` (seconds to wait before answering), added to
-the server-wide one. An empty message is ``Completion(content="")``; malformed tool-call
-arguments are ``ReplyToolCall(name=..., arguments="{not json")``. When the script is exhausted
-and no responder is set, the server answers 500 with a body that says so, so tests fail loudly.
+strings, usage, finish reason) and the faults ``HttpError``, ``Hang``, ``Drop``, ``InvalidJson``,
+``NoChoices`` and ``SlowDrip`` (headers at once, then the body one byte per interval: a server
+that never trips a per-read timeout). Every reply takes a ``latency`` (seconds to wait before
+answering), added to the server-wide one. An empty message is ``Completion(content="")``;
+malformed tool-call arguments are ``ReplyToolCall(name=..., arguments="{not json")``. When the
+script is exhausted and no responder is set, the server answers 500 with a body that says so,
+so tests fail loudly.
+
+``dialect="llamacpp"`` speaks like llama.cpp's server (llama-cpp-python 0.3): a message whose
+``content`` is null is rejected with its HTTP 500 validation error, and tools sent without a
+``tool_choice`` are ignored (the reply is the script's, but ``RecordedRequest.tools_seen`` is
+False, as the model never saw them). ``disconnects`` counts requests whose client went away
+before the reply was complete (a timed-out request whose connection was closed).
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ __all__ = [
     "Reply",
     "ReplyToolCall",
     "Responder",
+    "SlowDrip",
 ]
 
 HOST: Final = "127.0.0.1"
@@ -50,6 +59,13 @@ CHAT_COMPLETIONS_PATH: Final = "/v1/chat/completions"
 
 # Bounds how long stop() waits for in-flight handlers; they return at once when stopping is
 # signalled, so this only matters if a handler is stuck in a bug.
+DIALECTS: Final = ("openai", "llamacpp")
+LLAMACPP_NULL_CONTENT_ERROR: Final = (
+    "1 validation error for CreateChatCompletionRequest\nmessages.{index}.content\n"
+    "  Input should be a valid string [type=string_type, input_value=None, input_type=NoneType]"
+)
+"""The body llama-cpp-python's server sends (HTTP 500) for a message whose content is null."""
+
 _SHUTDOWN_TIMEOUT_SECONDS: Final = 2.0
 _START_TIMEOUT_SECONDS: Final = 10.0
 
@@ -179,7 +195,16 @@ class NoChoices:
     latency: float = 0.0
 
 
-Reply: TypeAlias = Completion | HttpError | Hang | Drop | InvalidJson | NoChoices
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlowDrip:
+    """Send the status and headers at once, then ``reply``'s body one byte per ``interval``."""
+
+    reply: Completion = field(default_factory=lambda: Completion(content="drip"))
+    interval: float = 1.0
+    latency: float = 0.0
+
+
+Reply: TypeAlias = Completion | HttpError | Hang | Drop | InvalidJson | NoChoices | SlowDrip
 """Anything the server can answer with."""
 
 Responder: TypeAlias = Callable[[Mapping[str, Any]], Reply]
@@ -195,6 +220,7 @@ class RecordedRequest:
     path: str
     body: Any
     headers: Mapping[str, str]
+    tools_seen: bool = True
 
     def header(self, name: str) -> str | None:
         """The value of header ``name`` (case-insensitive), or None."""
@@ -216,7 +242,12 @@ class LoopbackOpenAIServer:
         responder: Responder | None = None,
         latency: float = 0.0,
         port: int = 0,
+        dialect: str = "openai",
     ) -> None:
+        if dialect not in DIALECTS:
+            raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
+        self.dialect = dialect
+        self._disconnects = 0
         self._script: deque[Reply] = deque(replies)
         self.responder = responder
         self._latency = latency
@@ -302,6 +333,11 @@ class LoopbackOpenAIServer:
         return len(self._script)
 
     @property
+    def disconnects(self) -> int:
+        """Requests whose client closed the connection before the reply was complete."""
+        return self._disconnects
+
+    @property
     def requests(self) -> tuple[RecordedRequest, ...]:
         """Every request received so far, oldest first."""
         with self._requests_lock:
@@ -350,18 +386,35 @@ class LoopbackOpenAIServer:
             body: Any = json.loads(raw)
         except ValueError:
             body = None
+        ignores_tools = (
+            self.dialect == "llamacpp" and isinstance(body, dict) and "tool_choice" not in body
+        )
         recorded = RecordedRequest(
             method=request.method,
             path=request.path,
             body=body,
             headers={name.lower(): value for name, value in request.headers.items()},
+            tools_seen=isinstance(body, dict) and bool(body.get("tools")) and not ignores_tools,
         )
         with self._requests_lock:
             self._requests.append(recorded)
             n_received = len(self._requests)
         if not isinstance(body, dict):
             return _error_response(400, "loopback server: the request body is not a JSON object")
+        if self.dialect == "llamacpp":
+            rejected = _llamacpp_rejection(body)
+            if rejected is not None:
+                return rejected
+        try:
+            return await self._reply(request, body, n_received)
+        except asyncio.CancelledError:
+            # handler_cancellation: the client went away before the reply was complete
+            self._disconnects += 1
+            raise
 
+    async def _reply(
+        self, request: web.Request, body: dict[str, Any], n_received: int
+    ) -> web.StreamResponse:
         reply = self._next_reply(body)
         if reply is None:
             return _error_response(
@@ -397,6 +450,19 @@ class LoopbackOpenAIServer:
                 return web.Response(status=200, text=text, content_type=ctype)
             case NoChoices():
                 return _json_response(200, self._envelope(body, choices=[], usage=None))
+            case SlowDrip(reply=completion, interval=interval):
+                data = json.dumps(self._completion_body(body, completion)).encode()
+                response = web.StreamResponse(
+                    status=200, headers={"Content-Type": "application/json"}
+                )
+                response.content_length = len(data)
+                await response.prepare(request)
+                for index in range(len(data)):
+                    await response.write(data[index : index + 1])
+                    if not await self._pause(interval):
+                        break
+                await response.write_eof()
+                return response
             case Hang(seconds=seconds):
                 if await self._pause(seconds):
                     return _error_response(500, "loopback server: the hang ended without a reply")
@@ -486,6 +552,18 @@ def _prompt_estimate(body: Mapping[str, Any]) -> int:
         if isinstance(m, dict) and isinstance(m.get("content"), str)
     )
     return n_chars // 4
+
+
+def _llamacpp_rejection(body: Mapping[str, Any]) -> web.Response | None:
+    """llama.cpp's answer to a message with ``content: null`` (its request model wants a str)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    for index, message in enumerate(messages):
+        if isinstance(message, dict) and "content" in message and message["content"] is None:
+            text = LLAMACPP_NULL_CONTENT_ERROR.format(index=index)
+            return web.Response(status=500, text=text, content_type="text/plain")
+    return None
 
 
 def _json_response(status: int, data: Any) -> web.Response:

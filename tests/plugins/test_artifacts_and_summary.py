@@ -231,7 +231,10 @@ def check_mixed_artifacts(run_dir: Path) -> None:
     assert run_files <= {p.name for p in run_dir.iterdir() if p.is_file()}
     for task in MIXED_TASKS:
         folder = run_dir / f"tau2_retail__{task}"
-        assert files_under(folder) == FILES | ({"judge_result.json"} if task in judged else set())
+        extra = {"judge_result.json"} if task in judged else set()
+        if task == "3":  # the infra error: the endpoint's whole error body is kept
+            extra.add("endpoint_error.txt")
+        assert files_under(folder) == FILES | extra
         metrics = read(folder / "metrics.json")
         assert metrics.keys() >= METRICS_KEYS
         assert (metrics["scenario_id"], metrics["trial"], metrics["seed"]) == (
@@ -271,6 +274,7 @@ def check_mixed_artifacts(run_dir: Path) -> None:
     assert set(judge) == {
         "score",
         "reason",
+        "raw_reply",
         "judge_input",
         "nl_assertion_verdicts",
         "nl_assertion_pass_count",

@@ -14,7 +14,7 @@ from tau2_retail.data.tasks import trial_seeds
 
 from .conftest import Bench, ScriptedEndpoint
 
-NAME_RULE = "letters, digits, '_', '.', '-' (not starting with '.', '_' or '-')"
+NAME_RULE = "at most 100 letters, digits, '_', '.', '-' (not starting with '.', '_' or '-')"
 BAD_VALUES = [
     ("--tau2-trials", "0", "an integer >= 1"),
     ("--tau2-trials", "two", "an integer >= 1"),
@@ -40,6 +40,9 @@ BAD_VALUES = [
     ("--tau2-max-duration", "inf", "a number > 0"),
     ("--tau2-run-id", "../escape", NAME_RULE),
     ("--tau2-resume", ".hidden", NAME_RULE),
+    ("--tau2-run-id", "r" * 300, NAME_RULE),
+    ("--tau2-breaker-failures", "0", "an integer >= 1"),
+    ("--tau2-breaker-probe-seconds", "-1", "a number >= 0"),
     ("--tau2-min-pass-rate", "1.5", "a number >= 0 and <= 1"),
     ("--tau2-max-infra-errors", "-1", "an integer >= 0"),
 ]

@@ -12,9 +12,30 @@ from tau2_retail.plugins.process import redact
     ["api_key", "API_KEY", "apiKey", "x-api-key", "access_token", "Authorization", "password"],
 )
 def test_a_key_naming_a_secret_is_redacted_at_any_depth(key: str) -> None:
-    value = {"extra_body": {"headers": [{key: "hunter2"}]}}
+    value = {"settings": {"headers": [{key: "hunter2"}]}}
 
-    assert redact(value) == {"extra_body": {"headers": [{key: "[redacted]"}]}}
+    assert redact(value) == {"settings": {"headers": [{key: "[redacted]"}]}}
+
+
+def test_extra_body_values_are_redacted_unless_their_key_is_harmless() -> None:
+    value = {
+        "agent_extra_body": {
+            "vendor_auth": "hunter2",
+            "headers": [{"X-Custom": "hunter2"}],
+            "top_k": 20,
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
+        "base_url": "http://user:hunter2@host/v1",
+    }
+    assert redact(value) == {
+        "agent_extra_body": {
+            "vendor_auth": "[redacted]",
+            "headers": "[redacted]",
+            "top_k": 20,
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
+        "base_url": "http://host/v1",
+    }
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from tau2_retail.testing.loopback_server import (
     InvalidJson,
     NoChoices,
     ReplyToolCall,
+    SlowDrip,
 )
 from tau2_retail.testing.run_files import temp_files
 from tau2_retail.testing.scripted_endpoint import Fault, ScriptedEndpoint, always, once
@@ -49,6 +50,13 @@ class Row:
 
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
+DRIP = SlowDrip(interval=0.5)  # a ~200-byte body would take ~100 s; the deadline is TIMEOUT
+NESTED = '{"order_id": ' + "[" * 1000 + "]" * 1000 + "}"
+INVALID = HttpError.openai(
+    422,
+    "validation failed: "
+    + "; ".join(f"error {n}: messages.{n}.content should be a valid string" for n in range(1, 8)),
+)
 RETRIED = SCRIPTED_AGENT_REQUESTS + 1  # one failed attempt, then the script
 
 MATRIX = (
@@ -124,8 +132,64 @@ MATRIX = (
         inject=always(Completion(content="The agent did a great job overall."), role="judge"),
         outcome=FAILED, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
     Row(fault="judge endpoint down (503 on every attempt)", task="38",
-        inject=always(HttpError.server_error(503), role="judge"), outcome=FAILED,
+        inject=always(HttpError.server_error(503), role="judge"), outcome=ERROR,
         stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    # issue 12: a slow drip (headers, then one byte per interval) never trips a per-read timeout
+    Row(fault="slow drip past the deadline, once", task="10", inject=once(DRIP), outcome=PASSED,
+        stop_reason="agent_exit"),
+    Row(fault="slow drip on every attempt", task="12", inject=always(DRIP), outcome=ERROR,
+        stop_reason="infra_error", agent_requests=RETRIES + 1),
+    Row(fault="customer simulator: slow drip on every attempt", task="15",
+        inject=always(DRIP, role="user"), outcome=ERROR, stop_reason="infra_error",
+        agent_requests=0),
+    Row(fault="customer simulator: hang on every attempt", task="20",
+        inject=always(Hang(), role="user"), outcome=ERROR, stop_reason="infra_error",
+        agent_requests=0),
+    Row(fault="judge: slow drip on every attempt", task="2", inject=always(DRIP, role="judge"),
+        outcome=ERROR, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="judge: hang on every attempt", task="3", inject=always(Hang(), role="judge"),
+        outcome=ERROR, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="judge: refused (401)", task="4",
+        inject=always(HttpError.openai(401, "Incorrect API key provided."), role="judge"),
+        outcome=ERROR, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="judge answers 100,000 '['", task="16",
+        inject=always(Completion(content="[" * 100_000), role="judge"), outcome=FAILED,
+        stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="422 invalid request", task="22", inject=always(INVALID), outcome=ERROR,
+        stop_reason="infra_error", agent_requests=1),
+    Row(fault="429 with Retry-After: 3600", task="23",
+        inject=always(HttpError.rate_limited(retry_after="3600")), outcome=ERROR,
+        stop_reason="infra_error", agent_requests=1),
+    Row(fault="customer simulator: 401 (bad key)", task="30",
+        inject=always(HttpError.openai(401, "Incorrect API key provided."), role="user"),
+        outcome=ERROR, stop_reason="infra_error", agent_requests=0),
+    Row(fault="customer simulator: dropped connection on every attempt", task="31",
+        inject=always(Drop(), role="user"), outcome=ERROR, stop_reason="infra_error",
+        agent_requests=0),
+    Row(fault="customer simulator: 429 with Retry-After: 3600", task="32",
+        inject=always(HttpError.rate_limited(retry_after="3600"), role="user"), outcome=ERROR,
+        stop_reason="infra_error", agent_requests=0),
+    Row(fault="customer simulator: invalid JSON body on every attempt", task="35",
+        inject=always(InvalidJson(), role="user"), outcome=ERROR, stop_reason="infra_error",
+        agent_requests=0),
+    Row(fault="judge: dropped connection on every attempt", task="21",
+        inject=always(Drop(), role="judge"), outcome=ERROR, stop_reason="agent_exit",
+        agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="judge: 429 with Retry-After: 3600", task="24",
+        inject=always(HttpError.rate_limited(retry_after="3600"), role="judge"), outcome=ERROR,
+        stop_reason="agent_exit"),
+    Row(fault="judge: invalid JSON body on every attempt", task="28",
+        inject=always(InvalidJson(), role="judge"), outcome=ERROR, stop_reason="agent_exit",
+        agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="judge: context-length 400", task="29",
+        inject=always(HttpError.context_length_exceeded(), role="judge"), outcome=FAILED,
+        stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="tool arguments nested 1000 deep", task="26",
+        inject=once(_call("get_order_details", NESTED, "bad-1")), outcome=PASSED,
+        stop_reason="agent_exit"),
+    Row(fault="escaped lone surrogate in tool arguments (judged)", task="19",
+        inject=once(_call("get_order_details", '{"order_id": "\\ud83d"}', "bad-1")),
+        outcome=PASSED, stop_reason="agent_exit", agent_requests=RETRIED),
 )  # fmt: skip
 
 ROWS = {row.task: row for row in MATRIX}
@@ -139,7 +203,7 @@ def _scenario(task: str) -> str:
 def test_fault_matrix(bench: Bench, endpoint: ScriptedEndpoint) -> None:
     assert len(ROWS) == len(MATRIX), "one task per fault"
     for row in MATRIX:
-        judged = row.fault.startswith("judge")
+        judged = row.fault.startswith("judge") or "(judged)" in row.fault
         assert bool(endpoint.tasks[row.task].nl_assertions) == judged, row
         endpoint.faults[row.task] = row.inject
     run = bench.run(
@@ -150,6 +214,9 @@ def test_fault_matrix(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         *endpoint.args("agent", timeout=TIMEOUT, max_retries=RETRIES),
         *endpoint.args("user", timeout=TIMEOUT, max_retries=RETRIES),
         *endpoint.args("judge", timeout=TIMEOUT, max_retries=RETRIES),
+        # the breaker has its own test: here it must not let one row's failures end another's
+        "--tau2-breaker-failures=1000",
+        "--tau2-breaker-probe-seconds=0",
     )
     assert run.returncode == 1, run.output  # tests failed; the run itself completed
     assert "tau2 retail" in run.stdout
@@ -194,6 +261,9 @@ def test_fault_matrix(bench: Bench, endpoint: ScriptedEndpoint) -> None:
     infra_listed = {entry["scenario_id"] for entry in summary["infra_errors"]}
     assert infra_listed == {_scenario(row.task) for row in MATRIX if row.outcome == ERROR}
     assert not temp_files(bench.output_dir)
+    # an NL subtest failure is one line, like the signal failures: no traceback, no repr
+    assert "judged not met: Judge error: no JSON object" in run.stdout
+    assert "assert verdict.passed" not in run.stdout
 
     _check_details(bench, endpoint)
 
@@ -218,16 +288,23 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         "6": "HTTP 429",
         "11": "HTTP 503",
         "13": "HTTP 401 (not retried: check the base URL, model name and API key)",
-        "17": f"no reply within the {TIMEOUT:g} s timeout",
+        "17": f"no complete reply within the {TIMEOUT:g} s timeout",
         "25": "connection failed",
         "69": "user: model 'scripted-user'",
         "71": "user: the simulator returned an empty message twice",
+        "12": f"no complete reply within the {TIMEOUT:g} s timeout",
+        "15": "user: model 'scripted-user'",
+        "20": f"no complete reply within the {TIMEOUT:g} s timeout",
+        "2": "judge: model 'scripted-judge'",
+        "3": f"no complete reply within the {TIMEOUT:g} s timeout",
+        "22": "HTTP 422 (not retried: the server rejected the request as invalid",
+        "23": "asks to wait 3600 s, more than the 30 s backoff cap",
     }
     for task, text in expected_details.items():
         detail = _detail(bench, task)
         assert text in detail, (task, detail)
         if task != "71":
-            attempts = 1 if task == "13" else RETRIES + 1
+            attempts = 1 if task in ("13", "22", "23") else RETRIES + 1
             assert f"after {attempts} attempt(s)" in detail, (task, detail)
 
     # malformed output is the model's fault: a tool error it can read, and the run goes on
@@ -253,8 +330,30 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
     assert bench.metrics(RUN_ID, _scenario("53"))["db_state_match"] is False
     assert bench.metrics(RUN_ID, _scenario("57"))["stop_detail"] == "10 tool errors"
 
-    # a judge that answers prose, or is down: every verdict false, with the reason
-    for task, text in (("40", "no JSON object"), ("38", "HTTP 503")):
+    # the whole body of an invalid-request error is kept (the excerpt stops at 300 characters)
+    kept = (bench.run_dir(RUN_ID) / _scenario("22") / "endpoint_error.txt").read_text()
+    assert "error 7: messages.7.content should be a valid string" in kept
+    assert "error 7" not in _detail(bench, "22")
+    # retries are visible per role
+    for task in ("7", "10"):
+        assert bench.metrics(RUN_ID, _scenario(task))["requests"]["agent"]["retries"] == 1
+    # hostile tool arguments become tool errors; U+FFFD reaches the transcript and judge prompt
+    assert _tool_results(bench, "26")[0]["error"] is True
+    judged = bench.read_json(RUN_ID, f"{_scenario('19')}/judge_result.json")
+    assert '"order_id": "\ufffd"' in judged["judge_input"]["user_content"]
+    # a judge outage is an infra error of the judge: conversation kept, marked for re-judging
+    for task in ("38", "2", "3", "4", "21", "24", "28"):
+        metrics = bench.metrics(RUN_ID, _scenario(task))
+        assert (metrics["infra_role"], metrics["needs_judging"]) == ("judge", True), task
+        assert (metrics["db_state_match"], metrics["stop_reason"]) == (True, "agent_exit")
+        assert not (bench.run_dir(RUN_ID) / _scenario(task) / "judge_result.json").exists()
+        assert (
+            "=== ended: agent_exit"
+            in (bench.run_dir(RUN_ID) / _scenario(task) / "conversation_log.txt").read_text()
+        )
+
+    # a judge that answers prose or 100,000 '[': every verdict false, with the reason
+    for task, text in (("40", "no JSON object"), ("16", "no JSON object"), ("29", "context")):
         judged = bench.read_json(RUN_ID, f"{_scenario(task)}/judge_result.json")
         verdicts = judged["nl_assertion_verdicts"]
         assert len(verdicts) == len(endpoint.tasks[task].nl_assertions)
@@ -264,3 +363,69 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         metrics = bench.metrics(RUN_ID, _scenario(task))
         assert (metrics["db_state_match"], metrics["nl_assertion_pass_rate"]) == (True, 0.0)
         assert json.dumps(judged).count("Judge error: ") >= len(verdicts)
+        assert task == "29" or judged["raw_reply"]  # kept whole
+
+
+def test_a_down_endpoint_fails_fast_and_resume_completes_the_run(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    """Item 6 of issue 12: after K failed attempts the agent endpoint counts as down; the other
+    scenarios of the process end at once, naming it; resume runs them once it is back."""
+    tasks = ("0", "1", "5", "6", "7")
+    endpoint.default_fault = always(HttpError.server_error(503))
+    args = (
+        "-n", "0", "--tau2-run-id=down", f"--tau2-tasks={','.join(tasks)}",
+        *endpoint.args("agent", timeout=TIMEOUT, max_retries=1),
+        "--tau2-breaker-failures=2", "--tau2-breaker-probe-seconds=3600",
+    )  # fmt: skip
+    run = bench.run(*args)
+    assert run.returncode == 1, run.output
+    assert set(run.outcomes().values()) == {ERROR}
+    assert sum(len(endpoint.requests(task)) for task in tasks) == 2  # then nothing was sent
+    details = [_detail_of(bench, "down", task) for task in tasks]
+    assert "failed after 2 attempt(s)" in details[0] or "is down since" in details[0]
+    for detail in details[1:]:
+        assert "is down since" in detail
+        assert "(2 consecutive failures: HTTP 503" in detail
+        assert "scripted-agent" in detail  # the endpoint is named
+    listed = bench.summary("down")["infra_errors"]
+    assert len(listed) == len(tasks)
+    assert "is down since" in (bench.run_dir("down") / "all_summary.txt").read_text()
+
+    endpoint.default_fault = None
+    resumed = bench.run("-n", "0", "--tau2-resume=down", *args[3:])
+    assert resumed.outcomes() == dict.fromkeys(map(_scenario, tasks), PASSED), resumed.output
+    assert bench.summary("down")["counts"]["infra_errors"] == 0
+
+
+def test_resume_re_judges_a_judge_outage_without_running_the_conversation(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    tasks = ("2", "3")
+    endpoint.default_fault = always(HttpError.server_error(503), role="judge")
+    args = (
+        "-n", "0", "--tau2-run-id=judge-down", f"--tau2-tasks={','.join(tasks)}",
+        *endpoint.args("agent", timeout=TIMEOUT, max_retries=0),
+        *endpoint.args("user", timeout=TIMEOUT, max_retries=0),
+        *endpoint.args("judge", timeout=TIMEOUT, max_retries=0),
+    )  # fmt: skip
+    run = bench.run(*args)
+    assert set(run.outcomes().values()) == {ERROR}, run.output
+    summary = bench.summary("judge-down")
+    assert summary["counts"]["infra_errors"] == 2
+    assert summary["success_rate"]["total"] == 0  # excluded from the rates, not failed
+    conversation = {t: len(endpoint.requests(t)) + len(endpoint.requests(t, "user")) for t in tasks}
+
+    endpoint.default_fault = None
+    resumed = bench.run("-n", "0", "--tau2-resume=judge-down", *args[3:])
+    assert resumed.outcomes() == dict.fromkeys(map(_scenario, tasks), PASSED), resumed.output
+    again = {t: len(endpoint.requests(t)) + len(endpoint.requests(t, "user")) for t in tasks}
+    assert again == conversation  # the conversations were not run again
+    assert all(len(endpoint.requests(t, "judge")) == 2 for t in tasks)  # judged again, once
+    for task in tasks:
+        metrics = bench.metrics("judge-down", _scenario(task))
+        assert (metrics["is_successful"], metrics.get("needs_judging")) == (True, None)
+
+
+def _detail_of(bench: Bench, run_id: str, task: str) -> str:
+    return str(bench.metrics(run_id, _scenario(task))["stop_detail"])

@@ -163,6 +163,11 @@ KEYS = {
     "user": "sk-reliability-user-5c4b3a29180f7e6d5c4b",
     "judge": "sk-reliability-judge-9f8e7d6c5b4a39281706",
 }
+# Secrets that are not keys: a password in a base URL, a credential in an extra body.
+CANARIES = {
+    "url password": "canary-url-password-4d7e1f",
+    "extra body": "canary-extra-body-credential-8b2c9a",
+}
 
 
 def _role(body: Mapping[str, Any]) -> str:
@@ -185,10 +190,12 @@ def test_api_keys_reach_the_endpoint_and_nothing_else(
     )
     endpoint.faults["52"] = lambda r: Completion(content="") if r.role == "agent" else None
     role_args = [
-        arg
+        arg.replace("http://", f"http://canary-user:{CANARIES['url password']}@")
         for role in KEYS
         for arg in endpoint.args(role, api_key_env=f"RELIABILITY_{role.upper()}_KEY", max_retries=0)
     ]
+    extra_body = {"vendor_auth": CANARIES["extra body"], "top_k": 20}
+    role_args.append(f"--tau2-user-extra-body={json.dumps(extra_body)}")
     run = bench.run(
         "-n", "2", "--tau2-run-id=secrets", "--tau2-tasks=0,5,38,52",
         "-l", "--tb=long", "--log-level=DEBUG", f"--log-file={bench.path / 'debug.log'}",
@@ -210,15 +217,29 @@ def test_api_keys_reach_the_endpoint_and_nothing_else(
     written = files_under(bench.path)
     assert bench.path / "debug.log" in written
     assert bench.run_dir("secrets") / "summary.json" in written
+    assert bench.run_dir("secrets") / "report.html" in written
+    assert run.junit in written
+    secrets = KEYS | CANARIES
+    # pytest's own --debug trace records its command line verbatim: the canaries given as
+    # options are in it by the user's choice (the keys, from the environment, are not).
     leaks = [
-        (str(path), role)
+        (path.name, role)
         for path in written
-        for role, key in KEYS.items()
+        for role, key in secrets.items()
         if key.encode() in path.read_bytes()
+        and not (role in CANARIES and path.name == "pytestdebug.log")
     ]
     assert leaks == []
     printed = run.output
-    assert [role for role, key in KEYS.items() if key in printed] == []
+    assert [role for role, key in secrets.items() if key in printed] == []
+    # the URL password was not sent either (no Basic auth: the key went as the bearer key)
+    assert not any(CANARIES["url password"] in str(r.headers) for r in endpoint.server.requests)
+    run_args = bench.read_json("secrets", "run_args.json")
+    assert "[redacted]" in json.dumps(run_args["argv"])
+    assert run_args["configuration"]["user"]["endpoint"]["extra_body"] == {
+        "vendor_auth": "[redacted]",
+        "top_k": 20,
+    }
     assert "DEBUG" in (bench.path / "debug.log").read_text()  # the debug log did record
     configuration = bench.read_json("secrets", "run_args.json")["configuration"]
     assert configuration["agent"]["endpoint"]["api_key_env"] == "RELIABILITY_AGENT_KEY"

@@ -166,6 +166,12 @@ def _write_run(
             "split": "base",
             "max_steps": 200,
             "agent_notes": True,
+            "agent_temperature": 0.0,
+            "agent_timeout": 120.0,
+            "agent_max_retries": 4,
+            "agent_extra_body": {"top_k": 20, "vendor_auth": "[redacted]"},
+            "breaker_failures": 5,
+            "breaker_probe_seconds": 30.0,
         },
     )
     metrics = []

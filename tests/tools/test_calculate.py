@@ -72,6 +72,8 @@ def test_results_are_bare_strings(store, expression, content):
         ("(1 + 2", "'(' was never closed (<string>, line 1)"),
         ("2 +* 3", "invalid syntax (<string>, line 1)"),
         ("2 x 3", "Invalid characters in expression"),
+        ("0(*0)", "0 argument after * must be an iterable, not int"),  # found by hypothesis
+        ("0(*())", "'int' object is not callable"),
         ("1e5", "Invalid characters in expression"),
         ("1_000", "Invalid characters in expression"),
         ("2 % 3", "Invalid characters in expression"),

@@ -321,3 +321,37 @@ def test_fuzz_any_json_text_gives_a_result(seed, name, text):
     result = dispatch_json(Store(seed), name, text)
     assert isinstance(result, ToolResult)
     assert isinstance(result.content, str)
+
+
+# -- issue 12, item 7: bounded work for hostile sizes ---------------------------------------
+
+
+def test_a_megabyte_argument_is_refused_before_any_tool_reads_it(store):
+    result = dispatch(store, "find_user_id_by_email", {"email": "a" * 1_000_000})
+    assert result == error(
+        "find_user_id_by_email argument 'email' is too long (at most 20000 characters)"
+    )
+
+
+def test_a_huge_list_argument_is_refused(store):
+    arguments = {
+        "order_id": "#W2378156",
+        "item_ids": ["1"] * 1_001,
+        "payment_method_id": "credit_card_9513926",
+    }
+    result = dispatch(store, "return_delivered_order_items", arguments)
+    assert result == error(
+        "return_delivered_order_items argument 'item_ids' is too long "
+        "(at most 1000 items of at most 20000 characters)"
+    )
+
+
+def test_normal_sizes_are_unchanged(store):
+    # the cap is far above any real value: an unknown email is still upstream's answer
+    result = dispatch(store, "find_user_id_by_email", {"email": "x" * 200 + "@example.com"})
+    assert result == error("User not found")
+
+
+def test_calculate_checks_the_length_before_reading_the_characters(store):
+    result = dispatch(store, "calculate", {"expression": "1" * 15_000 + "x"})
+    assert result == error("Expression is too long (at most 10000 characters)")

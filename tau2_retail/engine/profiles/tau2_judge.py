@@ -9,8 +9,9 @@ every returned result is met (so an empty list passes, as upstream's ``all()`` d
 
 Where upstream would raise (a reply that is not a JSON object, a result without its keys, a
 ``met`` value pydantic would reject), the verdicts fail with ``Judge error: <detail>``: the
-scenario is scored 0 for NL rather than dropped. An endpoint that cannot be reached is treated
-as the default judge treats it.
+scenario is scored 0 for NL rather than dropped. The endpoint is treated as the default judge
+treats it: a prompt it refuses as too long is a failed verdict; an endpoint that cannot answer
+raises its ``EndpointError`` (an infra error of the judge role, re-judged on resume).
 
 The verdicts are laid out one per task assertion (result *i* for assertion *i*), so the
 benchmark's subtests read them like the default judge's: an assertion the judge returned no
@@ -26,7 +27,7 @@ from typing import Any, Final
 
 from tau2_retail.data.upstream.prompts import JudgeTemplate
 from tau2_retail.engine.judge import JUDGE_ERROR_PREFIX, JudgeResult, Verdict
-from tau2_retail.errors import EndpointError
+from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import Message, Role, Usage
 from tau2_retail.models.protocol import ChatModel
 
@@ -109,7 +110,10 @@ async def judge_upstream(
     assertions: Sequence[str],
     messages: Sequence[Message],
 ) -> JudgeResult:
-    """Ask ``model`` once with upstream's prompt and read its reply as upstream does."""
+    """Ask ``model`` once with upstream's prompt and read its reply as upstream does.
+
+    Raises ``EndpointError`` when the endpoint cannot answer (an outage, not a verdict).
+    """
     system_prompt = template.system_prompt
     user_content = template.user_content(upstream_trajectory(messages), list(assertions))
     request = (
@@ -117,7 +121,7 @@ async def judge_upstream(
         Message(role=Role.USER, content=user_content),
     )
 
-    def failed(detail: str, usage: Usage) -> JudgeResult:
+    def failed(detail: str, usage: Usage, attempts: int, waited: float) -> JudgeResult:
         reason = JUDGE_ERROR_PREFIX + detail
         return JudgeResult(
             score=0.0,
@@ -130,16 +134,19 @@ async def judge_upstream(
             ),
             usage=usage,
             error=detail,
+            attempts=attempts,
+            wait_seconds=waited,
         )
 
     try:
         turn = await model.complete(request, tools=None, seed=None)
-    except EndpointError as error:
-        return failed(str(error), Usage())
+    except ContextWindowExceeded as error:
+        # The endpoint answered: this prompt cannot be judged there, now or on resume.
+        return failed(str(error), Usage(), error.attempts, error.wait_seconds)
     try:
         verdicts = read_upstream_reply(turn.content or "", template, assertions)
     except _UpstreamWouldRaise as error:
-        return failed(str(error), turn.usage)
+        return failed(str(error), turn.usage, turn.attempts, turn.wait_seconds)
     all_met = all(verdict.passed for verdict in verdicts)
     return JudgeResult(
         score=1.0 if all_met else 0.0,
@@ -148,4 +155,6 @@ async def judge_upstream(
         user_content=user_content,
         verdicts=verdicts,
         usage=turn.usage,
+        attempts=turn.attempts,
+        wait_seconds=turn.wait_seconds,
     )

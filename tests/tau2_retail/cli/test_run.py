@@ -373,7 +373,17 @@ def test_infra_error_readable_result_line(data_dir, server, capsys):
     assert run(data_dir, "0", *endpoint("user", server, "who")) == EXIT_INFRA_ERROR
     out = capsys.readouterr().out
     assert "ending: infra_error (user: model 'who' at " in out
-    assert "result: infra_error (the endpoint failed; not scored)" in out
+    assert "result: infra_error (the user endpoint failed; not scored)" in out
+
+
+def test_judge_outage_is_an_infra_error_of_the_judge(data_dir, tasks, server, capsys):
+    # the conversation finishes (built-in agent and customer); the judge refuses every request
+    server.enqueue(*[HttpError.openai(503, "overloaded")] * 2)
+    args = [*endpoint("judge", server, "judge-model"), "--judge-max-retries", "1"]
+    assert run(data_dir, "2", *args) == EXIT_INFRA_ERROR
+    out = capsys.readouterr().out
+    assert "ending: agent_exit (judge: " in out
+    assert "result: infra_error (the judge endpoint failed; not scored)" in out
 
 
 # -- rendering ------------------------------------------------------------------------------------

@@ -503,3 +503,21 @@ def test_cli_fetch_error_exits_2_naming_the_url(
     assert code == 2
     _, err = capsys.readouterr()
     assert f"error: db.json: download from {file_server.base_url}/{upstream} failed" in err
+
+
+# -- issue 12, item 8 ---------------------------------------------------------------------------
+
+
+def test_a_data_folder_that_is_a_file_is_reported_as_such(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "data"
+    not_a_folder.write_text("oops")
+    with pytest.raises(DataError, match="is a file, not a folder"):
+        datafiles.resolve_data_dir(not_a_folder)
+
+
+def test_a_huge_db_json_is_refused_before_it_is_read(copied_data_dir: Path) -> None:
+    db = copied_data_dir / "db.json"
+    with db.open("r+b") as handle:
+        handle.truncate(20 << 30)  # a sparse 20 GB file: reading it whole would exhaust memory
+    with pytest.raises(DataError, match="more than any pinned data file"):
+        datafiles.read_verified(copied_data_dir, "db.json")

@@ -861,3 +861,94 @@ async def test_our_own_bugs_are_not_turned_into_endings(store):
     agent = Scripted("agent", [RuntimeError("a bug")])
     with pytest.raises(RuntimeError, match="a bug"):
         await converse(store, agent, user_says("Hi."))
+
+
+# -- issue 12: hostile sizes, request accounting, error bodies ---------------------------------
+
+
+@pytest.mark.asyncio
+async def test_history_growth_ends_as_the_agents_context_window_failure(store):
+    # An agent writing megabytes every turn would grow every request until some endpoint gives
+    # up: the conversation stops first, as the agent's failure, naming why.
+    huge = "x" * 600_000
+    agent = Scripted("agent", [say(huge)] * 5)
+    user = user_says(*["Go on."] * 5)
+    result = await converse(store, agent, user, limits=Limits(max_history_chars=1_000_000))
+    assert result.stop_reason is StopReason.CONTEXT_WINDOW_EXCEEDED
+    assert "beyond the 1,000,000-character limit" in result.detail
+    assert len(user.requests) == 2  # the second agent message is never sent on
+
+
+@pytest.mark.asyncio
+async def test_request_stats_count_attempts_failures_and_waits(store):
+    agent = Scripted(
+        "agent",
+        [
+            dataclasses.replace(say("Hello."), attempts=3, wait_seconds=1.5),
+            EndpointError("down", attempts=5, wait_seconds=10.0),
+        ],
+    )
+    result = await converse(store, agent, user_says("Hi.", "More."))
+    assert result.stop_reason is StopReason.INFRA_ERROR
+    assert result.requests["agent"].to_json() == {
+        "requests": 2,
+        "attempts": 8,
+        "retries": 6,
+        "failed": 1,
+        "wait_seconds": 11.5,
+    }
+    assert result.requests["user"].to_json()["attempts"] == 2
+    assert result.to_json()["requests"]["agent"]["failed"] == 1
+
+
+@pytest.mark.asyncio
+async def test_an_endpoint_errors_whole_body_is_kept(store):
+    body = "validation error: " + "y" * 2000
+    agent = Scripted("agent", [EndpointError("rejected", body=body[:300], full_body=body)])
+    result = await converse(store, agent, user_says("Hi."))
+    assert result.error_body == body
+
+
+@pytest.mark.asyncio
+async def test_a_transcript_round_trips(store):
+    agent = Scripted("agent", [act(call("calculate", {"expression": "1+1"})), act(end())])
+    result = await converse(store, agent, user_says("Hi."))
+    again = ConversationResult.from_json(json.loads(json.dumps(result.to_json())), store)
+    assert again.to_json() == result.to_json()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        pytest.param('{"expression": ' + "[" * 1000 + "]" * 1000 + "}", id="nested-1000"),
+        pytest.param('{"order_id": "\\ud83d"}', id="escaped-lone-surrogate"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_hostile_tool_arguments_become_tool_results(store, arguments):
+    agent = Scripted("agent", [act(call("get_order_details", arguments)), act(end())])
+    result = await converse(store, agent, user_says("Hi."))
+    assert result.stop_reason is StopReason.AGENT_EXIT
+    tool = next(m for m in result.messages if m.role is Role.TOOL)
+    assert tool.error
+    json.dumps(result.to_json(), ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.asyncio
+async def test_a_llamacpp_server_as_the_agent_sees_the_tools_and_accepts_the_history(store, wire):
+    # llama.cpp's dialect: content null beside tool calls is an HTTP 500, and tools sent
+    # without tool_choice never reach the model. Our requests pass both.
+    replies = [
+        Completion(
+            tool_calls=(ReplyToolCall(name="calculate", arguments='{"expression": "1+1"}'),)
+        ),
+        Completion(content="It is 2."),
+        Completion(tool_calls=(ReplyToolCall(name="end_conversation"),)),
+    ]
+    with LoopbackOpenAIServer(replies=replies, dialect="llamacpp") as server:
+        async with wire(server, "llama", max_retries=0) as agent:
+            result = await converse(store, agent, user_says("What is 1+1?", "Thanks ###STOP###"))
+        requests = server.requests
+    assert result.stop_reason is StopReason.AGENT_EXIT, result.detail
+    assert len(requests) == 3
+    assert all(request.tools_seen for request in requests)

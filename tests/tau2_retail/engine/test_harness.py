@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,51 @@ def test_choose_model_pairs_other_names_with_their_endpoint():
 def test_roles_refuse_a_model_with_neither_endpoint_nor_builtin_name():
     with pytest.raises(ConfigError, match="has no endpoint and is not a built-in agent model"):
         Roles(agent=ModelChoice(name="gpt-x", endpoint=None), user=CUSTOMER)
+
+
+def test_rejudge_judges_the_saved_transcript_of_a_judge_outage(bundle, tmp_path):
+    from tau2_retail.results.artifacts import load_pending_judgement
+    from tau2_retail.testing.loopback_server import HttpError
+
+    task = next(t for t in bundle.tasks.values() if t.nl_assertions)
+    verdicts = [
+        {"index": n, "passed": True, "reason": "ok"} for n in range(1, len(task.nl_assertions) + 1)
+    ]
+    met = Completion(
+        content=json.dumps({"score": 1, "reason": "ok", "nl_assertion_verdicts": verdicts})
+    )
+    with LoopbackOpenAIServer(replies=[HttpError.server_error(503), met]) as server:
+        judge = ModelChoice(
+            name="judge",
+            endpoint=EndpointConfig(model="judge", base_url=server.base_url, max_retries=0),
+        )
+
+        async def go():
+            roles = Roles(agent=ORACLE, user=CUSTOMER, judge=judge)
+            async with Harness(bundle=bundle, roles=roles) as harness:
+                down = await harness.run(scenario(bundle, task.id))
+                folder = write_outcome(tmp_path, down, prompts=harness.prompts(task), config={})
+                pending = load_pending_judgement(folder)
+                assert pending is not None
+                again = await harness.rejudge(
+                    down.scenario,
+                    transcript=pending.transcript,
+                    expected_db_hash=pending.db_hash,
+                )
+                return down, again
+
+        down, again = asyncio.run(go())
+        assert len(server.requests) == 2  # the judge twice; the conversation ran once
+    assert (down.metrics.infra_role, down.metrics.needs_judging) == ("judge", True)
+    assert again.metrics.is_successful
+    assert not again.metrics.infra_error
+    assert again.conversation.messages == down.conversation.messages
+
+
+def test_rejudge_without_a_judge_is_a_config_error(bundle):
+    async def go():
+        async with Harness(bundle=bundle, roles=Roles(agent=ORACLE, user=CUSTOMER)) as harness:
+            await harness.rejudge(scenario(bundle, "0"), transcript={}, expected_db_hash="")
+
+    with pytest.raises(ConfigError, match="re-judging needs a judge model"):
+        asyncio.run(go())

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tau2_retail.engine.judge import (
     JUDGE_SYSTEM_PROMPT,
     MAX_RENDERED_CHARS,
+    MAX_REPLY_CHARS,
     MISSING_VERDICT_REASON,
     NO_REASON,
     JudgeResult,
@@ -21,6 +22,7 @@ from tau2_retail.engine.judge import (
     judge_scenario,
     normalize_judgement,
 )
+from tau2_retail.errors import EndpointError
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
 from tau2_retail.testing.loopback_server import (
@@ -30,6 +32,7 @@ from tau2_retail.testing.loopback_server import (
     InvalidJson,
     LoopbackOpenAIServer,
     ReplyToolCall,
+    SlowDrip,
 )
 from tau2_retail.tools.dispatch import Action
 
@@ -579,13 +582,30 @@ async def test_tool_calls_instead_of_an_answer_fail_every_verdict(openai_server,
     assert result.usage.n_calls == 1
 
 
+@pytest.mark.parametrize(
+    ("replies", "fragments", "n_requests"),
+    [
+        pytest.param([HttpError.server_error()] * 3, ("HTTP 500", "after 3 attempt(s)"), 3,
+                     id="500-after-retries"),
+        pytest.param([HttpError.openai(401, "Incorrect API key provided.")],
+                     ("HTTP 401", "Incorrect API key provided."), 1, id="401-not-retried"),
+        pytest.param([InvalidJson()] * 3, ("unparseable reply",), 3, id="not-json"),
+        pytest.param([SlowDrip(interval=0.1)] * 3, ("no complete reply within the 0.3 s",), 3,
+                     id="slow-drip"),
+        pytest.param([Hang()] * 3, ("timeout", "after 3 attempt(s)"), 3, id="hang"),
+    ],
+)  # fmt: skip
 @pytest.mark.asyncio
-async def test_http_500_after_retries(openai_server, make_judge):
-    openai_server.enqueue(*(HttpError.server_error() for _ in range(3)))
-    result = await judge(make_judge, max_retries=2)
-    assert_judge_error(result, "HTTP 500", "after 3 attempt(s)")
-    assert result.usage == Usage()
-    assert len(openai_server.requests) == 3
+async def test_a_judge_outage_raises_the_endpoint_error_not_a_verdict(
+    openai_server, make_judge, replies, fragments, n_requests
+):
+    # The judge is infrastructure: an outage is not the agent's failure (issue 12, item 2).
+    openai_server.enqueue(*replies)
+    with pytest.raises(EndpointError) as raised:
+        await judge(make_judge, timeout_seconds=0.3)
+    for fragment in fragments:
+        assert fragment in str(raised.value)
+    assert len(openai_server.requests) == n_requests
 
 
 @pytest.mark.asyncio
@@ -597,23 +617,6 @@ async def test_500_then_success_is_a_normal_result(openai_server, make_judge):
 
 
 @pytest.mark.asyncio
-async def test_http_401_is_not_retried(openai_server, make_judge):
-    openai_server.enqueue(HttpError.openai(401, "Incorrect API key provided."))
-    result = await judge(make_judge)
-    assert_judge_error(result, "HTTP 401", "Incorrect API key provided.")
-    assert len(openai_server.requests) == 1
-    assert result.usage == Usage()
-
-
-@pytest.mark.asyncio
-async def test_timeout_after_retries(openai_server, make_judge):
-    openai_server.enqueue(Hang(), Hang())
-    result = await judge(make_judge, timeout_seconds=0.2, max_retries=1)
-    assert_judge_error(result, "timeout", "after 2 attempt(s)")
-    assert len(openai_server.requests) == 2
-
-
-@pytest.mark.asyncio
 async def test_context_window_exceeded(openai_server, make_judge):
     openai_server.enqueue(HttpError.context_length_exceeded())
     result = await judge(make_judge)
@@ -622,7 +625,59 @@ async def test_context_window_exceeded(openai_server, make_judge):
 
 
 @pytest.mark.asyncio
-async def test_body_that_is_not_json_after_retries(openai_server, make_judge):
-    openai_server.enqueue(InvalidJson(), InvalidJson(), InvalidJson())
+async def test_an_unparseable_reply_is_kept_whole_in_the_result(openai_server, make_judge):
+    reply = "I think the agent did well. " * 40 + "{not json"
+    openai_server.enqueue(Completion(content=reply))
     result = await judge(make_judge)
-    assert_judge_error(result, "unparseable reply")
+    assert_judge_error(result, "no JSON object")
+    assert result.to_json()["raw_reply"] == reply
+
+
+@pytest.mark.asyncio
+async def test_a_reply_without_verdicts_keeps_its_raw_text(openai_server, make_judge):
+    openai_server.enqueue(Completion(content='{"score": 0.5}'))
+    result = await judge(make_judge)
+    assert result.to_json()["raw_reply"] == '{"score": 0.5}'
+    assert [v.reason for v in result.verdicts] == [MISSING_VERDICT_REASON] * 3
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param("[" * 100_000, id="100k-brackets"),
+        pytest.param("{" * 100_000, id="100k-braces"),
+        pytest.param('{"a": ' * 20_000, id="open-objects"),
+        pytest.param("x" * (MAX_REPLY_CHARS + 1), id="over-the-cap"),
+    ],
+)
+def test_hostile_replies_are_unreadable_not_a_crash(reply):
+    with pytest.raises(ValueError, match="reply"):
+        normalize_judgement(reply, ASSERTIONS)
+
+
+def test_an_object_after_stray_braces_and_quotes_is_found():
+    reply = 'Note: {draft "oops\n then {"score": 1, "nl_assertion_verdicts": []} done'
+    assert normalize_judgement(reply, ASSERTIONS)[0] == 1.0
+    nested = '{outer {"score": 0.5, "reason": "r"}}'
+    assert normalize_judgement(nested, ASSERTIONS)[:2] == (0.5, "r")
+
+
+def test_deep_and_surrogate_tool_arguments_render_in_the_prompt():
+    deep = '{"order_id": ' + "[" * 1000 + "]" * 1000 + "}"
+    lone = '{"order_id": "\\ud83d"}'
+    messages = [
+        Message(
+            role=Role.ASSISTANT,
+            tool_calls=(
+                ToolCall(id="c1", name="get_order_details", arguments=deep),
+                ToolCall(id="c2", name="get_order_details", arguments=lone),
+            ),
+        ),
+        Message(role=Role.TOOL, tool_call_id="c2", name="get_order_details", content="x\ud83d"),
+    ]
+    _, user_content = build_judge_prompt(
+        assertions=ASSERTIONS, messages=messages, reference_actions=(), recorded_actions=()
+    )
+    user_content.encode("utf-8")  # no lone surrogate is left
+    assert 'get_order_details({"order_id": "\ufffd"})' in user_content
+    assert "[[[[" in user_content

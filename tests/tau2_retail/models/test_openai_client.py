@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -10,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
 from tau2_retail.models.openai_client import BODY_EXCERPT_CHARS, MISSING_API_KEY
@@ -23,6 +25,7 @@ from tau2_retail.testing.loopback_server import (
     LoopbackOpenAIServer,
     NoChoices,
     ReplyToolCall,
+    SlowDrip,
 )
 
 KEY_ENV = "TAU2_TEST_AGENT_KEY"
@@ -252,7 +255,7 @@ async def test_request_shape_reaches_the_server(openai_server, make_model):
     assert body["model"] == "agent-model"
     assert body["messages"] == [m.to_openai() for m in history]
     assert body["tools"] == [LOOKUP_TOOL]
-    assert "tool_choice" not in body
+    assert body["tool_choice"] == "auto"
     assert body["seed"] == 626729
     assert body["temperature"] == 0.0
     assert body["top_p"] == 0.9
@@ -307,13 +310,11 @@ async def test_429_waits_for_retry_after_then_succeeds(openai_server, make_model
     ("headers", "expected"),
     [
         pytest.param({"Retry-After": "0.5"}, 0.5, id="fractional-seconds"),
-        pytest.param({"Retry-After": "3600"}, 30.0, id="capped-at-backoff-max"),
+        pytest.param({"Retry-After": "30"}, 30.0, id="at-the-backoff-cap"),
         pytest.param({"retry-after-ms": "250"}, 0.25, id="retry-after-ms"),
-        pytest.param(
-            {"Retry-After": format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)},
-            30.0,
-            id="http-date-capped",
-        ),
+        # "+20s" becomes an HTTP date 20 s ahead when the test runs (not at collection: under
+        # xdist a test may start minutes later); the date has whole seconds
+        pytest.param({"Retry-After": "+20s"}, pytest.approx(20.0, abs=1.5), id="http-date"),
         pytest.param(
             {"Retry-After": format_datetime(datetime(2000, 1, 1, tzinfo=UTC), usegmt=True)},
             0.0,
@@ -324,6 +325,9 @@ async def test_429_waits_for_retry_after_then_succeeds(openai_server, make_model
 )
 @pytest.mark.asyncio
 async def test_retry_after_forms(openai_server, make_model, sleeps, headers, expected):
+    if headers.get("Retry-After") == "+20s":
+        ahead = datetime.now(UTC) + timedelta(seconds=20)
+        headers = {"Retry-After": format_datetime(ahead, usegmt=True)}
     openai_server.enqueue(
         HttpError(status=429, body='{"error": {"message": "slow down"}}', headers=headers),
         Completion(content="ok"),
@@ -559,3 +563,190 @@ async def test_key_never_appears_in_model_repr_or_errors(openai_server, make_mod
             assert SECRET not in str(caught.value)
             assert SECRET not in caught.value.body
             assert "***" in str(caught.value)
+
+
+# -- issue 12: deadlines, fail-fast, wire shapes ---------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_slow_drip_reply_ends_at_the_total_deadline(openai_server, make_model):
+    # Headers at once, then one byte every 0.2 s: a per-read timeout of 0.5 s never trips, and
+    # the whole body would take about a minute. The deadline covers connect to last byte.
+    openai_server.enqueue(SlowDrip(interval=0.2), SlowDrip(interval=0.2))
+    async with make_model(timeout_seconds=0.5, max_retries=1) as model:
+        with pytest.raises(EndpointError) as raised:
+            await model.complete(USER_HELLO)
+    assert "no complete reply within the 0.5 s timeout" in str(raised.value)
+    assert "after 2 attempt(s)" in str(raised.value)
+    assert raised.value.attempts == 2
+
+
+@pytest.mark.asyncio
+async def test_a_timed_out_request_closes_its_connection(openai_server, make_model):
+    openai_server.enqueue(Hang(seconds=30))
+    async with make_model(timeout_seconds=0.3, max_retries=0) as model:
+        with pytest.raises(EndpointError):
+            await model.complete(USER_HELLO)
+        for _ in range(100):  # the server notices the closed connection asynchronously
+            if openai_server.disconnects:
+                break
+            await asyncio.sleep(0.02)
+    assert openai_server.disconnects == 1
+
+
+@pytest.mark.asyncio
+async def test_attempts_and_waits_are_reported_on_the_turn(openai_server, make_model):
+    openai_server.enqueue(
+        HttpError.rate_limited(retry_after="2"), HttpError.server_error(), Completion(content="ok")
+    )
+    async with make_model(backoff_base_seconds=0.5) as model:
+        turn = await model.complete(USER_HELLO)
+    assert (turn.attempts, turn.wait_seconds) == (3, pytest.approx(2.0 + 1.0))
+
+
+@pytest.mark.asyncio
+async def test_tool_choice_auto_only_when_tools_are_offered(openai_server, make_model):
+    openai_server.enqueue(Completion(content="a"), Completion(content="b"))
+    async with make_model() as model:
+        await model.complete(USER_HELLO, tools=[LOOKUP_TOOL])
+        await model.complete(USER_HELLO)
+    with_tools, without = (r.body for r in openai_server.requests)
+    assert with_tools["tool_choice"] == "auto"
+    assert "tool_choice" not in without
+
+
+def test_an_assistant_tool_call_message_carries_empty_content_not_null():
+    call = ToolCall(id="c1", name="calculate", arguments='{"expression": "1+1"}')
+    wire = Message(role=Role.ASSISTANT, tool_calls=(call,)).to_openai()
+    assert wire["content"] == ""
+    assert wire["tool_calls"][0]["function"]["name"] == "calculate"
+
+
+@pytest.mark.asyncio
+async def test_llamacpp_dialect_accepts_our_history_and_sees_the_tools(make_model, monkeypatch):
+    history = (
+        Message(role=Role.USER, content="2+2?"),
+        Message(
+            role=Role.ASSISTANT,
+            tool_calls=(ToolCall(id="c1", name="calculate", arguments='{"expression": "2+2"}'),),
+        ),
+        Message(role=Role.TOOL, tool_call_id="c1", name="calculate", content="4.0"),
+    )
+    with LoopbackOpenAIServer(replies=[Completion(content="4")], dialect="llamacpp") as server:
+        async with make_model(base_url=server.base_url, max_retries=0) as model:
+            turn = await model.complete(history, tools=[LOOKUP_TOOL])
+        (request,) = server.requests
+    assert turn.content == "4"
+    assert request.tools_seen
+
+
+@pytest.mark.asyncio
+async def test_llamacpp_dialect_rejects_null_content_and_ignores_tools_without_choice():
+    import aiohttp
+
+    body = {
+        "model": "m",
+        "messages": [{"role": "assistant", "content": None, "tool_calls": []}],
+        "tools": [LOOKUP_TOOL],
+    }
+    with LoopbackOpenAIServer(dialect="llamacpp") as server:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{server.base_url}/chat/completions", json=body) as reply,
+        ):
+            status, text = reply.status, await reply.text()
+        (request,) = server.requests
+    assert status == 500
+    assert "Input should be a valid string" in text
+    assert not request.tools_seen
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(
+            HttpError.openai(422, "validation failed: " + "x" * 600 + " THE CAUSE"), id="422"
+        ),
+        pytest.param(
+            HttpError(status=500, body="1 validation error\nInput should be a valid string " * 20),
+            id="llamacpp-500-validation",
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_an_invalid_request_is_not_retried_and_keeps_its_whole_body(
+    openai_server, make_model, reply
+):
+    openai_server.enqueue(reply, Completion(content="never"))
+    async with make_model() as model:
+        with pytest.raises(EndpointError) as raised:
+            await model.complete(USER_HELLO)
+        assert not model.breaker.consecutive_failures  # it answered: the endpoint is up
+    assert len(openai_server.requests) == 1
+    assert "not retried: the server rejected the request as invalid" in str(raised.value)
+    assert raised.value.full_body == reply.body
+    assert len(raised.value.body) <= BODY_EXCERPT_CHARS
+
+
+@pytest.mark.asyncio
+async def test_a_huge_retry_after_is_not_waited_and_counts_toward_the_breaker(
+    openai_server, make_model, sleeps
+):
+    openai_server.enqueue(*[HttpError.rate_limited(retry_after="3600")] * 2)
+    async with make_model(breaker_failures=2) as model:
+        with pytest.raises(EndpointError) as first:
+            await model.complete(USER_HELLO)
+        with pytest.raises(EndpointDown) as second:
+            await model.complete(USER_HELLO)
+        with pytest.raises(EndpointDown):
+            await model.complete(USER_HELLO)
+    assert sleeps.calls == []
+    assert "asks to wait 3600 s, more than the 30 s backoff cap" in str(first.value)
+    assert "is down since" in str(second.value)
+    assert len(openai_server.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_the_breaker_fails_fast_after_k_failures_and_a_probe_closes_it(
+    openai_server, make_model
+):
+    openai_server.enqueue(*[HttpError.server_error(503)] * 3)
+    async with make_model(max_retries=2, breaker_failures=3, breaker_probe_seconds=3600) as model:
+        with pytest.raises(EndpointDown) as opened:
+            await model.complete(USER_HELLO)
+        with pytest.raises(EndpointDown):
+            await model.complete(USER_HELLO)  # no request: the breaker is open
+    assert len(openai_server.requests) == 3
+    text = str(opened.value)
+    assert re.search(r"is down since \d\d:\d\d:\d\d \(3 consecutive failures: HTTP 503", text)
+    assert "agent-model" in text
+
+    openai_server.enqueue(HttpError.server_error(503), Completion(content="back"))
+    async with make_model(max_retries=0, breaker_failures=1, breaker_probe_seconds=0) as model:
+        with pytest.raises(EndpointDown):
+            await model.complete(USER_HELLO)
+        turn = await model.complete(USER_HELLO)  # the probe goes out and succeeds
+        assert not model.breaker.is_open
+    assert turn.content == "back"
+
+
+@pytest.mark.asyncio
+async def test_a_url_password_is_neither_kept_nor_sent_as_basic_auth(openai_server, make_model):
+    openai_server.enqueue(Completion(content="ok"))
+    url = openai_server.base_url.replace("http://", "http://alice:CANARY-PW@")
+    async with make_model(base_url=url) as model:
+        await model.complete(USER_HELLO)
+        assert "CANARY-PW" not in repr(model) + json.dumps(model.config.to_json())
+    (request,) = openai_server.requests
+    assert request.header("Authorization") == f"Bearer {SECRET}"
+
+
+@pytest.mark.asyncio
+async def test_an_escaped_lone_surrogate_in_the_history_is_sent_as_u_fffd(
+    openai_server, make_model
+):
+    openai_server.enqueue(Completion(content="ok"))
+    history = (Message(role=Role.USER, content=json.loads('"order \\ud83d"')),)
+    async with make_model() as model:
+        await model.complete(history)
+    assert openai_server.requests[0].body["messages"][0]["content"] == "order \ufffd"

@@ -239,6 +239,13 @@ def test_configuration_names_models_trials_and_seeds(runs: dict[str, Path]) -> N
     assert config["Base seed"] == "300"
     assert config["Trial seeds"] == "trial 1: 300, trial 2: 301"
     assert config["Agent notes"] == "on"
+    # the request settings of each endpoint role (issue 12, item 9)
+    assert config["Agent requests"] == (
+        "temperature 0.0; top_p default; max tokens default; timeout (s) 120.0; retries 4; "
+        'extra body {"top_k": 20, "vendor_auth": "[redacted]"}; '
+        "down after 5 failed attempts, probed every 30.0 s"
+    )
+    assert "User requests" not in config  # a built-in model sends no requests
 
 
 def _detail(runs: dict[str, Path], scenario: str) -> tuple[dict[str, Any], list[str]]:

@@ -21,6 +21,7 @@ from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.results.artifacts import (
     is_complete,
+    load_pending_judgement,
     load_run_metrics,
     render_conversation_log,
     scenario_dir,
@@ -240,7 +241,8 @@ def test_conversation_log_is_readable(run: Runner, tmp_path: Path) -> None:
     _write(tmp_path, outcome, agent_prompt, user_prompt)
     log = (tmp_path / "conversation_log.txt").read_text(encoding="utf-8")
     blocks = log.rstrip("\n").split("\n\n")
-    assert len(blocks) == len(outcome.conversation.messages)
+    assert len(blocks) == len(outcome.conversation.messages) + 1
+    assert blocks[-1] == "=== ended: agent_exit"  # how the conversation ended comes last
     assert blocks[0].endswith(" agent:\nHi! How can I help you today?")
     assert blocks[1].split("\n")[0].endswith(" user:")
     first_call = outcome.conversation.messages[2].tool_calls[0]
@@ -438,3 +440,81 @@ def test_real_artifacts_round_trip(run: Runner, tmp_path: Path) -> None:
         _write(tmp_path / outcome.scenario.name, outcome, agent_prompt, user_prompt)
     loaded = load_run_metrics(tmp_path).records
     assert [m.scenario_id for m in loaded] == ["tau2_retail__1", "tau2_retail__3"]
+
+
+def test_request_stats_infra_role_and_needs_judging_round_trip(run: Runner, tmp_path: Path) -> None:
+    import dataclasses
+
+    from tau2_retail.models.messages import RequestStats
+
+    outcome, agent_prompt, user_prompt = run("0")
+    assert outcome.metrics.requests["user"].requests > 0  # the scripted customer was asked
+    assert load_pending_judgement(tmp_path) is None  # nothing written yet
+    _write(tmp_path, outcome, agent_prompt, user_prompt)
+    assert load_pending_judgement(tmp_path) is None  # judged (or not judgeable): not pending
+    stats = RequestStats(requests=1, attempts=3, failed=1, wait_seconds=2.5)
+    pending = dataclasses.replace(
+        outcome,
+        metrics=dataclasses.replace(
+            outcome.metrics,
+            infra_error=True,
+            infra_role="judge",
+            needs_judging=True,
+            requests={**outcome.metrics.requests, "judge": stats},
+        ),
+    )
+    _write(tmp_path, pending, agent_prompt, user_prompt)
+    raw = _json(tmp_path / "metrics.json")
+    assert raw["requests"]["judge"] == {
+        "requests": 1,
+        "attempts": 3,
+        "retries": 2,
+        "failed": 1,
+        "wait_seconds": 2.5,
+    }
+    assert (raw["infra_role"], raw["needs_judging"]) == ("judge", True)
+    assert ScenarioMetrics.from_json(raw) == pending.metrics
+    saved = load_pending_judgement(tmp_path)
+    assert saved is not None
+    assert saved.db_hash == outcome.metrics.db_state_actual_hash
+    assert saved.transcript == _json(tmp_path / "transcript.json")
+    # a record written before request stats were kept still reads
+    del raw["requests"], raw["infra_role"], raw["needs_judging"]
+    old = ScenarioMetrics.from_json(raw)
+    assert (old.requests, old.infra_role, old.needs_judging) == ({}, None, False)
+
+
+def test_an_endpoint_error_body_is_written_whole_and_removed_when_stale(
+    run: Runner, tmp_path: Path
+) -> None:
+    import dataclasses
+
+    outcome, agent_prompt, user_prompt = run("0")
+    body = "1 validation error\n" + "z" * 5000
+    failed = dataclasses.replace(
+        outcome, conversation=dataclasses.replace(outcome.conversation, error_body=body)
+    )
+    _write(tmp_path, failed, agent_prompt, user_prompt)
+    assert (tmp_path / "endpoint_error.txt").read_text(encoding="utf-8") == body + "\n"
+    _write(tmp_path, outcome, agent_prompt, user_prompt)
+    assert not (tmp_path / "endpoint_error.txt").exists()
+
+
+def test_a_symlinked_scenario_folder_is_refused(run: Runner, tmp_path: Path) -> None:
+    outcome, agent_prompt, user_prompt = run("0")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = tmp_path / "run" / "tau2_retail__0"
+    link.parent.mkdir()
+    link.symlink_to(outside)
+    with pytest.raises(ArtifactError, match=r"is a symbolic link .*outside the run directory"):
+        _write(link, outcome, agent_prompt, user_prompt)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_too_long_run_id_is_refused() -> None:
+    from tau2_retail.results.artifacts import validate_name
+
+    assert validate_name("run id", "r" * 100) == "r" * 100
+    with pytest.raises(ArtifactError, match=r"\(300 characters\): at most 100 characters"):
+        validate_name("run id", "r" * 300)

@@ -12,6 +12,7 @@ upstream's reward 1.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,11 @@ from tau2_retail.data.tasks import Task, load_user_guidelines, trial_seeds
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
+from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.config import EndpointConfig
+from tau2_retail.results.artifacts import load_pending_judgement, write_outcome
+from tau2_retail.testing.loopback_server import Completion, HttpError, LoopbackOpenAIServer
 from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 from tests.tau2_retail.upstream_digests import DIGESTS, json_digest, text_digest
 
@@ -157,3 +161,50 @@ def test_judge_requests_are_upstreams(
             assert outcome.judge is not None
             assert outcome.judge.pass_count == outcome.judge.total
     assert judged == 40
+
+
+def test_a_judge_outage_is_rejudged_with_upstreams_judge_and_reward(
+    bundle: DataBundle, tmp_path: Path
+) -> None:
+    task = next(
+        t for t in bundle.tasks.values() if t.nl_assertions and "NL_ASSERTION" in t.reward_basis
+    )
+    results = [
+        {"expectedOutcome": a, "reasoning": "shown", "metExpectation": True}
+        for a in task.nl_assertions
+    ]
+    met = Completion(content=json.dumps({"results": results}))
+    with LoopbackOpenAIServer(replies=[HttpError.server_error(503), met]) as server:
+        config = EndpointConfig(model="judge", base_url=server.base_url, max_retries=0)
+        roles = Roles(
+            agent=ModelChoice(name=BUILTIN_ORACLE, endpoint=None),
+            user=ModelChoice(name=BUILTIN_CUSTOMER, endpoint=None),
+            judge=ModelChoice(name="judge", endpoint=config),
+        )
+
+        async def go() -> tuple[ScenarioOutcome, ScenarioOutcome]:
+            async with Harness(bundle=bundle, roles=roles) as harness:
+                down = await harness.run(Scenario(task=task, trial=0, trials=1, seed=SEED))
+                folder = write_outcome(tmp_path, down, prompts=harness.prompts(task), config={})
+                pending = load_pending_judgement(folder)
+                assert pending is not None
+                again = await harness.rejudge(
+                    down.scenario, transcript=pending.transcript, expected_db_hash=pending.db_hash
+                )
+                return down, again
+
+        down, again = asyncio.run(go())
+        bodies = [request.body for request in server.requests]
+    assert (down.metrics.profile, down.metrics.infra_role, down.metrics.needs_judging) == (
+        "tau2",
+        "judge",
+        True,
+    )
+    assert (again.metrics.profile, again.metrics.tau2_reward) == ("tau2", 1.0)
+    assert again.metrics.is_successful
+    assert not again.metrics.infra_error
+    assert len(bodies) == 2  # the judge twice; the conversation ran once
+    for body in bodies:
+        assert text_digest(body["messages"][0]["content"]) == DIGESTS["nl_judge_system_prompt"]
+        assert body["temperature"] == 0.0
+        assert "seed" not in body

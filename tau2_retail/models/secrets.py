@@ -1,0 +1,115 @@
+"""Secrets that must never reach an output: URL passwords, keys in argv, extra-body values.
+
+- ``strip_userinfo``: ``http://user:PASS@host/v1`` becomes ``http://host/v1``. The password is
+  never printed, stored or sent (as Basic auth); the key goes as the bearer key, from the
+  variable named by ``--tau2-<role>-api-key-env``.
+- ``redact_extra_body``: the values of ``--tau2-<role>-extra-body`` are replaced by
+  ``[redacted]`` unless their key is in ``HARMLESS_EXTRA_BODY_KEYS`` (sampling and template
+  switches that hold no credential); nested objects follow the same rule.
+- ``redact_argv``: the command line as recorded in ``run_args.json``: URLs without userinfo,
+  extra-body JSON redacted as above, anything shaped like an API key replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+__all__ = [
+    "HARMLESS_EXTRA_BODY_KEYS",
+    "REDACTED",
+    "redact_argv",
+    "redact_extra_body",
+    "redact_text",
+    "strip_userinfo",
+]
+
+REDACTED: Final = "[redacted]"
+
+HARMLESS_EXTRA_BODY_KEYS: Final = frozenset(
+    {
+        "chat_template_kwargs",
+        "enable_thinking",
+        "thinking",
+        "reasoning_effort",
+        "top_k",
+        "min_p",
+        "typical_p",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "max_completion_tokens",
+        "stop",
+        "n",
+        "parallel_tool_calls",
+        "response_format",
+        "type",
+        "logprobs",
+        "top_logprobs",
+        "num_ctx",
+        "options",
+        "keep_alive",
+        "cache_prompt",
+        "n_predict",
+    }
+)
+"""Extra-body keys whose values are kept in outputs (README "Security" lists them)."""
+
+# scheme://userinfo@ anywhere in a text (argv values, error messages, URLs)
+_USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
+_KEY_LIKE: Final = re.compile(r"sk-[A-Za-z0-9_-]{8,}")
+_EXTRA_BODY_FLAG: Final = re.compile(r"^(--tau2-[a-z]+-extra-body)(=?)(.*)$", re.DOTALL)
+
+
+def strip_userinfo(text: str) -> str:
+    """``text`` with the ``user:password@`` part of every URL in it removed."""
+    return _USERINFO.sub(r"\1", text)
+
+
+def redact_text(text: str) -> str:
+    """``text`` without URL userinfo and without anything shaped like an API key."""
+    return _KEY_LIKE.sub(REDACTED, strip_userinfo(text))
+
+
+def redact_extra_body(value: Any) -> Any:
+    """A copy of an extra-body value with every non-harmless key's value redacted."""
+    if isinstance(value, Mapping):
+        return {
+            key: redact_extra_body(item) if key in HARMLESS_EXTRA_BODY_KEYS else REDACTED
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_extra_body(item) for item in value]
+    return value
+
+
+def _redacted_json(text: str) -> str:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return REDACTED if text.strip() else text
+    return json.dumps(redact_extra_body(value))
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """The command line with secrets redacted (``--flag=value`` and ``--flag value`` forms)."""
+    shown: list[str] = []
+    extra_body_next = False
+    for arg in argv:
+        if extra_body_next:
+            shown.append(_redacted_json(arg))
+            extra_body_next = False
+            continue
+        match = _EXTRA_BODY_FLAG.match(arg)
+        if match:
+            flag, equals, value = match.groups()
+            if equals:
+                shown.append(f"{flag}={_redacted_json(value)}")
+            else:
+                shown.append(flag)
+                extra_body_next = True
+            continue
+        shown.append(redact_text(arg))
+    return shown

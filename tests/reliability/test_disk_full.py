@@ -1,0 +1,52 @@
+"""A full disk (issue 12, item 8): ENOSPC injected into every atomic write of a real run.
+
+Each scenario whose artifacts cannot be written is an error with one line naming the file and
+the cause (no traceback); the run summary is attempted, and its failure is named in a tau2
+section of the terminal.
+"""
+
+from __future__ import annotations
+
+from tests.reliability.conftest import Bench
+
+# Appended to the project's conftest: from now on no file can be created in any folder whose
+# path contains "runs" (the output dir), as on a full disk.
+_FULL_DISK = """
+
+import errno as _errno
+import tempfile as _tempfile
+
+import tau2_retail.results.atomic as _atomic
+
+_real_mkstemp = _tempfile.mkstemp
+
+
+def _mkstemp(*args, **kwargs):
+    if "runs" in str(kwargs.get("dir", "")):
+        raise OSError(_errno.ENOSPC, "No space left on device")
+    return _real_mkstemp(*args, **kwargs)
+
+
+class _FullDisk:
+    mkstemp = staticmethod(_mkstemp)
+
+
+_atomic.tempfile = _FullDisk
+"""
+
+
+def test_a_full_disk_gives_one_line_per_failed_write_and_names_the_summary_failure(
+    bench: Bench,
+) -> None:
+    conftest = bench.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + _FULL_DISK)
+    run = bench.run("-n", "0", "--tau2-run-id=full", "--tau2-tasks=0,1")
+    assert run.outcomes() == {"tau2_retail__0": "error", "tau2_retail__1": "error"}, run.output
+    lines = [line for line in run.stdout.splitlines() if "No space left on device" in line]
+    assert any(line.startswith("ArtifactError: cannot write ") for line in lines), run.output
+    assert "Traceback" not in run.output
+    assert "def tau2_outcome" not in run.stdout  # no fixture source in the report
+    section = run.stdout.split("tau2 retail", 1)[-1]
+    assert "tau2: could not write the run summary: cannot write " in section
+    assert "[Errno 28] No space left on device" in section
+    assert run.returncode != 0

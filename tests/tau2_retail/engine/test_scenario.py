@@ -1,0 +1,141 @@
+"""One scenario end to end (issue 12, item 2): a judge outage is an infra error of the judge
+role, and ``rejudge`` scores the saved conversation without running it again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from tau2_retail.data.gold import GoldBook
+from tau2_retail.data.tasks import Task
+from tau2_retail.engine.scenario import (
+    SavedConversationError,
+    Scenario,
+    ScenarioOutcome,
+    rejudge,
+    run_scenario,
+)
+from tau2_retail.models.builtin import builtin_model
+from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.openai_client import OpenAIChatModel
+from tau2_retail.testing.loopback_server import Completion, HttpError, LoopbackOpenAIServer
+from tau2_retail.tools.schemas import tool_schemas
+from tau2_retail.tools.store import Store
+
+
+class NoSleep:
+    async def __call__(self, seconds: float) -> None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def judged_task(book: GoldBook) -> Task:
+    return next(task for task in book.tasks.values() if task.nl_assertions)
+
+
+def judge_model(server: LoopbackOpenAIServer) -> OpenAIChatModel:
+    config = EndpointConfig(
+        model="judge", base_url=server.base_url, max_retries=1, timeout_seconds=5.0
+    )
+    return OpenAIChatModel(config, sleep=NoSleep())
+
+
+def all_met(task: Task) -> Completion:
+    verdicts = [
+        {"index": n, "passed": True, "reason": "ok"} for n in range(1, len(task.nl_assertions) + 1)
+    ]
+    return Completion(
+        content=json.dumps({"score": 1, "reason": "fine", "nl_assertion_verdicts": verdicts})
+    )
+
+
+async def run(task: Task, book: GoldBook, judge: OpenAIChatModel) -> ScenarioOutcome:
+    scenario = Scenario(task=task, trial=0, trials=1, seed=300)
+    return await run_scenario(
+        scenario,
+        agent=builtin_model("builtin:oracle", task, role="agent"),
+        user=builtin_model("builtin:customer", task, role="user"),
+        judge_model=judge,
+        gold=book[task.id],
+        store=Store(book.seed),
+        agent_prompt="agent",
+        user_prompt="user",
+        tools=tool_schemas(),
+    )
+
+
+def saved(outcome: ScenarioOutcome) -> Mapping[str, Any]:
+    return json.loads(json.dumps(outcome.conversation.to_json()))
+
+
+@pytest.mark.asyncio
+async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_it(
+    book, judged_task
+):
+    with LoopbackOpenAIServer(replies=[HttpError.server_error(503)] * 2) as server:
+        async with judge_model(server) as judge:
+            outcome = await run(judged_task, book, judge)
+    metrics = outcome.metrics
+    assert outcome.is_infra_error
+    assert (metrics.infra_error, metrics.infra_role, metrics.needs_judging) == (
+        True,
+        "judge",
+        True,
+    )
+    assert metrics.stop_reason == "agent_exit"  # the conversation itself ended well
+    assert "judge: model 'judge'" in metrics.stop_detail
+    assert "HTTP 503" in outcome.infra_detail
+    assert metrics.to_json()["requests"]["judge"] == {
+        "requests": 1,
+        "attempts": 2,
+        "retries": 1,
+        "failed": 1,
+        "wait_seconds": round(metrics.requests["judge"].wait_seconds, 3),
+    }
+    assert (metrics.to_json()["infra_role"], metrics.to_json()["needs_judging"]) == ("judge", True)
+
+    with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
+        async with judge_model(server) as judge:
+            again = await rejudge(
+                outcome.scenario,
+                transcript=saved(outcome),
+                judge_model=judge,
+                gold=book[judged_task.id],
+                seed=book.seed,
+                expected_db_hash=metrics.db_state_actual_hash,
+            )
+        assert len(server.requests) == 1  # only the judge: the conversation did not run again
+    assert not again.is_infra_error
+    assert not again.metrics.needs_judging
+    assert "needs_judging" not in again.metrics.to_json()
+    assert again.metrics.is_successful is True
+    assert again.metrics.nl_assertion_pass_rate == 1.0
+    assert again.conversation.to_json() == outcome.conversation.to_json()
+
+
+@pytest.mark.asyncio
+async def test_rejudge_refuses_a_transcript_that_does_not_replay(book, judged_task):
+    with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
+        async with judge_model(server) as judge:
+            outcome = await run(judged_task, book, judge)
+            with pytest.raises(SavedConversationError):
+                await rejudge(
+                    outcome.scenario,
+                    transcript=saved(outcome),
+                    judge_model=judge,
+                    gold=book[judged_task.id],
+                    seed=book.seed,
+                    expected_db_hash="0" * 64,
+                )
+            with pytest.raises(SavedConversationError):
+                await rejudge(
+                    outcome.scenario,
+                    transcript={"messages": "nope"},
+                    judge_model=judge,
+                    gold=book[judged_task.id],
+                    seed=book.seed,
+                    expected_db_hash="0" * 64,
+                )
