@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from tau2_retail.data.upstream.prompts import JudgeTemplate
-from tau2_retail.engine.judge import JUDGE_ERROR_PREFIX, JudgeResult, Verdict
+from tau2_retail.engine.judge import JudgeResult, Verdict, failed_judgement
 from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import Message, Role, Usage
 from tau2_retail.models.protocol import ChatModel
@@ -121,19 +121,16 @@ async def judge_upstream(
         Message(role=Role.USER, content=user_content),
     )
 
-    def failed(detail: str, usage: Usage, attempts: int, waited: float) -> JudgeResult:
-        reason = JUDGE_ERROR_PREFIX + detail
-        return JudgeResult(
-            score=0.0,
-            reason=reason,
+    def failed(
+        detail: str, usage: Usage, raw_reply: str | None, attempts: int, waited: float
+    ) -> JudgeResult:
+        return failed_judgement(
             system_prompt=system_prompt,
             user_content=user_content,
-            verdicts=tuple(
-                Verdict(index=n, assertion=assertion, passed=False, reason=reason)
-                for n, assertion in enumerate(assertions, start=1)
-            ),
+            assertions=assertions,
+            detail=detail,
             usage=usage,
-            error=detail,
+            raw_reply=raw_reply,
             attempts=attempts,
             wait_seconds=waited,
         )
@@ -142,11 +139,11 @@ async def judge_upstream(
         turn = await model.complete(request, tools=None, seed=None)
     except ContextWindowExceeded as error:
         # The endpoint answered: this prompt cannot be judged there, now or on resume.
-        return failed(str(error), Usage(), error.attempts, error.wait_seconds)
+        return failed(str(error), Usage(), None, error.attempts, error.wait_seconds)
     try:
         verdicts = read_upstream_reply(turn.content or "", template, assertions)
     except _UpstreamWouldRaise as error:
-        return failed(str(error), turn.usage, turn.attempts, turn.wait_seconds)
+        return failed(str(error), turn.usage, turn.content, turn.attempts, turn.wait_seconds)
     all_met = all(verdict.passed for verdict in verdicts)
     return JudgeResult(
         score=1.0 if all_met else 0.0,

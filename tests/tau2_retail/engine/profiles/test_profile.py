@@ -297,6 +297,7 @@ def test_upstream_judge_reads_replies_as_upstream(
     else:
         assert result.error is not None
         assert error in result.error
+        assert result.raw_reply == reply  # kept whole in the artifacts, as the default judge does
     (request,) = judge.calls
     assert request[0].content == tau2.upstream.judge.system_prompt
     if reply == '{"results": []}':
