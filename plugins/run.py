@@ -227,7 +227,8 @@ class Tau2Run:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        self._collected(any(scenario_of(nodeid) for nodeid in ids))
+        # a resumed run is active even when every scenario is complete (nothing left to run)
+        self._collected(bool(self.process.completed) or any(scenario_of(nodeid) for nodeid in ids))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not hasattr(session.config, "workerinput") and session.items:
@@ -404,12 +405,22 @@ class Tau2Run:
         self._set_gate_status(session)
 
     def _set_gate_status(self, session: pytest.Session) -> None:
-        """The gate's verdict is the exit status when the session failed only in scenarios."""
-        if self.gate is None or self.exit_problem is not None or self.others_failed:
+        """The exit status of the whole run when the session failed only in scenarios.
+
+        With a gate, its verdict. Without one, a resumed run's status is the one an
+        uninterrupted run would have: a failure, infra error or lost scenario recorded by an
+        earlier session still fails it (and a run with nothing left to do is not "no tests").
+        """
+        if self.exit_problem is not None or self.others_failed or self.summary is None:
             return
-        session.exitstatus = (
-            pytest.ExitCode.OK if self.gate.passed else pytest.ExitCode.TESTS_FAILED
-        )
+        if self.gate is not None:
+            passed = self.gate.passed
+        elif self.process.settings.resume:
+            counts = self.summary.counts
+            passed = counts.failed + counts.infra_errors + counts.lost == 0
+        else:
+            return
+        session.exitstatus = pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
 
     def _junit_properties(self) -> None:
         """The rates and the gate as junit ``<testsuite>`` properties (with --junitxml)."""

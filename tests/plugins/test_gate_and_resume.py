@@ -159,6 +159,17 @@ def test_resume_reruns_incomplete_and_infra_scenarios_to_the_uninterrupted_summa
         == (bench.read_json("ref", "run_args.json")["expected"])
     )
     assert (run_dir / "all_summary.txt").is_file()
+    complete = bench.summary("res")
+    endpoint.reset()
+
+    # nothing left to run: the run's summary again, and the status of the whole run
+    fourth = bench.run(*xdist, TASKS, "--tau2-resume=res", *endpoint.agent_args())
+
+    assert not endpoint.agent_requests
+    assert "tau2: resuming: 4 scenario(s) already complete" in fourth.stdout.lines
+    fourth.stdout.fnmatch_lines(["Overall success rate: 50.00% (2/4 scenarios)*"])
+    assert fourth.ret == pytest.ExitCode.TESTS_FAILED  # two scenarios failed, as uninterrupted
+    assert comparable(bench.summary("res")) == comparable(complete)
 
 
 def test_a_crashed_worker_loses_only_its_scenario_and_the_gate_counts_it(bench: Bench) -> None:
