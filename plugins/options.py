@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
@@ -25,7 +26,16 @@ from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
 
-__all__ = ["OPTIONS", "ModelSettings", "Setting", "Tau2Settings", "add_options", "resolve_settings"]
+__all__ = [
+    "OPTIONS",
+    "ModelSettings",
+    "Setting",
+    "Tau2Settings",
+    "add_options",
+    "plain_setting",
+    "resolve_settings",
+    "typed_setting",
+]
 
 SPLITS = ("base", "train", "test")
 DEFAULT_MODELS = {"agent": BUILTIN_ORACLE, "user": BUILTIN_CUSTOMER, "judge": ""}
@@ -116,6 +126,13 @@ def _choice(*choices: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+def _profile(raw: str) -> ProfileName:
+    try:
+        return ProfileName(raw.strip())
+    except ValueError:
+        raise _Invalid("one of " + ", ".join(PROFILE_NAMES)) from None
 
 
 def _name(raw: str) -> str:
@@ -229,6 +246,14 @@ OPTIONS: tuple[Setting, ...] = (
         empty="",
     ),
     *(setting for role in ROLES for setting in _model_settings(role)),
+    Setting(
+        "profile",
+        _profile,
+        "default",
+        "default (ours: notes, end_conversation, our judge) or tau2 (upstream tau2-bench's "
+        "prompts, tools, endings and reward, from its pinned sources)",
+        env=True,
+    ),
     Setting(
         "breaker_failures",
         _int_at_least(1),
@@ -370,6 +395,7 @@ class Tau2Settings:
     """
 
     data_dir: str
+    profile: ProfileName
     agent_notes: bool
     trials: int
     seed: int
@@ -444,6 +470,26 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
         raise pytest.UsageError(f"{sources[role + '_model']}: {error}") from error
 
 
+def plain_setting(value: Any) -> Any:
+    """A parsed value as plain JSON: what the run files record and what xdist can send to a
+    worker (the inverse of :func:`typed_setting`)."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, ProfileName):
+        return value.value
+    return value
+
+
+def typed_setting(name: str, value: Any) -> Any:
+    """A recorded (plain JSON) value as the ``Tau2Settings`` attribute ``name`` holds it: what a
+    resumed run adopts from the stored run, on the controller and on every worker."""
+    if isinstance(value, list):
+        return tuple(value)
+    if name == "profile" and isinstance(value, str):
+        return ProfileName(value)
+    return value
+
+
 def resolve_settings(config: pytest.Config) -> Tau2Settings:
     """Resolve and validate every setting; raises ``pytest.UsageError`` on a bad value."""
     values: dict[str, Any] = {}
@@ -466,6 +512,12 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             f"--tau2-resume {values['resume']!r} and --tau2-run-id {values['run_id']!r} "
             "disagree; give only --tau2-resume RUN_ID to continue a run"
         )
+    if values["profile"] is ProfileName.TAU2 and sources["agent_notes"] != "default":
+        raise pytest.UsageError(
+            f"{sources['agent_notes']}: --tau2-agent-notes applies to the default profile only; "
+            "the tau2 profile sends upstream's agent prompt (drop the option, or use "
+            "--tau2-profile default)"
+        )
     judge = _model("judge", values, sources) if values["judge_model"] else None
     agent, user = _model("agent", values, sources), _model("user", values, sources)
     if not agent.is_builtin and user.is_builtin and sources["user_model"] == "default":
@@ -476,9 +528,7 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "--tau2-user-model (and --tau2-user-base-url) to a model that plays the customer, "
             "or --tau2-user-model=builtin:customer to accept the scripted one"
         )
-    recorded = {
-        name: list(value) if isinstance(value, tuple) else value for name, value in values.items()
-    }
+    recorded = {name: plain_setting(value) for name, value in values.items()}
     return Tau2Settings(
         **{name: values[name] for name in _TYPED},
         agent=agent,

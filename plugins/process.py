@@ -19,7 +19,7 @@ import pytest
 
 from tau2_retail.errors import ArtifactError, Tau2Error
 from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
-from tau2_retail.plugins.options import ModelSettings, Tau2Settings
+from tau2_retail.plugins.options import ModelSettings, Tau2Settings, typed_setting
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.results.artifacts import validate_name
 from tau2_retail.results.records import ModelRecord, RunConfiguration
@@ -85,7 +85,8 @@ class Tau2Process:
     def for_worker(cls, settings: Tau2Settings, workerinput: dict[str, Any]) -> Tau2Process:
         adopted = workerinput.get("tau2_adopted") or {}
         if adopted:
-            settings = dataclasses.replace(settings, **adopted)
+            typed = {key: typed_setting(key, value) for key, value in adopted.items()}
+            settings = dataclasses.replace(settings, **typed)
         return cls(
             settings,
             run_id=workerinput["tau2_run_id"],

@@ -26,9 +26,10 @@ from typing import Any
 import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
 from tau2_retail.errors import ArtifactError, DataError
 from tau2_retail.models.secrets import redact_argv
-from tau2_retail.plugins.options import Tau2Settings
+from tau2_retail.plugins.options import Tau2Settings, plain_setting, typed_setting
 from tau2_retail.plugins.process import Tau2Process, scenario_of
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.artifacts import load_run_metrics
@@ -69,6 +70,19 @@ def _versions() -> dict[str, str]:
 def argv_redacted() -> list[str]:
     """The command line, with keys, URL passwords and extra-body values redacted."""
     return redact_argv(sys.argv)
+
+
+def profile_line(profile: ProfileName) -> str:
+    """The run header's line naming the profile and what it means."""
+    if profile is ProfileName.TAU2:
+        return (
+            "tau2: profile tau2: upstream tau2-bench's prompts, tools, endings and reward "
+            "(pinned sources; identifier normalization off); headline: tau2 reward / pass^k"
+        )
+    return (
+        "tau2: profile default: policy + our notes, our tool descriptions + end_conversation, "
+        "our judge; headline: success rate (DB_STATE_MATCH, CLEAN_EXIT, NL_ASSERTION)"
+    )
 
 
 class Tau2Run:
@@ -173,15 +187,18 @@ class Tau2Run:
         before = stored.configuration.identity()
         for key in RESUME_KEYS:
             if key in before and settings.sources.get(key) == "default":
-                value = before[key]
-                value = tuple(value) if isinstance(value, list) else value
+                value = typed_setting(key, before[key])
                 if getattr(settings, key, value) != value:
                     self.adopted[key] = value
         if self.adopted:
             settings = dataclasses.replace(
                 settings,
                 **self.adopted,
-                recorded={**settings.recorded, **stored.configuration.settings},
+                # only what was adopted: a stored value must not hide a setting given now
+                recorded={
+                    **settings.recorded,
+                    **{key: stored.configuration.settings[key] for key in self.adopted},
+                },
             )
             self.process.settings = settings
         now = self.process.configuration.identity()
@@ -205,15 +222,15 @@ class Tau2Run:
         node.workerinput["tau2_run_id"] = self.process.run_id
         node.workerinput["tau2_completed"] = sorted(self.process.completed)
         node.workerinput["tau2_adopted"] = {
-            key: list(value) if isinstance(value, tuple) else value
-            for key, value in self.adopted.items()
+            key: plain_setting(value) for key, value in self.adopted.items()
         }
         # workers see --dist as "no": --tau2-concurrency deals shares under "each"
         node.workerinput["tau2_dist"] = self.config.getoption("dist", None)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        self._collected(any(scenario_of(nodeid) for nodeid in ids))
+        # a resumed run is active even when every scenario is complete (nothing left to run)
+        self._collected(bool(self.process.completed) or any(scenario_of(nodeid) for nodeid in ids))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not hasattr(session.config, "workerinput") and session.items:
@@ -265,6 +282,7 @@ class Tau2Run:
                     else ""
                 )
             )
+        lines.append(profile_line(settings.profile))
         return lines
 
     def offline_banner(self) -> str:
@@ -397,12 +415,22 @@ class Tau2Run:
         self._set_gate_status(session)
 
     def _set_gate_status(self, session: pytest.Session) -> None:
-        """The gate's verdict is the exit status when the session failed only in scenarios."""
-        if self.gate is None or self.exit_problem is not None or self.others_failed:
+        """The exit status of the whole run when the session failed only in scenarios.
+
+        With a gate, its verdict. Without one, a resumed run's status is the one an
+        uninterrupted run would have: a failure, infra error or lost scenario recorded by an
+        earlier session still fails it (and a run with nothing left to do is not "no tests").
+        """
+        if self.exit_problem is not None or self.others_failed or self.summary is None:
             return
-        session.exitstatus = (
-            pytest.ExitCode.OK if self.gate.passed else pytest.ExitCode.TESTS_FAILED
-        )
+        if self.gate is not None:
+            passed = self.gate.passed
+        elif self.process.settings.resume:
+            counts = self.summary.counts
+            passed = counts.failed + counts.infra_errors + counts.lost == 0
+        else:
+            return
+        session.exitstatus = pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
 
     def _junit_properties(self) -> None:
         """The rates and the gate as junit ``<testsuite>`` properties (with --junitxml)."""
@@ -448,7 +476,7 @@ class Tau2Run:
             lines.append(self.offline_banner())
         rates = headline_lines(summary)
         pass_k = pass_hat_k_line(summary)
-        if pass_k:
+        if pass_k and summary.profile != ProfileName.TAU2:  # tau2: headline_lines has pass^k
             rates.insert(1, pass_k)
         if summary.nl_assertion.rate is None and settings.judge is None:
             with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
@@ -462,7 +490,7 @@ class Tau2Run:
         )
         for row in summary.scenarios:
             if row.status == "FAIL":
-                lines.append(f"FAILED {row.scenario_id}: {failure_reason(row)}")
+                lines.append(f"FAILED {row.scenario_id}: {failure_reason(row, summary.profile)}")
         for scenario_id in summary.lost:
             reason = summary.lost_reasons.get(scenario_id, "no metrics")
             lines.append(f"LOST {scenario_id}: {reason}")
@@ -490,8 +518,9 @@ class Tau2Run:
             terminalreporter.write_line(line)
 
 
-def failure_reason(row: ScenarioRow) -> str:
-    """A short reason a scenario failed: its stop, its DB, its NL verdicts."""
+def failure_reason(row: ScenarioRow, profile: str = ProfileName.DEFAULT) -> str:
+    """A short reason a scenario failed: its stop, its DB, its NL verdicts (the stop when it
+    is not ``agent_exit``; in the tau2 profile, when upstream does not score that ending)."""
     parts = []
     if not row.db_state_match:
         parts.append("DB differs")
@@ -500,7 +529,10 @@ def failure_reason(row: ScenarioRow) -> str:
     ):
         missing = row.nl_assertion_total - row.nl_assertion_pass_count
         parts.append(f"NL {missing}/{row.nl_assertion_total} not met")
-    if not row.clean_exit:
+    if profile == ProfileName.TAU2:
+        if row.stop_reason not in SCORED_ENDINGS:
+            parts.append(f"stop {row.stop_reason}")
+    elif not row.clean_exit:
         parts.append(f"stop {row.stop_reason}")
     return ", ".join(parts) or "failed"
 

@@ -24,7 +24,7 @@ def load_bundle(settings: Tau2Settings) -> DataBundle:
     # the variable; an option or ini value is an explicit folder.
     from_env = settings.sources["data_dir"] == DATA_DIR_ENV
     data_dir = resolve_data_dir(None if from_env else settings.data_dir or None)
-    return harness.load_bundle(data_dir, agent_notes=settings.agent_notes)
+    return harness.load_bundle(data_dir, agent_notes=settings.agent_notes, profile=settings.profile)
 
 
 def select_scenarios(settings: Tau2Settings, tasks: Mapping[str, Task]) -> list[Scenario]:

@@ -3,7 +3,8 @@
     Tau2Error                    anything this suite raises on purpose
     ├── DataError                upstream data missing, corrupt or inconsistent (names file and fix)
     │   ├── DigestMismatch       a file's sha256 differs from the pinned manifest
-    │   └── GoldMismatch         a gold replay differs from the pinned gold digest (a harness error)
+    │   ├── GoldMismatch         a gold replay differs from the pinned gold digest (a harness error)
+    │   └── UpstreamSourceError  a pinned upstream source lacks a construct the tau2 profile reads
     ├── ConfigError              a bad setting (the pytest plugin turns it into pytest.UsageError)
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
     │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
@@ -27,6 +28,7 @@ __all__ = [
     "EndpointError",
     "GoldMismatch",
     "Tau2Error",
+    "UpstreamSourceError",
 ]
 
 
@@ -54,6 +56,23 @@ class GoldMismatch(DataError):
     The data files passed their sha256 check, so the installed tools (or a changed replay) no
     longer reproduce the expected state: a harness error, never the agent's failure.
     """
+
+
+class UpstreamSourceError(DataError):
+    """A pinned upstream source file no longer has the construct the tau2 profile derives from.
+
+    The file passed its sha256 check against the manifest, so the manifest itself points at a
+    changed pin: the message names the file and the construct that was not found.
+    """
+
+    def __init__(self, *, source: str, construct: str) -> None:
+        self.source = source
+        self.construct = construct
+        super().__init__(
+            f"{source}: {construct} not found; the tau2 profile derives upstream's text from "
+            "this construct. The manifest pins a source this release cannot read: restore "
+            "fixtures/manifest.json from git (and re-run `python -m tau2_retail data fetch`)."
+        )
 
 
 class ConfigError(Tau2Error):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,8 +81,10 @@ def _type_name(value: Any) -> str:
     return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def _validated(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any] | str:
-    """Normalized keyword arguments, or the text of what is wrong with them."""
+def _validated(
+    spec: ToolSpec, arguments: Mapping[str, Any], *, normalize_ids: bool
+) -> dict[str, Any] | str:
+    """Keyword arguments (ids normalized when asked), or the text of what is wrong with them."""
     expected = dict(spec.params)
     for name in arguments:
         if name not in expected:
@@ -100,7 +102,7 @@ def _validated(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any] |
                     f"{spec.name} argument '{name}' is too long "
                     f"(at most {MAX_ARGUMENT_CHARS} characters)"
                 )
-            normalize = _NORMALIZERS.get(name)
+            normalize = _NORMALIZERS.get(name) if normalize_ids else None
             values[name] = normalize(value) if normalize else value
         else:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -114,14 +116,26 @@ def _validated(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any] |
     return values
 
 
-def dispatch(store: Store, name: str, arguments: Any) -> ToolResult:
-    """Run one tool call against ``store``."""
-    spec = TOOLS.get(name)
+def dispatch(
+    store: Store,
+    name: str,
+    arguments: Any,
+    *,
+    normalize_ids: bool = True,
+    available: Collection[str] | None = None,
+) -> ToolResult:
+    """Run one tool call against ``store``.
+
+    ``normalize_ids`` off: identifiers are looked up exactly as given (upstream's behaviour,
+    the tau2 profile). ``available``: the tool names the agent was given (None: all); another
+    name is answered like an unknown tool.
+    """
+    spec = TOOLS.get(name) if available is None or name in available else None
     if spec is None:
         return _error(f"Tool '{name}' not found.")
     if not isinstance(arguments, Mapping):
         return _error(f"{spec.name} arguments must be a JSON object, not {_type_name(arguments)}")
-    values = _validated(spec, arguments)
+    values = _validated(spec, arguments, normalize_ids=normalize_ids)
     if isinstance(values, str):
         return _error(values)
     recorded = {
@@ -163,10 +177,17 @@ def parse_arguments(text: str) -> Any:
         raise ValueError("JSON nested too deeply") from error
 
 
-def dispatch_json(store: Store, name: str, arguments_text: str) -> ToolResult:
+def dispatch_json(
+    store: Store,
+    name: str,
+    arguments_text: str,
+    *,
+    normalize_ids: bool = True,
+    available: Collection[str] | None = None,
+) -> ToolResult:
     """Like ``dispatch`` for arguments as the model sent them (JSON text)."""
     try:
         arguments = parse_arguments(arguments_text)
     except ValueError as error:
         return _error(f"Invalid JSON in the arguments of {name}: {error}")
-    return dispatch(store, name, arguments)
+    return dispatch(store, name, arguments, normalize_ids=normalize_ids, available=available)

@@ -1,4 +1,8 @@
-"""``python -m tau2_retail data fetch|verify``: the pinned upstream data files."""
+"""``python -m tau2_retail data fetch|verify``: the pinned upstream data files (and sources).
+
+``verify`` also prints one sha256 over the data and the pinned sources, and derives the tau2
+profile from those sources (a construct a changed pin lacks is named).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 from tau2_retail.cli.common import SubParsers
 from tau2_retail.data.files import (
     CheckStatus,
+    combined_digest,
     default_cache_dir,
     fetch,
     folder_to_verify,
@@ -16,6 +21,8 @@ from tau2_retail.data.files import (
     load_manifest,
     verify_folder,
 )
+from tau2_retail.data.upstream import load_upstream_texts
+from tau2_retail.errors import DataError
 
 __all__ = ["add_parser", "fetch_command", "verify_command"]
 
@@ -91,4 +98,14 @@ def verify_command(args: argparse.Namespace) -> int:
         )
         return 1
     print(f"all {len(checks)} files match the manifest")
+    print(f"sha256 of the data and the pinned sources: {combined_digest(checks)}")
+    try:
+        texts = load_upstream_texts(folder)
+    except DataError as error:
+        print(f"tau2 profile: {error}")
+        return 1
+    print(
+        f"tau2 profile: derived from the pinned sources ({len(texts.tools)} tools, "
+        f"{len(texts.user_system_prompts)} user prompts)"
+    )
     return 0

@@ -28,6 +28,11 @@ def add_parser(commands: SubParsers) -> None:
         "--against", metavar="OTHER_RUN", help="compare with this run: flipped scenarios, rates"
     )
     report.add_argument(
+        "--force",
+        action="store_true",
+        help="compare with --against even when the two runs used different profiles",
+    )
+    report.add_argument(
         "--output",
         metavar="FILE",
         help="where to write (default: RUN_DIR/report.html, or RUN_DIR/report-vs-OTHER.html)",
@@ -39,7 +44,7 @@ def report_command(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     against = Path(args.against) if args.against else None
     output = Path(args.output) if args.output else None
-    path, data = write_report(run_dir, against=against, output=output)
+    path, data = write_report(run_dir, against=against, output=output, force=args.force)
     size = path.stat().st_size
     print(f"wrote {path} ({len(data.details)} scenarios, {size / 1e6:.1f} MB)")
     comparison = data.main["comparison"]

@@ -20,6 +20,7 @@ from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import Task, trial_seeds
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import Harness, Roles, load_bundle
+from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import ConfigError, DataError
@@ -199,6 +200,14 @@ def add_parser(commands: SubParsers) -> None:
         f"(default: {_DEFAULT_LIMITS.max_duration_seconds:g})",
     )
     limits.add_argument(
+        "--profile",
+        choices=PROFILE_NAMES,
+        default=ProfileName.DEFAULT.value,
+        help="default (ours: notes, end_conversation, our judge) or tau2 (upstream "
+        "tau2-bench's prompts, tools, endings and reward, from its pinned sources), as "
+        "--tau2-profile (default: default)",
+    )
+    limits.add_argument(
         "--no-agent-notes",
         action="store_true",
         help="give the agent the policy alone, as upstream tau2 (default: policy + our notes)",
@@ -323,11 +332,11 @@ def _print_live(message: Message) -> None:
         print(line, flush=True)
 
 
-def _header(task: Task, roles: Roles, seed: int, base_seed: int) -> list[str]:
+def _header(task: Task, roles: Roles, seed: int, base_seed: int, profile: ProfileName) -> list[str]:
     judge = roles.judge
     lines = [
         f"scenario {task.scenario_name} (split {task.split}, persona {task.persona_name}, "
-        f"seed {seed} = trial 1 of base seed {base_seed})",
+        f"seed {seed} = trial 1 of base seed {base_seed}, profile {profile.value})",
         f"agent: {roles.agent.describe()}; user: {roles.user.describe()}; "
         f"judge: {judge.describe() if judge else 'none'}",
     ]
@@ -377,7 +386,9 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
         )
     else:
         verdict_line = f"result: {'success' if metrics.is_successful else 'failure'}"
-    lines.append(f"{verdict_line}, tau2 reward {metrics.tau2_reward:g}")
+    reward = metrics.tau2_reward
+    shown = "n/a (no judge)" if reward is None else f"{reward:g}"
+    lines.append(f"{verdict_line}, tau2 reward {shown}")
     return lines
 
 
@@ -407,8 +418,14 @@ def run_command(args: argparse.Namespace) -> int:
     base_seed: int = args.seed
     if base_seed < 0:
         raise ConfigError(f"--seed: got {base_seed}; expected an integer >= 0")
+    profile = ProfileName(args.profile)
+    if profile is ProfileName.TAU2 and args.no_agent_notes:
+        raise ConfigError(
+            "--no-agent-notes applies to the default profile only; the tau2 profile sends "
+            "upstream's agent prompt (drop the option)"
+        )
     data_dir = resolve_data_dir(args.data_dir)
-    bundle = load_bundle(data_dir, agent_notes=not args.no_agent_notes)
+    bundle = load_bundle(data_dir, agent_notes=not args.no_agent_notes, profile=profile)
     task = bundle.tasks.get(args.task_id)
     if task is None:
         raise DataError(
@@ -419,7 +436,8 @@ def run_command(args: argparse.Namespace) -> int:
     scenario = Scenario(task=task, trial=0, trials=1, seed=seed)
     live = not args.json
     if live:
-        print("\n".join(_header(task, roles, seed, base_seed)), end="\n\n", flush=True)
+        header = _header(task, roles, seed, base_seed, profile)
+        print("\n".join(header), end="\n\n", flush=True)
 
     async def run() -> ScenarioOutcome:
         async with Harness(bundle=bundle, roles=roles, limits=limits) as harness:
@@ -433,6 +451,7 @@ def run_command(args: argparse.Namespace) -> int:
                         "command": "run",
                         "seed": seed,
                         "base_seed": base_seed,
+                        "profile": profile.value,
                         # names and URLs only: request bodies may carry secrets
                         "agent": roles.agent.describe(),
                         "user": roles.user.describe(),

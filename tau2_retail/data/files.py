@@ -31,6 +31,7 @@ __all__ = [
     "FileCheck",
     "Manifest",
     "ManifestFile",
+    "combined_digest",
     "default_cache_dir",
     "fetch",
     "folder_to_verify",
@@ -341,6 +342,14 @@ def verify_folder(folder: Path) -> list[FileCheck]:
             FileCheck(name=entry.name, status=status, expected=entry.sha256, actual=actual)
         )
     return checks
+
+
+def combined_digest(checks: list[FileCheck]) -> str:
+    """One sha256 over every file of the manifest (data and pinned sources): the digest of the
+    ``sha256sum``-style listing ``<sha256>  <name>\n`` in manifest order. Two folders with the
+    same combined digest hold the same pinned files."""
+    listing = "".join(f"{check.actual}  {check.name}\n" for check in checks)
+    return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 
 @contextmanager

@@ -35,6 +35,7 @@ from tau2_retail.tools.store import Store
 __all__ = [
     "Clock",
     "ConversationResult",
+    "ConversationRules",
     "Limits",
     "MessageListener",
     "StopReason",
@@ -68,6 +69,31 @@ class Limits:
     max_errors: int = 10
     max_duration_seconds: float = 900.0
     max_history_chars: int = 2_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationRules:
+    """How turns are routed and conversations end: ours by default, upstream's in the tau2 profile.
+
+    - ``greeting``: the fixed first agent message; ``greeting_is_a_step``: whether it counts
+      toward ``max_steps`` (upstream's orchestrator counts only the steps it runs).
+    - ``exit_tools``: a successful call to one of them ends the conversation (``agent_exit``).
+    - ``available_tools``: tool names the dispatcher accepts (None: every registered tool).
+    - ``normalize_ids``: identifier normalization in the tools' lookups.
+    - ``user_grace_turn``: after the user's stop token the agent gets one more turn; without it
+      the conversation ends at once, and a step limit reached by that very message wins (as
+      upstream's orchestrator decides).
+    - ``retry_empty_agent``: an agent reply with neither text nor tool calls is asked again
+      once; otherwise it ends the conversation as ``agent_error`` at once.
+    """
+
+    greeting: str = GREETING
+    greeting_is_a_step: bool = True
+    exit_tools: frozenset[str] = _EXIT_TOOLS
+    available_tools: frozenset[str] | None = None
+    normalize_ids: bool = True
+    user_grace_turn: bool = True
+    retry_empty_agent: bool = True
 
 
 MessageListener = Callable[[Message], None]
@@ -203,8 +229,10 @@ class _Conversation:
         limits: Limits,
         seed: int | None,
         clock: Clock,
+        rules: ConversationRules,
         on_message: MessageListener | None,
     ) -> None:
+        self.rules = rules
         self.agent = agent
         self.user = user
         self.agent_system = Message(role=Role.SYSTEM, content=agent_prompt)
@@ -306,7 +334,7 @@ class _Conversation:
             self.check_limits()
             turn = await self.complete("agent", self.agent, [self.agent_system, *self.messages])
             if turn.is_empty:
-                if retried_empty:
+                if retried_empty or not self.rules.retry_empty_agent:
                     raise _Stopped(
                         StopReason.AGENT_ERROR, "the agent returned an empty message twice"
                     )
@@ -328,7 +356,13 @@ class _Conversation:
     def run_tools(self, turn: AssistantTurn) -> bool:
         """Execute the turn's calls in order; True when one of them ended the conversation."""
         for call in turn.tool_calls:
-            result = dispatch_json(self.store, call.name, call.arguments)
+            result = dispatch_json(
+                self.store,
+                call.name,
+                call.arguments,
+                normalize_ids=self.rules.normalize_ids,
+                available=self.rules.available_tools,
+            )
             self.record(
                 Message(
                     role=Role.TOOL,
@@ -342,18 +376,23 @@ class _Conversation:
                 self.actions.append(result.action)
             if result.error:
                 self.tool_errors += 1
-            elif call.name in _EXIT_TOOLS:
+            elif call.name in self.rules.exit_tools:
                 return True
         return False
 
     async def converse(self) -> tuple[StopReason, str]:
-        self.record(Message(role=Role.ASSISTANT, content=GREETING))
-        self.steps += 1
+        self.record(Message(role=Role.ASSISTANT, content=self.rules.greeting))
+        if self.rules.greeting_is_a_step:
+            self.steps += 1
         user_stopped = False
         try:
             while True:
                 message = await self.user_turn()
                 user_stopped = has_stop_token(message.content)
+                if user_stopped and not self.rules.user_grace_turn:
+                    if self.steps >= self.limits.max_steps:
+                        return StopReason.MAX_STEPS, f"{self.steps} routed messages"
+                    return StopReason.USER_STOP, ""
                 if await self.agent_turn():
                     return StopReason.AGENT_EXIT, ""
                 if user_stopped:
@@ -396,6 +435,7 @@ async def run_conversation(
     limits: Limits | None = None,
     seed: int | None = None,
     clock: Clock | None = None,
+    rules: ConversationRules | None = None,
     on_message: MessageListener | None = None,
 ) -> ConversationResult:
     """Run one conversation on ``store`` (mutated in place) and return what happened.
@@ -413,6 +453,7 @@ async def run_conversation(
         limits=limits,
         seed=seed,
         clock=clock or SystemClock(),
+        rules=rules or ConversationRules(),
         on_message=on_message,
     )
     try:

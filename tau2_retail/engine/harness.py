@@ -24,15 +24,14 @@ from typing import TYPE_CHECKING, Any, Self
 
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import Task, load_policy, load_tasks, load_user_guidelines
+from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.engine.conversation import Limits, MessageListener
-from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
+from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, request_config
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.protocol import ChatModel
-from tau2_retail.tools.schemas import tool_schemas
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
@@ -50,24 +49,28 @@ class DataBundle:
     data_dir: Path
     tasks: Mapping[str, Task]
     golds: GoldBook
-    agent_prompt: str
-    user_guidelines: str
-    tools: Sequence[Mapping[str, Any]]
+    profile: Profile
 
 
-def load_bundle(data_dir: Path, *, agent_notes: bool = True) -> DataBundle:
-    """Load the tasks, the seed database (gold replays happen lazily), policy and guidelines.
+def load_bundle(
+    data_dir: Path,
+    *,
+    agent_notes: bool = True,
+    profile: ProfileName = ProfileName.DEFAULT,
+) -> DataBundle:
+    """Load the tasks, the seed database (gold replays happen lazily) and the profile: what
+    the models are shown and how scenarios are routed, judged and scored.
 
-    ``agent_notes`` False gives the agent the policy alone, as upstream tau2 does.
+    ``agent_notes`` False gives the agent the policy alone (default profile only). The tau2
+    profile derives upstream's text from the pinned sources (``DataError`` names a missing or
+    altered file, ``UpstreamSourceError`` a construct a changed pin lacks).
     """
     tasks = load_tasks(data_dir)
     return DataBundle(
         data_dir=data_dir,
         tasks=tasks,
         golds=GoldBook(seed=load_seed(data_dir), tasks=tasks),
-        agent_prompt=agent_system_prompt(load_policy(data_dir), additional_notes=agent_notes),
-        user_guidelines=load_user_guidelines(data_dir),
-        tools=tool_schemas(),
+        profile=load_profile(profile, data_dir, agent_notes=agent_notes, tasks=tasks),
     )
 
 
@@ -130,9 +133,9 @@ class Harness:
 
     def prompts(self, task: Task) -> ScenarioPrompts:
         return ScenarioPrompts(
-            agent=self.bundle.agent_prompt,
-            user=user_system_prompt(self.bundle.user_guidelines, task),
-            tools=self.bundle.tools,
+            agent=self.bundle.profile.agent_prompt,
+            user=self.bundle.profile.user_prompt(task),
+            tools=self.bundle.profile.tools,
         )
 
     def _client(self, role: str, choice: ModelChoice) -> ChatModel:
@@ -143,7 +146,10 @@ class Harness:
             assert choice.endpoint is not None  # built-ins never get here
             from tau2_retail.models.openai_client import OpenAIChatModel
 
-            client = self._clients[role] = OpenAIChatModel(choice.endpoint)
+            profile = self.bundle.profile.name
+            client = self._clients[role] = OpenAIChatModel(
+                request_config(profile, role, choice.endpoint)
+            )
         return client
 
     def _model(self, role: str, choice: ModelChoice, task: Task) -> ChatModel:
@@ -178,6 +184,7 @@ class Harness:
             tools=prompts.tools,
             limits=self.limits,
             on_message=on_message,
+            profile=self.bundle.profile,
         )
 
     async def rejudge(
@@ -201,4 +208,5 @@ class Harness:
             seed=self.bundle.golds.seed,
             expected_db_hash=expected_db_hash,
             limits=self.limits,
+            profile=self.bundle.profile,
         )

@@ -55,6 +55,7 @@ __all__ = [
     "JudgeResult",
     "Verdict",
     "build_judge_prompt",
+    "failed_judgement",
     "judge_scenario",
     "normalize_judgement",
 ]
@@ -382,6 +383,36 @@ def _excerpt(text: str, limit: int = 200) -> str:
 # -- the request --------------------------------------------------------------------------------
 
 
+def failed_judgement(
+    *,
+    system_prompt: str,
+    user_content: str,
+    assertions: Sequence[str],
+    detail: str,
+    usage: Usage,
+    raw_reply: str | None,
+    attempts: int,
+    wait_seconds: float,
+) -> JudgeResult:
+    """A judgement that could not be read: every assertion fails with ``Judge error: <detail>``."""
+    reason = JUDGE_ERROR_PREFIX + detail
+    return JudgeResult(
+        score=0.0,
+        reason=reason,
+        system_prompt=system_prompt,
+        user_content=user_content,
+        verdicts=tuple(
+            Verdict(index=n, assertion=assertion, passed=False, reason=reason)
+            for n, assertion in enumerate(assertions, start=1)
+        ),
+        usage=usage,
+        error=detail,
+        raw_reply=raw_reply,
+        attempts=attempts,
+        wait_seconds=wait_seconds,
+    )
+
+
 async def judge_scenario(
     model: ChatModel,
     *,
@@ -414,18 +445,12 @@ async def judge_scenario(
     def failed(
         detail: str, usage: Usage, raw_reply: str | None, attempts: int, waited: float
     ) -> JudgeResult:
-        reason = JUDGE_ERROR_PREFIX + detail
-        return JudgeResult(
-            score=0.0,
-            reason=reason,
+        return failed_judgement(
             system_prompt=system_prompt,
             user_content=user_content,
-            verdicts=tuple(
-                Verdict(index=n, assertion=assertion, passed=False, reason=reason)
-                for n, assertion in enumerate(assertions, start=1)
-            ),
+            assertions=assertions,
+            detail=detail,
             usage=usage,
-            error=detail,
             raw_reply=raw_reply,
             attempts=attempts,
             wait_seconds=waited,

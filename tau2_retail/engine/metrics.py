@@ -186,6 +186,7 @@ def request_stats_from_json(f: Fields) -> RequestStats:
 
 
 ROLES = ("agent", "user", "judge")
+_DEFAULT_PROFILE = "default"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +195,9 @@ class ScenarioMetrics:
 
     ``nl_assertion_pass_count``/``_rate`` are None when NL assertions were not applicable (no
     assertions, or no judge configured); ``judge_score`` is None when no judge ran.
+    ``profile`` is the run's profile (``default`` in records written before profiles existed);
+    ``tau2_reward`` is None in the tau2 profile when a task's NL component needs a judge and
+    none is configured (not scorable).
 
     ``requests`` holds per role what its requests cost on the wire (attempts, retries, failed,
     seconds waited between attempts). ``infra_role`` names the role whose endpoint failed when
@@ -201,6 +205,7 @@ class ScenarioMetrics:
     down: resume re-judges its saved transcript instead of running it again.
     """
 
+    profile: str
     scenario_name: str
     scenario_id: str
     task_id: str
@@ -228,7 +233,7 @@ class ScenarioMetrics:
     success_breakdown: Mapping[str, tuple[str, ...]]
     is_successful: bool
     is_task_successful: bool
-    tau2_reward: float
+    tau2_reward: float | None
     requests: Mapping[str, RequestStats]
     infra_role: str | None = None
     needs_judging: bool = False
@@ -243,6 +248,7 @@ class ScenarioMetrics:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "profile": self.profile,
             "scenario_name": self.scenario_name,
             "scenario_id": self.scenario_id,
             "task_id": self.task_id,
@@ -287,6 +293,7 @@ class ScenarioMetrics:
         f = Fields(raw, where)
         breakdown = f.obj("success_breakdown")
         return cls(
+            profile=f.opt_text("profile") or _DEFAULT_PROFILE,
             scenario_name=f.text("scenario_name"),
             scenario_id=f.text("scenario_id"),
             task_id=f.text("task_id"),
@@ -318,7 +325,7 @@ class ScenarioMetrics:
             success_breakdown={state: breakdown.texts(state) for state in breakdown.raw},
             is_successful=f.flag("is_successful"),
             is_task_successful=f.flag("is_task_successful"),
-            tau2_reward=f.number("tau2_reward"),
+            tau2_reward=f.opt_number("tau2_reward"),
             # absent in records written before request stats were kept
             requests={
                 role: request_stats_from_json(stats)

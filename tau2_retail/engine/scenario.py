@@ -18,13 +18,17 @@ from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import (
     Clock,
     ConversationResult,
+    ConversationRules,
     Limits,
     MessageListener,
     StopReason,
     run_conversation,
 )
 from tau2_retail.engine.metrics import LatencyStats, ScenarioMetrics, Turn, UsageCounts
+from tau2_retail.engine.profiles import SCORED_ENDINGS, Profile, ProfileName, upstream_reward
 from tau2_retail.engine.scoring import (
+    Signal,
+    SignalState,
     action_match,
     db_difference,
     describe_db_difference,
@@ -113,11 +117,18 @@ class ScenarioOutcome:
         """What failed, naming the role (``agent: ...``, ``judge: ...``)."""
         return self.metrics.stop_detail
 
+    def _ending_failed(self) -> bool:
+        """Whether the ending costs the scenario: not ``agent_exit`` in the default profile
+        (CLEAN_EXIT); in the tau2 profile, an ending upstream does not score."""
+        if self.metrics.profile == ProfileName.TAU2.value:
+            return self.conversation.stop_reason not in SCORED_ENDINGS
+        return not self.metrics.clean_exit
+
     def short_reason(self) -> str:
         """Why the scenario failed, in a few words (empty when it succeeded), e.g.
         ``stop max_steps; DB: 2 records differ; NL 1/3 not met``."""
         parts = []
-        if not self.metrics.clean_exit:
+        if self._ending_failed():
             parts.append(f"stop {self.conversation.stop_reason.value}")
         if not self.metrics.db_state_match:
             differing = sum(len(records) for records in self.db_diff.values())
@@ -141,11 +152,17 @@ class ScenarioOutcome:
                 f"actual {self.metrics.db_state_actual_hash[:12]}):\n"
                 + describe_db_difference(self.db_diff)
             )
-        if not self.metrics.clean_exit:
-            detail = f" ({self.conversation.detail})" if self.conversation.detail else ""
+        detail = f" ({self.conversation.detail})" if self.conversation.detail else ""
+        if Signal.CLEAN_EXIT.value in self.metrics.success_breakdown[SignalState.FAILED.value]:
             failures.append(
                 "CLEAN_EXIT failed: the conversation ended with "
                 f"{self.conversation.stop_reason.value}{detail}, not agent_exit"
+            )
+        if self.metrics.profile == ProfileName.TAU2.value and self._ending_failed():
+            failures.append(
+                f"tau2 reward 0: the conversation ended with "
+                f"{self.conversation.stop_reason.value}{detail}; upstream scores only "
+                "conversations ended by user_stop or agent_stop"
             )
         return failures
 
@@ -189,26 +206,48 @@ def build_metrics(
     judge: JudgeResult | None,
     judge_configured: bool,
     db_match: bool,
+    profile: ProfileName = ProfileName.DEFAULT,
     judge_error: EndpointError | None = None,
 ) -> ScenarioMetrics:
-    """The ``metrics.json`` record of spec §6.
+    """The ``metrics.json`` record of spec §6, with the profile's reward.
 
+    In the tau2 profile ``tau2_reward`` is upstream's reward (None when a task's NL component
+    needs a judge and none is configured), CLEAN_EXIT is not applicable, and a scenario is
+    successful when that reward is 1 (when it is None: when DB_STATE_MATCH passed).
     ``judge_error`` is the judge's outage: the scenario is then an infra error of the judge
     role, marked ``needs_judging`` for resume.
     """
     task = scenario.task
+    tau2 = profile is ProfileName.TAU2
     clean_exit = conversation.stop_reason is StopReason.AGENT_EXIT
-    nl_applicable = bool(task.nl_assertions) and judge_configured
+    judged = bool(task.nl_assertions) and (not tau2 or "NL_ASSERTION" in task.reward_basis)
+    nl_applicable = judged and judge_configured
     nl_passed: bool | None = None
     if nl_applicable:
         nl_passed = judge is not None and judge.pass_count == judge.total
     actions_matched = action_match(gold.actions, conversation.actions)
     verdict = success(
         db_match=db_match,
-        clean_exit=clean_exit,
+        clean_exit=None if tau2 else clean_exit,
         nl_passed=nl_passed,
         actions_matched=actions_matched,
     )
+    reward: float | None
+    if tau2:
+        reward = upstream_reward(
+            task=task,
+            stop_reason=conversation.stop_reason,
+            db_match=db_match,
+            judge=judge,
+            judge_configured=judge_configured,
+        )
+    else:
+        reward = tau2_reward(
+            stop_reason=conversation.stop_reason, db_match=db_match, nl_passed=nl_passed
+        )
+    is_successful = verdict.is_successful
+    if tau2:
+        is_successful = reward == 1.0 if reward is not None else verdict.is_task_successful
     usage: dict[str, Usage] = {
         "agent": conversation.usage.get("agent", Usage()),
         "user": conversation.usage.get("user", Usage()),
@@ -240,6 +279,7 @@ def build_metrics(
         nl_count = judge.pass_count if judge is not None else 0
         nl_rate = judge.pass_rate if judge is not None else 0.0
     return ScenarioMetrics(
+        profile=profile.value,
         scenario_name=scenario.name,
         scenario_id=scenario.id,
         task_id=task.id,
@@ -271,11 +311,9 @@ def build_metrics(
         },
         requests={role: requests[role] for role in _ROLES if role in requests},
         success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
-        is_successful=verdict.is_successful,
+        is_successful=is_successful,
         is_task_successful=verdict.is_task_successful,
-        tau2_reward=tau2_reward(
-            stop_reason=conversation.stop_reason, db_match=db_match, nl_passed=nl_passed
-        ),
+        tau2_reward=reward,
     )
 
 
@@ -293,10 +331,13 @@ async def run_scenario(
     limits: Limits | None = None,
     clock: Clock | None = None,
     on_message: MessageListener | None = None,
+    profile: Profile | None = None,
 ) -> ScenarioOutcome:
     """Run the conversation on ``store``, judge it when a judge is given, score it.
 
-    ``on_message`` sees each conversation message as it is recorded.
+    ``on_message`` sees each conversation message as it is recorded. ``profile`` (default:
+    ours) gives the routing rules, the judge and the reward; the caller passes the profile's
+    prompts and tools.
     """
     conversation = await run_conversation(
         agent=agent,
@@ -309,6 +350,7 @@ async def run_scenario(
         seed=scenario.seed,
         clock=clock,
         on_message=on_message,
+        rules=profile.rules if profile is not None else None,
     )
     return await _judge_and_score(
         scenario,
@@ -317,6 +359,36 @@ async def run_scenario(
         gold=gold,
         store=store,
         limits=limits or Limits(),
+        profile=profile,
+    )
+
+
+async def _judge(
+    judge_model: ChatModel,
+    scenario: Scenario,
+    conversation: ConversationResult,
+    gold: Gold,
+    profile: Profile | None,
+) -> JudgeResult:
+    """The judgement of the profile's judge (ours without a profile)."""
+    if profile is not None:
+        return await profile.judge(
+            judge_model,
+            task=scenario.task,
+            messages=conversation.messages,
+            reference_actions=gold.actions,
+            recorded_actions=conversation.actions,
+            seed=scenario.seed,
+        )
+    from tau2_retail.engine.judge import judge_scenario
+
+    return await judge_scenario(
+        judge_model,
+        assertions=scenario.task.nl_assertions,
+        messages=conversation.messages,
+        reference_actions=gold.actions,
+        recorded_actions=conversation.actions,
+        seed=scenario.seed,
     )
 
 
@@ -328,25 +400,18 @@ async def _judge_and_score(
     gold: Gold,
     store: Store,
     limits: Limits,
+    profile: Profile | None,
 ) -> ScenarioOutcome:
     judge = None
     judge_error: EndpointError | None = None
-    assertions = scenario.task.nl_assertions
     infra = conversation.stop_reason is StopReason.INFRA_ERROR
-    if judge_model is not None and assertions and not infra:
-        from tau2_retail.engine.judge import judge_scenario
-
+    task = scenario.task
+    judges = profile.judges(task) if profile is not None else bool(task.nl_assertions)
+    if judge_model is not None and judges and not infra:
         try:
             # Each request has its own deadline; this bounds the judge's retries as a whole.
             async with asyncio.timeout(limits.max_duration_seconds):
-                judge = await judge_scenario(
-                    judge_model,
-                    assertions=assertions,
-                    messages=conversation.messages,
-                    reference_actions=gold.actions,
-                    recorded_actions=conversation.actions,
-                    seed=scenario.seed,
-                )
+                judge = await _judge(judge_model, scenario, conversation, gold, profile)
         except EndpointError as error:
             judge_error = error
         except TimeoutError:
@@ -361,6 +426,7 @@ async def _judge_and_score(
         judge=judge,
         judge_configured=judge_model is not None,
         db_match=not db_diff,
+        profile=profile.name if profile is not None else ProfileName.DEFAULT,
         judge_error=judge_error,
     )
     return ScenarioOutcome(
@@ -382,21 +448,30 @@ async def rejudge(
     seed: SeedDatabase,
     expected_db_hash: str,
     limits: Limits | None = None,
+    profile: Profile | None = None,
 ) -> ScenarioOutcome:
     """Judge a finished conversation again from its saved ``transcript.json``.
 
-    Its recorded writes are replayed on a fresh copy of ``seed`` to rebuild the final
-    database; ``expected_db_hash`` (the saved ``db_state_actual_hash``) must match it. Raises
+    Its recorded writes are replayed on a fresh copy of ``seed`` (with the profile's tool
+    rules) to rebuild the final database; ``expected_db_hash`` (the saved
+    ``db_state_actual_hash``) must match it. ``profile`` gives the judge and the reward. Raises
     ``SavedConversationError`` when the transcript cannot be read or does not replay to that
     database: the caller then runs the scenario from the start.
     """
     store = Store(seed)
+    rules = profile.rules if profile is not None else ConversationRules()
     try:
         conversation = ConversationResult.from_json(transcript, store)
     except (KeyError, TypeError, ValueError) as error:
         raise SavedConversationError(f"unreadable transcript: {error!r}") from error
     for action in conversation.actions:
-        result = dispatch(store, action.name, action.arguments)
+        result = dispatch(
+            store,
+            action.name,
+            action.arguments,
+            normalize_ids=rules.normalize_ids,
+            available=rules.available_tools,
+        )
         if result.error:
             raise SavedConversationError(f"a recorded {action.name} failed on replay")
     if store.hash() != expected_db_hash:
@@ -408,4 +483,5 @@ async def rejudge(
         gold=gold,
         store=store,
         limits=limits or Limits(),
+        profile=profile,
     )

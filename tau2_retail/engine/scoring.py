@@ -83,12 +83,19 @@ class Success:
 
 
 def success(
-    *, db_match: bool, clean_exit: bool, nl_passed: bool | None, actions_matched: bool
+    *, db_match: bool, clean_exit: bool | None, nl_passed: bool | None, actions_matched: bool
 ) -> Success:
-    """Strict AND of the applicable gating signals; ``nl_passed`` None means not applicable."""
+    """Strict AND of the applicable gating signals; None means not applicable (``clean_exit``
+    is None in the tau2 profile, where the agent has no way to end the conversation)."""
     states = {
         Signal.DB_STATE_MATCH: SignalState.PASSED if db_match else SignalState.FAILED,
-        Signal.CLEAN_EXIT: SignalState.PASSED if clean_exit else SignalState.FAILED,
+        Signal.CLEAN_EXIT: (
+            SignalState.NOT_APPLICABLE
+            if clean_exit is None
+            else SignalState.PASSED
+            if clean_exit
+            else SignalState.FAILED
+        ),
         Signal.NL_ASSERTION: (
             SignalState.NOT_APPLICABLE
             if nl_passed is None
@@ -104,7 +111,7 @@ def success(
     task_ok = db_match and nl_passed is not False
     return Success(
         breakdown=breakdown,
-        is_successful=task_ok and clean_exit,
+        is_successful=task_ok and clean_exit is not False,
         is_task_successful=task_ok,
     )
 

@@ -223,7 +223,7 @@ def _configuration_rows(
     """
     configuration = summary.configuration
     settings = configuration.settings if configuration else {}
-    rows: list[list[str]] = []
+    rows: list[list[str]] = [["Profile", summary.profile]]
     for role in ("agent", "user", "judge"):
         model = summary.model(role)
         shown = (
@@ -283,9 +283,17 @@ def _overview(summary: RunSummary) -> dict[str, Any]:
 
 
 def build_report_data(
-    run_dir: Path, *, against: Path | None = None, now: datetime | None = None
+    run_dir: Path,
+    *,
+    against: Path | None = None,
+    now: datetime | None = None,
+    force: bool = False,
 ) -> ReportData:
-    """Read a run directory (and a baseline run, with ``against``) into the page's data."""
+    """Read a run directory (and a baseline run, with ``against``) into the page's data.
+
+    Runs of different profiles are not compared unless ``force``: their rates measure
+    different things (prompts, tools, endings and success rule differ).
+    """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir} is not a directory")
@@ -309,6 +317,13 @@ def build_report_data(
         if not against.is_dir():
             raise ReportError(f"{against} is not a directory")
         baseline = _load_summary(against)
+        ours, theirs = summary.profile, baseline.profile
+        if ours != theirs and not force:
+            raise ReportError(
+                f"{run_dir} used profile {ours!r} and {against} profile {theirs!r}: their "
+                "prompts, tools, endings and success rules differ, so their rates are not "
+                "comparable; compare runs of one profile, or pass --force to compare anyway"
+            )
         comparison = {
             "name": against.resolve().name,
             "models": {role: baseline.model(role) for role in ("agent", "user", "judge")},
@@ -397,13 +412,18 @@ def default_output(run_dir: Path, against: Path | None) -> Path:
 
 
 def write_report(
-    run_dir: Path, *, against: Path | None = None, output: Path | None = None
+    run_dir: Path,
+    *,
+    against: Path | None = None,
+    output: Path | None = None,
+    force: bool = False,
 ) -> tuple[Path, ReportData]:
     """Build the page of ``run_dir`` and write it atomically; returns the path and the data.
 
-    ``output`` defaults to :func:`default_output`. Raises :class:`ReportError`.
+    ``output`` defaults to :func:`default_output`. Raises :class:`ReportError` (also for an
+    ``against`` run of another profile, unless ``force``).
     """
-    data = build_report_data(run_dir, against=against)
+    data = build_report_data(run_dir, against=against, force=force)
     page = render_report(data)
     path = Path(output) if output is not None else default_output(Path(run_dir), against)
     try:

@@ -2,9 +2,10 @@
 
 The gate applies when ``--tau2-min-pass-rate`` or ``--tau2-baseline`` is given. It fails when
 the success rate is below the threshold, when it dropped by more than ``max_regression``
-against the baseline run, or when infra errors plus lost scenarios exceed
-``max_infra_errors``. Lost and infra-error scenarios are never dropped silently: they count
-against ``max_infra_errors``.
+against the baseline run, when the baseline ran another profile (its rate is not comparable),
+or when infra errors plus lost scenarios exceed ``max_infra_errors``. Lost and infra-error
+scenarios are never dropped silently: they count against ``max_infra_errors``. The line names
+the profile (in the tau2 profile the success rate is the share with upstream reward 1).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.results.records import RunSummary
 
 __all__ = ["GateVerdict", "evaluate_gate", "flipped_to_fail"]
@@ -69,15 +71,26 @@ def evaluate_gate(
             line=f"tau2 gate: not applied (the session ended {session_problem})",
             rate=rate,
         )
-    parts: list[str] = []
+    parts: list[str] = [f"profile {summary.profile}"]
     ok = True
-    shown = f"success rate {_percent(rate)}"
+    tau2 = summary.profile == ProfileName.TAU2
+    measure = "success rate (upstream reward 1)" if tau2 else "success rate"
+    shown = f"{measure} {_percent(rate)}"
     if min_pass_rate is not None:
         ok = ok and rate is not None and rate >= min_pass_rate
         shown += f" (threshold {min_pass_rate:.2%})"
     parts.append(shown)
     baseline_rate = None
     flipped: Sequence[str] = ()
+    if baseline is not None and baseline.profile != summary.profile:
+        return GateVerdict(
+            passed=False,
+            line=(
+                f"tau2 gate: profile {summary.profile}, baseline of profile {baseline.profile}: "
+                "their rates are not comparable; give a baseline run of the same profile: FAIL"
+            ),
+            rate=rate,
+        )
     if baseline is not None:
         baseline_rate = baseline.success_rate.rate
         flipped = flipped_to_fail(summary, baseline)

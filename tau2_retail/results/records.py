@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tau2_retail.engine.metrics import Fields, UsageCounts
+from tau2_retail.engine.profiles import ProfileName
 
 __all__ = [
     "RESUME_KEYS",
@@ -95,6 +96,12 @@ class RunConfiguration:
     def model(self, role: str) -> str | None:
         record = {"agent": self.agent, "user": self.user, "judge": self.judge}[role]
         return record.model if record else None
+
+    @property
+    def profile(self) -> str | None:
+        """The configured profile (None in runs recorded before profiles existed)."""
+        value = self.settings.get("profile")
+        return str(value) if value else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -342,7 +349,7 @@ class ScenarioRow:
     nl_assertion_total: int
     is_action_match: bool
     judge_score: float | None
-    tau2_reward: float
+    tau2_reward: float | None
     stop_reason: str
     total_turns: int
     duration_seconds: float
@@ -366,7 +373,7 @@ class ScenarioRow:
             nl_assertion_total=f.integer("nl_assertion_total"),
             is_action_match=f.flag("is_action_match"),
             judge_score=f.opt_number("judge_score"),
-            tau2_reward=f.number("tau2_reward"),
+            tau2_reward=f.opt_number("tau2_reward"),
             stop_reason=f.text("stop_reason"),
             total_turns=f.integer("total_turns"),
             duration_seconds=f.number("duration_seconds"),
@@ -375,8 +382,15 @@ class ScenarioRow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunSummary:
-    """``summary.json``: the figures of a run (built by :mod:`tau2_retail.results.summary`)."""
+    """``summary.json``: the figures of a run (built by :mod:`tau2_retail.results.summary`).
 
+    ``profile``: ``default``, ``tau2`` (``mixed`` when the scenarios disagree); summaries
+    written before profiles existed read as ``default``. ``tau2_reward_not_scorable``: scored
+    scenarios without a tau2 reward (tau2 profile: an NL component and no judge), recorded as
+    ``tau2_reward.not_scorable`` in the tau2 profile.
+    """
+
+    profile: str
     configuration: RunConfiguration | None
     versions: Mapping[str, str]
     trials: int
@@ -389,6 +403,7 @@ class RunSummary:
     action_match: SignalRate
     judge_score: Mean
     tau2_reward: Mean
+    tau2_reward_not_scorable: int = 0
     pass_hat_k: tuple[PassHatK, ...]
     stop_reasons: Mapping[str, int]
     token_usage: Mapping[str, UsageCounts]
@@ -403,7 +418,11 @@ class RunSummary:
         return self.configuration.model(role) if self.configuration else None
 
     def to_json(self) -> dict[str, Any]:
+        reward = self.tau2_reward.to_json()
+        if self.profile == ProfileName.TAU2:
+            reward["not_scorable"] = self.tau2_reward_not_scorable
         return {
+            "profile": self.profile,
             "configuration": self.configuration.to_json() if self.configuration else None,
             "versions": dict(self.versions),
             "models": {role: self.model(role) for role in ("agent", "user", "judge")},
@@ -418,7 +437,7 @@ class RunSummary:
                 "ACTION_MATCH": self.action_match.to_json(),
             },
             "judge_score": self.judge_score.to_json(),
-            "tau2_reward": self.tau2_reward.to_json(),
+            "tau2_reward": reward,
             "pass_hat_k": [entry.to_json() for entry in self.pass_hat_k],
             "stop_reasons": dict(self.stop_reasons),
             "token_usage": {role: usage.to_json() for role, usage in self.token_usage.items()},
@@ -435,7 +454,9 @@ class RunSummary:
         f = Fields(raw, where)
         signals = f.obj("signals")
         configuration = f.opt_obj("configuration")
+        reward = f.obj("tau2_reward")
         return cls(
+            profile=f.opt_text("profile") or ProfileName.DEFAULT.value,
             configuration=RunConfiguration.from_json(configuration) if configuration else None,
             versions={k: str(v) for k, v in f.obj("versions").raw.items()},
             trials=f.integer("trials"),
@@ -447,7 +468,8 @@ class RunSummary:
             nl_assertion=NlSignal.from_json(signals.obj("NL_ASSERTION")),
             action_match=SignalRate.from_json(signals.obj("ACTION_MATCH")),
             judge_score=Mean.from_json(f.obj("judge_score")),
-            tau2_reward=Mean.from_json(f.obj("tau2_reward")),
+            tau2_reward=Mean.from_json(reward),
+            tau2_reward_not_scorable=reward.opt_integer("not_scorable") or 0,
             pass_hat_k=tuple(PassHatK.from_json(e) for e in f.objects("pass_hat_k")),
             stop_reasons={k: int(v) for k, v in f.obj("stop_reasons").raw.items()},
             token_usage={r: UsageCounts.from_json(u) for r, u in f.obj("token_usage").items()},

@@ -15,7 +15,9 @@ Counting rules:
   reason when one is known, and left out too.
 - NL_ASSERTION is denominated in assertions, over the scenarios where it was applicable.
 - ACTION_MATCH is shown but excluded from success; the judge score and the tau2 reward are
-  informational.
+  informational in the default profile.
+- In the tau2 profile the headline is upstream's reward and pass^k (a scenario succeeds when
+  its reward is 1); our signals follow, labelled, CLEAN_EXIT not applicable.
 
 ``run_args.json`` (:class:`~tau2_retail.results.records.RunArgs`, written by the pytest plugin)
 gives ``summarize`` the trials, the expected scenarios, the configuration and the versions.
@@ -30,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from tau2_retail.engine.metrics import ScenarioMetrics, UsageCounts
+from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
@@ -156,6 +159,18 @@ def _nl_signal(
     )
 
 
+def _run_profile(metrics: Sequence[ScenarioMetrics], configuration: RunConfiguration | None) -> str:
+    """The run's profile: the one its scenarios record (``mixed`` when they disagree), else
+    the configured one, else ``default``."""
+    recorded = {m.profile for m in metrics}
+    if len(recorded) == 1:
+        return recorded.pop()
+    if len(recorded) > 1:
+        return "mixed"
+    configured = configuration.profile if configuration is not None else None
+    return configured or ProfileName.DEFAULT.value
+
+
 def build_summary(
     metrics: Sequence[ScenarioMetrics],
     *,
@@ -193,15 +208,19 @@ def build_summary(
     by_task: dict[str, list[bool]] = {}
     for record in scored:
         by_task.setdefault(record.task_id, []).append(record.is_successful)
+    profile = _run_profile(ordered, configuration)
+    tau2 = profile == ProfileName.TAU2
     pass_k = []
-    if trials > 1:
+    if trials > 1 or tau2:
         for k in range(1, trials + 1):
             value, tasks = pass_hat_k(by_task, k)
             pass_k.append(PassHatK(k=k, value=value, tasks=tasks))
 
     judge_scores = [m.judge_score for m in scored if m.judge_score is not None]
     stop_reasons = Counter(m.stop_reason for m in ordered)
+    rewards = [m.tau2_reward for m in scored if m.tau2_reward is not None]
     return RunSummary(
+        profile=profile,
         configuration=configuration,
         versions=dict(versions),
         trials=trials,
@@ -221,7 +240,8 @@ def build_summary(
         nl_assertion=_nl_signal(scored, configuration),
         action_match=SignalRate(rate=_rate(m.is_action_match for m in scored), gating=False),
         judge_score=Mean(mean=_mean(judge_scores), n=len(judge_scores)),
-        tau2_reward=Mean(mean=_mean([m.tau2_reward for m in scored]), n=len(scored)),
+        tau2_reward=Mean(mean=_mean(rewards), n=len(rewards)),
+        tau2_reward_not_scorable=len(scored) - len(rewards),
         pass_hat_k=tuple(pass_k),
         stop_reasons=dict(sorted(stop_reasons.items(), key=lambda item: (-item[1], item[0]))),
         token_usage=_token_usage(ordered),
@@ -284,16 +304,41 @@ def pass_hat_k_line(summary: RunSummary) -> str | None:
     return f"{shown} ({summary.pass_hat_k[0].tasks} tasks)"
 
 
+def _reward_line(summary: RunSummary) -> str:
+    reward = summary.tau2_reward
+    unscored = summary.tau2_reward_not_scorable
+    note = f"; {unscored} not scorable without a judge" if unscored else ""
+    if reward.mean is None:
+        return f"tau2 reward (upstream): n/a (0 scenarios{note})"
+    return f"tau2 reward (upstream): mean {reward.mean:.4f} over {reward.n} scenarios{note}"
+
+
+def _pass_k_lines(summary: RunSummary) -> list[str]:
+    return [
+        f"pass^{e.k}: {'n/a' if e.value is None else f'{e.value:.4f}'} ({e.tasks} tasks)"
+        for e in summary.pass_hat_k
+    ]
+
+
 def headline_lines(summary: RunSummary) -> list[str]:
-    """The overall and per-signal rates: the lines a terminal summary shows."""
+    """The overall and per-signal rates: the lines a terminal summary shows.
+
+    In the tau2 profile upstream's reward and pass^k come first; our signals follow, labelled.
+    """
     out: list[str] = []
+    tau2 = summary.profile == ProfileName.TAU2
+    if tau2:
+        out.append(_reward_line(summary))
+        out.extend(_pass_k_lines(summary))
+        out.append("Our signals (beside upstream's reward; CLEAN_EXIT not applicable):")
     out.append(f"Overall success rate: {_percent(summary.success_rate, 'scenarios')}")
     out.append(
         f"Task success rate (CLEAN_EXIT ignored): "
         f"{_percent(summary.task_success_rate, 'scenarios')}"
     )
     out.append(f"DB-State match: {_percent(summary.db_state_match.rate, 'scenarios')}")
-    out.append(f"Clean exit: {_percent(summary.clean_exit.rate, 'scenarios')}")
+    if not tau2:
+        out.append(f"Clean exit: {_percent(summary.clean_exit.rate, 'scenarios')}")
     nl = summary.nl_assertion
     if nl.rate is not None:
         out.append(
@@ -312,6 +357,7 @@ def render_summary_text(summary: RunSummary) -> str:
     """``all_summary.txt``: the figures of :func:`build_summary`, for people."""
     counts = summary.counts
     out = ["tau2 retail benchmark: run summary", ""]
+    out.append(f"Profile:     {summary.profile}")
     out.append(f"Agent model: {summary.model('agent') or 'not recorded'}")
     out.append(f"User model:  {summary.model('user') or 'not recorded'}")
     out.append(f"Judge model: {summary.model('judge') or 'none (NL assertions not judged)'}")
@@ -330,14 +376,13 @@ def render_summary_text(summary: RunSummary) -> str:
     judge = summary.judge_score
     if judge.mean is not None:
         out.append(f"Judge score (informational): mean {judge.mean:.3f} over {judge.n}")
-    reward = summary.tau2_reward
-    if reward.mean is not None:
-        out.append(f"tau2 reward (informational): mean {reward.mean:.4f} over {reward.n}")
-    else:
-        out.append("tau2 reward (informational): n/a (0 scenarios)")
-    for entry in summary.pass_hat_k:
-        value = "n/a" if entry.value is None else f"{entry.value:.4f}"
-        out.append(f"pass^{entry.k}: {value} ({entry.tasks} tasks)")
+    if summary.profile != ProfileName.TAU2:
+        reward = summary.tau2_reward
+        if reward.mean is not None:
+            out.append(f"tau2 reward (informational): mean {reward.mean:.4f} over {reward.n}")
+        else:
+            out.append("tau2 reward (informational): n/a (0 scenarios)")
+        out.extend(_pass_k_lines(summary))
     out.append("")
     out.append("Stop reasons: " + ", ".join(f"{r} {n}" for r, n in summary.stop_reasons.items()))
     out.append(f"Infra errors (excluded from rates): {counts.infra_errors}")

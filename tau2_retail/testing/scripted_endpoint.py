@@ -10,6 +10,11 @@ that plays the agent, the customer and the judge, with replies and faults chosen
 - judge: one verdict per assertion, all met (score 0.9) except the 1-based indexes listed in
   ``judge_fails[task_id]`` (score 0.2).
 
+With ``profile`` (a loaded tau2 :class:`~tau2_retail.engine.profiles.Profile`) the endpoint
+recognises upstream's prompts instead of ours (the user prompts and the judge's) and the
+judge answers in upstream's shape (``results`` with ``metExpectation``); the customer's stop
+then ends the conversation, so the agent never needs ``end_conversation``.
+
 ``faults`` maps a task id to a :data:`Fault` (``default_fault`` for the others); a fault's
 reply, when it gives one, wins over everything else. Every request is kept in ``log``.
 """
@@ -26,6 +31,7 @@ from typing import Any, Final, TypeAlias
 
 from tau2_retail.data.tasks import Task
 from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
+from tau2_retail.engine.profiles import Profile
 from tau2_retail.engine.prompts import user_system_prompt
 from tau2_retail.models.builtin import CUSTOMER_DONE, CUSTOMER_YES, ScriptedCustomer
 from tau2_retail.testing.loopback_server import (
@@ -106,8 +112,10 @@ class ScriptedEndpoint:
         guidelines: str,
         *,
         default_agent: Reply | None = None,
+        profile: Profile | None = None,
     ) -> None:
         self.tasks = tasks
+        self.upstream = profile.upstream if profile is not None else None
         self.default_agent = default_agent
         self.agent: dict[str, AgentBehaviour] = {}
         self.judge_fails: dict[str, set[int]] = {}
@@ -117,7 +125,13 @@ class ScriptedEndpoint:
         self._lock = threading.Lock()
         self._attempts: Counter[tuple[str, str, int | None]] = Counter()
         self._openings = {ScriptedCustomer(task).opening(): task.id for task in tasks.values()}
-        self._user_prompts = {user_system_prompt(guidelines, t): t.id for t in tasks.values()}
+        if profile is not None:
+            self._user_prompts = {profile.user_prompt(t): t.id for t in tasks.values()}
+        else:
+            self._user_prompts = {user_system_prompt(guidelines, t): t.id for t in tasks.values()}
+        self._judge_prompt = (
+            self.upstream.judge.system_prompt if self.upstream is not None else JUDGE_SYSTEM_PROMPT
+        )
         self.server = LoopbackOpenAIServer(responder=self)
 
     @property
@@ -192,7 +206,7 @@ class ScriptedEndpoint:
             first_user = next(m["content"] for m in messages if m["role"] == "user")
             return "agent", self._openings[first_user]
         system = messages[0]["content"]
-        if system == JUDGE_SYSTEM_PROMPT:
+        if system == self._judge_prompt:
             # the conversation is in the prompt: the longest opening found names the task
             content = str(messages[-1]["content"])
             found = [opening for opening in self._openings if opening in content]
@@ -236,6 +250,16 @@ class ScriptedEndpoint:
     def _judge(self, request: Request) -> Reply:
         task = self.tasks[request.task_id]
         fails = self.judge_fails.get(task.id, set())
+        if self.upstream is not None:
+            results = [
+                {
+                    "expectedOutcome": assertion,
+                    "reasoning": "not said" if index in fails else "said",
+                    "metExpectation": index not in fails,
+                }
+                for index, assertion in enumerate(task.nl_assertions, start=1)
+            ]
+            return Completion(content=json.dumps({"results": results}))
         verdicts = [
             {
                 "index": index,

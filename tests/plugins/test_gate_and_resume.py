@@ -25,17 +25,20 @@ TASKS = "--tau2-tasks=0,3,10,12"
         (
             ("--tau2-min-pass-rate=0.5", "--tau2-max-infra-errors=1"),
             pytest.ExitCode.OK,
-            "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 1 (max 1): PASS",
+            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+            "infra errors 1 (max 1): PASS",
         ),
         (
             ("--tau2-min-pass-rate=0.5",),
             pytest.ExitCode.TESTS_FAILED,
-            "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 1 (max 0): FAIL",
+            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+            "infra errors 1 (max 0): FAIL",
         ),
         (
             ("--tau2-min-pass-rate=0.51", "--tau2-max-infra-errors=1"),
             pytest.ExitCode.TESTS_FAILED,
-            "tau2 gate: success rate 50.00% (threshold 51.00%), infra errors 1 (max 1): FAIL",
+            "tau2 gate: profile default, success rate 50.00% (threshold 51.00%), "
+            "infra errors 1 (max 1): FAIL",
         ),
     ],
     ids=["pass", "fail-by-infra", "fail-by-rate"],
@@ -74,8 +77,9 @@ def test_a_failing_test_of_the_users_own_keeps_the_run_failed_whatever_the_gate_
 
     result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert "tau2 gate: success rate 100.00% (threshold 50.00%), infra errors 0 (max 0): PASS" in (
-        result.stdout.lines
+    assert (
+        "tau2 gate: profile default, success rate 100.00% (threshold 50.00%), "
+        "infra errors 0 (max 0): PASS" in result.stdout.lines
     )
     result.stdout.fnmatch_lines(
         ["tau2: 1 test(s) outside the benchmark failed (first: test_mine.py::test_mine)*"]
@@ -155,6 +159,17 @@ def test_resume_reruns_incomplete_and_infra_scenarios_to_the_uninterrupted_summa
         == (bench.read_json("ref", "run_args.json")["expected"])
     )
     assert (run_dir / "all_summary.txt").is_file()
+    complete = bench.summary("res")
+    endpoint.reset()
+
+    # nothing left to run: the run's summary again, and the status of the whole run
+    fourth = bench.run(*xdist, TASKS, "--tau2-resume=res", *endpoint.agent_args())
+
+    assert not endpoint.agent_requests
+    assert "tau2: resuming: 4 scenario(s) already complete" in fourth.stdout.lines
+    fourth.stdout.fnmatch_lines(["Overall success rate: 50.00% (2/4 scenarios)*"])
+    assert fourth.ret == pytest.ExitCode.TESTS_FAILED  # two scenarios failed, as uninterrupted
+    assert comparable(bench.summary("res")) == comparable(complete)
 
 
 def test_a_crashed_worker_loses_only_its_scenario_and_the_gate_counts_it(bench: Bench) -> None:
@@ -195,7 +210,7 @@ def test_a_crashed_worker_loses_only_its_scenario_and_the_gate_counts_it(bench: 
     )
     # the rate (1/2) meets the threshold, but a lost scenario counts against the infra limit
     assert (
-        "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 1 (max 0): FAIL"
-        in result.stdout.lines
+        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "infra errors 1 (max 0): FAIL" in result.stdout.lines
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -34,6 +34,7 @@ BAD_VALUES = [
     ("--tau2-agent-timeout", "0", "a number > 0"),
     ("--tau2-agent-max-retries", "-1", "an integer >= 0"),
     ("--tau2-agent-notes", "maybe", "on or off"),
+    ("--tau2-profile", "upstream", "one of default, tau2"),
     ("--tau2-max-steps", "0", "an integer >= 1"),
     ("--tau2-max-errors", "0", "an integer >= 1"),
     ("--tau2-max-duration", "inf", "a number > 0"),
@@ -208,6 +209,16 @@ def test_precedence_option_then_environment_then_ini_then_default(
 # -- the run header -------------------------------------------------------------------------
 
 
+DEFAULT_PROFILE_LINE = (
+    "tau2: profile default: policy + our notes, our tool descriptions + end_conversation, "
+    "our judge; headline: success rate (DB_STATE_MATCH, CLEAN_EXIT, NL_ASSERTION)"
+)
+TAU2_PROFILE_LINE = (
+    "tau2: profile tau2: upstream tau2-bench's prompts, tools, endings and reward "
+    "(pinned sources; identifier normalization off); headline: tau2 reward / pass^k"
+)
+
+
 def header(result: pytest.RunResult) -> list[str]:
     return [line for line in result.stdout.lines if line.startswith("tau2:")]
 
@@ -224,6 +235,7 @@ def test_header_of_an_unconfigured_run_says_offline_self_check(bench: Bench) -> 
         # the judge's base URL defaults to OpenAI's: the hint asks only for the model
         "tau2: NL assertions not applicable: no judge configured "
         "(set --tau2-judge-model; --tau2-judge-base-url defaults to OpenAI's)",
+        DEFAULT_PROFILE_LINE,
     ]
 
 
@@ -259,6 +271,25 @@ def test_header_of_a_configured_run_names_agent_user_judge_and_folder(
     assert header(result) == [
         f"tau2: agent my-agent at {url}; user builtin:customer; judge my-judge at {url}",
         f"tau2: run hdr -> {output / 'hdr'}",
+        DEFAULT_PROFILE_LINE,
     ]
     assert not Path(output).exists()  # collecting writes nothing
     assert endpoint.server.requests == ()
+
+
+def test_header_of_a_tau2_profile_run_names_the_profile(bench: Bench) -> None:
+    result = bench.run_inprocess("--co", "--tau2-run-id=hdr", "--tau2-profile=tau2")
+
+    assert result.ret == pytest.ExitCode.OK
+    assert header(result)[-1] == TAU2_PROFILE_LINE
+
+
+def test_agent_notes_with_the_tau2_profile_is_a_usage_error(bench: Bench) -> None:
+    result = bench.run_inprocess("--tau2-profile=tau2", "--tau2-agent-notes=off")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert error_line(result) == (
+        "ERROR: --tau2-agent-notes: --tau2-agent-notes applies to the default profile only; "
+        "the tau2 profile sends upstream's agent prompt (drop the option, or use "
+        "--tau2-profile default)"
+    )

@@ -58,12 +58,15 @@ def _stored_run(
     tasks: list[str],
     trials: int,
     shard: list[int] | None = None,
+    profile: str | None = None,
 ) -> None:
     run_dir = bench.run_dir(run_id)
     run_dir.mkdir(parents=True)
     settings = {"tasks": tasks, "trials": trials, "seed": 300, "split": "base", "max_steps": 200}
     if shard is not None:
         settings["shard"] = shard
+    if profile is not None:
+        settings["profile"] = profile
     stored = RunArgs(
         argv=("pytest",),
         configuration=RunConfiguration.of_models(agent=agent, run_id=run_id, settings=settings),
@@ -112,6 +115,28 @@ def test_resume_of_a_shard_keeps_its_share(bench: Bench) -> None:
     collected = [line for line in resumed.stdout.lines if "::test_tau2_retail[" in line]
     assert collected == [line for line in share.stdout.lines if "::test_tau2_retail[" in line]
     assert len(collected) == 2
+
+
+def test_resume_refuses_another_profile(bench: Bench) -> None:
+    _stored_run(bench, "old", agent="builtin:oracle", tasks=["0"], trials=1, profile="tau2")
+
+    result = bench.run_inprocess("--co", "--tau2-resume=old", "--tau2-profile=default")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "profile: stored 'tau2', now 'default'" in error_text(result)
+
+
+def test_resume_continues_in_the_stored_profile_on_every_worker(bench: Bench) -> None:
+    _stored_run(bench, "old", agent="builtin:oracle", tasks=["0", "10"], trials=1, profile="tau2")
+
+    result = bench.run("-n", "2", "--tau2-resume=old")
+
+    assert result.ret == pytest.ExitCode.OK, result.output
+    assert "tau2: profile tau2: upstream tau2-bench's prompts" in result.stdout
+    for scenario in ("tau2_retail__0", "tau2_retail__10"):
+        metrics = bench.metrics("old", scenario)
+        assert (metrics["profile"], metrics["stop_reason"]) == ("tau2", "user_stop")
+    assert bench.summary("old")["profile"] == "tau2"
 
 
 def test_toml_numbers_and_booleans_are_accepted(bench: Bench) -> None:
@@ -203,8 +228,8 @@ def test_junit_one_outcome_per_scenario_and_the_gate_against_a_baseline(
     assert current.ret == pytest.ExitCode.TESTS_FAILED
     lines = current.stdout.lines
     gate = (
-        "tau2 gate: success rate 50.00%, baseline 75.00% (change -25.00%, max regression "
-        "20.00%), 1 flipped pass->fail, infra errors 0 (max 0): FAIL"
+        "tau2 gate: profile default, success rate 50.00%, baseline 75.00% (change -25.00%, "
+        "max regression 20.00%), 1 flipped pass->fail, infra errors 0 (max 0): FAIL"
     )
     assert gate in lines
     assert "flipped pass->fail against the baseline: tau2_retail__10" in lines

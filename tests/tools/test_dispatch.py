@@ -100,6 +100,40 @@ class TestArguments:
         assert store.changed_keys() == []
 
 
+class TestExactLookups:
+    """``normalize_ids=False`` (the tau2 profile): ids are looked up as given, as upstream does."""
+
+    @pytest.mark.parametrize(
+        ("name", "arguments", "message"),
+        [
+            ("get_order_details", {"order_id": "w2378156"}, "Order not found"),
+            ("get_order_details", {"order_id": " #W2378156"}, "Order not found"),
+            ("get_user_details", {"user_id": "Yusuf_Rossi_9620"}, "User not found"),
+            (
+                "cancel_pending_order",
+                {"order_id": "#w6002958", "reason": "no longer needed"},
+                "Order not found",
+            ),
+        ],
+    )
+    def test_unnormalized_ids_are_not_found(self, store, name, arguments, message):
+        assert dispatch(store, name, arguments, normalize_ids=False) == error(message)
+        assert not dispatch(store, name, arguments).error  # the default profile finds it
+
+    def test_exact_ids_are_found(self, store):
+        result = dispatch(
+            store, "get_order_details", {"order_id": "#W2378156"}, normalize_ids=False
+        )
+        assert json.loads(result.content)["order_id"] == "#W2378156"
+
+    def test_a_tool_the_agent_was_not_given_is_not_found(self, store):
+        available = {"get_order_details"}
+        assert dispatch_json(store, "end_conversation", "{}", available=available) == error(
+            "Tool 'end_conversation' not found."
+        )
+        assert not dispatch_json(store, "end_conversation", "{}").error
+
+
 class TestJsonText:
     def test_valid_text(self, store):
         result = dispatch_json(store, "get_order_details", '{"order_id": "w6002958"}')

@@ -1,7 +1,9 @@
-"""``python -m tau2_retail report RUN_DIR [--against OTHER] [--output FILE]``."""
+"""``python -m tau2_retail report RUN_DIR [--against OTHER [--force]] [--output FILE]``."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,28 @@ def test_report_command_against_a_baseline(
 def test_report_command_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(tmp_path)]) == 2
     assert "summary.json not found" in capsys.readouterr().err
+
+
+def test_report_against_a_run_of_another_profile_is_refused_unless_forced(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "tau2-run"
+    shutil.copytree(runs["baseline"], other)
+    summary_path = other / "summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    summary["profile"] = "tau2"
+    summary_path.write_text(json.dumps(summary), encoding="utf-8")
+    output = tmp_path / "cmp.html"
+    command = ["report", str(runs["mixed"]), "--against", str(other), "--output", str(output)]
+
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert "used profile 'default'" in err
+    assert "profile 'tau2'" in err
+    assert "not comparable" in err
+    assert "--force" in err
+    assert not output.exists()
+
+    assert main([*command, "--force"]) == 0
+    assert "against tau2-run:" in capsys.readouterr().out
+    assert output.is_file()

@@ -86,7 +86,7 @@ def test_default_run_is_the_oracle_and_succeeds(data_dir, capsys):
     lines = out.splitlines()
     assert lines[0] == (
         "scenario tau2_retail__0 (split train, persona lisa_brenner, "
-        "seed 626729 = trial 1 of base seed 300)"
+        "seed 626729 = trial 1 of base seed 300, profile default)"
     )
     assert lines[1] == "agent: builtin:oracle; user: builtin:customer; judge: none"
     assert "agent: Hi! How can I help you today?" in lines
@@ -255,7 +255,7 @@ def test_scripted_endpoint_agent_end_to_end(data_dir, tasks, server, closed, cap
     assert len(bodies) == len(task.actions) + 2
     assert {body["model"] for body in bodies} == {"test-model"}
     assert {body["seed"] for body in bodies} == {seed}
-    assert f"seed {seed} = trial 1 of base seed 7)" in out
+    assert f"seed {seed} = trial 1 of base seed 7, profile default)" in out
     assert all(len(body["tools"]) == 17 for body in bodies)
     assert bodies[0]["messages"][0]["role"] == "system"
     assert bodies[0]["messages"][0]["content"].endswith(
@@ -411,3 +411,34 @@ def test_render_transcript_lines_and_truncation():
         f"tool: {'x' * MAX_SHOWN_CHARS}… [10 more characters]",
         "tool (error): Error: nope",
     ]
+
+
+# -- the tau2 profile ------------------------------------------------------------------------------
+
+
+def test_tau2_profile_run_ends_by_the_users_stop_without_end_conversation(data_dir, capsys):
+    assert run(data_dir, "0", "--profile", "tau2") == EXIT_SUCCESS
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("seed 626729 = trial 1 of base seed 300, profile tau2)")
+    assert not [line for line in lines if "end_conversation" in line]
+    assert "ending: user_stop" in lines
+    assert lines[-1] == "result: success, tau2 reward 1"
+
+
+def test_tau2_profile_sends_upstreams_request_parameters(data_dir, openai_server, capsys):
+    openai_server.enqueue(
+        Completion(content="Hello, I need help."), Completion(content="###STOP###")
+    )
+    code = run(data_dir, "0", "--profile", "tau2", *endpoint("user", openai_server, "sim"))
+    assert code in (EXIT_SUCCESS, EXIT_FAILED)
+    bodies = [request.body for request in openai_server.requests]
+    assert [(b["temperature"], "tool_choice" in b, "tools" in b) for b in bodies] == [
+        (0.0, False, False),
+        (0.0, False, False),
+    ]
+    assert "ending: user_stop" in capsys.readouterr().out
+
+
+def test_no_agent_notes_with_the_tau2_profile_is_refused(data_dir, capsys):
+    assert run(data_dir, "0", "--profile", "tau2", "--no-agent-notes") == 2
+    assert "--no-agent-notes applies to the default profile only" in capsys.readouterr().err

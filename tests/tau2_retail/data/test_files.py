@@ -6,6 +6,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -33,7 +34,20 @@ NAMES = [
     "tasks_voice.json",
     "user_simulator/simulation_guidelines.md",
     "LICENSE",
+    "upstream/src/tau2/agent/llm_agent.py",
+    "upstream/src/tau2/domains/retail/tools.py",
+    "upstream/src/tau2/environment/tool.py",
+    "upstream/src/tau2/user/user_simulator.py",
+    "upstream/src/tau2/data_model/tasks.py",
+    "upstream/src/tau2/evaluator/evaluator_nl_assertions.py",
+    "upstream/src/tau2/orchestrator/orchestrator.py",
 ]
+
+
+# sha256 of the manifest's listing "<sha256>  <name>\n" (data, then the pinned sources)
+_COMBINED = hashlib.sha256(
+    "".join(f"{entry.sha256}  {entry.name}\n" for entry in load_manifest().files).encode()
+).hexdigest()
 
 
 def _files_in(folder: Path) -> list[str]:
@@ -52,7 +66,7 @@ def _flip_byte(path: Path, offset: int = 10) -> None:
 # --- the manifest -------------------------------------------------------------------------------
 
 
-def test_manifest_pins_the_seven_files_of_one_commit() -> None:
+def test_manifest_pins_the_data_and_sources_of_one_commit() -> None:
     manifest = load_manifest()
     assert manifest.repository == "sierra-research/tau2-bench"
     assert len(manifest.commit) == 40
@@ -387,13 +401,17 @@ def test_cli_fetch_then_verify(
     dest = tmp_path / "cache"
     assert main(["data", "fetch", "--dest", str(dest), "--base-url", file_server.base_url]) == 0
     out, err = capsys.readouterr()
-    assert "7 written, 0 already present" in out
+    assert "14 written, 0 already present" in out
     assert f"db.json: {(dest / 'db.json').stat().st_size} bytes, sha256 ok" in err
 
     assert main(["data", "verify", str(dest)]) == 0
     out, _ = capsys.readouterr()
-    assert "all 7 files match the manifest" in out
-    assert out.count(" ok ") == 7
+    assert "all 14 files match the manifest" in out
+    assert out.count(" ok ") == 14
+    assert f"sha256 of the data and the pinned sources: {_COMBINED}\n" in out
+    assert out.endswith(
+        "tau2 profile: derived from the pinned sources (16 tools, 114 user prompts)\n"
+    )
 
 
 def test_cli_fetch_from_a_folder(
@@ -403,7 +421,7 @@ def test_cli_fetch_from_a_folder(
     assert main(["data", "fetch", "--from", str(data_dir), "--dest", str(dest)]) == 0
     assert main(["data", "fetch", "--from", str(data_dir), "--dest", str(dest)]) == 0
     out, err = capsys.readouterr()
-    assert "0 written, 7 already present" in out
+    assert "0 written, 14 already present" in out
     assert "skipped" in err
 
 
@@ -418,7 +436,7 @@ def test_cli_verify_reports_problems_with_exit_code_1(
     assert f"got {actual}" in out
     assert "LICENSE" in out
     assert "missing" in out
-    assert "2 of 7 files missing or different" in out
+    assert "2 of 14 files missing or different" in out
     assert "python -m tau2_retail data fetch" in out
 
 
@@ -429,6 +447,51 @@ def test_cli_verify_defaults_to_the_resolved_folder(
     assert main(["data", "verify"]) == 0
     out, _ = capsys.readouterr()
     assert out.startswith(f"{data_dir}\n")
+    assert f"sha256 of the data and the pinned sources: {_COMBINED}\n" in out
+
+
+def test_cli_verify_of_an_altered_source_names_file_digests_and_fix(
+    copied_data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "upstream/src/tau2/user/user_simulator.py"
+    _flip_byte(copied_data_dir / name, offset=100)
+    assert main(["data", "verify", str(copied_data_dir)]) == 1
+    out, _ = capsys.readouterr()
+    actual = hashlib.sha256((copied_data_dir / name).read_bytes()).hexdigest()
+    (line,) = [line for line in out.splitlines() if line.startswith(name)]
+    assert line.split() == [
+        name,
+        "mismatch",
+        "expected",
+        f"{load_manifest().file(name).sha256},",
+        "got",
+        actual,
+    ]
+    assert "1 of 14 files missing or different" in out
+    assert "python -m tau2_retail data fetch" in out
+    assert "sha256 of the data" not in out
+
+
+def test_cli_verify_of_a_changed_pin_names_the_construct_not_found(
+    copied_data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "upstream/src/tau2/agent/llm_agent.py"
+    path = copied_data_dir / name
+    path.write_bytes(path.read_bytes().replace(b"class LLMAgent(", b"class TextAgent(", 1))
+    manifest = load_manifest()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    pinned = replace(
+        manifest,
+        files=tuple(
+            replace(entry, sha256=digest) if entry.name == name else entry
+            for entry in manifest.files
+        ),
+    )
+    monkeypatch.setattr(datafiles, "load_manifest", lambda: pinned)
+    assert main(["data", "verify", str(copied_data_dir)]) == 1
+    out, _ = capsys.readouterr()
+    assert f"tau2 profile: {name}: class LLMAgent not found" in out
+    assert "Traceback" not in out
 
 
 def test_cli_fetch_error_exits_2_naming_the_url(

@@ -456,3 +456,8 @@ def test_write_report_turns_write_failures_into_report_errors(
     (blocked / "x").mkdir(parents=True)
     with pytest.raises(ReportError, match="cannot write"):
         write_report(runs["mixed"], output=blocked)
+
+
+def test_report_header_names_the_profile(runs: dict[str, Path]) -> None:
+    data = build_report_data(runs["mixed"])
+    assert data.main["configuration"][0] == ["Profile", "default"]

@@ -16,7 +16,7 @@ from tau2_retail.results.records import (
 )
 
 
-def summary(statuses: Sequence[str], *, lost: int = 0) -> RunSummary:
+def summary(statuses: Sequence[str], *, lost: int = 0, profile: str = "default") -> RunSummary:
     """A summary of scenarios ``tau2_retail__<i>`` with these statuses (PASS/FAIL/INFRA)."""
     rows = tuple(
         ScenarioRow(
@@ -44,7 +44,7 @@ def summary(statuses: Sequence[str], *, lost: int = 0) -> RunSummary:
     passed = scored.count("PASS")
     rate = Rate(passed=passed, total=len(scored))
     return RunSummary(
-        configuration=None, versions={}, trials=1,
+        profile=profile, configuration=None, versions={}, trials=1,
         counts=Counts(
             expected=len(statuses) + lost, reported=len(statuses), scored=len(scored),
             succeeded=passed, failed=len(scored) - passed,
@@ -71,7 +71,8 @@ def test_threshold_pass_and_fail() -> None:
     assert verdict is not None
     assert verdict.passed
     assert verdict.line == (
-        "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 0 (max 0): PASS"
+        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "infra errors 0 (max 0): PASS"
     )
     failed = evaluate_gate(half, min_pass_rate=0.51, max_infra_errors=0)
     assert failed is not None
@@ -110,8 +111,8 @@ def test_baseline_regression_lists_flips_and_both_rates() -> None:
     assert not verdict.passed  # a drop of 50 points > 25
     assert verdict.flipped == ("tau2_retail__1", "tau2_retail__2")
     assert verdict.line == (
-        "tau2 gate: success rate 25.00%, baseline 75.00% (change -50.00%, max regression "
-        "25.00%), 2 flipped pass->fail, infra errors 0 (max 0): FAIL"
+        "tau2 gate: profile default, success rate 25.00%, baseline 75.00% (change -50.00%, "
+        "max regression 25.00%), 2 flipped pass->fail, infra errors 0 (max 0): FAIL"
     )
     tolerated = evaluate_gate(
         worse, min_pass_rate=None, max_infra_errors=0, baseline=baseline, max_regression=0.5
@@ -127,3 +128,28 @@ def test_an_interrupted_session_is_not_gated() -> None:
     assert verdict is not None
     assert not verdict.passed
     assert verdict.line == "tau2 gate: not applied (the session ended interrupted)"
+
+
+def test_the_line_names_the_tau2_profile_and_its_measure() -> None:
+    verdict = evaluate_gate(
+        summary(["PASS", "FAIL"], profile="tau2"), min_pass_rate=0.5, max_infra_errors=0
+    )
+    assert verdict is not None
+    assert verdict.passed
+    assert verdict.line == (
+        "tau2 gate: profile tau2, success rate (upstream reward 1) 50.00% (threshold 50.00%), "
+        "infra errors 0 (max 0): PASS"
+    )
+
+
+def test_a_baseline_of_another_profile_fails_the_gate() -> None:
+    baseline = summary(["FAIL", "FAIL"], profile="tau2")
+    verdict = evaluate_gate(
+        summary(["PASS", "PASS"]), min_pass_rate=None, max_infra_errors=0, baseline=baseline
+    )
+    assert verdict is not None
+    assert not verdict.passed
+    assert verdict.line == (
+        "tau2 gate: profile default, baseline of profile tau2: their rates are not comparable; "
+        "give a baseline run of the same profile: FAIL"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -90,6 +91,7 @@ def metric(
         "success_breakdown": {},
         "is_successful": task_ok and exit_,
         "is_task_successful": task_ok,
+        "profile": "default",
         "tau2_reward": 1.0 if task_ok and stop in ("agent_exit", "user_stop") else 0.0,
     }
     if nl is not None:
@@ -347,9 +349,10 @@ def test_pass_hat_k_function() -> None:
 def test_summary_text() -> None:
     text = render_summary_text(mixed_summary())
     lines = text.splitlines()
-    assert lines[:5] == [
+    assert lines[:6] == [
         "tau2 retail benchmark: run summary",
         "",
+        "Profile:     default",
         "Agent model: gpt-test",
         "User model:  gpt-user",
         "Judge model: gpt-judge",
@@ -600,6 +603,67 @@ def test_summarize_module_entry_point(real_run: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Overall success rate: 66.67% (2/3 scenarios)" in done.stdout
     assert (real_run / "summary.json").is_file()
+
+
+# -- the tau2 profile --------------------------------------------------------------------------
+
+
+def _tau2(task_id: str, trial: int, reward: float | None) -> ScenarioMetrics:
+    record = metric(task_id, trial=trial, trials=2, stop_reason="user_stop", exit_=False)
+    return dataclasses.replace(
+        record, profile="tau2", tau2_reward=reward, is_successful=reward == 1.0
+    )
+
+
+def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
+    records = [_tau2("0", 0, 1.0), _tau2("0", 1, 0.0), _tau2("1", 0, 1.0), _tau2("1", 1, None)]
+    summary = build_summary(
+        records, expected=None, trials=2, configuration=CONFIGURATION, versions=VERSIONS
+    )
+    assert summary["profile"] == "tau2"
+    assert summary["tau2_reward"] == {"mean": 2 / 3, "n": 3, "not_scorable": 1}
+    assert [entry["value"] for entry in summary["pass_hat_k"]] == [0.5, 0.0]
+    assert RunSummary.from_json(summary).to_json() == summary
+    lines = summary_module.headline_lines(RunSummary.from_json(summary))
+    assert lines[:4] == [
+        "tau2 reward (upstream): mean 0.6667 over 3 scenarios; 1 not scorable without a judge",
+        "pass^1: 0.5000 (2 tasks)",
+        "pass^2: 0.0000 (2 tasks)",
+        "Our signals (beside upstream's reward; CLEAN_EXIT not applicable):",
+    ]
+    assert not [line for line in lines if line.startswith("Clean exit")]
+    text = render_summary_text(summary)
+    assert "Profile:     tau2\n" in text
+    assert "tau2 reward (informational)" not in text
+
+
+def test_profile_comes_from_the_metrics_or_the_configuration() -> None:
+    default = build_summary(
+        [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+    )
+    assert default["profile"] == "default"
+    assert "not_scorable" not in default["tau2_reward"]
+    configured = build_summary(
+        [],
+        expected=None,
+        trials=1,
+        configuration=RunConfiguration.of_models(agent="a", settings={"profile": "tau2"}),
+        versions={},
+    )
+    assert configured["profile"] == "tau2"
+    unrecorded = build_summary([], expected=None, trials=1, configuration=None, versions={})
+    assert unrecorded["profile"] == "default"
+
+
+def test_records_written_before_profiles_read_as_the_default_profile() -> None:
+    record = metric("0").to_json()
+    del record["profile"]
+    assert ScenarioMetrics.from_json(record).profile == "default"
+    summary = build_summary(
+        [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+    )
+    del summary["profile"]
+    assert RunSummary.from_json(summary).profile == "default"
 
 
 def test_summarize_counts_an_empty_metrics_file_as_lost_with_its_reason(

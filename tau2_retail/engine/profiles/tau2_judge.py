@@ -1,0 +1,157 @@
+"""Upstream's NL-assertion judge: its prompt (derived from the pinned evaluator) and its reading.
+
+One request per scenario whose ``reward_basis`` has NL_ASSERTION and whose task has
+assertions: upstream's system prompt and user prompt (every message of the trajectory as
+``role: content``, then the assertions as a Python list), ``temperature`` 0.0 unless configured,
+no seed (upstream sends none to its judge). The reply is read as upstream reads it: strict JSON,
+its ``results`` list, each result's outcome, ``met`` flag and reasoning; the NL reward is 1 when
+every returned result is met (so an empty list passes, as upstream's ``all()`` does).
+
+Where upstream would raise (a reply that is not a JSON object, a result without its keys, a
+``met`` value pydantic would reject), the verdicts fail with ``Judge error: <detail>``: the
+scenario is scored 0 for NL rather than dropped. The endpoint is treated as the default judge
+treats it: a prompt it refuses as too long is a failed verdict; an endpoint that cannot answer
+raises its ``EndpointError`` (an infra error of the judge role, re-judged on resume).
+
+The verdicts are laid out one per task assertion (result *i* for assertion *i*), so the
+benchmark's subtests read them like the default judge's: an assertion the judge returned no
+result for passes (upstream counts only the results returned), a result beyond the assertions
+is appended as an extra verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from tau2_retail.data.upstream.prompts import JudgeTemplate
+from tau2_retail.engine.judge import JudgeResult, Verdict, failed_judgement
+from tau2_retail.errors import ContextWindowExceeded
+from tau2_retail.models.messages import Message, Role, Usage
+from tau2_retail.models.protocol import ChatModel
+
+__all__ = ["NO_RESULT_REASON", "judge_upstream", "read_upstream_reply", "upstream_trajectory"]
+
+NO_RESULT_REASON: Final = (
+    "The judge returned no result for this assertion; upstream's reward counts only the "
+    "results returned."
+)
+_TRUE_TEXTS: Final = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE_TEXTS: Final = frozenset({"0", "off", "f", "false", "n", "no"})
+
+
+class _UpstreamWouldRaise(ValueError):
+    """The reply is one upstream's evaluator cannot read (it would raise)."""
+
+
+def upstream_trajectory(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as upstream's trajectory: every message with its role and content."""
+    return [
+        {"role": message.role.value, "content": message.content}
+        for message in messages
+        if message.role is not Role.SYSTEM
+    ]
+
+
+def _met(value: object) -> bool:
+    """pydantic's lax reading of a ``bool`` field (what upstream's ``NLAssertionCheck`` does)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE_TEXTS | _FALSE_TEXTS:
+        return value.strip().lower() in _TRUE_TEXTS
+    raise _UpstreamWouldRaise(f"met value {value!r} is not a boolean")
+
+
+def read_upstream_reply(
+    text: str, template: JudgeTemplate, assertions: Sequence[str]
+) -> tuple[Verdict, ...]:
+    """The verdicts of a reply, read as upstream reads it; raises a ``ValueError`` subclass."""
+    keys = template.reply
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise _UpstreamWouldRaise(f"the reply is not JSON ({error})") from None
+    if not isinstance(data, Mapping):
+        raise _UpstreamWouldRaise("the reply is not a JSON object")
+    results = data.get(keys.results, [])
+    if not isinstance(results, list):
+        raise _UpstreamWouldRaise(f"{keys.results!r} is not a list")
+    verdicts = []
+    for index, result in enumerate(results, start=1):
+        if not isinstance(result, Mapping):
+            raise _UpstreamWouldRaise(f"result {index} is not an object")
+        missing = [k for k in (keys.assertion, keys.met, keys.reasoning) if k not in result]
+        if missing:
+            raise _UpstreamWouldRaise(f"result {index} lacks {', '.join(missing)}")
+        outcome, reasoning = result[keys.assertion], result[keys.reasoning]
+        if not isinstance(outcome, str) or not isinstance(reasoning, str):
+            raise _UpstreamWouldRaise(f"result {index}: outcome and reasoning must be strings")
+        assertion = assertions[index - 1] if index <= len(assertions) else outcome
+        verdicts.append(
+            Verdict(
+                index=index, assertion=assertion, passed=_met(result[keys.met]), reason=reasoning
+            )
+        )
+    verdicts.extend(
+        Verdict(index=index, assertion=assertion, passed=True, reason=NO_RESULT_REASON)
+        for index, assertion in enumerate(assertions, start=1)
+        if index > len(verdicts)
+    )
+    return tuple(verdicts)
+
+
+async def judge_upstream(
+    model: ChatModel,
+    template: JudgeTemplate,
+    *,
+    assertions: Sequence[str],
+    messages: Sequence[Message],
+) -> JudgeResult:
+    """Ask ``model`` once with upstream's prompt and read its reply as upstream does.
+
+    Raises ``EndpointError`` when the endpoint cannot answer (an outage, not a verdict).
+    """
+    system_prompt = template.system_prompt
+    user_content = template.user_content(upstream_trajectory(messages), list(assertions))
+    request = (
+        Message(role=Role.SYSTEM, content=system_prompt),
+        Message(role=Role.USER, content=user_content),
+    )
+
+    def failed(
+        detail: str, usage: Usage, raw_reply: str | None, attempts: int, waited: float
+    ) -> JudgeResult:
+        return failed_judgement(
+            system_prompt=system_prompt,
+            user_content=user_content,
+            assertions=assertions,
+            detail=detail,
+            usage=usage,
+            raw_reply=raw_reply,
+            attempts=attempts,
+            wait_seconds=waited,
+        )
+
+    try:
+        turn = await model.complete(request, tools=None, seed=None)
+    except ContextWindowExceeded as error:
+        # The endpoint answered: this prompt cannot be judged there, now or on resume.
+        return failed(str(error), Usage(), None, error.attempts, error.wait_seconds)
+    try:
+        verdicts = read_upstream_reply(turn.content or "", template, assertions)
+    except _UpstreamWouldRaise as error:
+        return failed(str(error), turn.usage, turn.content, turn.attempts, turn.wait_seconds)
+    all_met = all(verdict.passed for verdict in verdicts)
+    return JudgeResult(
+        score=1.0 if all_met else 0.0,
+        reason="every returned result met" if all_met else "a returned result was not met",
+        system_prompt=system_prompt,
+        user_content=user_content,
+        verdicts=verdicts,
+        usage=turn.usage,
+        attempts=turn.attempts,
+        wait_seconds=turn.wait_seconds,
+    )
