@@ -218,8 +218,8 @@ def merged_gate(
     return GateVerdict(
         passed=passed,
         line=(
-            f"tau2 gate: no threshold: {counts.failed} failed, {infra} infra errors or lost: "
-            f"{'PASS' if passed else 'FAIL'}"
+            f"tau2 gate: profile {summary.profile}, no threshold: {counts.failed} failed, "
+            f"{infra} infra errors or lost: {'PASS' if passed else 'FAIL'}"
         ),
         rate=summary.success_rate.rate,
     )

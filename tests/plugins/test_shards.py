@@ -54,9 +54,10 @@ def test_merged_shards_equal_a_single_run(bench: Bench) -> None:
     assert single.ret == 1  # 8 of 12 succeed: 66.67% < 70%
     assert all(shard.ret in (0, 1) for shard in shards)
     assert merged.returncode == 1, merged.stderr
-    assert "tau2 gate: success rate 66.67% (threshold 70.00%), infra errors 0 (max 0): FAIL" in (
-        merged.stdout
-    )
+    assert (
+        "tau2 gate: profile default, success rate 66.67% (threshold 70.00%), "
+        "infra errors 0 (max 0): FAIL"
+    ) in merged.stdout
     assert _figures(bench.summary("merged")) == _figures(bench.summary("single"))
     assert bench.summary("merged")["pass_hat_k"] == bench.summary("single")["pass_hat_k"]
     assert (bench.run_dir("merged") / "report.html").is_file()

@@ -91,7 +91,10 @@ def test_without_a_threshold_the_merged_gate_is_pytests_rule() -> None:
     assert merged_gate(passing, gate, baseline=None).passed
     verdict = merged_gate(failing, gate, baseline=None)
     assert not verdict.passed
-    assert verdict.line == "tau2 gate: no threshold: 1 failed, 0 infra errors or lost: FAIL"
+    assert (
+        verdict.line
+        == "tau2 gate: profile default, no threshold: 1 failed, 0 infra errors or lost: FAIL"
+    )
 
 
 def test_with_a_threshold_the_merged_gate_is_the_runs_gate() -> None:
@@ -112,7 +115,8 @@ def test_with_a_threshold_the_merged_gate_is_the_runs_gate() -> None:
 
     assert verdict.passed
     assert verdict.line == (
-        "tau2 gate: success rate 50.00% (threshold 50.00%), infra errors 0 (max 0): PASS"
+        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "infra errors 0 (max 0): PASS"
     )
 
 
