@@ -43,6 +43,8 @@ PROBE_ENV = "TAU2_BENCH_PROBE_DIR"
 SCENARIO_TEST = "test_tau2_retail["
 
 _IMPORTED_AT = time.monotonic()
+_IMPORTED_CPU = time.process_time()
+PREIMPORT_ENV = "TAU2_BENCH_PREIMPORT_OPENAI"
 
 
 # -- the probe (a pytest plugin; active only when PROBE_ENV is set) ---------------------------
@@ -58,7 +60,7 @@ class _Probe:
         self.role = workerinput["workerid"] if workerinput is not None else "controller"
         self.is_worker = workerinput is not None
         self.marks: dict[str, float] = {"plugin_imported": _IMPORTED_AT}
-        self.cpu_marks: dict[str, float] = {}
+        self.cpu_marks: dict[str, float] = {"plugin_imported": _IMPORTED_CPU}
         self.tests: dict[str, dict[str, Any]] = {}
         self._started: tuple[float, float] = (0.0, 0.0)
         # CPU time in the cyclic garbage collector, per generation (gen 2 walks every object).
@@ -87,6 +89,23 @@ class _Probe:
 
     def pytest_collection_finish(self, session: Any) -> None:
         self.mark("collected")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_generate_tests(self, metafunc: Any) -> Any:
+        # the tau2 plugin parametrizes here, loading and verifying the data (once per process)
+        if "tau2_scenario" in metafunc.fixturenames:
+            self.mark("data_start")
+        result = yield
+        if "tau2_scenario" in metafunc.fixturenames:
+            self.mark("data_loaded")
+        return result
+
+    def preimport_openai(self) -> None:
+        """Import ``openai`` now and mark it, so its one-time cost is seen apart from the tests."""
+        self.mark("openai_start")
+        import openai  # noqa: F401
+
+        self.mark("openai_imported")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: Any) -> None:
@@ -147,6 +166,8 @@ def pytest_configure(config: Any) -> None:
     if folder:
         probe = _Probe(config, Path(folder))
         probe.mark("configured")
+        if os.environ.get(PREIMPORT_ENV):
+            probe.preimport_openai()
         config.pluginmanager.register(probe, "tau2-bench-probe")
 
 
@@ -196,8 +217,11 @@ class Run:
         return lines[-1] if lines else ""
 
 
-def child_env(probe_dir: Path | None = None) -> dict[str, str]:
+def child_env(probe_dir: Path | None = None, *, preimport_openai: bool = False) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop(PREIMPORT_ENV, None)
+    if preimport_openai:
+        env[PREIMPORT_ENV] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH_DIR), env.get("PYTHONPATH", "")) if p)
     env.pop(PROBE_ENV, None)
     if probe_dir is not None:
@@ -205,23 +229,30 @@ def child_env(probe_dir: Path | None = None) -> dict[str, str]:
     return env
 
 
-def run_suite(args: Sequence[str], *, probe_dir: Path | None = None) -> Run:
+def run_suite(
+    args: Sequence[str],
+    *,
+    probe_dir: Path | None = None,
+    python: str = sys.executable,
+    cwd: Path = ROOT,
+    preimport_openai: bool = False,
+) -> Run:
     """Run ``python -m pytest ARGS`` from the repository root and measure it.
 
     With ``probe_dir`` the probe plugin is loaded (``-p _measure``) and each process's record
     is read back from that (empty) folder.
     """
-    argv = [sys.executable, "-m", "pytest", *args]
+    argv = [python, "-m", "pytest", *args]
     if probe_dir is not None:
         probe_dir.mkdir(parents=True, exist_ok=True)
         for stale in [*probe_dir.glob("*.json"), *probe_dir.glob("*.exit")]:
             stale.unlink()
         argv[3:3] = ["-p", "_measure"]
-    env = child_env(probe_dir)
+    env = child_env(probe_dir, preimport_openai=preimport_openai)
     started = time.monotonic()
     start = time.perf_counter()
     process = subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     assert process.stdout is not None
     output = process.stdout.read()

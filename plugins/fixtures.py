@@ -8,6 +8,8 @@ reported as a pytest error and excluded from the rates.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -19,6 +21,7 @@ from tau2_retail.engine.scenario import SavedConversationError, Scenario, Scenar
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, OUTCOME_PROPERTY
+from tau2_retail.plugins.scheduler import ScenarioScheduler, upcoming_items
 from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
 from tau2_retail.tools.store import Store
 
@@ -30,6 +33,7 @@ __all__ = [
     "tau2_outcome",
     "tau2_run",
     "tau2_scenario",
+    "tau2_scheduler",
     "tau2_settings",
     "tau2_store",
 ]
@@ -67,7 +71,8 @@ def tau2_gold(tau2_scenario: Scenario, tau2_data: DataBundle) -> Gold:
 
 @pytest.fixture
 def tau2_store(tau2_data: DataBundle) -> Store:
-    """A private copy-on-write database for this scenario."""
+    """A private copy-on-write database over the seed (the scenario itself runs on its own,
+    ``tau2_outcome.conversation.store``, started ahead of the test by ``tau2_scheduler``)."""
     return Store(tau2_data.golds.seed)
 
 
@@ -88,40 +93,86 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
         yield harness
 
 
+def _is_scenario_item(item: pytest.Item) -> bool:
+    """A benchmark scenario test the scheduler may start ahead (not one marked to skip)."""
+    callspec = getattr(item, "callspec", None)
+    return (
+        callspec is not None
+        and "tau2_scenario" in callspec.params
+        and "tau2_outcome" in getattr(item, "fixturenames", ())
+        and item.get_closest_marker("skip") is None
+    )
+
+
+Finished = tuple[ScenarioOutcome, Path]
+"""A scenario's outcome and the folder its artifacts were written to."""
+
+
+async def _play(run: Tau2Process, harness: Harness, scenario: Scenario) -> ScenarioOutcome:
+    """Run ``scenario``; on resume, a scenario whose conversation finished but whose judge was
+    down is judged again from its saved transcript (the conversation is not run again)."""
+    if run.settings.resume and harness.roles.judge is not None:
+        pending = load_pending_judgement(
+            scenario_dir(run.run_dir, scenario.name, scenario.trial, scenario.trials)
+        )
+        if pending is not None:
+            try:
+                return await harness.rejudge(
+                    scenario, transcript=pending.transcript, expected_db_hash=pending.db_hash
+                )
+            except SavedConversationError:
+                pass  # run it again from the start
+    return await harness.run(scenario)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def tau2_scheduler(
+    request: pytest.FixtureRequest, tau2_run: Tau2Process, tau2_harness: Harness
+) -> AsyncIterator[ScenarioScheduler[Finished]]:
+    """Starts this process's scenarios ahead of their tests, ``--tau2-concurrency`` at once.
+
+    Each scenario writes its artifacts as soon as it finishes, so a session that stops early
+    (Ctrl-C, ``-x``, ``--maxfail``) keeps every finished one (``--tau2-resume`` skips them);
+    the conversations still running are cancelled.
+    """
+    session = request.session
+    configuration = tau2_run.configuration.to_json()
+
+    async def start(item: pytest.Item) -> Finished:
+        callspec: Any = getattr(item, "callspec", None)
+        scenario: Scenario = callspec.params["tau2_scenario"]
+        outcome = await _play(tau2_run, tau2_harness, scenario)
+        directory = write_outcome(
+            tau2_run.run_dir,
+            outcome,
+            prompts=tau2_harness.prompts(scenario.task),
+            config=configuration,
+        )
+        return outcome, directory
+
+    scheduler = ScenarioScheduler(
+        limit=tau2_run.settings.concurrency,
+        start=start,
+        upcoming=upcoming_items(session),
+        wanted=_is_scenario_item,
+        stopping=lambda: bool(session.shouldfail or session.shouldstop),
+    )
+    try:
+        yield scheduler
+    finally:
+        await scheduler.aclose()
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def tau2_outcome(
     request: pytest.FixtureRequest,
     tau2_run: Tau2Process,
-    tau2_harness: Harness,
+    tau2_scheduler: ScenarioScheduler[Finished],
     tau2_scenario: Scenario,
-    tau2_store: Store,
 ) -> AsyncIterator[ScenarioOutcome]:
-    """Run the scenario, write its artifacts, hand its metrics to the report.
-
-    On resume, a scenario whose conversation finished but whose judge was down is judged again
-    from its saved transcript (the conversation is not run again).
-    """
-    outcome = None
-    if tau2_run.settings.resume and tau2_harness.roles.judge is not None:
-        scenario = tau2_scenario
-        pending = load_pending_judgement(
-            scenario_dir(tau2_run.run_dir, scenario.name, scenario.trial, scenario.trials)
-        )
-        if pending is not None:
-            try:
-                outcome = await tau2_harness.rejudge(
-                    scenario, transcript=pending.transcript, expected_db_hash=pending.db_hash
-                )
-            except SavedConversationError:
-                outcome = None  # run it again from the start
-    if outcome is None:
-        outcome = await tau2_harness.run(tau2_scenario, store=tau2_store)
-    directory = write_outcome(
-        tau2_run.run_dir,
-        outcome,
-        prompts=tau2_harness.prompts(tau2_scenario.task),
-        config=tau2_run.configuration.to_json(),
-    )
+    """This test's scenario (started ahead by the scheduler, its artifacts written); its
+    result goes to the controller. The conversation ran on ``tau2_outcome.conversation.store``."""
+    outcome, directory = await tau2_scheduler.outcome(request.node)
     # a documented channel to the controller (and visible in junit XML): where the record is
     request.node.user_properties.append(
         (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.run_dir).as_posix())

@@ -152,6 +152,17 @@ def _task_ids(raw: str) -> tuple[str, ...]:
     return ids
 
 
+def _shard(raw: str) -> tuple[int, int]:
+    """``I/N``: the I-th (1-based) of N shards."""
+    index, slash, count = raw.strip().partition("/")
+    accepted = "I/N with 1 <= I <= N, e.g. 2/4"
+    if not slash or not index.isdigit() or not count.isdigit():
+        raise _Invalid(accepted)
+    if not 1 <= int(index) <= int(count):
+        raise _Invalid(accepted)
+    return int(index), int(count)
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One setting: its option, ini key, environment variable and parser."""
@@ -215,6 +226,13 @@ def _model_settings(role: str) -> list[Setting]:
             f"seconds per request attempt of {who}, connect to last byte",
         ),
         Setting(f"{role}_max_retries", _int_at_least(0), "4", f"retries per request of {who}"),
+        Setting(
+            f"{role}_max_connections",
+            _int_at_least(1),
+            "",
+            f"HTTP connections at most to the endpoint of {who}, shared by the process's "
+            "conversations (default: the openai package's, 1000)",
+        ),
     ]
 
 
@@ -264,6 +282,14 @@ OPTIONS: tuple[Setting, ...] = (
         "only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
         empty=(),
     ),
+    Setting(
+        "shard",
+        _shard,
+        "",
+        "I/N: run only the I-th of N balanced shares of the selected scenarios "
+        "(all trials of a task in one share); merge the shards' run directories with "
+        "python -m tau2_retail merge",
+    ),
     Setting("split", _choice(*SPLITS), "base", "task split: base (all 114), train or test"),
     Setting("max_steps", _int_at_least(1), "200", "routed messages before max_steps"),
     Setting("max_errors", _int_at_least(1), "10", "tool errors before too_many_errors"),
@@ -272,6 +298,13 @@ OPTIONS: tuple[Setting, ...] = (
         _float_range(0, None, low_open=True),
         "900",
         "wall-clock seconds per scenario before timeout",
+    ),
+    Setting(
+        "concurrency",
+        _int_at_least(1),
+        "1",
+        "scenarios in flight per pytest process, started ahead of their tests "
+        "(under xdist, per worker: use --dist each, which deals each worker its share)",
     ),
     Setting("output_dir", _text, "tau2_runs", "folder of run directories", env=True),
     Setting("run_id", _name, "", "run directory name, new (default: a timestamp)", empty=""),
@@ -367,10 +400,12 @@ class Tau2Settings:
     trials: int
     seed: int
     tasks: tuple[str, ...]
+    shard: tuple[int, int] | None
     split: str
     max_steps: int
     max_errors: int
     max_duration: float
+    concurrency: int
     breaker_failures: int
     breaker_probe_seconds: float
     output_dir: str
@@ -422,6 +457,7 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
                 extra_body=values[f"{role}_extra_body"] or {},
                 timeout_seconds=values[f"{role}_timeout"],
                 max_retries=values[f"{role}_max_retries"],
+                max_connections=values[f"{role}_max_connections"],
                 breaker_failures=values["breaker_failures"],
                 breaker_probe_seconds=values["breaker_probe_seconds"],
             )

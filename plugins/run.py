@@ -224,6 +224,8 @@ class Tau2Run:
         node.workerinput["tau2_adopted"] = {
             key: plain_setting(value) for key, value in self.adopted.items()
         }
+        # workers see --dist as "no": --tau2-concurrency deals shares under "each"
+        node.workerinput["tau2_dist"] = self.config.getoption("dist", None)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
@@ -263,6 +265,14 @@ class Tau2Run:
                 "tau2: NL assertions not applicable: no judge configured "
                 "(set --tau2-judge-model; --tau2-judge-base-url defaults to OpenAI's)"
             )
+        if settings.shard is not None:
+            index, count = settings.shard
+            lines.append(
+                f"tau2: shard {index}/{count} of the selected tasks; merge the shards with "
+                "python -m tau2_retail merge RUN_DIR... --into RUN_DIR"
+            )
+        if settings.concurrency > 1:
+            lines.append(f"tau2: up to {settings.concurrency} scenarios in flight per process")
         if settings.resume:
             lines.append(
                 f"tau2: resuming: {len(self.process.completed)} scenario(s) already complete"

@@ -13,6 +13,7 @@ from tau2_retail.data.tasks import Task, trial_seeds
 from tau2_retail.engine import harness
 from tau2_retail.engine.harness import DataBundle
 from tau2_retail.engine.scenario import Scenario
+from tau2_retail.engine.shards import shard_tasks
 from tau2_retail.plugins.options import Tau2Settings
 
 __all__ = ["DataBundle", "load_bundle", "select_scenarios"]
@@ -27,7 +28,7 @@ def load_bundle(settings: Tau2Settings) -> DataBundle:
 
 
 def select_scenarios(settings: Tau2Settings, tasks: Mapping[str, Task]) -> list[Scenario]:
-    """The scenarios of this run: tasks by split and ids, times trials, with tau2 seeds.
+    """The scenarios of this run: tasks by split and ids (and shard), times trials, with seeds.
 
     Raises ``ValueError`` naming unknown task ids.
     """
@@ -44,6 +45,10 @@ def select_scenarios(settings: Tau2Settings, tasks: Mapping[str, Task]) -> list[
         for task in tasks.values()
         if (not wanted or task.id in wanted) and (split == "base" or task.split == split)
     ]
+    shard = settings.shard
+    if shard is not None:
+        # after --tau2-tasks and --tau2-split, before -k: every shard computes the same split
+        chosen = shard_tasks(chosen, index=shard[0], count=shard[1])
     trials = settings.trials
     seeds = trial_seeds(settings.seed, trials)
     return [

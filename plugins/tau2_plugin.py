@@ -8,10 +8,12 @@ registers the :class:`~tau2_retail.plugins.run.Tau2Run` plugin object.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Generator
 from typing import Any
 
 import pytest
+from pluggy import PluggyTeardownRaisedWarning
 
 from tau2_retail.errors import ArtifactError
 from tau2_retail.plugins.options import add_options, resolve_settings
@@ -20,6 +22,7 @@ from tau2_retail.plugins.process import scenario_of as scenario_of
 from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run
 from tau2_retail.plugins.runtime import select_scenarios
+from tau2_retail.plugins.scheduler import worker_share, worker_share_items
 
 pytest_plugins = ["tau2_retail.plugins.fixtures"]
 
@@ -29,6 +32,7 @@ __all__ = [
     "pytest_configure",
     "pytest_generate_tests",
     "pytest_runtest_makereport",
+    "pytest_runtest_protocol",
     "pytest_unconfigure",
 ]
 
@@ -86,15 +90,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("tau2_scenario", params, indirect=True)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On resume, deselect the scenarios that are already complete."""
+    """On resume, deselect the scenarios that are already complete; under ``--dist each``,
+    those of the other workers' shares.
+
+    Last, after ``-k``/``-m``/``--lf`` and after plugins that record what was collected (an
+    xdist worker's collection stays the same on every worker; only its selection differs).
+    """
     completed = config.stash[PROCESS_KEY].completed
-    if not completed:
+    share = worker_share(config)
+    if not completed and share is None:
         return
     keep: list[pytest.Item] = []
     done: list[pytest.Item] = []
     for item in items:
         (done if scenario_of(item.nodeid) in completed else keep).append(item)
+    if share is not None:
+        keep, others = worker_share_items(keep, share)
+        done += others
     if done:
         config.hook.pytest_deselected(items=done)
         items[:] = keep
@@ -112,3 +126,19 @@ def pytest_runtest_makereport(
         # a failed write (full disk, permissions): one line naming the file and the cause
         report.longrepr = f"ArtifactError: {call.excinfo.value}"
     return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """Ctrl-C is an interruption wherever it lands in a scenario's test.
+
+    A SIGINT that arrives while another plugin's old-style hook wrapper runs (hypothesis has one
+    around ``pytest_runtest_makereport``) makes pluggy warn about that wrapper's teardown; under
+    ``filterwarnings = error`` the warning replaced the interruption with an INTERNALERROR
+    (exit 3). This filter sits inside pytest's own warning filters for the test.
+    """
+    if scenario_of(item.nodeid) is not None:
+        warnings.filterwarnings(
+            "ignore", message=r"(?s).*\nKeyboardInterrupt: ", category=PluggyTeardownRaisedWarning
+        )
+    return (yield)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from tau2_retail.cli import data, gold, replay, report, run, summarize, tasks
+from tau2_retail.cli import data, gold, merge, replay, report, run, summarize, tasks
 from tau2_retail.errors import Tau2Error
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_PIPE_CLOSED", "build_parser", "main"]
@@ -19,8 +19,8 @@ EXIT_PIPE_CLOSED: Final = 141
 
 DESCRIPTION: Final = """\
 The tau2-bench retail scenarios without pytest: fetch and check the upstream data, list the
-tasks and their expected outcomes, run one scenario and watch its conversation, and rebuild or
-report a pytest run's results. The benchmark itself runs under pytest:
+tasks and their expected outcomes, run one scenario and watch its conversation, and rebuild,
+merge (shards) or report a pytest run's results. The benchmark itself runs under pytest:
 `pytest --pyargs tests_tau2_retail` (or `pytest -k tau2_retail` in the checkout).
 """
 
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (data, tasks, gold, replay, run, summarize, report):
+    for module in (data, tasks, gold, replay, run, summarize, merge, report):
         module.add_parser(commands)
     return parser
 

@@ -47,6 +47,8 @@ class EndpointConfig:
     - ``breaker_failures``: consecutive failed attempts after which the endpoint counts as
       down and calls fail at once; ``breaker_probe_seconds``: how often a down endpoint is
       probed again (see ``tau2_retail.models.breaker``).
+    - ``max_connections``: open HTTP connections to the endpoint at most, shared by every
+      conversation on the client (None: the ``openai`` package's default, 1000).
 
     Values are checked at construction; a bad one raises ``ConfigError`` naming the field.
     """
@@ -63,6 +65,7 @@ class EndpointConfig:
     max_retries: int = 4
     backoff_base_seconds: float = 1.0
     backoff_max_seconds: float = 30.0
+    max_connections: int | None = None
     breaker_failures: int = DEFAULT_BREAKER_FAILURES
     breaker_probe_seconds: float = DEFAULT_PROBE_SECONDS
 
@@ -100,6 +103,10 @@ class EndpointConfig:
             _bad("max_retries", self.max_retries, "an integer >= 0")
         if not (_is_number(self.backoff_base_seconds) and self.backoff_base_seconds >= 0):
             _bad("backoff_base_seconds", self.backoff_base_seconds, "a number >= 0")
+        if self.max_connections is not None and not (
+            _is_int(self.max_connections) and self.max_connections > 0
+        ):
+            _bad("max_connections", self.max_connections, "a positive integer, or None")
         if not (_is_number(self.backoff_max_seconds) and self.backoff_max_seconds >= 0):
             _bad("backoff_max_seconds", self.backoff_max_seconds, "a number >= 0")
         if not (_is_int(self.breaker_failures) and self.breaker_failures >= 1):

@@ -34,6 +34,7 @@ from typing import Any, Final, Self
 import openai
 
 from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
+from tau2_retail.models.backoff import BackoffGate
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
@@ -68,6 +69,9 @@ llama.cpp and others word it differently)."""
 
 BODY_EXCERPT_CHARS: Final = 300
 
+_RATE_LIMITED: Final = 429
+# The SDK's own default (openai.DEFAULT_CONNECTION_LIMITS.max_connections).
+_DEFAULT_MAX_CONNECTIONS: Final = 1000
 FULL_BODY_CHARS: Final = 1_000_000
 """At most this much of an error body is kept whole for the artifacts (a hostile server could
 send gigabytes)."""
@@ -139,6 +143,15 @@ class OpenAIChatModel:
         self._jitter = jitter
         self._call_ids = itertools.count()
         self._redact = _redactor(api_key)
+        self._gate = BackoffGate(clock=clock, sleep=sleep)
+        connections = config.max_connections or _DEFAULT_MAX_CONNECTIONS
+        # Limits of the transport the SDK uses (httpx, or httpx2 in recent releases), taken from
+        # its own default so that this module does not name the transport. Keep-alive matches
+        # the connection limit: with many conversations in flight, the SDK's default of 100
+        # idle connections made every request past the 100th open a new TCP connection.
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+            max_connections=connections, max_keepalive_connections=connections
+        )
         self.breaker = CircuitBreaker(
             where=self._where(),
             failures=config.breaker_failures,
@@ -150,6 +163,9 @@ class OpenAIChatModel:
             api_key=api_key,
             timeout=config.timeout_seconds,
             max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(
+                limits=limits, timeout=config.timeout_seconds
+            ),
         )
 
     @property
@@ -202,7 +218,15 @@ class OpenAIChatModel:
             if failure is not None:
                 delay = self._delay(attempt - 1, failure.retry_after)
                 waited += delay
-                await self._sleep(delay)
+                if failure.status == _RATE_LIMITED:
+                    # the other conversations on this client wait too
+                    hold = self._gate.hold(delay)
+                    await self._sleep(delay)
+                    self._gate.served(hold)
+                else:
+                    await self._sleep(delay)
+            else:
+                waited += await self._gate.wait()
             try:
                 self.breaker.before_attempt()
             except EndpointDown as refused:

@@ -36,6 +36,7 @@ RESUME_KEYS = (
     "trials",
     "seed",
     "tasks",
+    "shard",
     "split",
     "max_steps",
     "max_errors",

@@ -75,3 +75,36 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
     assert summary["lost"] == []
     if not distributed(xdist):
         assert resumed.parseoutcomes().get("deselected") == len(on_disk)
+
+
+# Ctrl-C landing inside another plugin's old-style hook wrapper (hypothesis has one around
+# pytest_runtest_makereport): pluggy warns about the wrapper's teardown, and under
+# ``filterwarnings = error`` that warning was an INTERNALERROR (exit 3) instead of exit 2. With
+# scenarios started ahead (--tau2-concurrency) a process spends more of its time in such hooks.
+_SIGINT_IN_A_WRAPPER = """\
+import os
+import signal
+
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    if call.when == "call" and item.nodeid.endswith("[tau2_retail__1]"):
+        os.kill(os.getpid(), signal.SIGINT)
+"""
+
+
+def test_ctrl_c_inside_an_old_style_hook_wrapper_is_an_interruption(bench: Bench) -> None:
+    (bench.path / "pytest.ini").write_text(_USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT_IN_A_WRAPPER, encoding="utf-8")
+
+    result = bench.run(
+        "-n", "0", "--tau2-tasks=0,1,2", "--tau2-concurrency=3", "--tau2-run-id=wrapped"
+    )
+
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    assert "INTERNALERROR" not in output
+    assert (bench.run_dir("wrapped") / "summary.json").is_file()

@@ -57,11 +57,14 @@ def _stored_run(
     agent: str,
     tasks: list[str],
     trials: int,
+    shard: list[int] | None = None,
     profile: str | None = None,
 ) -> None:
     run_dir = bench.run_dir(run_id)
     run_dir.mkdir(parents=True)
     settings = {"tasks": tasks, "trials": trials, "seed": 300, "split": "base", "max_steps": 200}
+    if shard is not None:
+        settings["shard"] = shard
     if profile is not None:
         settings["profile"] = profile
     stored = RunArgs(
@@ -99,6 +102,19 @@ def test_resume_reads_tasks_and_trials_from_the_stored_run(bench: Bench) -> None
         "tau2_retail__5-trial1]",
         "tau2_retail__5-trial2]",
     ]
+
+
+def test_resume_of_a_shard_keeps_its_share(bench: Bench) -> None:
+    tasks = ["0", "1", "10", "12"]
+    _stored_run(bench, "s2", agent="builtin:oracle", tasks=tasks, trials=1, shard=[2, 2])
+
+    resumed = bench.run_inprocess("--co", "-q", "--tau2-resume=s2")
+    share = bench.run_inprocess("--co", "-q", "--tau2-tasks=0,1,10,12", "--tau2-shard=2/2")
+
+    assert resumed.ret == pytest.ExitCode.OK, error_text(resumed)
+    collected = [line for line in resumed.stdout.lines if "::test_tau2_retail[" in line]
+    assert collected == [line for line in share.stdout.lines if "::test_tau2_retail[" in line]
+    assert len(collected) == 2
 
 
 def test_resume_refuses_another_profile(bench: Bench) -> None:

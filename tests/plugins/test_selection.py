@@ -108,3 +108,26 @@ def test_the_scenarios_run_are_those_selected(bench: Bench, xdist: tuple[str, ..
         "tau2_retail__12",
         "tau2_retail__62",
     ]
+
+
+def test_four_shards_split_the_selected_scenarios_between_them(bench: Bench) -> None:
+    shares = [
+        collected(bench.run_inprocess("--co", "-q", "--tau2-trials=2", f"--tau2-shard={i}/4"))
+        for i in range(1, 5)
+    ]
+
+    everything = collected(bench.run_inprocess("--co", "-q", "--tau2-trials=2"))
+    assert sorted(node for share in shares for node in share) == sorted(everything)
+    assert all(40 <= len(share) <= 74 for share in shares)  # 228 scenarios, about 57 each
+    for share in shares:  # both trials of a task in the same share
+        tasks = {node.split("[")[1].split("-")[0] for node in share}
+        assert len(share) == 2 * len(tasks)
+
+
+def test_a_bad_shard_stops_at_start_up(bench: Bench) -> None:
+    result = bench.run_inprocess("--co", "--tau2-shard=5/4")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*'5/4' is not valid for --tau2-shard; expected I/N with 1 <= I <= N, e.g. 2/4*"]
+    )

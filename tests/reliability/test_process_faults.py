@@ -337,3 +337,46 @@ def test_sigterm_keeps_finished_artifacts_and_summarize_reads_them(
     assert summarize.returncode == 0, summarize.stderr
     summary = bench.summary("terminated")
     assert {row["scenario_id"] for row in summary["scenarios"]} == finished
+
+
+def test_ctrl_c_with_conversations_in_flight_keeps_the_finished_ones(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    """``--tau2-concurrency``: Ctrl-C cancels the conversations in flight, every finished one
+    keeps its artifacts (its test may not have run yet), and resume completes the run."""
+    common = (
+        "-n", "0", "--tau2-concurrency=4", f"--tau2-tasks={','.join(INT_TASKS)}",
+        *endpoint.args("agent", max_retries=0),
+    )  # fmt: skip
+    _faults(endpoint, None)
+    baseline = bench.run(*common, "--tau2-run-id=baseline")
+    assert baseline.returncode == 1, baseline.output
+    expected = comparable(bench.summary("baseline"))
+
+    gate = Gate(after=2)
+    _faults(endpoint, gate)
+    started = bench.start(*common, "--tau2-run-id=interrupted")
+    run_dir = bench.run_dir("interrupted")
+    try:
+        assert gate.both_held.wait(WAIT_SECONDS), "two conversations were never held"
+        # the two that ended write their artifacts right after their last reply
+        deadline = time.monotonic() + WAIT_SECONDS
+        while len(list(run_dir.glob("*/metrics.json"))) < gate.after:
+            assert time.monotonic() < deadline, "the ended conversations wrote no artifacts"
+            time.sleep(0.05)
+        started.process.send_signal(signal.SIGINT)
+        run = started.wait()
+    finally:
+        started.kill()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, run.output
+    finished = {path.parent.name for path in run_dir.glob("*/metrics.json")}
+    assert len(finished) >= gate.after
+    assert not finished & {_scenario(task) for task in gate.held}  # cancelled, not kept
+    assert_artifacts_intact(run_dir, sorted(finished))
+
+    _faults(endpoint, None)
+    resumed = bench.run(*common, "--tau2-resume=interrupted")
+    assert resumed.returncode == 1, resumed.output
+    all_scenarios = {_scenario(task) for task in INT_TASKS}
+    assert set(resumed.outcomes()) == (all_scenarios - finished) | {_scenario(BROKEN)}
+    assert comparable(bench.summary("interrupted")) == expected

@@ -35,7 +35,7 @@ def test_the_top_help_is_for_users_and_lists_exit_statuses(capsys):
     assert "without pytest" in out
     assert "exit status:" in out
     assert f"{EXIT_PIPE_CLOSED}  the output pipe was closed early" in out
-    for command in ("data", "tasks", "gold", "replay", "run", "summarize", "report"):
+    for command in ("data", "tasks", "gold", "replay", "run", "summarize", "merge", "report"):
         assert re.search(rf"^    {command}\b", out, re.MULTILINE), command
 
 
@@ -64,6 +64,7 @@ def test_every_command_documents_its_exit_statuses():
         "replay",
         "run",
         "summarize",
+        "merge",
         "report",
     }
     assert [path for path, parser in leaves if "exit status:" not in (parser.epilog or "")] == []

@@ -72,6 +72,7 @@ def make_model(
     def make(**overrides: Any) -> OpenAIChatModel:
         clock = overrides.pop("clock", None)
         jitter = overrides.pop("jitter", lambda: 0.0)
+        sleep = overrides.pop("sleep", sleeps)
         fields: dict[str, Any] = {
             "model": "agent-model",
             "base_url": openai_server.base_url,
@@ -81,8 +82,8 @@ def make_model(
         }
         config = EndpointConfig(**(fields | overrides))
         if clock is None:
-            return OpenAIChatModel(config, sleep=sleeps, jitter=jitter)
-        return OpenAIChatModel(config, sleep=sleeps, jitter=jitter, clock=clock)
+            return OpenAIChatModel(config, sleep=sleep, jitter=jitter)
+        return OpenAIChatModel(config, sleep=sleep, jitter=jitter, clock=clock)
 
     return make
 
@@ -563,6 +564,48 @@ async def test_key_never_appears_in_model_repr_or_errors(openai_server, make_mod
             assert SECRET not in str(caught.value)
             assert SECRET not in caught.value.body
             assert "***" in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_a_429_holds_back_the_other_conversations_on_the_client(openai_server, make_model):
+    waits: list[float] = []
+    release = asyncio.Event()
+
+    async def blocking_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await release.wait()
+
+    openai_server.enqueue(
+        HttpError.rate_limited(retry_after="3"), Completion(content="a"), Completion(content="b")
+    )
+    async with make_model(clock=lambda: 100.0, sleep=blocking_sleep) as model:
+        first = asyncio.ensure_future(model.complete(USER_HELLO))
+        while not waits:  # the first conversation got its 429 and waits 3 s
+            await asyncio.sleep(0.01)
+        second = asyncio.ensure_future(model.complete(USER_HELLO))
+        for _ in range(100):  # bounded: without the gate the second request never waits
+            if len(waits) == 2 or len(openai_server.requests) > 1:
+                break
+            await asyncio.sleep(0.01)
+
+        # the second conversation waits at the gate before sending anything
+        assert waits == [3.0, 3.0]
+        assert len(openai_server.requests) == 1
+        release.set()
+        turns = [await first, await second]
+
+    assert {turn.content for turn in turns} == {"a", "b"}
+    assert len(openai_server.requests) == 3
+    # the wait at the gate is the second conversation's wait, as a retry's is the first's
+    assert [(turn.attempts, turn.wait_seconds) for turn in turns] == [(2, 3.0), (1, 3.0)]
+
+
+@pytest.mark.asyncio
+async def test_connections_are_limited_per_client_as_configured(openai_server, make_model):
+    async with make_model(max_connections=3) as model:
+        pool = model._client._client._transport._pool
+
+        assert (pool._max_connections, pool._max_keepalive_connections) == (3, 3)
 
 
 # -- issue 12: deadlines, fail-fast, wire shapes ---------------------------------------------

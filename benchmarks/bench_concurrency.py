@@ -1,0 +1,376 @@
+"""Hundreds of conversations in flight: ``--tau2-concurrency`` against a slow model server.
+
+Run from the repository root (about ten minutes; the model latency is real sleeping)::
+
+    TAU2_DATA_DIR=/path/to/data .venv/bin/python benchmarks/bench_concurrency.py
+    # a user's environment: only the runtime dependencies, from the wheel
+    python -m venv /tmp/rt && /tmp/rt/bin/pip install .
+    TAU2_DATA_DIR=... .venv/bin/python benchmarks/bench_concurrency.py --python /tmp/rt/bin/python
+
+The server is the scripted dialogue of ``bench_server.py`` (20 completions per scenario, 2223 per
+114 scenarios, every scenario a success) in a process of its own, answering each completion
+after ``--latency`` seconds (default 1.0). The runs:
+
+- ``-n 0 --tau2-concurrency 114``: the 114 scenarios in flight in one process;
+- ``-n 0 --tau2-concurrency 456 --tau2-trials 4``: 456 scenarios, everything in flight;
+- ``-n 2 --dist each --tau2-concurrency 57``: the same 114 in two workers;
+- ``-n 2 --dist each --tau2-concurrency 228 --tau2-trials 4``: the 456, in two workers;
+- ``-n 8``: today's way, one scenario in flight per worker.
+
+Ideal = start-up (command to the server's first request) + the model phase a perfect harness
+would need: max(longest scenario, 20 completions x latency; all completions x latency / slots),
+slots = workers x concurrency. Harness CPU per completion = the CPU the test-running processes
+spent between their first scenario test's start and their last test's end, divided by the
+completions: conversations, client, tools, scoring, artifacts, pytest reporting (``openai`` is
+imported by the probe at configure time, so its one-time import counts as start-up, shown apart).
+Start-up per process: CPU from the interpreter's start to the probe's import (interpreter,
+``pytest``), to the end of ``pytest_configure`` (entry-point plugins: xdist, asyncio, tau2 and
+the package's modules; pytest's assertion rewriting of them), ``import openai``, the data
+(tasks, policy, seed parsed and verified during parametrization), the rest of collection, and
+to the first test (xdist hand-over, session fixtures).
+
+Prints tables and writes ``benchmarks/results/concurrency.json``. Timings are never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _measure import (
+    ROOT,
+    Run,
+    completions_from_metrics,
+    load_average,
+    machine,
+    run_suite,
+    table,
+    verdict,
+    write_json,
+)
+from bench_server import AGENT_MODEL, COMPLETIONS_PER_SCENARIO, USER_MODEL, ServerProcess
+
+RUNS = {
+    "c114": {"workers": 0, "concurrency": 114, "trials": 1},
+    "c456": {"workers": 0, "concurrency": 456, "trials": 4},
+    "n2c57": {"workers": 2, "concurrency": 57, "trials": 1},
+    "c456n2": {"workers": 2, "concurrency": 228, "trials": 4},
+    "n8": {"workers": 8, "concurrency": 1, "trials": 1},
+}
+TARGETS = {
+    "c114_wall_over_ideal": 1.2,
+    "c114_rss_mb": 250.0,
+    "c114_cpu_ms_per_completion": 3.0,
+    "c456_wall_over_ideal": 1.3,
+    "offline_one_scenario_cpu_s": 1.5,
+}
+PHASES = (
+    ("interpreter + pytest", None, "plugin_imported"),
+    ("plugins (tau2, xdist, asyncio; rewriting)", "plugin_imported", "configured"),
+    ("import openai", "openai_start", "openai_imported"),
+    ("data (tasks, policy, seed, verified)", "data_start", "data_loaded"),
+    ("rest of collection", None, None),
+    ("to the first test", "collected", "first_test"),
+)
+
+
+def _phase_cpu(process: dict[str, Any]) -> dict[str, float]:
+    cpu = process["cpu_marks"]
+    phases: dict[str, float] = {}
+    for name, start, end in PHASES:
+        if end is None:
+            continue
+        if end in cpu and (start is None or start in cpu):
+            phases[name] = cpu[end] - (cpu[start] if start else 0.0)
+    if "collected" in cpu and "configured" in cpu:
+        known = sum(
+            phases.get(name, 0.0)
+            for name in ("import openai", "data (tasks, policy, seed, verified)")
+        )
+        phases["rest of collection"] = cpu["collected"] - cpu["configured"] - known
+    if "first_test" in cpu:
+        phases["total before the first test"] = cpu["first_test"]
+    return phases
+
+
+def _pytest_args(label: str, spec: dict[str, int], server: ServerProcess, out: Path) -> list[str]:
+    args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        str(spec["workers"]),
+        f"--tau2-output-dir={out}",
+        f"--tau2-run-id={label}",
+        f"--tau2-agent-model={AGENT_MODEL}",
+        f"--tau2-agent-base-url={server.base_url}",
+        f"--tau2-user-model={USER_MODEL}",
+        f"--tau2-user-base-url={server.base_url}",
+        f"--tau2-trials={spec['trials']}",
+        f"--tau2-concurrency={spec['concurrency']}",
+    ]
+    if spec["workers"] and spec["concurrency"] > 1:
+        args += ["--dist", "each"]
+    return args
+
+
+def measure(
+    server: ServerProcess,
+    label: str,
+    spec: dict[str, int],
+    *,
+    latency: float,
+    work: Path,
+    python: str | None,
+) -> dict[str, Any]:
+    server.command("reset")
+    out = work / "runs"
+    args = _pytest_args(label, spec, server, out)
+    if python:
+        cwd = work / "empty"
+        cwd.mkdir(exist_ok=True)
+        args += ["--pyargs", "tests_tau2_retail"]
+    else:
+        cwd = ROOT
+        args += ["-k", "tau2_retail"]
+    run: Run = run_suite(
+        args,
+        probe_dir=work / "probe" / label,
+        python=python or sys.executable,
+        cwd=cwd,
+        preimport_openai=True,
+    )
+    stats = server.command("stats")
+    run_dir = out / label
+    completions = sum(stats["requests"].values())
+    recorded = completions_from_metrics(run_dir)
+    suite_count = sum(usage["agent"] + usage["user"] for usage in recorded.values())
+    startup = stats["first_request"] - run.started if stats["first_request"] else float("nan")
+    slots = max(spec["workers"], 1) * spec["concurrency"]
+    model_phase = max(COMPLETIONS_PER_SCENARIO * latency, completions * latency / slots)
+    ideal = startup + model_phase
+    runners = [p for p in run.processes if p["role"] != "controller" or not spec["workers"]]
+    test_cpu = sum(
+        p["cpu_marks"]["last_test"] - p["cpu_marks"]["first_test"]
+        for p in runners
+        if "last_test" in p["cpu_marks"] and "first_test" in p["cpu_marks"]
+    )
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    figures = {
+        "label": label,
+        **spec,
+        "scenarios": summary["counts"]["expected"],
+        "succeeded": summary["counts"]["succeeded"],
+        "returncode": run.returncode,
+        "result": run.last_line(),
+        "completions": completions,
+        "completions_agree": suite_count == completions,
+        "wall_s": run.wall_s,
+        "startup_s": startup,
+        "ideal_s": ideal,
+        "wall_over_ideal": run.wall_s / ideal,
+        "last_reply_to_exit_s": run.started
+        + run.wall_s
+        - ((stats["last_request"] or run.started) + latency),
+        "tree_cpu_s": run.cpu_s,
+        "harness_cpu_ms_per_completion": test_cpu / completions * 1000 if completions else 0,
+        "server_cpu_ms_per_completion": stats["cpu_s"] / completions * 1000 if completions else 0,
+        "max_rss_mb": max((p["maxrss_mb"] for p in run.processes), default=float("nan")),
+        "processes": [
+            {
+                "role": p["role"],
+                "maxrss_mb": p["maxrss_mb"],
+                "cpu_s": p["cpu_user_s"] + p["cpu_sys_s"],
+                "gc_s": sum(p["gc_seconds"]),
+                "phases_cpu_s": _phase_cpu(p),
+            }
+            for p in sorted(run.processes, key=lambda p: p["role"])
+        ],
+        "load_average_after": load_average(),
+    }
+    print(
+        f"  {label}: wall {run.wall_s:.1f} s, ideal {ideal:.1f} s "
+        f"(x{figures['wall_over_ideal']:.3f}), start-up {startup:.2f} s, {completions} "
+        f"completions, harness CPU {figures['harness_cpu_ms_per_completion']:.2f} ms/completion, "
+        f"max RSS {figures['max_rss_mb']:.0f} MB, rc {run.returncode}, "
+        f"load {load_average()[0]:.2f}: {run.last_line()}",
+        flush=True,
+    )
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return figures
+
+
+def offline_one_scenario(python: str | None, work: Path, repeats: int) -> list[dict[str, Any]]:
+    """One scenario offline, command to exit: wall and CPU of the whole process."""
+    rows = []
+    base = ["-q", "-p", "no:cacheprovider", "--tau2-tasks=0", f"--tau2-output-dir={work / 'off'}"]
+    if python:
+        cwd = work / "empty"
+        cwd.mkdir(exist_ok=True)
+        args = [*base, "--pyargs", "tests_tau2_retail"]
+    else:
+        cwd, args = ROOT, [*base, "-k", "tau2_retail"]
+    for _ in range(repeats):
+        run = run_suite(args, python=python or sys.executable, cwd=cwd)
+        rows.append({"wall_s": run.wall_s, "cpu_s": run.cpu_s, "rc": run.returncode})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--runs", default=",".join(RUNS), help="comma-separated run labels")
+    parser.add_argument("--python", help="the interpreter of a runtime-only environment")
+    parser.add_argument("--offline-repeats", type=int, default=5)
+    args = parser.parse_args()
+    if not os.environ.get("TAU2_DATA_DIR"):
+        parser.error("set TAU2_DATA_DIR to the data folder")
+    figures: dict[str, Any] = {
+        "machine": machine(),
+        "latency_s": args.latency,
+        "python": args.python or sys.executable,
+        "targets": TARGETS,
+        "runs": [],
+    }
+    print(f"machine: {figures['machine']}", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="tau2-bench-concurrency-"))
+    try:
+        figures["offline"] = offline_one_scenario(args.python, work, args.offline_repeats)
+        server = ServerProcess(args.latency)
+        try:
+            for label in args.runs.split(","):
+                figures["runs"].append(
+                    measure(
+                        server,
+                        label,
+                        RUNS[label],
+                        latency=args.latency,
+                        work=work,
+                        python=args.python,
+                    )
+                )
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    figures["load_average_at_end"] = load_average()
+    report(figures)
+    print(f"\nwritten: {write_json('concurrency', figures).relative_to(ROOT)}")
+    return 0
+
+
+def report(figures: dict[str, Any]) -> None:
+    m = figures["machine"]
+    print(
+        f"\nmachine: {m['cpus']} cores, Python {m['python']}, load average "
+        f"{m['load_average_at_start'][0]:.2f} at start, {figures['load_average_at_end'][0]:.2f} "
+        f"at end; latency {figures['latency_s']} s; interpreter {figures['python']}\n"
+    )
+    runs = figures["runs"]
+    print(
+        table(
+            [
+                "run",
+                "-n",
+                "concurrency",
+                "scenarios (succeeded)",
+                "completions",
+                "wall s",
+                "start-up s",
+                "ideal s",
+                "wall/ideal",
+                "last reply to exit s",
+                "tree CPU s",
+                "harness CPU ms/completion",
+                "server CPU ms/completion",
+                "peak RSS MB (largest process)",
+            ],
+            [
+                [
+                    r["label"],
+                    r["workers"],
+                    r["concurrency"],
+                    f"{r['scenarios']} ({r['succeeded']})",
+                    r["completions"] if r["completions_agree"] else f"{r['completions']} (!)",
+                    r["wall_s"],
+                    r["startup_s"],
+                    r["ideal_s"],
+                    r["wall_over_ideal"],
+                    r["last_reply_to_exit_s"],
+                    r["tree_cpu_s"],
+                    r["harness_cpu_ms_per_completion"],
+                    r["server_cpu_ms_per_completion"],
+                    r["max_rss_mb"],
+                ]
+                for r in runs
+            ],
+        )
+    )
+    print("\nPer process: start-up CPU s by phase, total CPU s, peak RSS MB\n")
+    names = [name for name, _, _ in PHASES] + ["total before the first test"]
+    rows = []
+    for r in runs:
+        for p in r["processes"]:
+            rows.append(
+                [
+                    r["label"],
+                    p["role"],
+                    *(p["phases_cpu_s"].get(name, float("nan")) for name in names),
+                    p["cpu_s"],
+                    p["maxrss_mb"],
+                ]
+            )
+    print(table(["run", "process", *names, "CPU s", "peak RSS MB"], rows))
+    offline = figures["offline"]
+    cpu = sorted(row["cpu_s"] for row in offline)[len(offline) // 2]
+    print(
+        f"\nOne scenario offline, command to exit: CPU median {cpu:.2f} s "
+        f"(runs {', '.join(format(row['cpu_s'], '.2f') for row in offline)}), "
+        f"wall {', '.join(format(row['wall_s'], '.2f') for row in offline)} s"
+    )
+    checks = []
+    by_label = {r["label"]: r for r in runs}
+    if "c114" in by_label:
+        r = by_label["c114"]
+        checks += [
+            [
+                "c114 wall / (20 s + start-up)",
+                TARGETS["c114_wall_over_ideal"],
+                r["wall_over_ideal"],
+            ],
+            ["c114 peak RSS MB", TARGETS["c114_rss_mb"], r["max_rss_mb"]],
+            [
+                "c114 harness CPU ms/completion",
+                TARGETS["c114_cpu_ms_per_completion"],
+                r["harness_cpu_ms_per_completion"],
+            ],
+        ]
+    if "c456" in by_label:
+        checks.append(
+            [
+                "c456 wall / ideal",
+                TARGETS["c456_wall_over_ideal"],
+                by_label["c456"]["wall_over_ideal"],
+            ]
+        )
+    checks.append(["one scenario offline CPU s", TARGETS["offline_one_scenario_cpu_s"], cpu])
+    print("\nTargets\n")
+    print(
+        table(
+            ["target", "limit", "measured", "verdict"],
+            [[*row, verdict(row[2], row[1])] for row in checks],
+        )
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Merging the run directories of shards (``--tau2-shard I/N``) into one run.
+
+Each shard ran a disjoint share of the same scenarios with the same configuration. The merged
+run holds every shard's scenario folders, and its summaries, report and gate are those a single
+run of the same scenarios would have: they are rebuilt from the scenarios' metrics, with the
+scenarios each shard expected (so a scenario a shard lost stays lost). Shards whose
+configurations differ (models, endpoints, sampling, trials, seed, tasks, split, limits, gate)
+are refused: their scores do not add up. Settings that only say how or where a shard ran
+(``shard``, ``concurrency``, ``run_id``, ``resume``, ``output_dir``, ``data_dir``; the data is
+verified by digest wherever it lives) may differ.
+
+Every record read and written is typed (:class:`~tau2_retail.results.records.RunArgs`,
+:class:`~tau2_retail.engine.metrics.ScenarioMetrics`); the gate is
+:func:`tau2_retail.results.gate.evaluate_gate` with the shards' gate settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tau2_retail.engine.metrics import Fields, ScenarioMetrics
+from tau2_retail.errors import ArtifactError
+from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
+from tau2_retail.results.gate import GateVerdict, evaluate_gate
+from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
+from tau2_retail.results.summary import RUN_ARGS_FILE, read_run_args
+
+__all__ = [
+    "GateSettings",
+    "MergedRun",
+    "ShardRun",
+    "copy_scenarios",
+    "merge_shards",
+    "merged_gate",
+    "read_shard",
+]
+
+# how or where a shard ran, not what it measured
+_PLACE_SETTINGS = frozenset({"shard", "concurrency", "run_id", "resume", "output_dir", "data_dir"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardRun:
+    """What merging needs of one shard's run directory."""
+
+    run_dir: Path
+    args: RunArgs
+    metrics: tuple[ScenarioMetrics, ...]
+    #: scenario id -> why its ``metrics.json`` is unusable (the shard lost it)
+    incomplete: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MergedRun:
+    """The merged run's ``run_args.json``, its scenarios' records and its lost scenarios."""
+
+    args: RunArgs
+    metrics: tuple[ScenarioMetrics, ...]
+    lost: Mapping[str, str]
+
+
+def read_shard(run_dir: Path) -> ShardRun:
+    """A shard's ``run_args.json`` and scenario records; ``ArtifactError`` when unusable."""
+    if not run_dir.is_dir():
+        raise ArtifactError(f"{run_dir} is not a directory")
+    args = read_run_args(run_dir)
+    if args is None:
+        raise ArtifactError(
+            f"{run_dir / RUN_ARGS_FILE} is missing: is {run_dir} a finished run directory of a "
+            "shard?"
+        )
+    loaded = load_run_metrics(run_dir)
+    return ShardRun(
+        run_dir=run_dir, args=args, metrics=loaded.records, incomplete=loaded.incomplete
+    )
+
+
+def _comparable(configuration: RunConfiguration) -> dict[str, Any]:
+    """The part of a configuration that must agree between shards."""
+    settings = {
+        key: value for key, value in configuration.settings.items() if key not in _PLACE_SETTINGS
+    }
+    return {
+        "settings": settings,
+        "agent": configuration.agent.to_json(),
+        "user": configuration.user.to_json(),
+        "judge": configuration.judge.to_json() if configuration.judge else None,
+    }
+
+
+def _differences(first: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    keys = []
+    for section in sorted(first.keys() | other.keys()):
+        a, b = first.get(section), other.get(section)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            keys += [
+                f"{section}.{key}"
+                for key in sorted(a.keys() | b.keys())
+                if a.get(key) != b.get(key)
+            ]
+        elif a != b:
+            keys.append(section)
+    return keys
+
+
+def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]) -> MergedRun:
+    """The merged run of ``shards``; ``ArtifactError`` when they cannot be one run."""
+    if not shards:
+        raise ArtifactError("merge needs at least one shard run directory")
+    first = shards[0]
+    reference = _comparable(first.args.configuration)
+    for shard in shards[1:]:
+        different = _differences(reference, _comparable(shard.args.configuration))
+        if shard.args.trials != first.args.trials:
+            different.append("trials")
+        if different:
+            raise ArtifactError(
+                f"refusing to merge {shard.run_dir} with {first.run_dir}: their configurations "
+                f"differ in {', '.join(sorted(set(different)))}; shards of one run must share "
+                "every setting but --tau2-shard (and where and how they ran)"
+            )
+    owner: dict[str, Path] = {}
+    metrics: list[ScenarioMetrics] = []
+    lost: dict[str, str] = {}
+    for shard in shards:
+        for record in shard.metrics:
+            if record.scenario_id in owner:
+                raise ArtifactError(
+                    f"refusing to merge: scenario {record.scenario_id} is in both "
+                    f"{owner[record.scenario_id]} and {shard.run_dir} (shards of one run are "
+                    "disjoint; was a shard given twice?)"
+                )
+            owner[record.scenario_id] = shard.run_dir
+            metrics.append(record)
+        for scenario_id, reason in shard.incomplete.items():
+            lost[scenario_id] = f"{shard.run_dir}: {reason}"
+    expected = {scenario for shard in shards for scenario in shard.args.expected}
+    configuration = first.args.configuration
+    merged = dataclasses.replace(
+        configuration,
+        run_id=run_id,
+        settings={**configuration.settings, "shard": None, "run_id": run_id},
+    )
+    return MergedRun(
+        args=RunArgs(
+            argv=tuple(argv),
+            configuration=merged,
+            trials=first.args.trials,
+            expected=tuple(sorted(expected | owner.keys() | lost.keys())),
+            versions=dict(first.args.versions),
+        ),
+        metrics=tuple(sorted(metrics, key=ScenarioMetrics.sort_key)),
+        lost={key: reason for key, reason in lost.items() if key not in owner},
+    )
+
+
+def copy_scenarios(shards: Sequence[ShardRun], into: Path) -> None:
+    """Copy every shard's scenario folders into ``into`` (which holds none of them yet)."""
+    for shard in shards:
+        trials = shard.args.trials
+        for record in shard.metrics:
+            trial = record.trial - 1  # metrics.json numbers trials from 1, the folders' API from 0
+            source = scenario_dir(shard.run_dir, record.scenario_name, trial, trials)
+            target = scenario_dir(into, record.scenario_name, trial, trials)
+            if target.exists():
+                raise ArtifactError(f"{target} exists already: merge into a new directory")
+            try:
+                shutil.copytree(source, target)
+            except OSError as error:
+                raise ArtifactError(f"cannot copy {source} to {target}: {error}") from error
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateSettings:
+    """The gate options a run recorded (``--tau2-min-pass-rate`` and the like)."""
+
+    min_pass_rate: float | None
+    max_infra_errors: int
+    baseline: str
+    max_regression: float | None
+
+    @classmethod
+    def of(cls, configuration: RunConfiguration) -> GateSettings:
+        f = Fields(dict(configuration.settings), f"{RUN_ARGS_FILE}: configuration.settings")
+        return cls(
+            min_pass_rate=f.opt_number("min_pass_rate"),
+            max_infra_errors=f.integer("max_infra_errors") if f.has("max_infra_errors") else 0,
+            baseline=f.opt_text("baseline") or "",
+            max_regression=f.opt_number("max_regression"),
+        )
+
+
+def merged_gate(
+    summary: RunSummary, gate: GateSettings, *, baseline: RunSummary | None
+) -> GateVerdict:
+    """The gate of the merged run, as the plugin applies it to a single run.
+
+    With a threshold or a baseline it is :func:`evaluate_gate`; without, pytest's own rule
+    for a run: every scored scenario succeeded and none was an infra error or lost.
+    """
+    verdict = evaluate_gate(
+        summary,
+        min_pass_rate=gate.min_pass_rate,
+        max_infra_errors=gate.max_infra_errors,
+        baseline=baseline,
+        max_regression=gate.max_regression or 0.0,
+    )
+    if verdict is not None:
+        return verdict
+    counts = summary.counts
+    infra = counts.infra_errors + counts.lost
+    passed = counts.failed == 0 and infra == 0
+    return GateVerdict(
+        passed=passed,
+        line=(
+            f"tau2 gate: profile {summary.profile}, no threshold: {counts.failed} failed, "
+            f"{infra} infra errors or lost: {'PASS' if passed else 'FAIL'}"
+        ),
+        rate=summary.success_rate.rate,
+    )

@@ -1,0 +1,117 @@
+"""The scheduler on its own: what starts ahead, when, and what a close keeps (no pytest run)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import pytest
+
+from tau2_retail.plugins.scheduler import ScenarioScheduler
+
+
+@dataclass(frozen=True)
+class FakeItem:
+    nodeid: str
+
+
+@dataclass
+class Conversations:
+    """Scenario coroutines that finish only when the test releases them."""
+
+    started: list[str] = field(default_factory=list)
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    async def start(self, item: FakeItem) -> str:
+        self.started.append(item.nodeid)
+        gate = self.gates.setdefault(item.nodeid, asyncio.Event())
+        await gate.wait()
+        return f"outcome of {item.nodeid}"
+
+    def release(self, nodeid: str) -> None:
+        self.gates.setdefault(nodeid, asyncio.Event()).set()
+
+
+ITEMS = [FakeItem(f"test[{name}]") for name in "abcdef"]
+
+
+def make(
+    conversations: Conversations, *, limit: int, stop: list[bool] | None = None
+) -> ScenarioScheduler[str]:
+    stop = stop if stop is not None else [False]
+    return ScenarioScheduler(
+        limit=limit,
+        start=conversations.start,  # type: ignore[arg-type]
+        upcoming=lambda item: ITEMS[ITEMS.index(item) + 1 :],  # type: ignore[arg-type,index]
+        wanted=lambda item: True,
+        stopping=lambda: stop[0],
+    )
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+async def test_the_first_outcome_starts_the_next_scenarios_up_to_the_limit() -> None:
+    conversations = Conversations()
+    scheduler = make(conversations, limit=3)
+    waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
+    await settle()
+
+    assert conversations.started == ["test[a]", "test[b]", "test[c]"]
+
+    conversations.release("test[b]")  # a later scenario finishing frees a slot at once
+    await settle()
+    assert conversations.started == ["test[a]", "test[b]", "test[c]", "test[d]"]
+    assert scheduler.peak_in_flight == 3
+
+    conversations.release("test[a]")
+    assert await waiting == "outcome of test[a]"
+    await scheduler.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_limit_of_one_runs_only_the_scenario_under_test() -> None:
+    conversations = Conversations()
+    scheduler = make(conversations, limit=1)
+    conversations.release("test[a]")
+
+    assert await scheduler.outcome(ITEMS[0]) == "outcome of test[a]"  # type: ignore[arg-type]
+    await settle()
+
+    assert conversations.started == ["test[a]"]
+    await scheduler.aclose()
+
+
+@pytest.mark.asyncio
+async def test_nothing_new_starts_once_pytest_is_stopping() -> None:
+    conversations = Conversations()
+    stop = [False]
+    scheduler = make(conversations, limit=2, stop=stop)
+    waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
+    await settle()
+    stop[0] = True  # e.g. -x after a failure
+
+    conversations.release("test[b]")
+    conversations.release("test[a]")
+    await waiting
+    await settle()
+
+    assert conversations.started == ["test[a]", "test[b]"]
+    await scheduler.aclose()
+
+
+@pytest.mark.asyncio
+async def test_close_cancels_the_scenarios_still_running() -> None:
+    conversations = Conversations()
+    scheduler = make(conversations, limit=3)
+    conversations.release("test[a]")
+    await scheduler.outcome(ITEMS[0])  # type: ignore[arg-type]
+    await settle()
+    assert scheduler.in_flight == 3  # b, c and d, started when a finished
+
+    await scheduler.aclose()
+
+    assert scheduler.in_flight == 0

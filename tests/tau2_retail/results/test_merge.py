@@ -1,0 +1,143 @@
+"""The pure merge of shard runs: what may differ, what is refused, what the merged run holds."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tau2_retail.errors import ArtifactError
+from tau2_retail.results.merge import GateSettings, ShardRun, merge_shards, merged_gate
+from tau2_retail.results.records import RunArgs, RunConfiguration
+from tau2_retail.results.summary import build_summary
+
+from .test_summary import metric
+
+ARGV = ("python", "-m", "tau2_retail", "merge")
+
+
+def shard(name: str, tasks: list[str], **settings: Any) -> ShardRun:
+    values = {"seed": 300, "shard": [1, 2], "concurrency": 1, "output_dir": "x", **settings}
+    scenarios = [metric(task) for task in tasks]
+    return ShardRun(
+        run_dir=Path(name),
+        args=RunArgs(
+            argv=("pytest",),
+            configuration=RunConfiguration.of_models(agent="a", run_id=name, settings=values),
+            trials=1,
+            expected=tuple(m.scenario_id for m in scenarios),
+            versions={"python": "3.11"},
+        ),
+        metrics=tuple(scenarios),
+        incomplete={},
+    )
+
+
+def test_where_and_how_a_shard_ran_may_differ() -> None:
+    merged = merge_shards(
+        [
+            shard("a", ["1", "2"]),
+            shard("b", ["3"], shard=[2, 2], concurrency=64, output_dir="elsewhere"),
+        ],
+        run_id="all",
+        argv=ARGV,
+    )
+
+    ids = ["tau2_retail__1", "tau2_retail__2", "tau2_retail__3"]
+    assert list(merged.args.expected) == ids
+    assert [m.scenario_id for m in merged.metrics] == ids
+    assert merged.args.configuration.settings["shard"] is None
+    assert merged.args.configuration.run_id == "all"
+    assert merged.args.argv == ARGV
+
+
+def test_a_scenario_lost_by_a_shard_stays_expected() -> None:
+    # the shard expected 3 and 4; 3 has no metrics.json, 4 an unreadable one
+    lost = dataclasses.replace(
+        shard("b", ["3", "4"]),
+        metrics=(),
+        incomplete={"tau2_retail__4": "metrics.json: not valid JSON"},
+    )
+
+    merged = merge_shards([shard("a", ["1"]), lost], run_id="all", argv=ARGV)
+
+    assert list(merged.args.expected) == ["tau2_retail__1", "tau2_retail__3", "tau2_retail__4"]
+    assert merged.lost == {"tau2_retail__4": "b: metrics.json: not valid JSON"}
+
+
+def test_a_scenario_in_two_shards_is_refused() -> None:
+    with pytest.raises(ArtifactError, match="scenario tau2_retail__2 is in both a and b"):
+        merge_shards([shard("a", ["1", "2"]), shard("b", ["2"])], run_id="all", argv=ARGV)
+
+
+def test_a_different_measuring_setting_is_refused() -> None:
+    with pytest.raises(ArtifactError, match=r"differ in settings\.seed"):
+        merge_shards([shard("a", ["1"]), shard("b", ["2"], seed=1)], run_id="all", argv=ARGV)
+
+
+def test_without_a_threshold_the_merged_gate_is_pytests_rule() -> None:
+    gate = GateSettings.of(RunConfiguration.of_models(agent="a", settings={}))
+    passing = build_summary([metric("1")], expected=None, trials=1, configuration=None, versions={})
+    failing = build_summary(
+        [metric("1"), metric("2", db=False)],
+        expected=None,
+        trials=1,
+        configuration=None,
+        versions={},
+    )
+
+    assert merged_gate(passing, gate, baseline=None).passed
+    verdict = merged_gate(failing, gate, baseline=None)
+    assert not verdict.passed
+    assert (
+        verdict.line
+        == "tau2 gate: profile default, no threshold: 1 failed, 0 infra errors or lost: FAIL"
+    )
+
+
+def test_with_a_threshold_the_merged_gate_is_the_runs_gate() -> None:
+    gate = GateSettings.of(
+        RunConfiguration.of_models(
+            agent="a", settings={"min_pass_rate": 0.5, "max_infra_errors": 0}
+        )
+    )
+    summary = build_summary(
+        [metric("1"), metric("2", db=False)],
+        expected=None,
+        trials=1,
+        configuration=None,
+        versions={},
+    )
+
+    verdict = merged_gate(summary, gate, baseline=None)
+
+    assert verdict.passed
+    assert verdict.line == (
+        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "infra errors 0 (max 0): PASS"
+    )
+
+
+def test_with_a_baseline_the_merged_gate_compares_against_it() -> None:
+    gate = GateSettings.of(
+        RunConfiguration.of_models(
+            agent="a", settings={"baseline": "earlier", "max_infra_errors": 0}
+        )
+    )
+    baseline = build_summary(
+        [metric("1"), metric("2")], expected=None, trials=1, configuration=None, versions={}
+    )
+    summary = build_summary(
+        [metric("1"), metric("2", db=False)],
+        expected=None,
+        trials=1,
+        configuration=None,
+        versions={},
+    )
+
+    verdict = merged_gate(summary, gate, baseline=baseline)
+
+    assert not verdict.passed
+    assert verdict.flipped == ("tau2_retail__2",)
