@@ -205,11 +205,15 @@ def build_summary(
     scored = [m for m in ordered if not m.infra_error]
     success = _rate(m.is_successful for m in scored)
 
-    by_task: dict[str, list[bool]] = {}
-    for record in scored:
-        by_task.setdefault(record.task_id, []).append(record.is_successful)
     profile = _run_profile(ordered, configuration)
     tau2 = profile == ProfileName.TAU2
+    by_task: dict[str, list[bool]] = {}
+    for record in scored:
+        if not tau2:
+            by_task.setdefault(record.task_id, []).append(record.is_successful)
+        elif record.tau2_reward is not None:
+            # upstream's pass^k reads the reward: a trial without one (no judge) is not counted
+            by_task.setdefault(record.task_id, []).append(record.tau2_reward == 1.0)
     pass_k = []
     if trials > 1 or tau2:
         for k in range(1, trials + 1):
@@ -301,7 +305,11 @@ def pass_hat_k_line(summary: RunSummary) -> str | None:
     shown = ", ".join(
         f"pass^{e.k} {'n/a' if e.value is None else f'{e.value:.4f}'}" for e in summary.pass_hat_k
     )
-    return f"{shown} ({summary.pass_hat_k[0].tasks} tasks)"
+    return f"{shown} ({_tasks(summary.pass_hat_k[0].tasks)})"
+
+
+def _tasks(count: int) -> str:
+    return f"{count} task" if count == 1 else f"{count} tasks"
 
 
 def _reward_line(summary: RunSummary) -> str:
@@ -315,7 +323,7 @@ def _reward_line(summary: RunSummary) -> str:
 
 def _pass_k_lines(summary: RunSummary) -> list[str]:
     return [
-        f"pass^{e.k}: {'n/a' if e.value is None else f'{e.value:.4f}'} ({e.tasks} tasks)"
+        f"pass^{e.k}: {'n/a' if e.value is None else f'{e.value:.4f}'} ({_tasks(e.tasks)})"
         for e in summary.pass_hat_k
     ]
 

@@ -622,13 +622,17 @@ def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
     )
     assert summary["profile"] == "tau2"
     assert summary["tau2_reward"] == {"mean": 2 / 3, "n": 3, "not_scorable": 1}
-    assert [entry["value"] for entry in summary["pass_hat_k"]] == [0.5, 0.0]
+    # upstream's pass^k over the trials that have a reward: task 1 has one (pass^1 only)
+    assert [(entry["value"], entry["tasks"]) for entry in summary["pass_hat_k"]] == [
+        (0.75, 2),
+        (0.0, 1),
+    ]
     assert RunSummary.from_json(summary).to_json() == summary
     lines = summary_module.headline_lines(RunSummary.from_json(summary))
     assert lines[:4] == [
         "tau2 reward (upstream): mean 0.6667 over 3 scenarios; 1 not scorable without a judge",
-        "pass^1: 0.5000 (2 tasks)",
-        "pass^2: 0.0000 (2 tasks)",
+        "pass^1: 0.7500 (2 tasks)",
+        "pass^2: 0.0000 (1 task)",
         "Our signals (beside upstream's reward; CLEAN_EXIT not applicable):",
     ]
     assert not [line for line in lines if line.startswith("Clean exit")]
