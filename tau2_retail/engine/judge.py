@@ -32,6 +32,7 @@ Normalization rules, beyond the spec's wording, decided here:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -442,30 +443,35 @@ async def judge_scenario(
         Message(role=Role.USER, content=user_content),
     )
 
-    def failed(
-        detail: str, usage: Usage, raw_reply: str | None, attempts: int, waited: float
-    ) -> JudgeResult:
-        return failed_judgement(
-            system_prompt=system_prompt,
-            user_content=user_content,
-            assertions=assertions,
-            detail=detail,
-            usage=usage,
-            raw_reply=raw_reply,
-            attempts=attempts,
-            wait_seconds=waited,
-        )
+    failed = functools.partial(
+        failed_judgement,
+        system_prompt=system_prompt,
+        user_content=user_content,
+        assertions=assertions,
+    )
 
     try:
         turn = await model.complete(request, tools=None, seed=seed)
     except ContextWindowExceeded as error:
         # The endpoint answered: this prompt cannot be judged there, now or on resume.
-        return failed(str(error), Usage(), None, error.attempts, error.wait_seconds)
+        return failed(
+            detail=str(error),
+            usage=Usage(),
+            raw_reply=None,
+            attempts=error.attempts,
+            wait_seconds=error.wait_seconds,
+        )
     text = turn.content or ""
     try:
         score, reason, verdicts = normalize_judgement(text, assertions)
     except _UnreadableJudgement as error:
-        return failed(str(error), turn.usage, text, turn.attempts, turn.wait_seconds)
+        return failed(
+            detail=str(error),
+            usage=turn.usage,
+            raw_reply=text,
+            attempts=turn.attempts,
+            wait_seconds=turn.wait_seconds,
+        )
     return JudgeResult(
         score=score,
         reason=reason,

@@ -21,6 +21,7 @@ is appended as an extra verdict.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -121,29 +122,34 @@ async def judge_upstream(
         Message(role=Role.USER, content=user_content),
     )
 
-    def failed(
-        detail: str, usage: Usage, raw_reply: str | None, attempts: int, waited: float
-    ) -> JudgeResult:
-        return failed_judgement(
-            system_prompt=system_prompt,
-            user_content=user_content,
-            assertions=assertions,
-            detail=detail,
-            usage=usage,
-            raw_reply=raw_reply,
-            attempts=attempts,
-            wait_seconds=waited,
-        )
+    failed = functools.partial(
+        failed_judgement,
+        system_prompt=system_prompt,
+        user_content=user_content,
+        assertions=assertions,
+    )
 
     try:
         turn = await model.complete(request, tools=None, seed=None)
     except ContextWindowExceeded as error:
         # The endpoint answered: this prompt cannot be judged there, now or on resume.
-        return failed(str(error), Usage(), None, error.attempts, error.wait_seconds)
+        return failed(
+            detail=str(error),
+            usage=Usage(),
+            raw_reply=None,
+            attempts=error.attempts,
+            wait_seconds=error.wait_seconds,
+        )
     try:
         verdicts = read_upstream_reply(turn.content or "", template, assertions)
     except _UpstreamWouldRaise as error:
-        return failed(str(error), turn.usage, turn.content, turn.attempts, turn.wait_seconds)
+        return failed(
+            detail=str(error),
+            usage=turn.usage,
+            raw_reply=turn.content,
+            attempts=turn.attempts,
+            wait_seconds=turn.wait_seconds,
+        )
     all_met = all(verdict.passed for verdict in verdicts)
     return JudgeResult(
         score=1.0 if all_met else 0.0,
