@@ -32,7 +32,6 @@ Normalization rules, beyond the spec's wording, decided here:
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -41,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeGuard
 
 from tau2_retail.errors import ContextWindowExceeded
-from tau2_retail.models.messages import Message, Role, ToolCall, Usage
+from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.dispatch import Action, parse_arguments
 
@@ -55,6 +54,7 @@ __all__ = [
     "NO_REASON",
     "JudgeResult",
     "Verdict",
+    "ask_judge",
     "build_judge_prompt",
     "failed_judgement",
     "judge_scenario",
@@ -414,6 +414,36 @@ def failed_judgement(
     )
 
 
+async def ask_judge(
+    model: ChatModel,
+    *,
+    system_prompt: str,
+    user_content: str,
+    assertions: Sequence[str],
+    seed: int | None,
+) -> AssistantTurn | JudgeResult:
+    """One judge request (system + user message, no tools): the reply, or, when the endpoint
+    says the prompt is too long for it, a failed judgement (it cannot be judged there, now or on
+    resume). An endpoint that cannot answer raises its ``EndpointError`` (an outage)."""
+    request = (
+        Message(role=Role.SYSTEM, content=system_prompt),
+        Message(role=Role.USER, content=user_content),
+    )
+    try:
+        return await model.complete(request, tools=None, seed=seed)
+    except ContextWindowExceeded as error:
+        return failed_judgement(
+            system_prompt=system_prompt,
+            user_content=user_content,
+            assertions=assertions,
+            detail=str(error),
+            usage=Usage(),
+            raw_reply=None,
+            attempts=error.attempts,
+            wait_seconds=error.wait_seconds,
+        )
+
+
 async def judge_scenario(
     model: ChatModel,
     *,
@@ -438,34 +468,23 @@ async def judge_scenario(
         reference_actions=reference_actions,
         recorded_actions=recorded_actions,
     )
-    request = (
-        Message(role=Role.SYSTEM, content=system_prompt),
-        Message(role=Role.USER, content=user_content),
-    )
-
-    failed = functools.partial(
-        failed_judgement,
+    turn = await ask_judge(
+        model,
         system_prompt=system_prompt,
         user_content=user_content,
         assertions=assertions,
+        seed=seed,
     )
-
-    try:
-        turn = await model.complete(request, tools=None, seed=seed)
-    except ContextWindowExceeded as error:
-        # The endpoint answered: this prompt cannot be judged there, now or on resume.
-        return failed(
-            detail=str(error),
-            usage=Usage(),
-            raw_reply=None,
-            attempts=error.attempts,
-            wait_seconds=error.wait_seconds,
-        )
+    if isinstance(turn, JudgeResult):
+        return turn
     text = turn.content or ""
     try:
         score, reason, verdicts = normalize_judgement(text, assertions)
     except _UnreadableJudgement as error:
-        return failed(
+        return failed_judgement(
+            system_prompt=system_prompt,
+            user_content=user_content,
+            assertions=assertions,
             detail=str(error),
             usage=turn.usage,
             raw_reply=text,

@@ -21,15 +21,13 @@ is appended as an extra verdict.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from tau2_retail.data.upstream.prompts import JudgeTemplate
-from tau2_retail.engine.judge import JudgeResult, Verdict, failed_judgement
-from tau2_retail.errors import ContextWindowExceeded
-from tau2_retail.models.messages import Message, Role, Usage
+from tau2_retail.engine.judge import JudgeResult, Verdict, ask_judge, failed_judgement
+from tau2_retail.models.messages import Message, Role
 from tau2_retail.models.protocol import ChatModel
 
 __all__ = ["NO_RESULT_REASON", "judge_upstream", "read_upstream_reply", "upstream_trajectory"]
@@ -117,33 +115,22 @@ async def judge_upstream(
     """
     system_prompt = template.system_prompt
     user_content = template.user_content(upstream_trajectory(messages), list(assertions))
-    request = (
-        Message(role=Role.SYSTEM, content=system_prompt),
-        Message(role=Role.USER, content=user_content),
-    )
-
-    failed = functools.partial(
-        failed_judgement,
+    turn = await ask_judge(
+        model,
         system_prompt=system_prompt,
         user_content=user_content,
         assertions=assertions,
+        seed=None,
     )
-
-    try:
-        turn = await model.complete(request, tools=None, seed=None)
-    except ContextWindowExceeded as error:
-        # The endpoint answered: this prompt cannot be judged there, now or on resume.
-        return failed(
-            detail=str(error),
-            usage=Usage(),
-            raw_reply=None,
-            attempts=error.attempts,
-            wait_seconds=error.wait_seconds,
-        )
+    if isinstance(turn, JudgeResult):
+        return turn
     try:
         verdicts = read_upstream_reply(turn.content or "", template, assertions)
     except _UpstreamWouldRaise as error:
-        return failed(
+        return failed_judgement(
+            system_prompt=system_prompt,
+            user_content=user_content,
+            assertions=assertions,
             detail=str(error),
             usage=turn.usage,
             raw_reply=turn.content,
