@@ -7,6 +7,7 @@ reported as a pytest error and excluded from the rates.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from tau2_retail.engine.scenario import SavedConversationError, Scenario, Scenar
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, OUTCOME_PROPERTY
-from tau2_retail.plugins.scheduler import ScenarioScheduler, upcoming_items
+from tau2_retail.plugins.scheduler import SESSION_LOOP_KEY, ScenarioScheduler, upcoming_items
 from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
 from tau2_retail.tools.store import Store
 
@@ -137,6 +138,7 @@ async def tau2_scheduler(
     """
     session = request.session
     configuration = tau2_run.configuration.to_json()
+    session.config.stash[SESSION_LOOP_KEY] = asyncio.get_running_loop()
 
     async def start(item: pytest.Item) -> Finished:
         callspec: Any = getattr(item, "callspec", None)

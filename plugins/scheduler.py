@@ -29,7 +29,17 @@ from tau2_retail.data.tasks import Task
 from tau2_retail.engine.scenario import Scenario
 from tau2_retail.engine.shards import shard_tasks
 
-__all__ = ["ScenarioScheduler", "upcoming_items", "worker_share", "worker_share_items"]
+__all__ = [
+    "SESSION_LOOP_KEY",
+    "ScenarioScheduler",
+    "settle_interrupted_loop",
+    "upcoming_items",
+    "worker_share",
+    "worker_share_items",
+]
+
+#: the event loop the scenarios run on (pytest-asyncio's session loop), set by the scheduler
+SESSION_LOOP_KEY = pytest.StashKey[asyncio.AbstractEventLoop]()
 
 T = TypeVar("T")
 _REFILL_SECONDS = 0.1
@@ -141,6 +151,26 @@ class ScenarioScheduler(Generic[T]):
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        for task in self._tasks.values():
+            if not task.cancelled():
+                task.exception()  # retrieved (a Ctrl-C may have landed in one): no GC warning
+
+
+def settle_interrupted_loop(config: pytest.Config) -> None:
+    """Make the scenarios' loop usable again after a Ctrl-C landed inside it.
+
+    A SIGINT that arrives just after a test's coroutine finished (before asyncio's
+    ``run_until_complete`` saw it) is raised inside the loop, leaving that call's "stop the loop"
+    callback queued; the next ``run_until_complete`` (pytest-asyncio tearing down the scheduler
+    at the session's end) would run it and fail with "Event loop stopped before Future
+    completed" instead of cancelling the conversations in flight. One pass over the callbacks
+    already queued consumes it (``stop`` before ``run_forever`` runs exactly one pass).
+    """
+    loop = config.stash.get(SESSION_LOOP_KEY, None)
+    if loop is None or loop.is_closed() or loop.is_running():
+        return
+    loop.stop()
+    loop.run_forever()
 
 
 def _after(items: list[pytest.Item], item: pytest.Item) -> Iterator[pytest.Item]:

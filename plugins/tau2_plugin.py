@@ -22,7 +22,11 @@ from tau2_retail.plugins.process import scenario_of as scenario_of
 from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run
 from tau2_retail.plugins.runtime import select_scenarios
-from tau2_retail.plugins.scheduler import worker_share, worker_share_items
+from tau2_retail.plugins.scheduler import (
+    settle_interrupted_loop,
+    worker_share,
+    worker_share_items,
+)
 
 pytest_plugins = ["tau2_retail.plugins.fixtures"]
 
@@ -142,3 +146,11 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
             "ignore", message=r"(?s).*\nKeyboardInterrupt: ", category=PluggyTeardownRaisedWarning
         )
     return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After Ctrl-C, before the session's fixtures are torn down: the scenarios' loop can run
+    again, so the conversations in flight are cancelled as at any other end of the session."""
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        settle_interrupted_loop(session.config)
