@@ -101,6 +101,8 @@ class Tau2Run:
         self.problems: list[str] = []
         self.report_path: Path | None = None
         self.exit_problem: str | None = None
+        #: the exit status the run decides (gate, unusable baseline, resumed run), set at finish
+        self.exit_verdict: pytest.ExitCode | None = None
 
     @property
     def settings(self) -> Tau2Settings:
@@ -343,9 +345,10 @@ class Tau2Run:
         yield
         if active and interrupted:
             self._finish(session)
-        # plugins that finish after us (syrupy ORs in the status pytest passed to the hook)
-        # must not undo the gate's verdict
-        self._set_gate_status(session)
+        # applied last: plugins that finish after us (syrupy ORs in the status pytest passed to
+        # the hook) must not undo the run's verdict
+        if self.exit_verdict is not None:
+            session.exitstatus = self.exit_verdict
 
     def _finish(self, session: pytest.Session) -> None:
         records, lost = self._metrics()
@@ -381,10 +384,10 @@ class Tau2Run:
         except ReportError as error:  # the summary is written; the page is a convenience
             self.problems.append(f"tau2: report.html not written: {error}")
         self.exit_problem = _BROKEN.get(pytest.ExitCode(session.exitstatus))
-        self._apply_gate(session)
+        self._apply_gate()
         self._junit_properties()
 
-    def _apply_gate(self, session: pytest.Session) -> None:
+    def _apply_gate(self) -> None:
         assert self.summary is not None
         settings = self.process.settings
         baseline: RunSummary | None = None
@@ -396,7 +399,7 @@ class Tau2Run:
             if baseline is None and not self.problems:
                 self.problems.append(f"tau2: baseline {settings.baseline} has no summary.json")
             if baseline is None:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                self.exit_verdict = pytest.ExitCode.TESTS_FAILED
                 return
         self.gate = evaluate_gate(
             self.summary,
@@ -412,9 +415,9 @@ class Tau2Run:
                 f"(first: {self.others_failed[0]}); the exit status stays failed whatever the "
                 "gate says"
             )
-        self._set_gate_status(session)
+        self.exit_verdict = self._verdict()
 
-    def _set_gate_status(self, session: pytest.Session) -> None:
+    def _verdict(self) -> pytest.ExitCode | None:
         """The exit status of the whole run when the session failed only in scenarios.
 
         With a gate, its verdict. Without one, a resumed run's status is the one an
@@ -422,15 +425,15 @@ class Tau2Run:
         earlier session still fails it (and a run with nothing left to do is not "no tests").
         """
         if self.exit_problem is not None or self.others_failed or self.summary is None:
-            return
+            return None
         if self.gate is not None:
             passed = self.gate.passed
         elif self.process.settings.resume:
             counts = self.summary.counts
             passed = counts.failed + counts.infra_errors + counts.lost == 0
         else:
-            return
-        session.exitstatus = pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
+            return None
+        return pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
 
     def _junit_properties(self) -> None:
         """The rates and the gate as junit ``<testsuite>`` properties (with --junitxml)."""
