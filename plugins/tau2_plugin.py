@@ -74,6 +74,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     plugin = config.pluginmanager.get_plugin(_RUN_PLUGIN)
     if plugin is not None:
         config.pluginmanager.unregister(plugin, _RUN_PLUGIN)
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.close()  # the run folder's lock, held since the claim
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -10,6 +10,7 @@
     │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
     │   └── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
     └── ArtifactError            a run directory or artifact cannot be written or read
+        └── RunInUse             another live process holds the run folder's lock
 
 Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
 ``Error: ...`` results for the model (see ``tools.errors.ToolError``). Our own bugs are never
@@ -27,6 +28,7 @@ __all__ = [
     "EndpointDown",
     "EndpointError",
     "GoldMismatch",
+    "RunInUse",
     "Tau2Error",
     "UpstreamSourceError",
 ]
@@ -114,3 +116,13 @@ class EndpointDown(EndpointError):
 
 class ArtifactError(Tau2Error):
     """A run directory or artifact cannot be written or read."""
+
+
+class RunInUse(ArtifactError):
+    """Another live process holds the run folder's lock (a second run with the same id, or a
+    resume of a run that is still going). ``holder`` says who (``pid 1234 on host ci-7 ...``),
+    as its lock file names it."""
+
+    def __init__(self, message: str, *, holder: str) -> None:
+        self.holder = holder
+        super().__init__(message)
