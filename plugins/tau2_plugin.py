@@ -16,6 +16,7 @@ import pytest
 from pluggy import PluggyTeardownRaisedWarning
 
 from tau2_retail.errors import ArtifactError
+from tau2_retail.models.text import printable, printable_lines
 from tau2_retail.plugins.options import add_options, resolve_settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process, new_run_id
 from tau2_retail.plugins.process import scenario_of as scenario_of
@@ -126,12 +127,25 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if call.excinfo is not None and call.excinfo.errisinstance(Tau2InfraError):
+    excinfo = call.excinfo
+    if excinfo is None:
+        return report
+    # Model, judge and endpoint text reach these messages (a judge's reason, a reply body):
+    # its control characters are shown escaped, never sent to the terminal (ANSI escapes,
+    # carriage returns, newlines inside one reason).
+    if excinfo.errisinstance(Tau2InfraError):
         # an outage is not a bug of the test: one line says what failed, no traceback
-        report.longrepr = f"Tau2InfraError: {call.excinfo.value}"
-    elif call.excinfo is not None and call.excinfo.errisinstance(ArtifactError):
+        report.longrepr = f"Tau2InfraError: {printable(str(excinfo.value))}"
+    elif excinfo.errisinstance(ArtifactError):
         # a failed write (full disk, permissions): one line naming the file and the cause
-        report.longrepr = f"ArtifactError: {call.excinfo.value}"
+        report.longrepr = f"ArtifactError: {printable(str(excinfo.value))}"
+    elif (
+        isinstance(failed := excinfo.value, pytest.fail.Exception)
+        and not failed.pytrace
+        and scenario_of(item.nodeid) is not None
+    ):
+        # a scenario's failure message: our lines, each escaped
+        report.longrepr = printable_lines(failed.msg or "")
     return report
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tau2_retail.engine.scenario import ScenarioOutcome
+from tau2_retail.models.text import printable
 from tau2_retail.plugins.options import Tau2Settings
 
 NO_JUDGE = "not judged: no judge configured (set --tau2-judge-model)"
@@ -42,7 +43,10 @@ async def test_tau2_retail(
             f"tau2_nl_{index}", f"{'met' if verdict.passed else 'NOT met'}: {verdict.reason}"
         )
         if not verdict.passed:
-            failures.append(f"NL assertion {index} ({assertion}) judged not met: {verdict.reason}")
+            # the judge's reason on one line, whatever it holds (newlines shown as \n)
+            failures.append(
+                f"NL assertion {index} ({assertion}) judged not met: {printable(verdict.reason)}"
+            )
     failures[:0] = tau2_outcome.signal_failures()
     if failures:
         reason = tau2_outcome.short_reason() or "the judge did not run"
