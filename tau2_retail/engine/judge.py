@@ -42,7 +42,7 @@ from typing import Any, Final, TypeGuard
 from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
-from tau2_retail.models.text import loads_strict, valid_unicode_json
+from tau2_retail.models.text import valid_unicode_json
 from tau2_retail.tools.dispatch import Action, parse_arguments
 
 __all__ = [
@@ -350,7 +350,8 @@ def _first_json_fence(text: str) -> str | None:
 def _json_object(text: str) -> dict[str, Any] | None:
     """``text`` as a JSON object, or None (not JSON, nested too deeply, or not an object)."""
     try:
-        data = loads_strict(text)
+        # NaN and Infinity are accepted here: a non-finite score is clamped (spec §5)
+        data = valid_unicode_json(json.loads(text))
     except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
@@ -364,7 +365,7 @@ def _first_object(text: str) -> dict[str, Any] | None:
     reply of 100,000 braces costs as much as a short one (each failed attempt costs the C
     decoder a scan proportional to the reply, never more).
     """
-    decoder = json.JSONDecoder(parse_constant=_no_constant)
+    decoder = json.JSONDecoder()
     for attempt, match in enumerate(_OBJECT_START.finditer(text)):
         if attempt == MAX_OBJECT_ATTEMPTS:
             return None
@@ -375,12 +376,6 @@ def _first_object(text: str) -> dict[str, Any] | None:
         if isinstance(data, dict):
             return valid_unicode_json(data)  # type: ignore[no-any-return]
     return None
-
-
-def _no_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON (Python's decoder accepts them): a candidate that holds one
-    # is not an object the judgement can come from
-    raise ValueError(f"{name} is not JSON")
 
 
 def _excerpt(text: str, limit: int = 200) -> str:

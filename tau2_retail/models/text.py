@@ -4,8 +4,8 @@
   spell half a pair, ``"\\ud83d"``, e.g. an emoji cut by a token limit) becomes U+FFFD. No UTF-8
   text can hold one: it would break the next request body, the xdist report and every artifact
   it reaches. Applied once where endpoint text enters (the reply, the judge's JSON inside it).
-- :func:`loads_strict`: ``json.loads`` refusing ``NaN``/``Infinity`` (Python accepts them, no
-  JSON reader does) and with lone surrogates replaced.
+- :func:`finite_or_none`: a number that may go on (NaN and infinities are not JSON: they are
+  refused or clamped where they enter; artifacts are written with ``allow_nan=False``).
 - :func:`printable`: a line for the terminal, with control characters (ANSI escapes, carriage
   returns, newlines, bidirectional overrides) shown as escapes instead of acting on the
   terminal. Artifacts keep the text as sent; only what is printed is escaped.
@@ -13,14 +13,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any, Final
 
 __all__ = [
     "finite_or_none",
-    "loads_strict",
     "printable",
     "printable_lines",
     "valid_unicode",
@@ -49,16 +47,6 @@ def valid_unicode_json(value: Any) -> Any:
     if isinstance(value, dict):
         return {valid_unicode(key): valid_unicode_json(item) for key, item in value.items()}
     return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def loads_strict(text: str | bytes) -> Any:
-    """``json.loads`` for text from an endpoint: ``NaN``, ``Infinity`` and ``-Infinity`` raise
-    ``ValueError`` like any other invalid JSON; lone surrogates become U+FFFD."""
-    return valid_unicode_json(json.loads(text, parse_constant=_no_constant))
 
 
 def finite_or_none(value: float) -> float | None:
