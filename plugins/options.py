@@ -20,6 +20,7 @@ import pytest
 
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import EndpointConfig
@@ -268,6 +269,13 @@ OPTIONS: tuple[Setting, ...] = (
         "seconds between probes of an endpoint that is down (one request; success closes it)",
     ),
     Setting(
+        "max_reply_bytes",
+        _int_at_least(1024),
+        str(DEFAULT_MAX_REPLY_BYTES),
+        "the largest reply body read from an endpoint, counted as it arrives and after "
+        "decompression (default 8 MiB); a larger one ends the scenario as an infra error",
+    ),
+    Setting(
         "agent_notes",
         _on_off,
         "on",
@@ -408,6 +416,7 @@ class Tau2Settings:
     concurrency: int
     breaker_failures: int
     breaker_probe_seconds: float
+    max_reply_bytes: int
     output_dir: str
     run_id: str
     resume: str
@@ -460,6 +469,7 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
                 max_connections=values[f"{role}_max_connections"],
                 breaker_failures=values["breaker_failures"],
                 breaker_probe_seconds=values["breaker_probe_seconds"],
+                max_reply_bytes=values["max_reply_bytes"],
             )
         except ConfigError as error:
             raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error

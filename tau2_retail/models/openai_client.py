@@ -38,6 +38,7 @@ import openai
 
 from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
 from tau2_retail.models.backoff import BackoffGate
+from tau2_retail.models.bounded import ACCEPT_ENCODING, ReplyTooLarge, read_bounded
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
@@ -289,9 +290,24 @@ class OpenAIChatModel:
             # asyncio.timeout bounds the whole exchange: httpx's own timeout restarts on every
             # byte, so a server dripping one byte per second would never trip it. Cancelling
             # the request closes its connection (httpcore does not reuse a half-read one).
-            async with asyncio.timeout(deadline):
-                raw = await self._client.chat.completions.with_raw_response.create(**request)
-                payload = raw.content
+            async with (
+                asyncio.timeout(deadline),
+                self._client.chat.completions.with_streaming_response.create(**request) as raw,
+            ):
+                # read as it arrives, inflated here within the limit (never a body whole)
+                payload = await read_bounded(
+                    raw.http_response, max_bytes=self._config.max_reply_bytes
+                )
+        except ReplyTooLarge as e:
+            # Not the model's output: max_tokens bounds a completion far below the limit, so
+            # only a broken or hostile server (or proxy) sends this. An infra error, excluded
+            # from the rates; not retried (the same reply would come again) and not counted
+            # toward the breaker (the endpoint answered).
+            fatal = EndpointError(
+                f"{self._where()}: chat completion failed after {attempts} attempt(s): {e}",
+                status=200,
+            )
+            return _Failure(detail=str(e), cause=e, fatal=fatal, endpoint_level=False)
         except openai.APIStatusError as e:
             return self._status_failure(e, attempts=attempts)
         except (TimeoutError, openai.APITimeoutError) as e:
@@ -301,7 +317,7 @@ class OpenAIChatModel:
         try:
             content, tool_calls, usage, finish_reason = self._parse(payload)
         except _UnparseableReply as e:
-            text = raw.text
+            text = payload.decode("utf-8", "replace")
             body = _excerpt(text, self._redact)
             return _Failure(
                 detail=f"unparseable reply (HTTP 200, {e}): {body}",
@@ -335,7 +351,13 @@ class OpenAIChatModel:
             # sends it too. The extra body may still override it.
             body["tool_choice"] = "auto"
         body.update(config.extra_body)
-        request: dict[str, Any] = {"model": config.model, "messages": [], "extra_body": body}
+        request: dict[str, Any] = {
+            "model": config.model,
+            "messages": [],
+            "extra_body": body,
+            # only encodings read_bounded inflates within its limit
+            "extra_headers": {"Accept-Encoding": ACCEPT_ENCODING},
+        }
         seed = config.seed if seed is None else seed
         optional = {
             "temperature": config.temperature,
