@@ -175,6 +175,8 @@ class Setting:
     env: bool = False
     #: the value of an unset setting whose default is empty
     empty: Any = None
+    #: an empty value given on the command line is refused (it would silently mean "all")
+    refuse_blank: bool = False
 
     @property
     def flag(self) -> str:
@@ -289,6 +291,7 @@ OPTIONS: tuple[Setting, ...] = (
         "",
         "only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
         empty=(),
+        refuse_blank=True,
     ),
     Setting(
         "shard",
@@ -507,6 +510,12 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
     for setting in OPTIONS:
         raw, source = _raw(config, setting)
         sources[setting.name] = source
+        if setting.refuse_blank and source == setting.flag and not raw.strip():
+            # e.g. --tau2-tasks=$TASKS with TASKS unset: not "every task" without a word
+            raise pytest.UsageError(
+                f"{source}: an empty value is not valid for {setting.flag}; expected "
+                f"{setting.help.partition(', e.g.')[0]} (omit the option for all)"
+            )
         if raw == "" and setting.default == "":
             values[setting.name] = setting.empty
             continue
