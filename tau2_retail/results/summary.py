@@ -490,6 +490,11 @@ def summarize(run_dir: Path) -> RunSummary:
     """
     run_dir = Path(run_dir)
     loaded = load_run_metrics(run_dir)
+    if loaded.misplaced:
+        more = f" (and {len(loaded.misplaced) - 1} more)" if len(loaded.misplaced) > 1 else ""
+        raise ArtifactError(
+            f"{run_dir} is not a readable run: {loaded.misplaced[0]}{more}; move or remove it"
+        )
     run_args = read_run_args(run_dir)
     if run_args is None and not loaded.records and not loaded.incomplete:
         raise ArtifactError(

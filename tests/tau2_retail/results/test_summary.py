@@ -726,3 +726,26 @@ def test_summarize_without_run_args_keeps_the_recorded_versions(
     assert main(["summarize", str(run_dir)]) == 0
 
     assert json.loads((run_dir / "summary.json").read_text())["versions"] == VERSIONS
+
+
+def test_a_misplaced_metrics_json_is_never_counted_and_summarize_refuses_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tau2_retail.results.artifacts import load_run_metrics
+
+    for task in ("0", "1"):
+        folder = tmp_path / f"tau2_retail__{task}"
+        folder.mkdir()
+        (folder / "metrics.json").write_text(json.dumps(metric("0").to_json()))
+
+    loaded = load_run_metrics(tmp_path)
+    assert [m.scenario_id for m in loaded.records] == ["tau2_retail__0"]
+    assert loaded.incomplete["tau2_retail__1"].startswith("misplaced metrics.json: ")
+    assert main(["summarize", str(tmp_path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert "is not a readable run: " in lines[0]
+    assert (
+        "tau2_retail__1/metrics.json records scenario tau2_retail__0, not tau2_retail__1"
+        in (lines[0])
+    )
