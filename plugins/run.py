@@ -121,6 +121,9 @@ class Tau2Run:
         self.claimed = False
         #: the claim of the run folder stopped the session (it is another process's)
         self.refused = False
+        #: under ``--dist each``: each live worker's share index, and those of crashed workers
+        self.shares: dict[str, int] = {}
+        self.free_shares: list[int] = []
 
     @property
     def settings(self) -> Tau2Settings:
@@ -292,7 +295,24 @@ class Tau2Run:
             key: plain_setting(value) for key, value in self.adopted.items()
         }
         # workers see --dist as "no": --tau2-concurrency deals shares under "each"
-        node.workerinput["tau2_dist"] = self.config.getoption("dist", None)
+        dist = self.config.getoption("dist", None)
+        node.workerinput["tau2_dist"] = dist
+        if dist == "each":
+            # A worker that replaces a crashed one (xdist restarts it as gw<N>, N >= the
+            # worker count) takes the dead worker's share: its collection is then the dead
+            # one's, and xdist hands it the scenarios the dead one had not run (the crashed
+            # one is reported lost). A share computed from its id would not exist.
+            count = int(node.workerinput["workercount"])
+            number = int(str(node.workerinput["workerid"]).removeprefix("gw"))
+            index = self.free_shares.pop(0) if self.free_shares else number + 1
+            node.workerinput["tau2_share"] = [index, count]
+            self.shares[node.gateway.id] = index
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        index = self.shares.pop(node.gateway.id, None)
+        if error is not None and index is not None:
+            self.free_shares.append(index)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
