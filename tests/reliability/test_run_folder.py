@@ -111,7 +111,7 @@ def test_a_live_run_owns_its_folder_and_a_killed_one_stays_described(
 
 def test_a_stopped_session_counts_the_scenarios_it_never_started(bench: Bench) -> None:
     """``-x`` stops the session after the first failure: the scenarios it selected but never
-    started are expected and lost (one NOT RUN line), not silently absent."""
+    started are expected and lost (one line for them all), not silently absent."""
     run = bench.run(
         "-n", "0", "-x", "--tau2-tasks=0,1,5", "--tau2-run-id=stopped",
         "--tau2-agent-model=builtin:noop",
@@ -122,6 +122,7 @@ def test_a_stopped_session_counts_the_scenarios_it_never_started(bench: Bench) -
     assert summary["counts"]["reported"] == 1
     assert summary["lost"] == [_scenario("1"), _scenario("5")]
     assert (
-        "NOT RUN: 2 expected scenario(s) never started (first: tau2_retail__1); "
-        "they count as lost" in run.stdout
+        "tau2: the session stopped early; 2 selected scenario(s) did not run (counted as lost); "
+        "resume with: " in run.stdout
     )
+    assert "LOST tau2_retail__1" not in run.stdout  # one line for them, not one each
