@@ -16,7 +16,7 @@ import pytest
 from pluggy import PluggyTeardownRaisedWarning
 
 from tau2_retail.errors import ArtifactError
-from tau2_retail.models.text import printable, printable_lines
+from tau2_retail.models.text import printable
 from tau2_retail.plugins.options import add_options, resolve_settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process, new_run_id
 from tau2_retail.plugins.process import scenario_of as scenario_of
@@ -130,22 +130,15 @@ def pytest_runtest_makereport(
     excinfo = call.excinfo
     if excinfo is None:
         return report
-    # Model, judge and endpoint text reach these messages (a judge's reason, a reply body):
-    # its control characters are shown escaped, never sent to the terminal (ANSI escapes,
-    # carriage returns, newlines inside one reason).
+    # Endpoint text reaches these messages (a reply body): its control characters are shown
+    # escaped, never sent to the terminal (ANSI escapes, carriage returns). A scenario's own
+    # failure messages are escaped where the benchmark module words them.
     if excinfo.errisinstance(Tau2InfraError):
         # an outage is not a bug of the test: one line says what failed, no traceback
         report.longrepr = f"Tau2InfraError: {printable(str(excinfo.value))}"
     elif excinfo.errisinstance(ArtifactError):
         # a failed write (full disk, permissions): one line naming the file and the cause
         report.longrepr = f"ArtifactError: {printable(str(excinfo.value))}"
-    elif (
-        isinstance(failed := excinfo.value, pytest.fail.Exception)
-        and not failed.pytrace
-        and scenario_of(item.nodeid) is not None
-    ):
-        # a scenario's failure message: our lines, each escaped
-        report.longrepr = printable_lines(failed.msg or "")
     return report
 
 
