@@ -20,7 +20,11 @@ def _cell(text: str) -> str:
 
 def _row(setting: Any) -> str:
     env = f"`{setting.env_var}`" if setting.env_var else ""
-    default = f"`{setting.default}`" if setting.default else "unset"
+    if getattr(setting, "default_note", None):
+        # found where the run happens (e.g. the data cache): --help prints it there
+        default = "see `--help`"
+    else:
+        default = f"`{setting.default}`" if setting.default else "unset"
     return f"| `{setting.flag}` | `{setting.dest}` | {env} | {default} | {_cell(setting.help)} |"
 
 
