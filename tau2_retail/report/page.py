@@ -37,6 +37,7 @@ from typing import Any
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
+from tau2_retail.models.builtin import is_builtin
 from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.scenario import StringTable, scenario_detail
 from tau2_retail.results.artifacts import METRICS_FILE, load_run_metrics
@@ -232,10 +233,10 @@ def _configuration_rows(
             else ("none (NL assertions not judged)" if role == "judge" else "not recorded")
         )
         base_url = settings.get(f"{role}_base_url")
-        if model and base_url:
+        if model and base_url and not is_builtin(model):  # a built-in model runs here
             shown += f" at {base_url}"
         rows.append([role.capitalize(), shown])
-        if model and not model.startswith("builtin:"):
+        if model and not is_builtin(model):
             rows.append([f"{role.capitalize()} requests", _request_settings(settings, role)])
     rows.append(["Trials", str(summary.trials)])
     if settings.get("seed") is not None:
