@@ -41,6 +41,8 @@ __all__ = [
 SPLITS = ("base", "train", "test")
 DEFAULT_MODELS = {"agent": BUILTIN_ORACLE, "user": BUILTIN_CUSTOMER, "judge": ""}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# the lowest pytest is 9.0 (its built-in subtests); 9.1 added union types for ini values
+_PYTEST_VERSION = tuple(map(int, re.findall(r"\d+", pytest.__version__)[:2]))
 
 
 class _Invalid(ValueError):
@@ -360,8 +362,11 @@ def _ini_type(setting: Setting) -> Any:
     """A string, or for a numeric or on/off setting also the TOML number or boolean.
 
     ``tau2_trials = 2`` in ``[tool.pytest]`` is a TOML integer; the parser then checks it like
-    the text ``"2"``.
+    the text ``"2"``. pytest 9.0 knows no such union type: there every value is a string
+    (``tau2_trials = "2"`` in ``[tool.pytest]``; any form in ``[tool.pytest.ini_options]``).
     """
+    if _PYTEST_VERSION < (9, 1):
+        return "string"
     if setting.parse is _on_off:
         return str | bool
     try:

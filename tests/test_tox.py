@@ -26,3 +26,15 @@ def test_tox_builds_the_documentation_site_in_strict_mode() -> None:
     assert "mkdocs build --strict" in docs["commands"]
     # the built site goes to tox's temp folder, never into the checkout
     assert "--site-dir {env_tmp_dir}/" in docs["commands"]
+
+
+def test_the_lowest_declared_pytest_is_the_one_tox_tests() -> None:
+    import tomllib
+
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini", encoding="utf-8")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = [d for d in project["project"]["dependencies"] if d.startswith("pytest>=")]
+    assert declared == ["pytest>=9.0"]
+    assert tox["testenv:lowest"]["deps"].strip() == "pytest==9.0.0"
+    assert "lowest" in tox["tox"]["env_list"]

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.errors import ArtifactError
+from tau2_retail.errors import ArtifactError, ReportError
 from tau2_retail.models.builtin import is_builtin
 from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.scenario import StringTable, scenario_detail
@@ -82,11 +82,6 @@ ROW_COLUMNS = (
     "reward",
     "judge",
 )
-
-
-class ReportError(ArtifactError):
-    """The report cannot be built or written: a run file is missing or malformed, or the output
-    cannot be written. The message names the file."""
 
 
 # -- JSON inside HTML ---------------------------------------------------------------------------
