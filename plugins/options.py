@@ -21,6 +21,7 @@ import pytest
 from tau2_retail.data.files import default_cache_dir
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import NO_API_KEY, EndpointConfig
@@ -177,6 +178,8 @@ class Setting:
     env: bool = False
     #: the value of an unset setting whose default is empty
     empty: Any = None
+    #: an empty value given on the command line is refused (it would silently mean "all")
+    refuse_blank: bool = False
     #: a folder or file: a relative value from a configuration file is relative to that file's
     #: folder (as pytest reads its own paths), not to the current folder
     path: bool = False
@@ -278,6 +281,13 @@ OPTIONS: tuple[Setting, ...] = (
         "seconds between probes of an endpoint that is down (one request; success closes it)",
     ),
     Setting(
+        "max_reply_bytes",
+        _int_at_least(1024),
+        str(DEFAULT_MAX_REPLY_BYTES),
+        "the largest reply body read from an endpoint, counted as it arrives and after "
+        "decompression (default 8 MiB); a larger one ends the scenario as an infra error",
+    ),
+    Setting(
         "agent_notes",
         _on_off,
         "on",
@@ -291,6 +301,7 @@ OPTIONS: tuple[Setting, ...] = (
         "",
         "only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
         empty=(),
+        refuse_blank=True,
     ),
     Setting(
         "shard",
@@ -430,6 +441,7 @@ class Tau2Settings:
     concurrency: int
     breaker_failures: int
     breaker_probe_seconds: float
+    max_reply_bytes: int
     output_dir: str
     run_id: str
     resume: str
@@ -486,6 +498,7 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
                 max_connections=values[f"{role}_max_connections"],
                 breaker_failures=values["breaker_failures"],
                 breaker_probe_seconds=values["breaker_probe_seconds"],
+                max_reply_bytes=values["max_reply_bytes"],
             )
         except ConfigError as error:
             raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error
@@ -537,6 +550,12 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
     for setting in OPTIONS:
         raw, source = _raw(config, setting)
         sources[setting.name] = source
+        if setting.refuse_blank and source == setting.flag and not raw.strip():
+            # e.g. --tau2-tasks=$TASKS with TASKS unset: not "every task" without a word
+            raise pytest.UsageError(
+                f"{source}: an empty value is not valid for {setting.flag}; expected "
+                f"{setting.help.partition(', e.g.')[0]} (omit the option for all)"
+            )
         if raw == "" and setting.default == "":
             values[setting.name] = setting.empty
             continue

@@ -53,6 +53,7 @@ from tau2_retail.results.records import (
 
 __all__ = [
     "ALL_METRICS_FILE",
+    "NO_RESULT",
     "RUN_ARGS_FILE",
     "SUMMARY_JSON_FILE",
     "SUMMARY_TEXT_FILE",
@@ -72,6 +73,8 @@ ALL_METRICS_FILE = "all_metrics.json"
 SUMMARY_JSON_FILE = "summary.json"
 SUMMARY_TEXT_FILE = "all_summary.txt"
 RUN_ARGS_FILE = "run_args.json"
+#: why ``summarize`` lists an expected scenario that has no ``metrics.json`` at all
+NO_RESULT = "no metrics.json (not run, interrupted, or its process was lost)"
 
 _ROLES = ("agent", "user", "judge")
 
@@ -487,13 +490,25 @@ def summarize(run_dir: Path) -> RunSummary:
     """
     run_dir = Path(run_dir)
     loaded = load_run_metrics(run_dir)
-    if not loaded.records and not loaded.incomplete:
+    if loaded.misplaced:
+        more = f" (and {len(loaded.misplaced) - 1} more)" if len(loaded.misplaced) > 1 else ""
         raise ArtifactError(
-            f"{run_dir} has no scenario metrics (no <scenario>/metrics.json or "
-            "<scenario>/trial-<k>/metrics.json); is it a run directory?"
+            f"{run_dir} is not a readable run: {loaded.misplaced[0]}{more}; move or remove it"
         )
     run_args = read_run_args(run_dir)
+    if run_args is None and not loaded.records and not loaded.incomplete:
+        raise ArtifactError(
+            f"{run_dir} has no run_args.json and no scenario metrics (no <scenario>/metrics.json "
+            "or <scenario>/trial-<k>/metrics.json); is it a run directory?"
+        )
     if run_args is not None:
+        # run_args.json is written before the first scenario starts: every expected scenario
+        # without a whole record is listed as lost, even when the run was killed at once
+        reported = {m.scenario_id for m in loaded.records}
+        reasons = dict.fromkeys(
+            (key for key in run_args.expected if key not in reported), NO_RESULT
+        )
+        reasons.update(loaded.incomplete)
         return write_run_summary(
             run_dir,
             loaded.records,
@@ -501,7 +516,7 @@ def summarize(run_dir: Path) -> RunSummary:
             trials=run_args.trials,
             configuration=run_args.configuration,
             versions=run_args.versions,
-            lost=loaded.incomplete,
+            lost=reasons,
         )
     try:
         earlier = read_summary(run_dir)

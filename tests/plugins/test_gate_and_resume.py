@@ -138,11 +138,13 @@ def test_resume_reruns_incomplete_and_infra_scenarios_to_the_uninterrupted_summa
     first = bench.run(*xdist, TASKS, "--tau2-run-id=res", *endpoint.agent_args())
     first.assert_outcomes(passed=2, failed=1, errors=1)
     # a power loss while __12 was being written: its metrics.json is empty (not complete:
-    # resume runs it again) and the run files (written at the end) are missing
+    # resume runs it again) and the summaries (written at the end) are missing; run_args.json
+    # was written, durably, before the first scenario started
     run_dir = bench.run_dir("res")
     (run_dir / "tau2_retail__12" / "metrics.json").write_text("")
     for name in RUN_FILES:
-        (run_dir / name).unlink()
+        if name != "run_args.json":
+            (run_dir / name).unlink()
     endpoint.reset()
 
     # the endpoint still fails: __3 runs again and stays an infra error, __12 completes

@@ -548,7 +548,10 @@ def test_summarize_rebuilds_from_artifacts(
     assert "Agent model: builtin:oracle" in out
     assert "Overall success rate: 66.67% (2/3 scenarios)" in out
     assert "NL-Assertion pass: not applicable (no judge configured)" in out
-    assert "Lost scenarios (no metrics; excluded from rates): 1\n  tau2_retail__4\n" in out
+    assert (
+        "Lost scenarios (no metrics; excluded from rates): 1\n  tau2_retail__4: no metrics.json "
+        "(not run, interrupted, or its process was lost)\n" in out
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["counts"]["lost"] == 1
     assert summary["versions"] == VERSIONS
@@ -569,11 +572,33 @@ def test_summarize_without_run_args_infers_trials(
     assert "Agent model: not recorded" in out
 
 
+def test_summarize_a_run_killed_before_any_result_lists_every_expected_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = ("tau2_retail__0", "tau2_retail__1-trial1", "tau2_retail__1-trial2")
+    write_run_args(
+        tmp_path,
+        RunArgs(
+            argv=("pytest",),
+            trials=2,
+            expected=expected,
+            configuration=RunConfiguration.of_models(agent="my-agent"),
+            versions=VERSIONS,
+        ),
+    )
+    assert main(["summarize", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Scenarios: 3 expected, 0 scored (0 succeeded, 0 failed), 0 infra errors, 3 lost" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["lost"] == list(expected)
+    assert summary["configuration"]["agent"]["model"] == "my-agent"
+
+
 def test_summarize_an_empty_folder_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["summarize", str(tmp_path)]) == 2
-    assert "has no scenario metrics" in capsys.readouterr().err
+    assert "has no run_args.json and no scenario metrics" in capsys.readouterr().err
     assert main(["summarize", str(tmp_path / "missing")]) == 2
     assert "is not a directory" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
@@ -701,3 +726,26 @@ def test_summarize_without_run_args_keeps_the_recorded_versions(
     assert main(["summarize", str(run_dir)]) == 0
 
     assert json.loads((run_dir / "summary.json").read_text())["versions"] == VERSIONS
+
+
+def test_a_misplaced_metrics_json_is_never_counted_and_summarize_refuses_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tau2_retail.results.artifacts import load_run_metrics
+
+    for task in ("0", "1"):
+        folder = tmp_path / f"tau2_retail__{task}"
+        folder.mkdir()
+        (folder / "metrics.json").write_text(json.dumps(metric("0").to_json()))
+
+    loaded = load_run_metrics(tmp_path)
+    assert [m.scenario_id for m in loaded.records] == ["tau2_retail__0"]
+    assert loaded.incomplete["tau2_retail__1"].startswith("misplaced metrics.json: ")
+    assert main(["summarize", str(tmp_path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert "is not a readable run: " in lines[0]
+    assert (
+        "tau2_retail__1/metrics.json records scenario tau2_retail__0, not tau2_retail__1"
+        in (lines[0])
+    )
