@@ -653,8 +653,10 @@ def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
     lines = summary_module.headline_lines(RunSummary.from_json(summary))
     assert lines[:4] == [
         "tau2 reward (upstream): mean 0.6667 over 3 scenarios; 1 not scorable without a judge",
-        "pass^1: 0.7500 (2 tasks)",
-        "pass^2: 0.0000 (1 task)",
+        # pass^1: task 0 gives 1/2, task 1 gives 1: the bootstrap over the two tasks
+        "pass^1: 0.7500 [0.5000, 1.0000] (2 tasks)",
+        # one task, term 0: Wilson's 0 of 1 task
+        "pass^2: 0.0000 [0.0000, 0.7935] (1 task)",
         "Our signals (beside upstream's reward; CLEAN_EXIT not applicable):",
     ]
     assert not [line for line in lines if line.startswith("Clean exit")]
