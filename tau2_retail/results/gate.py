@@ -147,7 +147,7 @@ def evaluate_gate(
         )
         if regression_alpha is not None:
             significant = paired.p_value <= regression_alpha
-            ok = ok and not (too_large and significant)
+            ok = ok and rate is not None and not (too_large and significant)
             judged = "significant" if significant else "not significant"
             paired_text += f" ({judged} at alpha {regression_alpha:g})"
         else:

@@ -249,3 +249,16 @@ def test_pairs_are_matched_by_task_and_trial_and_skip_infra() -> None:
         0,
     )
     assert paired.p_value == pytest.approx(0.75)
+
+
+def test_with_alpha_a_run_without_scored_scenarios_still_fails_against_a_baseline() -> None:
+    verdict = evaluate_gate(
+        summary(["INFRA"]),
+        min_pass_rate=None,
+        max_infra_errors=5,
+        baseline=summary(["PASS"]),
+        regression_alpha=0.05,
+    )
+    assert verdict is not None
+    assert not verdict.passed
+    assert "0 fail->pass of 0 paired, p=1 (not significant at alpha 0.05)" in verdict.line
