@@ -14,7 +14,7 @@ from typing import Any
 
 from tau2_retail.results.gate import p_text, pair_runs
 from tau2_retail.results.records import GroupRate, Rate, RunSummary, ScenarioRow
-from tau2_retail.results.stats import Interval, PairedComparison
+from tau2_retail.results.stats import Interval, PairedComparison, fixed
 
 __all__ = ["compare_summaries", "comparison_lines", "paired_line"]
 
@@ -210,7 +210,7 @@ def _value_text(entry: Mapping[str, Any], side: str) -> str:
         return "n/a"
     if entry["kind"] == "rate":
         bounds = entry.get(f"{side}_ci95")
-        shown = f" [{100 * bounds[0]:.1f}, {100 * bounds[1]:.1f}]" if bounds else ""
+        shown = f" [{fixed(100 * bounds[0], 1)}, {fixed(100 * bounds[1], 1)}]" if bounds else ""
         return f"{100 * value:.2f}% ({entry[f'{side}_text']}){shown}"
     return f"{value:.4f}"
 
@@ -225,7 +225,8 @@ def paired_line(paired: Mapping[str, Any]) -> str:
     if paired["difference"] is not None and paired["ci95"] is not None:
         low, high = paired["ci95"]
         line += (
-            f"; difference {100 * paired['difference']:+.2f} pp [{100 * low:.1f}, {100 * high:.1f}]"
+            f"; difference {100 * paired['difference']:+.2f} pp "
+            f"[{fixed(100 * low, 1)}, {fixed(100 * high, 1)}]"
         )
     return line
 

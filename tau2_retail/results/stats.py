@@ -42,6 +42,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from statistics import NormalDist
 
@@ -55,6 +56,7 @@ __all__ = [
     "Interval",
     "PairedComparison",
     "clustered_interval",
+    "fixed",
     "mcnemar_regression_p",
     "paired_comparison",
     "paired_difference",
@@ -74,6 +76,14 @@ TASK_BOOTSTRAP = "task-bootstrap"
 TASK_WILSON = "wilson-tasks"
 
 
+def fixed(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals, a tie rounded away from zero, as JavaScript's
+    ``toFixed`` does: the report page and the text summaries then print the same digits
+    (Python's own formatting rounds an exact tie such as 81.25 to even, 81.2)."""
+    exact = Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"{exact:.{digits}f}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Interval:
     """A 95% confidence interval and the method that gave it (``wilson``, ``task-bootstrap``,
@@ -88,7 +98,7 @@ class Interval:
 
     def percent_text(self) -> str:
         """``[53.1, 70.6]``: the bounds in percent, one decimal."""
-        return f"[{100 * self.low:.1f}, {100 * self.high:.1f}]"
+        return f"[{fixed(100 * self.low, 1)}, {fixed(100 * self.high, 1)}]"
 
 
 def wilson_interval(successes: int, n: int) -> Interval | None:

@@ -51,7 +51,7 @@ from tau2_retail.results.records import (
     ScenarioRow,
     SignalRate,
 )
-from tau2_retail.results.stats import WILSON, Interval, clustered_interval
+from tau2_retail.results.stats import WILSON, Interval, clustered_interval, fixed
 from tau2_retail.results.stats import pass_hat_k as pass_hat_k_interval
 
 __all__ = [
@@ -334,7 +334,7 @@ def _pass_k_value(entry: PassHatK) -> str:
     if entry.value is None:
         return "n/a"
     interval = entry.ci95
-    shown = f" [{interval.low:.4f}, {interval.high:.4f}]" if interval is not None else ""
+    shown = f" [{fixed(interval.low, 4)}, {fixed(interval.high, 4)}]" if interval else ""
     return f"{entry.value:.4f}{shown}"
 
 

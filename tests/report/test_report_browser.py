@@ -21,6 +21,7 @@ import pytest
 from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.page import REPORT_FILE, write_report
 from tau2_retail.results.records import RunSummary
+from tau2_retail.results.stats import fixed
 from tests.report.conftest import PLUGIN_RUN_ARGS, Opened, run_benchmark
 from tests.report.runs import HOSTILE, JUDGE_REASON
 
@@ -61,7 +62,8 @@ def _visible_rows(opened: Opened) -> list[dict[str, str]]:
 
 
 def _ci(bounds: list[float]) -> str:
-    return f"[{100 * bounds[0]:.1f}, {100 * bounds[1]:.1f}]"
+    """The interval as the page and the terminal print it (a tie rounds away from zero)."""
+    return f"[{fixed(100 * bounds[0], 1)}, {fixed(100 * bounds[1], 1)}]"
 
 
 def _count_line(opened: Opened) -> str:

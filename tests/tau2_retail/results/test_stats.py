@@ -14,6 +14,7 @@ from scipy.special import comb
 
 from tau2_retail.results.stats import (
     clustered_interval,
+    fixed,
     mcnemar_regression_p,
     paired_comparison,
     paired_difference,
@@ -271,3 +272,17 @@ def test_clustered_interval_contains_the_rate(clusters: list[tuple[int, int]]) -
     assert interval is not None
     rate = sum(k for k, _ in clusters) / total
     assert 0.0 <= interval.low <= rate <= interval.high <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("value", "digits", "shown"),
+    [
+        (81.25, 1, "81.3"),  # an exact binary tie: away from zero, as JavaScript's toFixed
+        (-81.25, 1, "-81.3"),
+        (81.249, 1, "81.2"),
+        (0.1, 4, "0.1000"),
+        (100.0, 1, "100.0"),
+    ],
+)
+def test_fixed_rounds_ties_like_the_report_page(value: float, digits: int, shown: str) -> None:
+    assert fixed(value, digits) == shown
