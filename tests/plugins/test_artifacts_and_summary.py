@@ -140,7 +140,10 @@ def test_mixed_run_outcomes_summary_and_artifacts(
         ("tau2_retail__62", "PASS"),
     ]
     assert figures(summary["success_rate"]) == {"passed": 3, "total": 5, "rate": 0.6}
-    assert summary["success_rate"]["ci95"] == [pytest.approx(0.2307, abs=1e-4), 0.8824]
+    assert summary["success_rate"]["ci95"] == [
+        pytest.approx(0.2307, abs=1e-4),
+        pytest.approx(0.8824, abs=1e-4),
+    ]
     assert figures(summary["task_success_rate"]) == {"passed": 3, "total": 5, "rate": 0.6}
     signals = summary["signals"]
     assert figures(signals["DB_STATE_MATCH"]) == {
