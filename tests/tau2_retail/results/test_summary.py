@@ -27,6 +27,7 @@ from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.results import summary as summary_module
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.gate import evaluate_gate
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import pass_hat_k, write_run_args
 from tau2_retail.tools.store import Store
@@ -725,3 +726,52 @@ def test_summarize_without_run_args_keeps_the_recorded_versions(
     assert main(["summarize", str(run_dir)]) == 0
 
     assert json.loads((run_dir / "summary.json").read_text())["versions"] == VERSIONS
+
+
+# -- summaries written before intervals ----------------------------------------------------------
+
+
+def _without_intervals(value: Any) -> Any:
+    """A summary as written before issue 19: no ``ci95``, ``ci95_method`` or ``flaky_tasks``."""
+    if isinstance(value, dict):
+        return {
+            key: _without_intervals(item)
+            for key, item in value.items()
+            if key not in ("ci95", "ci95_method", "flaky_tasks")
+        }
+    if isinstance(value, list):
+        return [_without_intervals(item) for item in value]
+    return value
+
+
+def test_a_summary_written_before_intervals_reads_and_serves_as_a_baseline() -> None:
+    records = [*_trials("0", [True, False]), *_trials("1", [True, True])]
+    current = build_summary(records, expected=None, trials=2, configuration=None, versions={})
+    old = RunSummary.from_json(_without_intervals(current))
+
+    # its rates get Wilson intervals (the clustered ones were not recorded), no flaky task
+    assert old.success_rate.ci95 is not None
+    assert old.success_rate.ci95.method == "wilson"
+    assert old.flaky_tasks == ()
+    assert old.pass_hat_k[0].ci95 is None
+    assert "pass^1: 0.7500 (2 tasks)" in render_summary_text(old.to_json())
+    verdict = evaluate_gate(
+        RunSummary.from_json(current),
+        min_pass_rate=None,
+        max_infra_errors=0,
+        baseline=old,
+        regression_alpha=0.05,
+    )
+    assert verdict is not None
+    assert verdict.passed
+    assert "0 flipped pass->fail, 0 fail->pass of 4 paired, p=1" in verdict.line
+
+
+def test_a_summary_read_back_equals_the_one_written() -> None:
+    records = [*_trials("0", [True, False]), *_trials("1", [True, True]), metric("2")]
+    current = build_summary(records, expected=None, trials=2, configuration=None, versions={})
+    assert RunSummary.from_json(current).to_json() == current
+    assert current["flaky_tasks"] == [{"task_id": "0", "passed": 1, "trials": 2}]
+    assert "Flaky tasks (trials disagree): 1\n  task 0: 1/2 trials passed\n" in (
+        render_summary_text(current)
+    )
