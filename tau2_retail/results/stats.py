@@ -136,7 +136,8 @@ def _percentile(ordered: Sequence[float], q: float) -> float:
 def _draws(count: int) -> tuple[tuple[int, ...], ...]:
     """The bootstrap's resamples of ``count`` clusters: the same for every rate of a run."""
     rng = random.Random(BOOTSTRAP_SEED)
-    return tuple(tuple(rng.randrange(count) for _ in range(count)) for _ in range(BOOTSTRAP_DRAWS))
+    tasks = range(count)
+    return tuple(tuple(rng.choices(tasks, k=count)) for _ in range(BOOTSTRAP_DRAWS))
 
 
 def _bootstrap(values: Sequence[tuple[float, int]], *, ratio: bool) -> tuple[float, float]:
@@ -149,8 +150,8 @@ def _bootstrap(values: Sequence[tuple[float, int]], *, ratio: bool) -> tuple[flo
     ns = [n for _, n in values]
     draws = []
     for picked in _draws(len(values)):
-        total = math.fsum(xs[i] for i in picked)
-        draws.append(total / sum(ns[i] for i in picked) if ratio else total / len(picked))
+        total = math.fsum(map(xs.__getitem__, picked))
+        draws.append(total / sum(map(ns.__getitem__, picked)) if ratio else total / len(picked))
     draws.sort()
     alpha = 1 - CONFIDENCE
     return _percentile(draws, alpha / 2), _percentile(draws, 1 - alpha / 2)

@@ -142,8 +142,10 @@ def test_paired_difference_equals_the_reference_and_contains_the_difference(
     d, interval = result
     n = both + broken + fixed + neither
     assert d == pytest.approx((fixed - broken) / n)
+    # abs 1e-7: where the square root's argument is ~0 (perfectly correlated pairs), the
+    # last-bit differences of the two Wilson computations grow to ~1e-8 through the root
     assert (interval.low, interval.high) == pytest.approx(
-        newcombe_reference(both, broken, fixed, neither), abs=1e-9
+        newcombe_reference(both, broken, fixed, neither), abs=1e-7
     )
     assert -1.0 <= interval.low <= d <= interval.high <= 1.0
     # swapping the runs negates the difference and mirrors the interval
