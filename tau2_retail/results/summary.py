@@ -18,6 +18,9 @@ Counting rules:
   informational in the default profile.
 - In the tau2 profile the headline is upstream's reward and pass^k (a scenario succeeds when
   its reward is 1); our signals follow, labelled, CLEAN_EXIT not applicable.
+- Every rate carries its 95% interval (:mod:`tau2_retail.results.stats`): Wilson's, or a
+  bootstrap over tasks when a task gives several units (trials, NL assertions); pass^k too.
+  With trials > 1 the tasks whose trials disagree are listed as flaky.
 
 ``run_args.json`` (:class:`~tau2_retail.results.records.RunArgs`, written by the pytest plugin)
 gives ``summarize`` the trials, the expected scenarios, the configuration and the versions.
