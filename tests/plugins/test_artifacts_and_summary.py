@@ -215,7 +215,9 @@ def test_mixed_run_outcomes_summary_and_artifacts(
     # (each line short enough for 80 columns), where the run and its report are
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if "= tau2 retail =" in line)
-    assert lines[start + 1 : start + 13] == [
+    # (the section follows pytest's short test summary, which already names each failed
+    # scenario with its reason: the section does not repeat them; pytest's closing line ends it)
+    assert lines[start + 1 : start + 10] == [
         "Overall success rate: 60.00% (3/5 scenarios) [23.1, 88.2]",
         "Task success rate (CLEAN_EXIT ignored): 60.00% (3/5 scenarios) [23.1, 88.2]",
         "DB-State match: 80.00% (4/5 scenarios) [37.6, 96.4]",
@@ -223,12 +225,17 @@ def test_mixed_run_outcomes_summary_and_artifacts(
         f"NL-Assertion pass: 66.67% (2/3 assertions) {NL}; 1/2 scenarios with all assertions met",
         "Action match (excluded from success): 40.00% (2/5 scenarios) [11.8, 76.9]",
         "infra errors: 1, lost scenarios: 0 (excluded from the rates; see all_summary.txt)",
-        "FAILED tau2_retail__0: DB differs",
-        "FAILED tau2_retail__24: NL 1/1 not met",
         f"run directory: {bench.run_dir('mix')}",
         f"report: {bench.run_dir('mix') / 'report.html'}",
-        "=========================== short test summary info ============================",
     ]
+    assert lines[start + 10].startswith("=")
+    short = lines.index(
+        "=========================== short test summary info ============================"
+    )
+    assert short < start
+    assert any(
+        line.startswith("FAILED") and "tau2_retail__0" in line for line in lines[short:start]
+    )
     # pytest's own failure message starts with the short reason
     assert "DB: 1 record differs" in lines
 
