@@ -82,6 +82,17 @@ def _float_range(
     return parse
 
 
+def _open_unit(raw: str) -> float:
+    """A level strictly between 0 and 1 (a significance level: 0 and 1 decide nothing)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _Invalid("a number > 0 and < 1, e.g. 0.05") from None
+    if not 0 < value < 1:  # also rejects nan
+        raise _Invalid("a number > 0 and < 1, e.g. 0.05")
+    return value
+
+
 def _text(raw: str) -> str:
     return raw.strip()
 
@@ -366,6 +377,17 @@ OPTIONS: tuple[Setting, ...] = (
         "",
         "CI gate: largest drop of the success rate against --tau2-baseline (0..1, default 0)",
     ),
+    Setting(
+        "regression_alpha",
+        _open_unit,
+        "",
+        "CI gate: significance level A (0 < A < 1, e.g. 0.05); a drop beyond "
+        "--tau2-max-regression fails only when the paired exact McNemar p-value is <= A, and "
+        "--tau2-min-pass-rate fails only when the upper bound of the rate's 95 percent "
+        "interval is below it "
+        "(default: unset, the point estimates decide)",
+        env=True,
+    ),
 )
 
 
@@ -449,6 +471,7 @@ class Tau2Settings:
     max_infra_errors: int
     baseline: str
     max_regression: float | None
+    regression_alpha: float | None
     agent: ModelSettings
     user: ModelSettings
     judge: ModelSettings | None

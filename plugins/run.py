@@ -592,6 +592,7 @@ class Tau2Run:
             max_infra_errors=settings.max_infra_errors,
             baseline=baseline,
             max_regression=settings.max_regression or 0.0,
+            regression_alpha=settings.regression_alpha,
             session_problem=self.exit_problem,
         )
         if self.gate is not None and self.others_failed:
@@ -646,6 +647,8 @@ class Tau2Run:
         if self.gate is not None:
             properties["tau2_gate"] = self.gate.verdict
             properties["tau2_gate_line"] = self.gate.line
+            if self.gate.paired is not None:
+                properties["tau2_gate_p_value"] = self.gate.paired.p_value
         for name, value in properties.items():
             xml.add_global_property(name, "n/a" if value is None else str(value))
 

@@ -25,19 +25,19 @@ TASKS = "--tau2-tasks=0,3,10,12"
         (
             ("--tau2-min-pass-rate=0.5", "--tau2-max-infra-errors=1"),
             pytest.ExitCode.OK,
-            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+            "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
             "infra errors 1 (max 1): PASS",
         ),
         (
             ("--tau2-min-pass-rate=0.5",),
             pytest.ExitCode.TESTS_FAILED,
-            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+            "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
             "infra errors 1 (max 0): FAIL",
         ),
         (
             ("--tau2-min-pass-rate=0.51", "--tau2-max-infra-errors=1"),
             pytest.ExitCode.TESTS_FAILED,
-            "tau2 gate: profile default, success rate 50.00% (threshold 51.00%), "
+            "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 51.00%), "
             "infra errors 1 (max 1): FAIL",
         ),
     ],
@@ -78,7 +78,7 @@ def test_a_failing_test_of_the_users_own_keeps_the_run_failed_whatever_the_gate_
     result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert (
-        "tau2 gate: profile default, success rate 100.00% (threshold 50.00%), "
+        "tau2 gate: profile default, success rate 100.00% [20.7, 100.0] (threshold 50.00%), "
         "infra errors 0 (max 0): PASS" in result.stdout.lines
     )
     result.stdout.fnmatch_lines(
@@ -227,7 +227,7 @@ def test_a_crashed_worker_loses_only_its_scenario_and_the_gate_counts_it(bench: 
     )
     # the rate (1/2) meets the threshold, but a lost scenario counts against the infra limit
     assert (
-        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
         "infra errors 1 (max 0): FAIL" in result.stdout.lines
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -46,6 +46,10 @@ BAD_VALUES = [
     ("--tau2-min-pass-rate", "1.5", "a number >= 0 and <= 1"),
     ("--tau2-max-infra-errors", "-1", "an integer >= 0"),
     ("--tau2-max-reply-bytes", "100", "an integer >= 1024"),
+    ("--tau2-regression-alpha", "0", "a number > 0 and < 1, e.g. 0.05"),
+    ("--tau2-regression-alpha", "1", "a number > 0 and < 1, e.g. 0.05"),
+    ("--tau2-regression-alpha", "nan", "a number > 0 and < 1, e.g. 0.05"),
+    ("--tau2-regression-alpha", "5%", "a number > 0 and < 1, e.g. 0.05"),
 ]
 
 

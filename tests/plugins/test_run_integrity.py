@@ -232,8 +232,9 @@ def test_junit_one_outcome_per_scenario_and_the_gate_against_a_baseline(
     assert current.ret == pytest.ExitCode.TESTS_FAILED
     lines = current.stdout.lines
     gate = (
-        "tau2 gate: profile default, success rate 50.00%, baseline 75.00% (change -25.00%, "
-        "max regression 20.00%), 1 flipped pass->fail, infra errors 0 (max 0): FAIL"
+        "tau2 gate: profile default, success rate 50.00% [15.0, 85.0], baseline 75.00% (change "
+        "-25.00%, max regression 20.00%), 1 flipped pass->fail, 0 fail->pass of 4 paired, p=0.5, "
+        "infra errors 0 (max 0): FAIL"
     )
     assert gate in lines
     assert "flipped pass->fail against the baseline: tau2_retail__10" in lines
