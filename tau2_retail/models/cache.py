@@ -359,10 +359,9 @@ class CacheStats:
 
 
 def _size(path: Path) -> int:
+    """The database and its write-ahead log (the ``-shm`` index holds no data)."""
     return sum(
-        file.stat().st_size
-        for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
-        if file.exists()
+        file.stat().st_size for file in (path, path.with_name(path.name + "-wal")) if file.exists()
     )
 
 
