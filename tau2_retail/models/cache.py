@@ -323,7 +323,7 @@ class CachedChatModel:
         if self._cache.mode is CacheMode.REPLAY:
             why = f" ({self._cache.disabled})" if self._cache.disabled else ""
             raise CacheMiss(
-                f"{self._role}: replay from the response cache {self._cache.path}: no reply "
+                f"replay from the response cache {self._cache.path}: no reply "
                 f"for request {digest[:16]} (model {self.name!r}, trial {self._trial + 1})"
                 f"{why}; replay needs the cache file of a run with the same settings",
                 digest=digest,

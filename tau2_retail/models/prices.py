@@ -92,11 +92,11 @@ class RoleCosts:
             # micro-dollars: enough for a single short completion, no float noise in the file
             return None if value is None else round(value, 6)
 
-        return {
-            **{role: rounded(self.role(role)) for role in COST_ROLES},
-            "total": rounded(self.total),
-            "currency": CURRENCY,
-        }
+        roles = {role: rounded(self.role(role)) for role in COST_ROLES}
+        values = list(roles.values())
+        # the total of the rounded parts: a reader summing them gets the same figure
+        total = None if None in values else rounded(sum(v for v in values if v is not None))
+        return {**roles, "total": total, "currency": CURRENCY}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RoleCosts:

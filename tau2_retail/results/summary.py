@@ -105,6 +105,11 @@ def pass_hat_k(outcomes: Mapping[str, Sequence[bool]], k: int) -> tuple[float | 
     return _mean(values), len(values)
 
 
+def _rounded_usd(value: float | None) -> float | None:
+    # micro-dollars, as metrics.json records them
+    return None if value is None else round(value, 6)
+
+
 def _row(m: ScenarioMetrics) -> ScenarioRow:
     return ScenarioRow(
         scenario_id=m.scenario_id,
@@ -124,7 +129,7 @@ def _row(m: ScenarioMetrics) -> ScenarioRow:
         stop_reason=m.stop_reason,
         total_turns=m.total_turns,
         duration_seconds=m.duration_seconds,
-        cost=m.cost.total if m.cost is not None else None,
+        cost=_rounded_usd(m.cost.total if m.cost is not None else None),
     )
 
 
