@@ -33,13 +33,22 @@ def add_parser(commands: SubParsers) -> None:
         epilog="exit status: 0 done, 2 no such file or not a cache file",
     )
     actions = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
-    stats = actions.add_parser("stats", help="size, entries (by role and model) and hits")
+    stats = actions.add_parser(
+        "stats",
+        help="size, entries (by role and model) and hits",
+        description="Print the size, the entries (by role and by model) and the hits of a "
+        "response cache file.",
+        epilog="exit status: 0 printed, 2 no such file or not a cache file",
+    )
     stats.add_argument("path", metavar="PATH", help="the cache file")
     stats.add_argument("--json", action="store_true", help="print JSON instead of text")
     prune = actions.add_parser(
         "prune",
         help="remove entries of other request formats (and, with --older-than, unused ones); "
         "compact the file",
+        description="Remove the entries no run can be served from (another request format) "
+        "and, with --older-than, those unused for that many days; then compact the file.",
+        epilog="exit status: 0 pruned, 2 no such file or not a cache file",
     )
     prune.add_argument("path", metavar="PATH", help="the cache file")
     prune.add_argument(
