@@ -397,3 +397,24 @@ def test_prices_from_the_ini_file(bench: Bench) -> None:
     result = bench.run_inprocess("--co", "--tau2-tasks=0")
     assert result.ret == 0, result.stdout.str()
     assert "tau2: prices for 1 model(s)" in result.stdout.str()
+
+
+def test_prices_from_a_toml_table_in_pyproject(bench: Bench) -> None:
+    (bench.path / "pytest.ini").unlink()
+    (bench.path / "pyproject.toml").write_text(
+        """\
+[tool.pytest.ini_options]
+testpaths = ["test_scenarios.py"]
+asyncio_mode = "strict"
+asyncio_default_fixture_loop_scope = "function"
+filterwarnings = [
+    "error",
+    "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+]
+tau2_prices = {"m" = {input = 1, output = 2}, "n" = {input = 0.5, output = 1, cached_input = 0.1}}
+""",
+        encoding="utf-8",
+    )
+    result = bench.run_inprocess("--co", "--tau2-tasks=0")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert "tau2: prices for 2 model(s)" in result.stdout.str()
