@@ -202,6 +202,10 @@ class ResponseCache:
             try:
                 if not read_only:
                     connection.execute("PRAGMA journal_mode=WAL")
+                    # WAL with NORMAL never corrupts the file; a power cut may only lose the
+                    # last replies stored (asked again next time). FULL syncs on every
+                    # store: 6.5 ms per completion on the event loop (median), 0.06 ms with NORMAL.
+                    connection.execute("PRAGMA synchronous=NORMAL")
                     connection.execute(_SCHEMA)
                 connection.execute("SELECT count(*) FROM responses WHERE 0").fetchall()
             except BaseException:
