@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tau2_retail.errors import ArtifactError, Tau2Error
+from tau2_retail.errors import ArtifactError, Tau2Error, Tau2InfraError
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
 from tau2_retail.plugins.budget import Budget, new_budget_token
@@ -61,10 +61,6 @@ def redact(value: Any) -> Any:
     if isinstance(value, list):
         return [redact(item) for item in value]
     return value
-
-
-class Tau2InfraError(Exception):
-    """An endpoint failed after retries: the scenario is an error, not a failure."""
 
 
 class Tau2Process:

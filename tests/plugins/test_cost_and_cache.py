@@ -418,3 +418,21 @@ tau2_prices = {"m" = {input = 1, output = 2}, "n" = {input = 0.5, output = 1, ca
     result = bench.run_inprocess("--co", "--tau2-tasks=0")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     assert "tau2: prices for 2 model(s)" in result.stdout.str()
+
+
+def test_replay_needs_no_api_key(bench: Bench, tmp_path: Path) -> None:
+    cache = tmp_path / "from-ci.sqlite"
+    cache.write_bytes(b"")  # any existing file: --co never opens it
+    remote = (
+        "--tau2-agent-model=gpt-remote",
+        "--tau2-agent-base-url=https://llm.example.com/v1",
+        "--tau2-user-model=builtin:customer",
+    )
+    without_key = bench.run_inprocess("--co", "--tau2-tasks=0", *remote)
+    assert without_key.ret == pytest.ExitCode.USAGE_ERROR  # a live run needs the key
+
+    replay = bench.run_inprocess(
+        "--co", "--tau2-tasks=0", *remote, f"--tau2-cache={cache}", "--tau2-cache-mode=replay"
+    )
+    assert replay.ret == 0, replay.stdout.str() + replay.stderr.str()
+    assert "(replay: no endpoint is contacted" in replay.stdout.str()
