@@ -19,10 +19,16 @@ from tau2_retail.data.gold import Gold
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
+from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
-from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, OUTCOME_PROPERTY
-from tau2_retail.plugins.scheduler import SESSION_LOOP_KEY, ScenarioScheduler, upcoming_items
+from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, NOTICE_PROPERTY, OUTCOME_PROPERTY
+from tau2_retail.plugins.scheduler import (
+    SESSION_LOOP_KEY,
+    NotStarted,
+    ScenarioScheduler,
+    upcoming_items,
+)
 from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
 from tau2_retail.tools.store import Store
 
@@ -90,8 +96,14 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
             max_errors=settings.max_errors,
             max_duration_seconds=settings.max_duration,
         ),
+        cache=tau2_run.cache,
+        prices=settings.prices,
     ) as harness:
-        yield harness
+        try:
+            yield harness
+        finally:
+            if harness.cache is not None:
+                harness.cache.close()
 
 
 def _is_scenario_item(item: pytest.Item) -> bool:
@@ -150,19 +162,32 @@ async def tau2_scheduler(
             prompts=tau2_harness.prompts(scenario.task),
             config=configuration,
         )
+        if budget is not None:
+            cost = outcome.metrics.cost
+            budget.record(scenario.id, cost.total if cost is not None else None)
         return outcome, directory
 
+    budget = tau2_run.budget
     scheduler = ScenarioScheduler(
         limit=tau2_run.settings.concurrency,
         start=start,
         upcoming=upcoming_items(session),
         wanted=_is_scenario_item,
         stopping=lambda: bool(session.shouldfail or session.shouldstop),
+        admit=lambda: budget is None or not budget.exhausted,
     )
     try:
         yield scheduler
     finally:
         await scheduler.aclose()
+
+
+def _report_notices(request: pytest.FixtureRequest, run: Tau2Process) -> None:
+    """Hand this process's new notices (e.g. the cache turned itself off) to the controller,
+    which says each once."""
+    for line in run.notices[run.notices_reported :]:
+        request.node.user_properties.append((NOTICE_PROPERTY, line))
+    run.notices_reported = len(run.notices)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -174,7 +199,18 @@ async def tau2_outcome(
 ) -> AsyncIterator[ScenarioOutcome]:
     """This test's scenario (started ahead by the scheduler, its artifacts written); its
     result goes to the controller. The conversation ran on ``tau2_outcome.conversation.store``."""
-    outcome, directory = await tau2_scheduler.outcome(request.node)
+    try:
+        outcome, directory = await tau2_scheduler.outcome(request.node)
+    except NotStarted:
+        _report_notices(request, tau2_run)
+        request.node.user_properties.append((OUTCOME_PROPERTY, BUDGET_VERDICT))
+        budget = tau2_run.budget
+        spent = f"${budget.spent:,.4f} of ${budget.limit:,.4f}" if budget else "the budget"
+        pytest.skip(
+            f"not run (budget): {spent} spent (--tau2-max-cost); resume with a higher "
+            f"budget: --tau2-resume {tau2_run.run_id}"
+        )
+    _report_notices(request, tau2_run)
     # a documented channel to the controller (and visible in junit XML): where the record is
     request.node.user_properties.append(
         (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.run_dir).as_posix())

@@ -8,12 +8,14 @@ naming the option, the value and what is accepted.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +25,10 @@ from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
+from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import NO_API_KEY, EndpointConfig
+from tau2_retail.models.prices import PriceTable
 from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
 
@@ -176,6 +180,29 @@ def _shard(raw: str) -> tuple[int, int]:
     if not 1 <= int(index) <= int(count):
         raise _Invalid(accepted)
     return int(index), int(count)
+
+
+def _prices(raw: str) -> PriceTable:
+    text = raw.strip()
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError:
+        # a TOML table under [tool.pytest.ini_options] reaches us as its Python repr
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+    try:
+        return PriceTable.parse(value if isinstance(value, dict) else text)
+    except ConfigError as error:
+        raise _Invalid(f"JSON prices per million tokens by model ({error})") from None
+
+
+def _cache_mode(raw: str) -> CacheMode:
+    try:
+        return CacheMode(raw.strip())
+    except ValueError:
+        raise _Invalid("one of " + ", ".join(mode.value for mode in CacheMode)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +382,38 @@ OPTIONS: tuple[Setting, ...] = (
         empty="",
     ),
     Setting(
+        "prices",
+        _prices,
+        "",
+        'JSON prices in USD per million tokens by model, e.g. {"my-model": {"input": 0.15, '
+        '"output": 0.6, "cached_input": 0.075}} (cached_input optional); the run reports its '
+        "cost per role and scenario",
+        env=True,
+    ),
+    Setting(
+        "max_cost",
+        _float_range(0, None, low_open=True),
+        "",
+        "USD: once the run has spent this much, no new scenario starts (those in flight "
+        "finish; the others are not run, and resumable); needs --tau2-prices for every model",
+    ),
+    Setting(
+        "cache",
+        _text,
+        "",
+        "PATH of the response cache (SQLite): every completion is stored and served again "
+        "to an identical request",
+        env=True,
+        empty="",
+    ),
+    Setting(
+        "cache_mode",
+        _cache_mode,
+        "read-write",
+        "read-write (default), replay (never contact an endpoint: a miss is an infra error) or off",
+        env=True,
+    ),
+    Setting(
         "min_pass_rate",
         _float_range(0, 1),
         "",
@@ -414,9 +473,12 @@ def _ini_type(setting: Setting) -> Any:
 
 
 def _ini_text(value: object) -> str:
-    """An ini value as the text an option would give (TOML ``true`` is ``on``)."""
+    """An ini value as the text an option would give (TOML ``true`` is ``on``, a TOML table
+    is its JSON)."""
     if isinstance(value, bool):
         return "on" if value else "off"
+    if isinstance(value, dict):
+        return json.dumps(value)
     return str(value)
 
 
@@ -472,6 +534,10 @@ class Tau2Settings:
     baseline: str
     max_regression: float | None
     regression_alpha: float | None
+    prices: PriceTable | None
+    max_cost: float | None
+    cache: str
+    cache_mode: CacheMode
     agent: ModelSettings
     user: ModelSettings
     judge: ModelSettings | None
@@ -551,8 +617,10 @@ def plain_setting(value: Any) -> Any:
     worker (the inverse of :func:`typed_setting`)."""
     if isinstance(value, tuple):
         return list(value)
-    if isinstance(value, ProfileName):
+    if isinstance(value, ProfileName | CacheMode):
         return value.value
+    if isinstance(value, PriceTable):
+        return value.to_json()
     return value
 
 
@@ -563,6 +631,10 @@ def typed_setting(name: str, value: Any) -> Any:
         return tuple(value)
     if name == "profile" and isinstance(value, str):
         return ProfileName(value)
+    if name == "cache_mode" and isinstance(value, str):
+        return CacheMode(value)
+    if name == "prices" and isinstance(value, dict):
+        return PriceTable.parse(value)
     return value
 
 
@@ -610,8 +682,11 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "--tau2-user-model (and --tau2-user-base-url) to a model that plays the customer, "
             "or --tau2-user-model=builtin:customer to accept the scripted one"
         )
-    for role, choice in (("agent", agent), ("user", user), ("judge", judge)):
-        _check_key(role, choice, sources)
+    _check_cost_and_cache(values, sources, agent=agent, user=user, judge=judge)
+    # a replay never contacts an endpoint: it needs no key (a CI run reproduced on a laptop)
+    if not (values["cache"] and values["cache_mode"] is CacheMode.REPLAY):
+        for role, choice in (("agent", agent), ("user", user), ("judge", judge)):
+            _check_key(role, choice, sources)
     recorded = {name: plain_setting(value) for name, value in values.items()}
     return Tau2Settings(
         **{name: values[name] for name in _TYPED},
@@ -621,3 +696,41 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
         recorded=recorded,
         sources=sources,
     )
+
+
+def _check_cost_and_cache(
+    values: Mapping[str, Any],
+    sources: Mapping[str, str],
+    *,
+    agent: ModelSettings,
+    user: ModelSettings,
+    judge: ModelSettings | None,
+) -> None:
+    """A budget needs a price for every endpoint model; replay needs an existing cache file."""
+    prices: PriceTable | None = values["prices"]
+    if values["max_cost"] is not None:
+        endpoint_models = [
+            choice.endpoint.model
+            for choice in (agent, user, judge)
+            if choice is not None and choice.endpoint is not None
+        ]
+        unpriced = sorted({m for m in endpoint_models if prices is None or prices.price(m) is None})
+        if unpriced:
+            raise pytest.UsageError(
+                f"{sources['max_cost']}: --tau2-max-cost needs a price for every model, and "
+                f"{', '.join(map(repr, unpriced))} has none; add it to --tau2-prices, e.g. "
+                f'--tau2-prices \'{{"{unpriced[0]}": {{"input": 0.15, "output": 0.6}}}}\''
+            )
+    mode: CacheMode = values["cache_mode"]
+    path = values["cache"]
+    if sources["cache_mode"] != "default" and mode is not CacheMode.OFF and not path:
+        raise pytest.UsageError(
+            f"{sources['cache_mode']}: --tau2-cache-mode {mode.value} needs a cache file; "
+            "give it with --tau2-cache PATH"
+        )
+    if mode is CacheMode.REPLAY and not Path(path).is_file():
+        raise pytest.UsageError(
+            f"{sources['cache']}: {path!r} is not valid for --tau2-cache with "
+            "--tau2-cache-mode replay; expected an existing cache file (the one a run with "
+            "--tau2-cache wrote)"
+        )

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from tau2_retail.errors import ArtifactError, Tau2Error, Tau2InfraError
+from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
+from tau2_retail.plugins.budget import Budget, new_budget_token
 from tau2_retail.plugins.options import ModelSettings, Tau2Settings, typed_setting
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.results.artifacts import validate_name
@@ -65,10 +67,22 @@ class Tau2Process:
     """The settings, run id and run folder of this process, and its data bundle (lazy)."""
 
     def __init__(
-        self, settings: Tau2Settings, *, run_id: str, completed: frozenset[str] = frozenset()
+        self,
+        settings: Tau2Settings,
+        *,
+        run_id: str,
+        completed: frozenset[str] = frozenset(),
+        budget_token: str | None = None,
     ) -> None:
         self.settings = settings
         self.run_id = run_id
+        #: the session's ledger name (the controller's, handed to workers)
+        self.budget_token = budget_token or new_budget_token()
+        #: lines for the terminal (e.g. the response cache turned itself off), each said once
+        self.notices: list[str] = []
+        self.notices_reported = 0
+        self._cache: ResponseCache | None = None
+        self._budget: Budget | None = None
         try:
             validate_name("run id", run_id)
         except ArtifactError as error:
@@ -87,7 +101,30 @@ class Tau2Process:
             settings,
             run_id=workerinput["tau2_run_id"],
             completed=frozenset(workerinput["tau2_completed"]),
+            budget_token=workerinput.get("tau2_budget_token"),
         )
+
+    @property
+    def budget(self) -> Budget | None:
+        """The session's spending against ``--tau2-max-cost`` (None without one)."""
+        limit = self.settings.max_cost
+        if limit is None:
+            return None
+        if self._budget is None:
+            self._budget = Budget(limit=limit, run_dir=self.run_dir, token=self.budget_token)
+        return self._budget
+
+    @property
+    def cache(self) -> ResponseCache | None:
+        """This process's connection to the response cache (None without ``--tau2-cache``)."""
+        settings = self.settings
+        if not settings.cache or settings.cache_mode is CacheMode.OFF:
+            return None
+        if self._cache is None:
+            self._cache = ResponseCache(
+                Path(settings.cache), mode=settings.cache_mode, warn=self.notices.append
+            )
+        return self._cache
 
     @property
     def configuration(self) -> RunConfiguration:

@@ -34,7 +34,9 @@ import pytest
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
 from tau2_retail.errors import ArtifactError, DataError, RunInUse
+from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.secrets import redact_argv
+from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.options import Tau2Settings, plain_setting, typed_setting
 from tau2_retail.plugins.process import Tau2Process, scenario_of
 from tau2_retail.report.page import ReportError, write_report
@@ -43,6 +45,7 @@ from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.lock import RunLock
 from tau2_retail.results.records import RESUME_KEYS, RunArgs, RunSummary, ScenarioRow
 from tau2_retail.results.summary import (
+    cost_lines,
     headline_lines,
     pass_hat_k_line,
     read_run_args,
@@ -51,13 +54,22 @@ from tau2_retail.results.summary import (
     write_run_summary,
 )
 
-__all__ = ["ARTIFACTS_PROPERTY", "NOT_RUN", "OUTCOME_PROPERTY", "RUN_KEY", "Tau2Run"]
+__all__ = [
+    "ARTIFACTS_PROPERTY",
+    "NOTICE_PROPERTY",
+    "NOT_RUN",
+    "OUTCOME_PROPERTY",
+    "RUN_KEY",
+    "Tau2Run",
+]
 
 #: ``user_properties`` names a scenario's report carries (also visible in junit XML).
 ARTIFACTS_PROPERTY = "tau2_artifacts"
 OUTCOME_PROPERTY = "tau2_outcome"
 #: why an expected scenario has no record when this session never started it
 NOT_RUN = "not run (the session ended before it started)"
+#: a line a process has to say once (the response cache turned itself off)
+NOTICE_PROPERTY = "tau2_notice"
 
 _BROKEN = {
     pytest.ExitCode.INTERRUPTED: "interrupted",
@@ -169,6 +181,10 @@ class Tau2Run:
         #: under ``--dist each``: each live worker's share index, and those of crashed workers
         self.shares: dict[str, int] = {}
         self.free_shares: list[int] = []
+        #: scenarios the budget kept from starting
+        self.budget_skipped: set[str] = set()
+        #: lines the processes asked to say once, in order
+        self.notices: dict[str, None] = {}
 
     @property
     def settings(self) -> Tau2Settings:
@@ -335,6 +351,7 @@ class Tau2Run:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["tau2_run_id"] = self.process.run_id
+        node.workerinput["tau2_budget_token"] = self.process.budget_token
         node.workerinput["tau2_completed"] = sorted(self.process.completed)
         node.workerinput["tau2_adopted"] = {
             key: plain_setting(value) for key, value in self.adopted.items()
@@ -464,6 +481,7 @@ class Tau2Run:
             )
         if settings.concurrency > 1:
             lines.append(f"tau2: up to {settings.concurrency} scenarios in flight per process")
+        lines.extend(self.cost_header_lines())
         if settings.resume:
             lines.append(
                 f"tau2: resuming: {len(self.process.completed)} scenario(s) already complete"
@@ -474,6 +492,29 @@ class Tau2Run:
                 )
             )
         lines.append(profile_line(settings.profile))
+        return lines
+
+    def cost_header_lines(self) -> list[str]:
+        """What the run header says about the response cache, prices and the budget."""
+        settings = self.process.settings
+        lines = []
+        if settings.cache and settings.cache_mode is not CacheMode.OFF:
+            what = (
+                "replay: no endpoint is contacted; a request not in the cache is an infra error"
+                if settings.cache_mode is CacheMode.REPLAY
+                else "read-write: identical requests are answered from it, at no cost"
+            )
+            lines.append(f"tau2: response cache {settings.cache} ({what})")
+        if settings.prices is not None:
+            lines.append(
+                f"tau2: prices for {len(settings.prices.models)} model(s); the run reports "
+                "its cost (USD)"
+            )
+        if settings.max_cost is not None:
+            lines.append(
+                f"tau2: budget ${settings.max_cost:,.4f} (--tau2-max-cost): once spent, no new "
+                "scenario starts"
+            )
         return lines
 
     def offline_banner(self) -> str:
@@ -487,6 +528,11 @@ class Tau2Run:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         scenario = scenario_of(report.nodeid)
+        for name, value in report.user_properties:
+            if name == NOTICE_PROPERTY:
+                self.notices.setdefault(str(value), None)
+            elif name == OUTCOME_PROPERTY and value == BUDGET_VERDICT and scenario:
+                self.budget_skipped.add(scenario)
         if scenario is not None:
             self.seen.add(scenario)
         elif report.failed:
@@ -507,9 +553,10 @@ class Tau2Run:
         on_disk = load_run_metrics(self.run_dir)
         records = {m.scenario_id: m for m in on_disk.records}
         reasons = dict(on_disk.incomplete)
-        for scenario in self.seen - records.keys():
+        for scenario in self.seen - records.keys() - self.budget_skipped:
             reasons.setdefault(scenario, "no metrics.json (interrupted, or its process was lost)")
-        for scenario in set(self.expected()) - records.keys():
+        # selected but never started: lost, unless the budget kept them from starting
+        for scenario in set(self.expected()) - records.keys() - self.budget_skipped:
             reasons.setdefault(scenario, NOT_RUN)
         return records, reasons
 
@@ -559,6 +606,7 @@ class Tau2Run:
                 configuration=configuration,
                 versions=_versions(),
                 lost=lost,
+                not_run=sorted(self.budget_skipped - records.keys()),
             )
         except ArtifactError as error:
             self.problems.append(f"tau2: could not write the run summary: {error}")
@@ -612,6 +660,8 @@ class Tau2Run:
         """
         if self.exit_problem is not None or self.others_failed or self.summary is None:
             return None
+        if self.summary.counts.not_run:
+            return pytest.ExitCode.TESTS_FAILED  # the budget stopped the run: not complete
         if self.gate is not None:
             passed = self.gate.passed
         elif self.process.settings.resume:
@@ -691,6 +741,7 @@ class Tau2Run:
             f"infra errors: {counts.infra_errors}, lost scenarios: {counts.lost} "
             "(excluded from the rates; see all_summary.txt)"
         )
+        lines.extend(self.usage_lines(summary))
         for row in summary.scenarios:
             if row.status == "FAIL" and not (failures_listed and row.scenario_id in self.seen):
                 lines.append(f"FAILED {row.scenario_id}: {failure_reason(row, summary.profile)}")
@@ -700,6 +751,9 @@ class Tau2Run:
             # leave a hundred
             if reason != NOT_RUN:
                 lines.append(f"LOST {scenario_id}: {reason}")
+        for scenario_id in summary.not_run:
+            lines.append(f"NOT RUN (budget) {scenario_id}")
+        lines.extend(self.notices)
         lines.extend(self.problems)
         lines.append(f"run directory: {self.run_dir}")
         if self.report_path is not None:
@@ -712,12 +766,28 @@ class Tau2Run:
                 f"tau2: the session stopped early; {len(not_run)} selected scenario(s) did not "
                 f"run (counted as lost); resume with: {self.resume_command()}"
             )
-        if self.gate is not None:
+        budget = self.process.budget
+        if summary.counts.not_run and budget is not None:
+            lines.append(budget.line(summary.counts.not_run))
+        if self.gate is not None:  # the verdict is the last line
             lines.extend(
                 f"flipped pass->fail against the baseline: {scenario_id}"
                 for scenario_id in self.gate.flipped
             )
             lines.append(self.gate.line)
+        return lines
+
+    def usage_lines(self, summary: RunSummary) -> list[str]:
+        """Cost per role (with prices) and replies served from the response cache."""
+        lines = cost_lines(summary)
+        hits = {role: u.cache_hits for role, u in summary.token_usage.items() if u.cache_hits}
+        if hits or self.process.settings.cache:
+            calls = sum(u.n_calls for u in summary.token_usage.values())
+            shown = ", ".join(f"{role} {n}" for role, n in hits.items()) or "none"
+            lines.append(
+                f"response cache: {sum(hits.values())} of {calls} completion(s) served from "
+                f"the cache ({shown})"
+            )
         return lines
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)

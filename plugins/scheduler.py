@@ -31,6 +31,7 @@ from tau2_retail.engine.shards import shard_tasks
 
 __all__ = [
     "SESSION_LOOP_KEY",
+    "NotStarted",
     "ScenarioScheduler",
     "settle_interrupted_loop",
     "upcoming_items",
@@ -46,12 +47,18 @@ _REFILL_SECONDS = 0.1
 Start = Callable[[pytest.Item], Coroutine[Any, Any, T]]
 
 
+class NotStarted(Exception):
+    """``admit()`` refused a scenario that was not started yet (the budget is spent)."""
+
+
 class ScenarioScheduler(Generic[T]):
     """Keeps up to ``limit`` scenarios of this process running, in the order pytest runs them.
 
     ``start(item)`` makes the coroutine of one scenario item; ``upcoming(item)`` lists the
     items pytest will run after ``item``; ``wanted(item)`` says whether an item is a scenario
-    this scheduler may start ahead; ``stopping()`` is true once pytest stops starting tests.
+    this scheduler may start ahead; ``stopping()`` is true once pytest stops starting tests;
+    ``admit()`` false means no new scenario starts (the budget is spent): those in flight
+    finish, ``outcome`` of one not started raises ``NotStarted``.
     """
 
     def __init__(
@@ -62,6 +69,7 @@ class ScenarioScheduler(Generic[T]):
         upcoming: Callable[[pytest.Item], Iterable[pytest.Item]],
         wanted: Callable[[pytest.Item], bool],
         stopping: Callable[[], bool],
+        admit: Callable[[], bool] = lambda: True,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
@@ -70,6 +78,7 @@ class ScenarioScheduler(Generic[T]):
         self._upcoming = upcoming
         self._wanted = wanted
         self._stopping = stopping
+        self._admit = admit
         self._tasks: dict[str, asyncio.Task[T]] = {}
         self._items: dict[str, pytest.Item] = {}
         self._consumed: set[str] = set()
@@ -96,6 +105,8 @@ class ScenarioScheduler(Generic[T]):
         Also starts the scenarios that follow ``item``, up to the limit.
         """
         self._current = item
+        if item.nodeid not in self._tasks and not self._admit():
+            raise NotStarted(item.nodeid)
         task = self._ensure(item)
         self._fill()
         self._consumed.add(item.nodeid)
@@ -127,6 +138,8 @@ class ScenarioScheduler(Generic[T]):
     def _fill(self) -> None:
         # A limit of 1 starts nothing ahead: each scenario runs in its own test's set-up.
         if self.limit == 1 or self._closed or self._current is None or self._stopping():
+            return
+        if not self._admit():
             return
         upcoming = list(self._upcoming(self._current))
         free = self.limit - self.in_flight

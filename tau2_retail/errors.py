@@ -8,7 +8,8 @@
     ├── ConfigError              a bad setting (the pytest plugin turns it into pytest.UsageError)
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
     │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
-    │   └── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
+    │   ├── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
+    │   └── CacheMiss            replay from the response cache found no reply (nothing was sent)
     ├── ArtifactError            a run directory or artifact cannot be written or read
     │   ├── ReportError          the HTML report cannot be built or written (names the file)
     │   ├── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArtifactError",
+    "CacheMiss",
     "ConfigError",
     "ContextWindowExceeded",
     "DataError",
@@ -119,6 +121,17 @@ class ContextWindowExceeded(EndpointError):
 
 class EndpointDown(EndpointError):
     """The endpoint's circuit breaker is open: the request failed at once without being sent."""
+
+
+class CacheMiss(EndpointError):
+    """Replay mode of the response cache has no reply for a request (``digest`` names it).
+
+    An infra error like an outage: the scenario is excluded from the rates and resumable.
+    """
+
+    def __init__(self, message: str, *, digest: str) -> None:
+        self.digest = digest
+        super().__init__(message)
 
 
 class ArtifactError(Tau2Error):

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from tau2_retail.cli import data, gold, merge, replay, report, run, summarize, tasks
+from tau2_retail.cli import cache, data, gold, merge, replay, report, run, summarize, tasks
 from tau2_retail.errors import Tau2Error
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_PIPE_CLOSED", "build_parser", "main"]
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (data, tasks, gold, replay, run, summarize, merge, report):
+    for module in (data, tasks, gold, replay, run, summarize, merge, report, cache):
         module.add_parser(commands)
     return parser
 

@@ -78,6 +78,7 @@ def merge_command(args: argparse.Namespace) -> int:
         configuration=merged.args.configuration,
         versions=merged.args.versions,
         lost=merged.lost,
+        not_run=merged.not_run,
     )
     try:
         write_report(into)

@@ -26,10 +26,13 @@ from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import ConfigError, DataError
 from tau2_retail.models.builtin import BUILTIN_AGENTS, BUILTIN_CUSTOMER, BUILTIN_ORACLE
+from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.choice import ModelChoice, choose_model
 from tau2_retail.models.config import DEFAULT_API_KEY_ENV, NO_API_KEY, EndpointConfig
 from tau2_retail.models.messages import Message, Role, ToolCall
+from tau2_retail.models.prices import PriceTable
 from tau2_retail.results.artifacts import write_outcome
+from tau2_retail.results.summary import usd
 
 __all__ = [
     "DEFAULT_BASE_SEED",
@@ -219,6 +222,23 @@ def add_parser(commands: SubParsers) -> None:
         help="also write the scenario's artifacts (transcript, metrics, ...) into "
         "DIR/tau2_retail__ID",
     )
+    cost = run.add_argument_group("cost and response cache (as --tau2-prices, --tau2-cache)")
+    cost.add_argument(
+        "--prices",
+        type=_prices,
+        metavar="JSON",
+        help='USD per million tokens by model, e.g. {"my-model": {"input": 0.15, "output": '
+        "0.6}}: the scenario's cost is printed and in its metrics",
+    )
+    cost.add_argument(
+        "--cache", metavar="PATH", help="response cache file (SQLite), shared with pytest runs"
+    )
+    cost.add_argument(
+        "--cache-mode",
+        choices=[mode.value for mode in CacheMode],
+        default=CacheMode.READ_WRITE.value,
+        help="read-write (default), replay (never contact an endpoint) or off",
+    )
     limits.add_argument(
         "--json",
         action="store_true",
@@ -226,6 +246,23 @@ def add_parser(commands: SubParsers) -> None:
         "of the live conversation",
     )
     run.set_defaults(handler=run_command)
+
+
+def _prices(raw: str) -> PriceTable:
+    try:
+        return PriceTable.parse(raw)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _cache(args: argparse.Namespace) -> ResponseCache | None:
+    mode = CacheMode(args.cache_mode)
+    if args.cache is None or mode is CacheMode.OFF:
+        return None
+    path = Path(args.cache)
+    if mode is CacheMode.REPLAY and not path.is_file():
+        raise ConfigError(f"--cache {path}: no such cache file (--cache-mode replay reads one)")
+    return ResponseCache(path, mode=mode, warn=lambda line: print(line, file=sys.stderr))
 
 
 def _endpoint_values(args: argparse.Namespace, role: str) -> dict[str, Any]:
@@ -275,7 +312,9 @@ def _choice(args: argparse.Namespace, role: str) -> ModelChoice | None:
             f"{given[0]} given with the built-in model {name!r}; built-in models run locally: "
             "drop the option or name an endpoint model"
         )
-    problem = choice.endpoint.missing_key(os.environ) if choice.endpoint else None
+    # a replay never contacts an endpoint: it needs no key
+    replay = bool(args.cache) and args.cache_mode == CacheMode.REPLAY.value
+    problem = choice.endpoint.missing_key(os.environ) if choice.endpoint and not replay else None
     if problem:
         raise ConfigError(
             f"--{role}-model {name}: {problem}; set it, name another variable with "
@@ -388,6 +427,16 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
             for role, value in usage.items()
         )
     )
+    hits = sum(value.cache_hits for value in usage.values())
+    if hits:
+        lines.append(f"response cache: {hits} completion(s) served from the cache")
+    if metrics.cost is not None:
+        cost = metrics.cost
+        lines.append(
+            f"cost: {usd(cost.total)} ("
+            + ", ".join(f"{role} {usd(cost.role(role))}" for role in ("agent", "user", "judge"))
+            + ")"
+        )
     if outcome.is_infra_error:
         verdict_line = (
             f"result: infra_error (the {metrics.infra_role or 'agent'} endpoint failed; not scored)"
@@ -448,7 +497,9 @@ def run_command(args: argparse.Namespace) -> int:
         print("\n".join(header), end="\n\n", flush=True)
 
     async def run() -> ScenarioOutcome:
-        async with Harness(bundle=bundle, roles=roles, limits=limits) as harness:
+        async with Harness(
+            bundle=bundle, roles=roles, limits=limits, cache=cache, prices=args.prices
+        ) as harness:
             outcome = await harness.run(scenario, on_message=_print_live if live else None)
             if args.output_dir is not None:
                 write_outcome(
@@ -468,7 +519,12 @@ def run_command(args: argparse.Namespace) -> int:
                 )
             return outcome
 
-    outcome = asyncio.run(run())
+    cache = _cache(args)
+    try:
+        outcome = asyncio.run(run())
+    finally:
+        if cache is not None:
+            cache.close()
     if live:
         print()
         print("\n".join(_report(outcome)))

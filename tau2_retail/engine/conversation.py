@@ -160,14 +160,7 @@ class ConversationResult:
                 Action(name=a["name"], arguments=dict(a["arguments"])) for a in data["actions"]
             ),
             store=store,
-            usage={
-                role: Usage(
-                    n_calls=int(u["n_calls"]),
-                    prompt=int(u["prompt"]),
-                    completion=int(u["completion"]),
-                )
-                for role, u in data["usage"].items()
-            },
+            usage={role: Usage.from_json(u) for role, u in data["usage"].items()},
             latencies=tuple((str(role), float(seconds)) for role, seconds in data["latencies"]),
             started_at=float(data["started_at"]),
             duration_seconds=float(data["duration_seconds"]),
@@ -295,10 +288,12 @@ class _Conversation:
                 else StopReason.INFRA_ERROR
             )
             raise _Stopped(reason, f"{role}: {error}", body=error.full_body) from error
+        self.usage[role] = self.usage[role] + turn.usage
+        if turn.from_cache:  # nothing was sent: no request, no endpoint latency
+            return turn
         self.requests[role] += RequestStats(
             requests=1, attempts=turn.attempts, wait_seconds=turn.wait_seconds
         )
-        self.usage[role] = self.usage[role] + turn.usage
         self.latencies.append((role, turn.latency_seconds))
         return turn
 

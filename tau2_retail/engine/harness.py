@@ -13,12 +13,15 @@ The pytest fixture ``tau2_outcome`` and ``python -m tau2_retail run`` both go th
 Endpoint clients are built on first use, one per role, shared by every scenario the harness
 runs (on one event loop), and closed by ``aclose``. Several ``run`` calls may be in flight at
 once: each scenario gets its own store and its own built-in models.
+
+With a ``cache`` (``tau2_retail.models.cache``), each scenario trial sees its endpoint models
+through it; with ``prices``, each outcome's metrics carry its cost per role.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -30,7 +33,9 @@ from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, requ
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
+from tau2_retail.models.cache import CachedChatModel, CacheMode, ResponseCache
 from tau2_retail.models.choice import ModelChoice
+from tau2_retail.models.prices import PriceTable, RoleCosts
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.store import Store
 
@@ -110,6 +115,8 @@ class Harness:
     bundle: DataBundle
     roles: Roles
     limits: Limits = field(default_factory=Limits)
+    cache: ResponseCache | None = None
+    prices: PriceTable | None = None
     _clients: dict[str, OpenAIChatModel] = field(default_factory=dict, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -152,10 +159,31 @@ class Harness:
             )
         return client
 
-    def _model(self, role: str, choice: ModelChoice, task: Task) -> ChatModel:
+    def _model(self, role: str, choice: ModelChoice, scenario: Scenario) -> ChatModel:
         if choice.endpoint is None:
-            return builtin_model(choice.name, task, role=role)
-        return self._client(role, choice)
+            return builtin_model(choice.name, scenario.task, role=role)
+        client = self._client(role, choice)
+        cache = self.cache
+        if cache is None or cache.mode is CacheMode.OFF:
+            return client
+        return CachedChatModel(self._clients[role], cache, role=role, trial=scenario.trial)
+
+    def costs(self, outcome: ScenarioOutcome) -> ScenarioOutcome:
+        """``outcome`` with its cost per role in the metrics (unchanged without prices)."""
+        prices = self.prices
+        if prices is None:
+            return outcome
+        metrics = outcome.metrics
+        cost: dict[str, float | None] = {}
+        for role in ("agent", "user", "judge"):
+            choice: ModelChoice | None = getattr(self.roles, role)
+            usage = metrics.token_usage.get(role)
+            if choice is None or usage is None:
+                cost[role] = 0.0
+                continue
+            model = None if choice.endpoint is None else choice.endpoint.model
+            cost[role] = prices.cost(model, usage.as_usage())
+        return replace(outcome, metrics=replace(metrics, cost=RoleCosts(**cost)))
 
     async def run(
         self,
@@ -172,11 +200,11 @@ class Harness:
         roles = self.roles
         prompts = self.prompts(task)
         judge = roles.judge
-        return await run_scenario(
+        outcome = await run_scenario(
             scenario,
-            agent=self._model("agent", roles.agent, task),
-            user=self._model("user", roles.user, task),
-            judge_model=None if judge is None else self._model("judge", judge, task),
+            agent=self._model("agent", roles.agent, scenario),
+            user=self._model("user", roles.user, scenario),
+            judge_model=None if judge is None else self._model("judge", judge, scenario),
             gold=self.bundle.golds[task.id],
             store=Store(self.bundle.golds.seed) if store is None else store,
             agent_prompt=prompts.agent,
@@ -186,6 +214,7 @@ class Harness:
             on_message=on_message,
             profile=self.bundle.profile,
         )
+        return self.costs(outcome)
 
     async def rejudge(
         self, scenario: Scenario, *, transcript: Mapping[str, Any], expected_db_hash: str
@@ -200,13 +229,14 @@ class Harness:
         if judge is None:
             raise ConfigError("re-judging needs a judge model; none is configured")
         task = scenario.task
-        return await rejudge(
+        outcome = await rejudge(
             scenario,
             transcript=transcript,
-            judge_model=self._model("judge", judge, task),
+            judge_model=self._model("judge", judge, scenario),
             gold=self.bundle.golds[task.id],
             seed=self.bundle.golds.seed,
             expected_db_hash=expected_db_hash,
             limits=self.limits,
             profile=self.bundle.profile,
         )
+        return self.costs(outcome)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from tau2_retail.errors import ArtifactError
-from tau2_retail.models.messages import RequestStats
+from tau2_retail.models.messages import USAGE_EXTRAS, RequestStats, Usage
+from tau2_retail.models.prices import RoleCosts
 
 __all__ = [
     "Fields",
@@ -150,21 +151,46 @@ class LatencyStats:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageCounts:
-    """Token counts of one role over a scenario (or a run)."""
+    """Token counts of one role over a scenario (or a run): the fields of
+    :class:`~tau2_retail.models.messages.Usage` (``cache_hits`` and the tokens of those hits,
+    ``cached_prompt`` of the provider's prompt cache), the extras written only when set."""
 
     n_calls: int = 0
     prompt: int = 0
     completion: int = 0
+    cached_prompt: int = 0
+    cache_hits: int = 0
+    hit_prompt: int = 0
+    hit_completion: int = 0
 
-    def __add__(self, other: UsageCounts) -> UsageCounts:
-        return UsageCounts(
-            n_calls=self.n_calls + other.n_calls,
-            prompt=self.prompt + other.prompt,
-            completion=self.completion + other.completion,
+    @classmethod
+    def of(cls, usage: Usage) -> UsageCounts:
+        return cls(
+            n_calls=usage.n_calls,
+            prompt=usage.prompt,
+            completion=usage.completion,
+            cached_prompt=usage.cached_prompt,
+            cache_hits=usage.cache_hits,
+            hit_prompt=usage.hit_prompt,
+            hit_completion=usage.hit_completion,
         )
 
+    def as_usage(self) -> Usage:
+        return Usage(
+            n_calls=self.n_calls,
+            prompt=self.prompt,
+            completion=self.completion,
+            cached_prompt=self.cached_prompt,
+            cache_hits=self.cache_hits,
+            hit_prompt=self.hit_prompt,
+            hit_completion=self.hit_completion,
+        )
+
+    def __add__(self, other: UsageCounts) -> UsageCounts:
+        return UsageCounts.of(self.as_usage() + other.as_usage())
+
     def to_json(self) -> dict[str, int]:
-        return {"n_calls": self.n_calls, "prompt": self.prompt, "completion": self.completion}
+        return self.as_usage().to_json()
 
     @classmethod
     def from_json(cls, f: Fields) -> UsageCounts:
@@ -172,6 +198,8 @@ class UsageCounts:
             n_calls=f.integer("n_calls"),
             prompt=f.integer("prompt"),
             completion=f.integer("completion"),
+            # absent in records written before the response cache and prices existed
+            **{name: f.opt_integer(name) or 0 for name in USAGE_EXTRAS},
         )
 
 
@@ -183,6 +211,15 @@ def request_stats_from_json(f: Fields) -> RequestStats:
         failed=f.integer("failed"),
         wait_seconds=f.number("wait_seconds"),
     )
+
+
+def _cost(f: Fields | None) -> RoleCosts | None:
+    if f is None:
+        return None
+    for role in ("agent", "user", "judge"):
+        if f.has(role):
+            f.number(role)
+    return RoleCosts.from_json(f.raw)
 
 
 ROLES = ("agent", "user", "judge")
@@ -202,7 +239,8 @@ class ScenarioMetrics:
     ``requests`` holds per role what its requests cost on the wire (attempts, retries, failed,
     seconds waited between attempts). ``infra_role`` names the role whose endpoint failed when
     ``infra_error`` is set. ``needs_judging`` marks a finished conversation whose judge was
-    down: resume re-judges its saved transcript instead of running it again.
+    down: resume re-judges its saved transcript instead of running it again. ``cost`` is the
+    scenario's cost per role in USD when the run has prices (``--tau2-prices``).
     """
 
     profile: str
@@ -237,6 +275,7 @@ class ScenarioMetrics:
     requests: Mapping[str, RequestStats]
     infra_role: str | None = None
     needs_judging: bool = False
+    cost: RoleCosts | None = None
 
     @property
     def nl_applicable(self) -> bool:
@@ -285,6 +324,8 @@ class ScenarioMetrics:
             out["infra_role"] = self.infra_role
         if self.needs_judging:
             out["needs_judging"] = True
+        if self.cost is not None:
+            out["cost"] = self.cost.to_json()
         return out
 
     @classmethod
@@ -333,6 +374,7 @@ class ScenarioMetrics:
             },
             infra_role=f.opt_text("infra_role"),
             needs_judging=f.has("needs_judging") and f.flag("needs_judging"),
+            cost=_cost(f.opt_obj("cost")),
         )
 
     def sort_key(self) -> tuple[float, str, int]:

@@ -252,7 +252,10 @@ def build_metrics(
     requests = dict(conversation.requests)
     if judge is not None:
         requests["judge"] = RequestStats(
-            requests=1, attempts=judge.attempts, wait_seconds=judge.wait_seconds
+            # a verdict served from the response cache sent nothing (0 attempts)
+            requests=1 if judge.attempts else 0,
+            attempts=judge.attempts,
+            wait_seconds=judge.wait_seconds,
         )
     elif judge_error is not None:
         requests["judge"] = RequestStats(
@@ -300,10 +303,7 @@ def build_metrics(
         nl_assertion_pass_count=nl_count,
         nl_assertion_pass_rate=nl_rate,
         judge_score=judge.score if judge is not None else None,
-        token_usage={
-            role: UsageCounts(n_calls=u.n_calls, prompt=u.prompt, completion=u.completion)
-            for role, u in usage.items()
-        },
+        token_usage={role: UsageCounts.of(u) for role, u in usage.items()},
         requests={role: requests[role] for role in _ROLES if role in requests},
         success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
         is_successful=is_successful,

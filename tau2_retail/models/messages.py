@@ -7,12 +7,14 @@ Chat Completions API.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 __all__ = [
     "STOP_TOKENS",
+    "USAGE_EXTRAS",
     "AssistantTurn",
     "Message",
     "RequestStats",
@@ -111,21 +113,55 @@ class Message:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
-    """Token counts of one or more completions."""
+    """Token counts of one or more completions.
+
+    ``cached_prompt``: prompt tokens the provider reported as read from its own prompt cache
+    (billed at the cached-input price when one is set). ``cache_hits``: replies served from
+    the response cache (``tau2_retail.models.cache``) instead of the endpoint; ``hit_prompt``
+    and ``hit_completion`` are their tokens, counted in ``prompt``/``completion`` like any
+    reply but never billed.
+    """
 
     n_calls: int = 0
     prompt: int = 0
     completion: int = 0
+    cached_prompt: int = 0
+    cache_hits: int = 0
+    hit_prompt: int = 0
+    hit_completion: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             n_calls=self.n_calls + other.n_calls,
             prompt=self.prompt + other.prompt,
             completion=self.completion + other.completion,
+            cached_prompt=self.cached_prompt + other.cached_prompt,
+            cache_hits=self.cache_hits + other.cache_hits,
+            hit_prompt=self.hit_prompt + other.hit_prompt,
+            hit_completion=self.hit_completion + other.hit_completion,
         )
 
     def to_json(self) -> dict[str, int]:
-        return {"n_calls": self.n_calls, "prompt": self.prompt, "completion": self.completion}
+        out = {"n_calls": self.n_calls, "prompt": self.prompt, "completion": self.completion}
+        # written only when set: records of runs without a cache keep their old shape
+        for name in USAGE_EXTRAS:
+            value: int = getattr(self, name)
+            if value:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Usage:
+        return cls(
+            n_calls=int(data["n_calls"]),
+            prompt=int(data["prompt"]),
+            completion=int(data["completion"]),
+            **{name: int(data.get(name, 0)) for name in USAGE_EXTRAS},
+        )
+
+
+USAGE_EXTRAS = ("cached_prompt", "cache_hits", "hit_prompt", "hit_completion")
+"""The ``Usage`` counts a record holds only when they are not zero."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,8 +199,9 @@ class RequestStats:
 class AssistantTurn:
     """What a model returned for one request: text and/or tool calls, usage and latency.
 
-    ``attempts`` counts what went on the wire for it (1 without retries) and ``wait_seconds``
-    the time spent waiting between attempts.
+    ``attempts`` counts what went on the wire for it (1 without retries; 0 for a reply
+    served from the response cache) and ``wait_seconds`` the time spent waiting between
+    attempts.
     """
 
     content: str | None
@@ -174,6 +211,11 @@ class AssistantTurn:
     attempts: int = 1
     wait_seconds: float = 0.0
     finish_reason: str | None = None
+
+    @property
+    def from_cache(self) -> bool:
+        """Served from the response cache: no request was sent."""
+        return self.usage.cache_hits > 0
 
     @property
     def is_empty(self) -> bool:

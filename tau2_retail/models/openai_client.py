@@ -213,7 +213,28 @@ class OpenAIChatModel:
         while the endpoint's circuit breaker is open, and ``EndpointError`` when the endpoint
         failed (after the retries for transient failures, at once for others).
         """
-        request = self._request(messages, tools=tools, seed=seed)
+        return await self.send(self.prepare(messages, tools=tools, seed=seed))
+
+    def prepare(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """The request ``complete`` sends for these arguments (``send`` sends it)."""
+        return self._request(messages, tools=tools, seed=seed)
+
+    @staticmethod
+    def wire_body(request: Mapping[str, Any]) -> dict[str, Any]:
+        """The JSON body a prepared request puts on the wire: model, sampling parameters,
+        messages, tools and extra body (no key, no header: those travel beside it)."""
+        body = {k: v for k, v in request.items() if k not in ("messages", "extra_body")}
+        body.update(request["extra_body"])
+        return body
+
+    async def send(self, request: dict[str, Any]) -> AssistantTurn:
+        """Send a request made by ``prepare``, retried as ``complete`` says."""
         allowed = self._config.max_retries + 1
         failure: _Failure | None = None
         attempts = 0
@@ -487,10 +508,13 @@ class OpenAIChatModel:
 def _usage(raw: object) -> Usage:
     if not isinstance(raw, dict):
         return Usage(n_calls=1)
+    details = raw.get("prompt_tokens_details")
     return Usage(
         n_calls=1,
         prompt=_count(raw.get("prompt_tokens")),
         completion=_count(raw.get("completion_tokens")),
+        # the provider's own prompt cache (OpenAI, vLLM): billed at the cached-input price
+        cached_prompt=_count(details.get("cached_tokens")) if isinstance(details, dict) else 0,
     )
 
 

@@ -81,6 +81,7 @@ ROW_COLUMNS = (
     "tokens",
     "reward",
     "judge",
+    "cost",
 )
 
 
@@ -182,6 +183,7 @@ def _row(summary_row: ScenarioRow, metrics: ScenarioMetrics | None) -> list[Any]
         "tokens": metrics.total_tokens if metrics else 0,
         "reward": summary_row.tau2_reward,
         "judge": summary_row.judge_score,
+        "cost": summary_row.cost,
     }
     return [values[column] for column in ROW_COLUMNS]
 

@@ -159,6 +159,9 @@ def evaluate_gate(
     infra = summary.counts.infra_errors + summary.counts.lost
     ok = ok and infra <= max_infra_errors
     parts.append(f"infra errors {infra} (max {max_infra_errors})")
+    if summary.counts.not_run:
+        ok = False  # a run the budget stopped is not complete, whatever its rate
+        parts.append(f"{summary.counts.not_run} not run (budget)")
     verdict = "PASS" if ok else "FAIL"
     return GateVerdict(
         passed=ok,

@@ -28,7 +28,7 @@ from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
-from tau2_retail.results.summary import RUN_ARGS_FILE, read_run_args
+from tau2_retail.results.summary import RUN_ARGS_FILE, read_run_args, read_summary
 
 __all__ = [
     "GateSettings",
@@ -41,7 +41,20 @@ __all__ = [
 ]
 
 # how or where a shard ran, not what it measured
-_PLACE_SETTINGS = frozenset({"shard", "concurrency", "run_id", "resume", "output_dir", "data_dir"})
+_PLACE_SETTINGS = frozenset(
+    {
+        "shard",
+        "concurrency",
+        "run_id",
+        "resume",
+        "output_dir",
+        "data_dir",
+        # how a shard saved money: its cache file and its budget are its own
+        "cache",
+        "cache_mode",
+        "max_cost",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,15 +66,19 @@ class ShardRun:
     metrics: tuple[ScenarioMetrics, ...]
     #: scenario id -> why its ``metrics.json`` is unusable (the shard lost it)
     incomplete: Mapping[str, str]
+    #: scenarios the shard's budget kept from starting (from its ``summary.json``)
+    not_run: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MergedRun:
-    """The merged run's ``run_args.json``, its scenarios' records and its lost scenarios."""
+    """The merged run's ``run_args.json``, its scenarios' records, its lost scenarios and
+    those not run (budget)."""
 
     args: RunArgs
     metrics: tuple[ScenarioMetrics, ...]
     lost: Mapping[str, str]
+    not_run: tuple[str, ...] = ()
 
 
 def read_shard(run_dir: Path) -> ShardRun:
@@ -75,8 +92,16 @@ def read_shard(run_dir: Path) -> ShardRun:
             "shard?"
         )
     loaded = load_run_metrics(run_dir)
+    try:
+        summary = read_summary(run_dir)
+    except ArtifactError:
+        summary = None  # only its list of scenarios not run is read; they then count as lost
     return ShardRun(
-        run_dir=run_dir, args=args, metrics=loaded.records, incomplete=loaded.incomplete
+        run_dir=run_dir,
+        args=args,
+        metrics=loaded.records,
+        incomplete=loaded.incomplete,
+        not_run=summary.not_run if summary is not None else (),
     )
 
 
@@ -156,6 +181,9 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
         ),
         metrics=tuple(sorted(metrics, key=ScenarioMetrics.sort_key)),
         lost={key: reason for key, reason in lost.items() if key not in owner},
+        not_run=tuple(
+            sorted({s for shard in shards for s in shard.not_run} - owner.keys() - lost.keys())
+        ),
     )
 
 
@@ -225,12 +253,13 @@ def merged_gate(
         return verdict
     counts = summary.counts
     infra = counts.infra_errors + counts.lost
-    passed = counts.failed == 0 and infra == 0
+    passed = counts.failed == 0 and infra == 0 and counts.not_run == 0
+    not_run = f", {counts.not_run} not run (budget)" if counts.not_run else ""
     return GateVerdict(
         passed=passed,
         line=(
             f"tau2 gate: profile {summary.profile}, no threshold: {counts.failed} failed, "
-            f"{infra} infra errors or lost: {'PASS' if passed else 'FAIL'}"
+            f"{infra} infra errors or lost{not_run}: {'PASS' if passed else 'FAIL'}"
         ),
         rate=summary.success_rate.rate,
     )

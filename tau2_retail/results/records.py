@@ -13,6 +13,7 @@ from typing import Any
 
 from tau2_retail.engine.metrics import Fields, UsageCounts
 from tau2_retail.engine.profiles import ProfileName
+from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
 
 __all__ = [
@@ -291,7 +292,10 @@ class NlSignal:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Counts:
-    """``expected == scored + infra_errors + lost``; ``scored == succeeded + failed``."""
+    """``expected == scored + infra_errors + lost + not_run``; ``scored == succeeded + failed``.
+
+    ``not_run``: scenarios the budget (``--tau2-max-cost``) kept from starting.
+    """
 
     expected: int
     reported: int
@@ -300,9 +304,10 @@ class Counts:
     failed: int
     infra_errors: int
     lost: int
+    not_run: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {
+        out = {
             "expected": self.expected,
             "reported": self.reported,
             "scored": self.scored,
@@ -311,6 +316,9 @@ class Counts:
             "infra_errors": self.infra_errors,
             "lost": self.lost,
         }
+        if self.not_run:
+            out["not_run"] = self.not_run
+        return out
 
     @classmethod
     def from_json(cls, f: Fields) -> Counts:
@@ -322,6 +330,7 @@ class Counts:
             failed=f.integer("failed"),
             infra_errors=f.integer("infra_errors"),
             lost=f.integer("lost"),
+            not_run=f.opt_integer("not_run") or 0,
         )
 
 
@@ -442,9 +451,13 @@ class ScenarioRow:
     stop_reason: str
     total_turns: int
     duration_seconds: float
+    cost: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        out = {name: getattr(self, name) for name in self.__slots__}
+        if self.cost is None:  # a run without prices keeps the old row
+            del out["cost"]
+        return out
 
     @classmethod
     def from_json(cls, f: Fields) -> ScenarioRow:
@@ -466,6 +479,7 @@ class ScenarioRow:
             stop_reason=f.text("stop_reason"),
             total_turns=f.integer("total_turns"),
             duration_seconds=f.number("duration_seconds"),
+            cost=f.opt_number("cost"),
         )
 
 
@@ -503,6 +517,9 @@ class RunSummary:
     lost_reasons: Mapping[str, str] = field(default_factory=dict)
     flaky_tasks: tuple[FlakyTask, ...] = ()
     scenarios: tuple[ScenarioRow, ...]
+    cost: RoleCosts | None = None
+    unpriced_models: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()
 
     def model(self, role: str) -> str | None:
         return self.configuration.model(role) if self.configuration else None
@@ -538,7 +555,15 @@ class RunSummary:
             "lost_reasons": dict(self.lost_reasons),
             "flaky_tasks": [task.to_json() for task in self.flaky_tasks],
             "scenarios": [row.to_json() for row in self.scenarios],
-        }
+        } | self._optional_json()
+
+    def _optional_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.cost is not None:
+            out["cost"] = self.cost.to_json() | {"unpriced_models": list(self.unpriced_models)}
+        if self.not_run:
+            out["not_run"] = list(self.not_run)
+        return out
 
     @classmethod
     def from_json(cls, raw: object, where: str = "summary.json") -> RunSummary:
@@ -546,6 +571,7 @@ class RunSummary:
         signals = f.obj("signals")
         configuration = f.opt_obj("configuration")
         reward = f.obj("tau2_reward")
+        cost = f.opt_obj("cost")
         return cls(
             profile=f.opt_text("profile") or ProfileName.DEFAULT.value,
             configuration=RunConfiguration.from_json(configuration) if configuration else None,
@@ -579,4 +605,8 @@ class RunSummary:
                 else ()
             ),
             scenarios=tuple(ScenarioRow.from_json(row) for row in f.objects("scenarios")),
+            # absent in summaries written before prices and budgets existed
+            cost=RoleCosts.from_json(cost.raw) if cost else None,
+            unpriced_models=cost.texts("unpriced_models") if cost else (),
+            not_run=f.texts("not_run") if f.has("not_run") else (),
         )

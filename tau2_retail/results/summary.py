@@ -37,6 +37,7 @@ from pathlib import Path
 from tau2_retail.engine.metrics import ScenarioMetrics, UsageCounts
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.errors import ArtifactError
+from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
 from tau2_retail.results.records import (
@@ -65,6 +66,7 @@ __all__ = [
     "SUMMARY_JSON_FILE",
     "SUMMARY_TEXT_FILE",
     "build_summary",
+    "cost_lines",
     "flaky_lines",
     "headline_lines",
     "pass_hat_k",
@@ -73,6 +75,7 @@ __all__ = [
     "read_summary",
     "render_summary_text",
     "summarize",
+    "usd",
     "write_run_args",
     "write_run_summary",
 ]
@@ -134,6 +137,11 @@ def pass_hat_k(outcomes: Mapping[str, Sequence[bool]], k: int) -> tuple[float | 
     return _mean(values), len(values)
 
 
+def _rounded_usd(value: float | None) -> float | None:
+    # micro-dollars, as metrics.json records them
+    return None if value is None else round(value, 6)
+
+
 def _row(m: ScenarioMetrics) -> ScenarioRow:
     return ScenarioRow(
         scenario_id=m.scenario_id,
@@ -153,6 +161,7 @@ def _row(m: ScenarioMetrics) -> ScenarioRow:
         stop_reason=m.stop_reason,
         total_turns=m.total_turns,
         duration_seconds=m.duration_seconds,
+        cost=_rounded_usd(m.cost.total if m.cost is not None else None),
     )
 
 
@@ -173,6 +182,30 @@ def _token_usage(metrics: Sequence[ScenarioMetrics]) -> dict[str, UsageCounts]:
         for role, usage in record.token_usage.items():
             totals[role] = totals.get(role, UsageCounts()) + usage
     return totals
+
+
+def _cost(
+    metrics: Sequence[ScenarioMetrics], configuration: RunConfiguration | None
+) -> tuple[RoleCosts | None, tuple[str, ...]]:
+    """The run's cost per role (None without prices) and the models that have no price.
+
+    A scenario recorded without a cost (before prices were set, on resume) makes its roles'
+    costs unknown: a partial sum would look like the whole."""
+    costs = [m.cost for m in metrics]
+    if not any(cost is not None for cost in costs):
+        return None, ()
+    total = RoleCosts()
+    for cost in costs:
+        total = total + (cost if cost is not None else RoleCosts(agent=None, user=None, judge=None))
+    unpriced = sorted(
+        {
+            model
+            for role in _ROLES
+            if total.role(role) is None
+            and (model := configuration.model(role) if configuration else None)
+        }
+    )
+    return total, tuple(unpriced)
 
 
 def _nl_signal(
@@ -221,8 +254,11 @@ def build_summary(
     configuration: RunConfiguration | None,
     versions: Mapping[str, str],
     lost: Mapping[str, str] | Sequence[str] = (),
+    not_run: Sequence[str] = (),
 ) -> RunSummary:
     """The figures of ``summary.json`` from the scenarios' metrics.
+
+    ``not_run``: scenarios the budget kept from starting; they are neither lost nor scored.
 
     ``expected``: the scenario ids the run meant to produce (None when unknown); those without
     metrics are lost, as are the ids in ``lost`` (a mapping gives each one's reason, e.g. an
@@ -240,8 +276,10 @@ def build_summary(
         raise ValueError(f"scenarios reported more than once: {', '.join(duplicates)}")
     reported = set(ids)
     reasons = dict(lost) if isinstance(lost, Mapping) else dict.fromkeys(lost, "")
+    unstarted = sorted(set(not_run) - reported, key=_id_sort_key)
     missing = set(reasons) | (set(expected or ()) - reported)
-    lost_ids = sorted(missing - reported, key=_id_sort_key)
+    lost_ids = sorted(missing - reported - set(unstarted), key=_id_sort_key)
+    cost, unpriced = _cost(ordered, configuration)
 
     infra = [m for m in ordered if m.infra_error]
     scored = [m for m in ordered if not m.infra_error]
@@ -283,13 +321,14 @@ def build_summary(
         versions=dict(versions),
         trials=trials,
         counts=Counts(
-            expected=len(ordered) + len(lost_ids),
+            expected=len(ordered) + len(lost_ids) + len(unstarted),
             reported=len(ordered),
             scored=len(scored),
             succeeded=success.passed,
             failed=len(scored) - success.passed,
             infra_errors=len(infra),
             lost=len(lost_ids),
+            not_run=len(unstarted),
         ),
         success_rate=success,
         task_success_rate=_rate(scored, lambda m: m.is_task_successful),
@@ -312,6 +351,9 @@ def build_summary(
         lost_reasons={key: reasons[key] for key in lost_ids if reasons.get(key)},
         flaky_tasks=flaky,
         scenarios=tuple(_row(m) for m in ordered),
+        cost=cost,
+        unpriced_models=unpriced,
+        not_run=tuple(unstarted),
     )
 
 
@@ -348,10 +390,36 @@ def _flag(value: bool) -> str:
     return "ok" if value else "FAIL"
 
 
+def usd(value: float | None) -> str:
+    """A cost for people: ``$0.0123``, ``n/a`` when unknown."""
+    if value is None:
+        return "n/a"
+    return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
+
+
+def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
+    """``Cost: ...`` per role and in total, and which models have no price (none without
+    prices)."""
+    cost = summary.cost
+    if cost is None:
+        return []
+    roles = ", ".join(f"{role} {usd(cost.role(role))}" for role in _ROLES)
+    lines = [f"{indent}Cost (USD): {usd(cost.total)} total ({roles})"]
+    if summary.unpriced_models:
+        lines.append(
+            f"{indent}  no price for model(s) {', '.join(summary.unpriced_models)}: add them "
+            "to --tau2-prices"
+        )
+    return lines
+
+
 def _scenario_lines(rows: Sequence[ScenarioRow]) -> list[str]:
     width = max([len("scenario"), *(len(row.scenario_id) for row in rows)])
+    priced = any(row.cost is not None for row in rows)
     lines = [
-        f"{'scenario':<{width}}  result  DB    EXIT  NL     turns  duration  stop reason",
+        f"{'scenario':<{width}}  result  DB    EXIT  NL     turns  duration  "
+        + ("cost       " if priced else "")
+        + "stop reason",
     ]
     for row in rows:
         infra = row.status == "INFRA"
@@ -364,7 +432,9 @@ def _scenario_lines(rows: Sequence[ScenarioRow]) -> list[str]:
             f"{'-' if infra else _flag(row.db_state_match):<4}  "
             f"{'-' if infra else _flag(row.clean_exit):<4}  "
             f"{'-' if infra else nl:<5}  {row.total_turns!s:>5}  "
-            f"{f'{row.duration_seconds:.1f}s':>8}  {row.stop_reason}"
+            f"{f'{row.duration_seconds:.1f}s':>8}  "
+            + (f"{usd(row.cost):<9}  " if priced else "")
+            + row.stop_reason
         )
     return lines
 
@@ -451,7 +521,7 @@ def render_summary_text(summary: RunSummary) -> str:
         f"Scenarios: {counts.expected} expected, {counts.scored} scored "
         f"({counts.succeeded} succeeded, {counts.failed} failed), "
         f"{counts.infra_errors} infra error{'' if counts.infra_errors == 1 else 's'}, "
-        f"{counts.lost} lost"
+        f"{counts.lost} lost" + (f", {counts.not_run} not run (budget)" if counts.not_run else "")
     )
     out.append("")
     out.extend(_scenario_lines(summary.scenarios))
@@ -480,13 +550,18 @@ def render_summary_text(summary: RunSummary) -> str:
     for scenario_id in summary.lost:
         reason = summary.lost_reasons.get(scenario_id)
         out.append(f"  {scenario_id}: {reason}" if reason else f"  {scenario_id}")
+    if counts.not_run:
+        out.append(f"Not run (budget; excluded from rates, resumable): {counts.not_run}")
+        out.extend(f"  {scenario_id}" for scenario_id in summary.not_run)
     out.append("")
     out.append("Token usage:")
     for role, usage in summary.token_usage.items():
+        hits = f", {usage.cache_hits} from the cache" if usage.cache_hits else ""
         out.append(
             f"  {role:<5}  {usage.n_calls} call{'' if usage.n_calls == 1 else 's'}, "
-            f"{usage.prompt} prompt, {usage.completion} completion tokens"
+            f"{usage.prompt} prompt, {usage.completion} completion tokens{hits}"
         )
+    out.extend(cost_lines(summary, indent="  "))
     for title, groups in (("split", summary.by_split), ("persona", summary.by_persona)):
         out.append("")
         out.append(f"Success rate by {title}:")
@@ -507,6 +582,7 @@ def write_run_summary(
     configuration: RunConfiguration | None,
     versions: Mapping[str, str],
     lost: Mapping[str, str] | Sequence[str] = (),
+    not_run: Sequence[str] = (),
 ) -> RunSummary:
     """Write ``all_metrics.json``, ``summary.json`` and ``all_summary.txt``; return the summary.
 
@@ -520,6 +596,7 @@ def write_run_summary(
         configuration=configuration,
         versions=versions,
         lost=lost,
+        not_run=not_run,
     )
     ordered = sorted(metrics, key=ScenarioMetrics.sort_key)
     write_json_atomic(run_dir / ALL_METRICS_FILE, [m.to_json() for m in ordered])
@@ -578,12 +655,19 @@ def summarize(run_dir: Path) -> RunSummary:
             f"{run_dir} has no run_args.json and no scenario metrics (no <scenario>/metrics.json "
             "or <scenario>/trial-<k>/metrics.json); is it a run directory?"
         )
+    try:
+        earlier = read_summary(run_dir)
+    except ArtifactError:
+        earlier = None
+    # scenarios the budget kept from starting are recorded in the summary only
+    not_run = earlier.not_run if earlier else ()
     if run_args is not None:
         # run_args.json is written before the first scenario starts: every expected scenario
         # without a whole record is listed as lost, even when the run was killed at once
         reported = {m.scenario_id for m in loaded.records}
         reasons = dict.fromkeys(
-            (key for key in run_args.expected if key not in reported), NO_RESULT
+            (key for key in run_args.expected if key not in reported and key not in not_run),
+            NO_RESULT,
         )
         reasons.update(loaded.incomplete)
         return write_run_summary(
@@ -594,11 +678,8 @@ def summarize(run_dir: Path) -> RunSummary:
             configuration=run_args.configuration,
             versions=run_args.versions,
             lost=reasons,
+            not_run=not_run,
         )
-    try:
-        earlier = read_summary(run_dir)
-    except ArtifactError:
-        earlier = None
     trials = max((m.trial for m in loaded.records), default=1)
     return write_run_summary(
         run_dir,
@@ -608,4 +689,5 @@ def summarize(run_dir: Path) -> RunSummary:
         configuration=earlier.configuration if earlier else None,
         versions=earlier.versions if earlier else {},
         lost=loaded.incomplete,
+        not_run=not_run,
     )

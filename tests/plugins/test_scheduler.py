@@ -11,6 +11,7 @@ import pytest
 
 from tau2_retail.plugins.scheduler import (
     SESSION_LOOP_KEY,
+    NotStarted,
     ScenarioScheduler,
     settle_interrupted_loop,
 )
@@ -155,3 +156,33 @@ def test_a_ctrl_c_inside_the_loop_leaves_it_usable_for_the_closing_cancellation(
 
 def test_settling_without_a_scenario_loop_does_nothing() -> None:
     settle_interrupted_loop(cast(pytest.Config, SimpleNamespace(stash=pytest.Stash())))
+
+
+@pytest.mark.asyncio
+async def test_once_admit_refuses_nothing_new_starts_and_those_in_flight_finish() -> None:
+    conversations = Conversations()
+    spent = [False]
+    scheduler = ScenarioScheduler(
+        limit=3,
+        start=conversations.start,  # type: ignore[arg-type]
+        upcoming=lambda item: ITEMS[ITEMS.index(item) + 1 :],  # type: ignore[arg-type,index]
+        wanted=lambda item: True,
+        stopping=lambda: False,
+        admit=lambda: not spent[0],
+    )
+    waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
+    await settle()
+    assert conversations.started == ["test[a]", "test[b]", "test[c]"]
+
+    spent[0] = True  # the budget is reached: a finished scenario frees a slot, none starts
+    conversations.release("test[a]")
+    assert await waiting == "outcome of test[a]"
+    await settle()
+    assert conversations.started == ["test[a]", "test[b]", "test[c]"]
+
+    conversations.release("test[b]")  # started before the budget ran out: it finishes
+    assert await scheduler.outcome(ITEMS[1]) == "outcome of test[b]"  # type: ignore[arg-type]
+    with pytest.raises(NotStarted):
+        await scheduler.outcome(ITEMS[3])  # type: ignore[arg-type]
+    assert "test[d]" not in conversations.started
+    await scheduler.aclose()

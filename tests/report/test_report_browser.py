@@ -8,6 +8,7 @@ a model that answers ``<script>`` must not get it run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,10 +19,13 @@ from typing import Any
 
 import pytest
 
+from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.models.prices import RoleCosts
 from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.page import REPORT_FILE, write_report
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.stats import fixed
+from tau2_retail.results.summary import summarize
 from tests.report.conftest import PLUGIN_RUN_ARGS, Opened, run_benchmark
 from tests.report.runs import HOSTILE, JUDGE_REASON
 
@@ -204,7 +208,10 @@ def test_the_numbers_shown_equal_summary_json(
             f"{usage['n_calls']:,}",
             f"{usage['prompt']:,}",
             f"{usage['completion']:,}",
+            f"{usage.get('cache_hits', 0):,}",
         ]
+    assert opened.page.locator("[data-table=cost]").count() == 0  # no prices, no cost
+    assert opened.page.locator(".vt-head [data-col=cost]").count() == 0
     for key, prefix in (("by_split", "split-"), ("by_persona", "persona-")):
         for name, group in summary[key].items():
             assert metric(prefix + name) == (
@@ -278,6 +285,50 @@ def test_filtering_by_stop_reason_and_sorting(mixed_run: Path, open_report: Open
     opened.page.locator(".vt-head [data-col=tokens]").click()
     tokens = [int(row["tokens"].replace(",", "")) for row in _visible_rows(opened)]
     assert tokens == sorted(tokens, reverse=True)
+    _assert_clean(opened)
+
+
+def _priced_copy(run: Path, target: Path) -> Path:
+    """``run`` with a cost in every scenario's metrics (a different one each), summarized and
+    reported again."""
+    shutil.copytree(run, target)
+    for number, path in enumerate(sorted(target.rglob("metrics.json"))):
+        metrics = ScenarioMetrics.from_json(json.loads(path.read_text(encoding="utf-8")))
+        # not in scenario order, so that sorting by cost differs from sorting by scenario
+        agent = ((number * 7) % 11 + 1) / 1000
+        cost = RoleCosts(agent=agent, user=agent / 10, judge=0.0005)
+        priced = dataclasses.replace(metrics, cost=cost)
+        path.write_text(json.dumps(priced.to_json()), encoding="utf-8")
+    summarize(target)
+    write_report(target)
+    return target
+
+
+def test_the_cost_per_role_and_the_cost_column_sort(
+    mixed_run: Path, open_report: Open, tmp_path: Path
+) -> None:
+    run = _priced_copy(mixed_run, tmp_path / "priced")
+    summary = _summary(run)
+    opened = open_report(run / REPORT_FILE)
+
+    cost = summary["cost"]
+    cells = opened.page.locator("[data-table=cost] tr[data-key=run] td").all_text_contents()
+    assert cells == ["run", *(f"${cost[k]:.4f}" for k in ("agent", "user", "judge", "total"))]
+
+    def shown() -> list[float]:
+        texts = opened.page.eval_on_selector_all(
+            ".vt-row", "rows => rows.map(r => r.querySelector('[data-col=cost]').textContent)"
+        )
+        return [float(text.lstrip("$")) for text in texts]
+
+    by_row = {row["scenario_id"]: row["cost"] for row in summary["scenarios"]}
+    assert sorted(shown()) == sorted(round(v, 4) for v in by_row.values())
+    opened.page.locator(".vt-head [data-col=cost]").click()
+    ascending = shown()
+    assert ascending == sorted(ascending)
+    assert ascending[0] < ascending[-1]
+    opened.page.locator(".vt-head [data-col=cost]").click()
+    assert shown() == sorted(ascending, reverse=True)
     _assert_clean(opened)
 
 

@@ -92,6 +92,11 @@
     return n == null ? "-" : Number(n).toLocaleString("en-US");
   }
 
+  function usd(value) {
+    if (value == null) return "n/a";
+    return "$" + (value < 100 ? value.toFixed(4) : value.toFixed(2));
+  }
+
   function seconds(value) {
     if (value == null) return "-";
     if (value < 10) return value.toFixed(2) + "s";
@@ -453,10 +458,20 @@
         "Token usage by role",
         barChart(tokenItems, { title: "tokens by role" }),
         numbersTable(
-          ["role", "calls", "prompt", "completion"],
-          roles.map(([role, u]) => [role, int(u.n_calls), int(u.prompt), int(u.completion)]),
+          ["role", "calls", "prompt", "completion", "from cache"],
+          roles.map(([role, u]) => [role, int(u.n_calls), int(u.prompt), int(u.completion), int(u.cache_hits || 0)]),
           "token_usage"
-        )
+        ),
+        S.cost
+          ? numbersTable(
+              ["cost (USD)", "agent", "user", "judge", "total"],
+              [["run", usd(S.cost.agent), usd(S.cost.user), usd(S.cost.judge), usd(S.cost.total)]],
+              "cost"
+            )
+          : null,
+        S.cost && S.cost.unpriced_models.length
+          ? h("p", { class: "muted" }, "No price for " + S.cost.unpriced_models.join(", ") + ": set --tau2-prices.")
+          : null
       ),
       panel("Success by split", barChart(groupItems(S.by_split, "split-"), { title: "success by split" })),
       panel("Success by persona", barChart(groupItems(S.by_persona, "persona-"), { title: "success by persona" })),
@@ -577,6 +592,7 @@
     { key: "duration", label: "Duration", width: "80px", num: true },
     { key: "tokens", label: "Tokens", width: "84px", num: true },
   ];
+  if (S.cost) COLUMNS.push({ key: "cost", label: "Cost", width: "84px", num: true, title: "USD (--tau2-prices)" });
   if (CMP) {
     COLUMNS.push({
       key: "baseline",
@@ -707,6 +723,8 @@
         return seconds(row.duration);
       case "tokens":
         return int(row.tokens);
+      case "cost":
+        return usd(row.cost);
       case "baseline": {
         const before = CMP.baseline_status[row.id];
         if (before == null) return h("span", { class: "na" }, "new");
@@ -971,6 +989,7 @@
       ["tau2 reward", row.reward],
       ["judge score", row.judge],
       ["tokens", tokens.join(", ")],
+      ["cost", S.cost ? usd(row.cost) : null],
       ["latency", latency.join("; ")],
       ["folder", d.folder],
     ];

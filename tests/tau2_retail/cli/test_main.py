@@ -35,7 +35,8 @@ def test_the_top_help_is_for_users_and_lists_exit_statuses(capsys):
     assert "without pytest" in out
     assert "exit status:" in out
     assert f"{EXIT_PIPE_CLOSED}  the output pipe was closed early" in out
-    for command in ("data", "tasks", "gold", "replay", "run", "summarize", "merge", "report"):
+    commands = ("data", "tasks", "gold", "replay", "run", "summarize", "merge", "report", "cache")
+    for command in commands:
         assert re.search(rf"^    {command}\b", out, re.MULTILINE), command
 
 
@@ -66,6 +67,8 @@ def test_every_command_documents_its_exit_statuses():
         "summarize",
         "merge",
         "report",
+        "cache stats",
+        "cache prune",
     }
     assert [path for path, parser in leaves if "exit status:" not in (parser.epilog or "")] == []
 

@@ -141,3 +141,36 @@ def test_with_a_baseline_the_merged_gate_compares_against_it() -> None:
 
     assert not verdict.passed
     assert verdict.flipped == ("tau2_retail__2",)
+
+
+def test_a_shards_cache_and_budget_may_differ_and_its_scenarios_not_run_stay_not_run() -> None:
+    stopped = dataclasses.replace(
+        shard("b", ["3"], cache="b.sqlite", cache_mode="replay", max_cost=2.5),
+        not_run=("tau2_retail__4", "tau2_retail__5"),
+    )
+    merged = merge_shards(
+        [shard("a", ["1"], cache="a.sqlite", max_cost=1.0), stopped], run_id="all", argv=ARGV
+    )
+
+    assert merged.not_run == ("tau2_retail__4", "tau2_retail__5")
+    summary = build_summary(
+        merged.metrics,
+        expected=[*merged.args.expected, *merged.not_run],
+        trials=1,
+        configuration=None,
+        versions={},
+        lost=merged.lost,
+        not_run=merged.not_run,
+    )
+    assert (summary.counts.lost, summary.counts.not_run) == (0, 2)
+    gate = GateSettings.of(RunConfiguration.of_models(agent="a", settings={}))
+    verdict = merged_gate(summary, gate, baseline=None)
+    assert not verdict.passed
+    assert verdict.line == (
+        "tau2 gate: profile default, no threshold: 0 failed, 0 infra errors or lost, "
+        "2 not run (budget): FAIL"
+    )
+    threshold = dataclasses.replace(gate, min_pass_rate=0.5)
+    verdict = merged_gate(summary, threshold, baseline=None)
+    assert not verdict.passed
+    assert verdict.line.endswith("infra errors 0 (max 0), 2 not run (budget): FAIL")

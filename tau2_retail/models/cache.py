@@ -1,0 +1,423 @@
+"""The response cache: every completion of an endpoint model kept in one SQLite file.
+
+``ResponseCache`` is the file (standard-library ``sqlite3``, WAL mode: several xdist workers
+and several runs read and write it at once); ``CachedChatModel`` is one scenario's view of an
+``OpenAIChatModel`` through it. A reply is found again by the digest of
+
+- ``CACHE_FORMAT`` (a cache written by another version of the request format misses rather
+  than returns a wrong reply),
+- the role, the model id and the endpoint's host (scheme, host, port and path of the base URL:
+  never its credentials),
+- the exact request body the client sends (messages, tools, sampling parameters, seed, extra
+  body) -- the API key and the headers are not part of the body and never enter the cache,
+- the trial (trials stay independent even without a seed) and the occurrence of the same
+  request within the scenario (a request asked again after an empty or unreadable reply gets
+  the reply it got the first time round, not the first reply again).
+
+Only the digest, the role, the model, the host and the reply are stored: no prompt text.
+
+Modes: ``read-write`` (a hit is served, a miss goes to the endpoint and is stored), ``replay``
+(never contacts an endpoint: a miss is a ``CacheMiss``, an infra error naming the request
+digest; the file is opened read-only) and ``off``. A hit costs nothing: its usage counts it in
+``cache_hits`` with its tokens.
+
+Faults never cost a scenario: a cache file that is locked for longer than the busy timeout,
+corrupted, or full (``sqlite3.Error`` of any kind) turns the cache off for the rest of the
+process, and ``warn`` is called once with one line saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+from tau2_retail.errors import CacheMiss
+from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from tau2_retail.models.openai_client import OpenAIChatModel
+
+__all__ = [
+    "CACHE_FORMAT",
+    "CacheMode",
+    "CacheStats",
+    "CachedChatModel",
+    "ResponseCache",
+    "cache_stats",
+    "prune_cache",
+    "request_digest",
+]
+
+CACHE_FORMAT: Final = 1
+"""Version of the request format and of the stored reply; part of every key."""
+
+DEFAULT_BUSY_SECONDS: Final = 5.0
+"""How long a write waits for another writer's lock before the cache counts as locked."""
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS responses (
+    digest TEXT PRIMARY KEY,
+    format INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    model TEXT NOT NULL,
+    host TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    created REAL NOT NULL,
+    last_used REAL NOT NULL,
+    hits INTEGER NOT NULL DEFAULT 0
+)
+"""
+
+
+class CacheMode(StrEnum):
+    READ_WRITE = "read-write"
+    REPLAY = "replay"
+    OFF = "off"
+
+
+def endpoint_host(base_url: str | None) -> str:
+    """Where requests go, without credentials: ``scheme://host:port/path`` (``default`` for
+    the ``openai`` package's own URL)."""
+    if not base_url:
+        return "default"
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}"
+
+
+def request_digest(
+    *,
+    role: str,
+    model: str,
+    host: str,
+    body: Mapping[str, Any],
+    trial: int,
+    occurrence: int = 0,
+) -> str:
+    """The key of one request (see the module docstring), a sha256 hex digest."""
+    key = {
+        "format": CACHE_FORMAT,
+        "role": role,
+        "model": model,
+        "host": host,
+        "trial": trial,
+        "occurrence": occurrence,
+        "body": body,
+    }
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _connect(path: Path, *, read_only: bool, busy_seconds: float) -> sqlite3.Connection:
+    """A connection to the cache file (tests wrap this to inject faults)."""
+    if read_only:
+        connection = sqlite3.connect(
+            f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=busy_seconds
+        )
+    else:
+        connection = sqlite3.connect(path, timeout=busy_seconds)
+    # autocommit: each statement is its own short transaction (no lock held between them)
+    connection.isolation_level = None
+    return connection
+
+
+def _reply_json(turn: AssistantTurn) -> str:
+    return json.dumps(
+        {
+            "content": turn.content,
+            "tool_calls": [call.to_json() for call in turn.tool_calls],
+            "usage": turn.usage.to_json(),
+        },
+        ensure_ascii=False,
+    )
+
+
+def _turn_from_reply(text: str) -> AssistantTurn:
+    data = json.loads(text)
+    usage = Usage.from_json(data["usage"])
+    return AssistantTurn(
+        content=data["content"],
+        tool_calls=tuple(ToolCall.from_json(call) for call in data["tool_calls"]),
+        usage=Usage(
+            n_calls=1,
+            prompt=usage.prompt,
+            completion=usage.completion,
+            cache_hits=1,
+            hit_prompt=usage.prompt,
+            hit_completion=usage.completion,
+        ),
+        latency_seconds=0.0,
+        attempts=0,
+    )
+
+
+class ResponseCache:
+    """One process's connection to a cache file; see the module docstring.
+
+    ``warn`` receives the one line said when the cache turns itself off. The connection is
+    opened on first use (nothing happens at construction).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        mode: CacheMode = CacheMode.READ_WRITE,
+        warn: Callable[[str], None] = lambda line: None,
+        busy_seconds: float = DEFAULT_BUSY_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = path
+        self.mode = mode
+        self._warn = warn
+        self._busy_seconds = busy_seconds
+        self._clock = clock
+        self._connection: sqlite3.Connection | None = None
+        #: why the cache turned itself off (None while it works)
+        self.disabled: str | None = None
+        self.hits = 0
+        self.misses = 0
+        self.stored = 0
+
+    @property
+    def active(self) -> bool:
+        return self.mode is not CacheMode.OFF and self.disabled is None
+
+    def _db(self) -> sqlite3.Connection:
+        if self._connection is None:
+            read_only = self.mode is CacheMode.REPLAY
+            if not read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = _connect(self.path, read_only=read_only, busy_seconds=self._busy_seconds)
+            try:
+                if not read_only:
+                    connection.execute("PRAGMA journal_mode=WAL")
+                    # WAL with NORMAL never corrupts the file; a power cut may only lose the
+                    # last replies stored (asked again next time). FULL syncs on every
+                    # store: 6.5 ms per completion on the event loop (median), 0.06 ms with NORMAL.
+                    connection.execute("PRAGMA synchronous=NORMAL")
+                    connection.execute(_SCHEMA)
+                connection.execute("SELECT count(*) FROM responses WHERE 0").fetchall()
+            except BaseException:
+                connection.close()
+                raise
+            self._connection = connection
+        return self._connection
+
+    def _fail(self, error: sqlite3.Error | OSError) -> None:
+        self.disabled = f"{type(error).__name__}: {error}"
+        if self._connection is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._connection.close()
+            self._connection = None
+        self._warn(
+            f"tau2: response cache {self.path} unusable ({self.disabled}); continuing without "
+            "the cache (every request goes to its endpoint)"
+        )
+
+    def lookup(self, digest: str) -> AssistantTurn | None:
+        """The stored reply of ``digest``, or None (a miss, or the cache is off)."""
+        if not self.active:
+            return None
+        try:
+            db = self._db()
+            row = db.execute(
+                "SELECT reply FROM responses WHERE digest = ? AND format = ?",
+                (digest, CACHE_FORMAT),
+            ).fetchone()
+            if row is not None and self.mode is CacheMode.READ_WRITE:
+                db.execute(
+                    "UPDATE responses SET hits = hits + 1, last_used = ? WHERE digest = ?",
+                    (self._clock(), digest),
+                )
+        except (sqlite3.Error, OSError) as error:
+            self._fail(error)
+            return None
+        if row is None:
+            self.misses += 1
+            return None
+        try:
+            turn = _turn_from_reply(row[0])
+        except (ValueError, KeyError, TypeError):
+            self.misses += 1  # a damaged row: asked again (and overwritten) like a miss
+            return None
+        self.hits += 1
+        return turn
+
+    def store(self, digest: str, *, role: str, model: str, host: str, turn: AssistantTurn) -> None:
+        """Keep ``turn`` under ``digest`` (read-write mode only)."""
+        if not self.active or self.mode is not CacheMode.READ_WRITE:
+            return
+        now = self._clock()
+        try:
+            self._db().execute(
+                "INSERT OR REPLACE INTO responses "
+                "(digest, format, role, model, host, reply, created, last_used, hits) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                (digest, CACHE_FORMAT, role, model, host, _reply_json(turn), now, now),
+            )
+        except (sqlite3.Error, OSError) as error:
+            self._fail(error)
+            return
+        self.stored += 1
+
+    def close(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._connection.close()
+            self._connection = None
+
+
+class CachedChatModel:
+    """A ``ChatModel``: ``client``'s completions for one scenario trial, through ``cache``."""
+
+    def __init__(
+        self, client: OpenAIChatModel, cache: ResponseCache, *, role: str, trial: int
+    ) -> None:
+        self._client = client
+        self._cache = cache
+        self._role = role
+        self._trial = trial
+        self._host = endpoint_host(client.config.base_url)
+        self._seen: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self._client.name
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> AssistantTurn:
+        request = self._client.prepare(messages, tools=tools, seed=seed)
+        body = self._client.wire_body(request)
+        base = request_digest(
+            role=self._role, model=self.name, host=self._host, body=body, trial=self._trial
+        )
+        occurrence = self._seen.get(base, 0)
+        self._seen[base] = occurrence + 1
+        digest = (
+            base
+            if occurrence == 0
+            else request_digest(
+                role=self._role,
+                model=self.name,
+                host=self._host,
+                body=body,
+                trial=self._trial,
+                occurrence=occurrence,
+            )
+        )
+        cached = self._cache.lookup(digest)
+        if cached is not None:
+            return cached
+        if self._cache.mode is CacheMode.REPLAY:
+            why = f" ({self._cache.disabled})" if self._cache.disabled else ""
+            raise CacheMiss(
+                f"replay from the response cache {self._cache.path}: no reply "
+                f"for request {digest[:16]} (model {self.name!r}, trial {self._trial + 1})"
+                f"{why}; replay needs the cache file of a run with the same settings",
+                digest=digest,
+            )
+        turn = await self._client.send(request)
+        self._cache.store(digest, role=self._role, model=self.name, host=self._host, turn=turn)
+        return turn
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheStats:
+    """What ``python -m tau2_retail cache stats`` prints."""
+
+    path: str
+    size_bytes: int
+    entries: int
+    hits: int
+    other_format: int
+    by_role: Mapping[str, int]
+    by_model: Mapping[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size_bytes": self.size_bytes,
+            "entries": self.entries,
+            "hits": self.hits,
+            "other_format": self.other_format,
+            "by_role": dict(self.by_role),
+            "by_model": dict(self.by_model),
+            "format": CACHE_FORMAT,
+        }
+
+
+def _size(path: Path) -> int:
+    """The database and its write-ahead log (the ``-shm`` index holds no data)."""
+    return sum(
+        file.stat().st_size for file in (path, path.with_name(path.name + "-wal")) if file.exists()
+    )
+
+
+def cache_stats(path: Path) -> CacheStats:
+    """Size, entries and hits of a cache file; raises ``sqlite3.Error`` for a damaged one."""
+    connection = _connect(path, read_only=True, busy_seconds=DEFAULT_BUSY_SECONDS)
+    try:
+        entries, hits = connection.execute(
+            "SELECT count(*), coalesce(sum(hits), 0) FROM responses"
+        ).fetchone()
+        other = connection.execute(
+            "SELECT count(*) FROM responses WHERE format != ?", (CACHE_FORMAT,)
+        ).fetchone()[0]
+        by_role = dict(
+            connection.execute("SELECT role, count(*) FROM responses GROUP BY role ORDER BY role")
+        )
+        by_model = dict(
+            connection.execute(
+                "SELECT model, count(*) FROM responses GROUP BY model ORDER BY model"
+            )
+        )
+    finally:
+        connection.close()
+    return CacheStats(
+        path=str(path),
+        size_bytes=_size(path),
+        entries=int(entries),
+        hits=int(hits),
+        other_format=int(other),
+        by_role=by_role,
+        by_model=by_model,
+    )
+
+
+def prune_cache(
+    path: Path, *, older_than_days: float | None = None, clock: Callable[[], float] = time.time
+) -> tuple[int, int, int]:
+    """Remove the entries of other formats, and with ``older_than_days`` those not used for
+    that long; compact the file. Returns (removed entries, size before, size after)."""
+    before = _size(path)
+    connection = _connect(path, read_only=False, busy_seconds=DEFAULT_BUSY_SECONDS)
+    try:
+        removed = connection.execute(
+            "DELETE FROM responses WHERE format != ?", (CACHE_FORMAT,)
+        ).rowcount
+        if older_than_days is not None:
+            cutoff = clock() - older_than_days * 86400
+            removed += connection.execute(
+                "DELETE FROM responses WHERE last_used < ?", (cutoff,)
+            ).rowcount
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        connection.execute("VACUUM")
+    finally:
+        connection.close()
+    return removed, before, _size(path)

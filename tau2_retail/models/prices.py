@@ -1,0 +1,182 @@
+"""What a model's tokens cost: a price table the team supplies, and the cost of a role's usage.
+
+There is no built-in price list (prices change, and a self-hosted model's price is the team's
+own figure). ``PriceTable.parse`` reads JSON (``--tau2-prices``, ``TAU2_PRICES``) or the mapping
+of a TOML table in the ini file: a model name to ``{"input": USD, "output": USD}`` per million
+tokens, with an optional ``"cached_input"`` price for the prompt tokens the provider reports as
+read from its prompt cache (the input price when absent)::
+
+    {"gpt-4.1": {"input": 2.0, "output": 8.0, "cached_input": 0.5}}
+
+Replies served from the response cache (``cache_hits``) cost nothing: their tokens are counted
+in the usage but never billed. A built-in model costs nothing; a model without a price has a
+cost of None (unknown), never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tau2_retail.errors import ConfigError
+from tau2_retail.models.messages import Usage
+
+__all__ = ["COST_ROLES", "CURRENCY", "ModelPrice", "PriceTable", "RoleCosts"]
+
+CURRENCY: Final = "USD"
+COST_ROLES: Final = ("agent", "user", "judge")
+_PER_TOKENS: Final = 1_000_000
+_PRICE_KEYS: Final = ("input", "output", "cached_input")
+_EXAMPLE: Final = '{"my-model": {"input": 0.15, "output": 0.6}}'
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelPrice:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    def cost(self, usage: Usage) -> float:
+        """What ``usage`` was billed: cache hits excluded, provider-cached input at its price."""
+        prompt = max(usage.prompt - usage.hit_prompt, 0)
+        completion = max(usage.completion - usage.hit_completion, 0)
+        cached = min(usage.cached_prompt, prompt)
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        dollars = (prompt - cached) * self.input + cached * cached_price + completion * self.output
+        return dollars / _PER_TOKENS
+
+    def to_json(self) -> dict[str, float]:
+        out = {"input": self.input, "output": self.output}
+        if self.cached_input is not None:
+            out["cached_input"] = self.cached_input
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleCosts:
+    """A scenario's (or a run's) cost per role in USD; None for a role whose model has no
+    price. ``total`` is None when any role's cost is unknown."""
+
+    agent: float | None = 0.0
+    user: float | None = 0.0
+    judge: float | None = 0.0
+
+    def role(self, role: str) -> float | None:
+        value: float | None = getattr(self, role)
+        return value
+
+    @property
+    def total(self) -> float | None:
+        values = [self.role(role) for role in COST_ROLES]
+        if any(value is None for value in values):
+            return None
+        return sum(value for value in values if value is not None)
+
+    def __add__(self, other: RoleCosts) -> RoleCosts:
+        def plus(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else a + b
+
+        return RoleCosts(
+            agent=plus(self.agent, other.agent),
+            user=plus(self.user, other.user),
+            judge=plus(self.judge, other.judge),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        def rounded(value: float | None) -> float | None:
+            # micro-dollars: enough for a single short completion, no float noise in the file
+            return None if value is None else round(value, 6)
+
+        roles = {role: rounded(self.role(role)) for role in COST_ROLES}
+        values = list(roles.values())
+        # the total of the rounded parts: a reader summing them gets the same figure
+        total = None if None in values else rounded(sum(v for v in values if v is not None))
+        return {**roles, "total": total, "currency": CURRENCY}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RoleCosts:
+        def value(role: str) -> float | None:
+            raw = data.get(role)
+            return None if raw is None else float(raw)
+
+        return cls(agent=value("agent"), user=value("user"), judge=value("judge"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PriceTable:
+    """Prices by model name (the model id at the endpoint, exactly as configured)."""
+
+    models: Mapping[str, ModelPrice] = field(default_factory=dict)
+
+    def price(self, model: str) -> ModelPrice | None:
+        return self.models.get(model)
+
+    def cost(self, model: str | None, usage: Usage) -> float | None:
+        """The cost of ``usage`` by ``model`` (None: a built-in model, which costs nothing)."""
+        if model is None:
+            return 0.0
+        price = self.price(model)
+        if price is None:
+            return None if usage.n_calls - usage.cache_hits > 0 else 0.0
+        return price.cost(usage)
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: price.to_json() for name, price in sorted(self.models.items())}
+
+    @classmethod
+    def parse(cls, raw: str | Mapping[str, Any]) -> PriceTable:
+        """A table from JSON text or an already parsed mapping; ``ConfigError`` says what is
+        wrong and shows the accepted form."""
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as error:
+                raise ConfigError(
+                    f"prices are not valid JSON ({error.msg}); expected e.g. {_EXAMPLE}"
+                ) from None
+        if not isinstance(raw, Mapping) or not raw:
+            raise ConfigError(
+                f"prices must map model names to prices per million tokens, e.g. {_EXAMPLE}"
+            )
+        models: dict[str, ModelPrice] = {}
+        for name, entry in raw.items():
+            if not isinstance(entry, Mapping):
+                raise ConfigError(
+                    f"prices: model {name!r}: expected an object such as "
+                    '{"input": 0.15, "output": 0.6}'
+                )
+            unknown = sorted(set(entry) - set(_PRICE_KEYS))
+            if unknown:
+                raise ConfigError(
+                    f"prices: model {name!r}: unknown key(s) {', '.join(unknown)}; accepted: "
+                    f"{', '.join(_PRICE_KEYS)} (USD per million tokens)"
+                )
+            values: dict[str, float] = {}
+            for key in _PRICE_KEYS:
+                if key not in entry:
+                    if key == "cached_input":
+                        continue
+                    raise ConfigError(f"prices: model {name!r}: {key!r} is required")
+                value = entry[key]
+                if (
+                    not isinstance(value, int | float)
+                    or isinstance(value, bool)
+                    or not math.isfinite(value)
+                    or value < 0
+                ):
+                    raise ConfigError(
+                        f"prices: model {name!r}: {key!r} must be a number >= 0 (USD per "
+                        f"million tokens), got {value!r}"
+                    )
+                values[key] = float(value)
+            models[str(name)] = ModelPrice(
+                input=values["input"],
+                output=values["output"],
+                cached_input=values.get("cached_input"),
+            )
+        return cls(models=models)

@@ -1,0 +1,143 @@
+"""The cost, the replies from the response cache and the scenarios not run (budget) in the run
+summary; summaries and metrics written before them still read."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.engine.metrics import ScenarioMetrics, UsageCounts
+from tau2_retail.models.prices import RoleCosts
+from tau2_retail.results.records import RunSummary
+from tau2_retail.results.summary import build_summary, render_summary_text, summarize
+from tau2_retail.results.summary import write_run_summary as write_summary
+from tests.tau2_retail.results.test_summary import CONFIGURATION, VERSIONS, metric
+
+
+def priced(task_id: str, agent: float, user: float, judge: float | None) -> ScenarioMetrics:
+    return dataclasses.replace(metric(task_id), cost=RoleCosts(agent=agent, user=user, judge=judge))
+
+
+def test_the_run_cost_is_the_sum_of_its_scenarios_by_role() -> None:
+    summary = build_summary(
+        [priced("0", 0.25, 0.125, 0.0), priced("1", 0.5, 0.25, 0.0)],
+        expected=None,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    assert summary.to_json()["cost"] == {
+        "agent": 0.75,
+        "user": 0.375,
+        "judge": 0.0,
+        "total": 1.125,
+        "currency": "USD",
+        "unpriced_models": [],
+    }
+    assert [row.cost for row in summary.scenarios] == [0.375, 0.75]
+    text = render_summary_text(summary)
+    assert "  Cost (USD): $1.1250 total (agent $0.7500, user $0.3750, judge $0.0000)" in text
+    assert "cost       stop reason" in text
+    assert RunSummary.from_json(summary.to_json()) == summary
+
+
+def test_a_role_without_a_price_is_unknown_and_named() -> None:
+    summary = build_summary(
+        [priced("0", 0.25, 0.125, None)],
+        expected=None,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    cost = summary.to_json()["cost"]
+    assert (cost["judge"], cost["total"], cost["unpriced_models"]) == (None, None, ["gpt-judge"])
+    assert "no price for model(s) gpt-judge: add them to --tau2-prices" in render_summary_text(
+        summary
+    )
+
+
+def test_a_scenario_recorded_without_a_cost_makes_the_run_cost_unknown() -> None:
+    # resumed with prices after a first session without them: a partial sum would mislead
+    summary = build_summary(
+        [priced("0", 0.25, 0.125, 0.0), metric("1")],
+        expected=None,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    assert summary.cost is not None
+    assert summary.cost.total is None
+
+
+def test_a_run_without_prices_keeps_the_old_shape() -> None:
+    data = build_summary(
+        [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+    ).to_json()
+    assert "cost" not in data
+    assert "not_run" not in data
+    assert "not_run" not in data["counts"]
+    assert "cost" not in data["scenarios"][0]
+    assert set(data["token_usage"]["agent"]) == {"n_calls", "prompt", "completion"}
+
+
+def test_scenarios_not_run_are_listed_and_left_out_of_the_rates_and_the_lost() -> None:
+    summary = build_summary(
+        [metric("0"), metric("1", db=False)],
+        expected=[f"tau2_retail__{n}" for n in range(4)],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        not_run=["tau2_retail__2", "tau2_retail__3"],
+    )
+    counts = summary.counts
+    assert (counts.expected, counts.scored, counts.lost, counts.not_run) == (4, 2, 0, 2)
+    assert summary.not_run == ("tau2_retail__2", "tau2_retail__3")
+    assert summary.success_rate.total == 2
+    text = render_summary_text(summary)
+    assert "4 expected, 2 scored (1 succeeded, 1 failed), 0 infra errors, 0 lost, 2 not run" in (
+        text
+    )
+    assert "Not run (budget; excluded from rates, resumable): 2\n  tau2_retail__2\n" in text
+
+
+def test_cache_hits_are_counted_per_role() -> None:
+    hits = UsageCounts(n_calls=3, prompt=300, completion=30, cache_hits=2, hit_prompt=200)
+    records = [dataclasses.replace(metric(n), token_usage={"agent": hits}) for n in "01"]
+    back = ScenarioMetrics.from_json(records[0].to_json())
+    assert back.token_usage["agent"] == hits
+    summary = build_summary(records, expected=None, trials=1, configuration=None, versions={})
+    assert summary.to_json()["token_usage"]["agent"] == {
+        "n_calls": 6,
+        "prompt": 600,
+        "completion": 60,
+        "cache_hits": 4,
+        "hit_prompt": 400,
+    }
+    assert "6 calls, 600 prompt, 60 completion tokens, 4 from the cache" in render_summary_text(
+        summary
+    )
+
+
+def test_summarize_keeps_the_scenarios_not_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    record = priced("0", 0.1, 0.1, 0.0)
+    folder = run / record.scenario_name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(record.to_json()))
+    write_summary(
+        run,
+        [record],
+        expected=["tau2_retail__0", "tau2_retail__1"],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        not_run=["tau2_retail__1"],
+    )
+    rebuilt = summarize(run)
+    assert rebuilt.not_run == ("tau2_retail__1",)
+    assert rebuilt.counts.lost == 0
+    assert rebuilt.cost is not None
+    assert rebuilt.cost.total == pytest.approx(0.2)
