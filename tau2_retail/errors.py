@@ -8,7 +8,8 @@
     ├── ConfigError              a bad setting (the pytest plugin turns it into pytest.UsageError)
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
     │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
-    │   └── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
+    │   ├── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
+    │   └── AgentInfraError      raised by an agent's own code: its backend is down (public)
     └── ArtifactError            a run directory or artifact cannot be written or read
 
 Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
@@ -19,6 +20,7 @@ caught and turned into text: they raise.
 from __future__ import annotations
 
 __all__ = [
+    "AgentInfraError",
     "ArtifactError",
     "ConfigError",
     "ContextWindowExceeded",
@@ -110,6 +112,15 @@ class ContextWindowExceeded(EndpointError):
 
 class EndpointDown(EndpointError):
     """The endpoint's circuit breaker is open: the request failed at once without being sent."""
+
+
+class AgentInfraError(EndpointError):
+    """Raise it from your agent's code when the agent's own backend is down or unreachable.
+
+    The scenario then ends as an infra error of the agent role, as for an endpoint outage: it
+    is excluded from the rates, counted by the gate and run again by ``--tau2-resume``. Any
+    other exception an agent raises is the agent's failure (``agent_error``).
+    """
 
 
 class ArtifactError(Tau2Error):

@@ -38,6 +38,7 @@ from tau2_retail.models.backoff import BackoffGate
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion, valid_unicode
 
 __all__ = [
     "BODY_EXCERPT_CHARS",
@@ -86,9 +87,6 @@ _REDACTED: Final = "***"
 # Shorter "keys" (placeholders such as "EMPTY" or "x") are not worth redacting and would mangle
 # ordinary words in error messages.
 _MIN_REDACTED_KEY_CHARS: Final = 8
-
-# json.loads joins a valid surrogate pair into one code point: any surrogate left is lone.
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -323,7 +321,7 @@ class OpenAIChatModel:
         # schema (10-20 ms of CPU per request at a 40 KB history: most of the harness's cost
         # per completion) only to return them unchanged, as they are plain JSON already. The
         # wire body is the same; ``messages=[]`` only satisfies the signature and is replaced.
-        body: dict[str, Any] = {"messages": [_wire_safe(m.to_openai()) for m in messages]}
+        body: dict[str, Any] = {"messages": encode_messages(messages)}
         # An empty tools list is rejected by OpenAI ("[] is too short"): send none instead.
         if tools:
             body["tools"] = [dict(tool) for tool in tools]
@@ -403,76 +401,13 @@ class OpenAIChatModel:
             data = json.loads(payload)
         except ValueError as e:
             raise _UnparseableReply("body is not JSON") from e
-        if not isinstance(data, dict):
-            raise _UnparseableReply("body is not a JSON object")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise _UnparseableReply("no choices")
-        choice = choices[0]
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict):
-            raise _UnparseableReply("the first choice has no message")
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise _UnparseableReply("the message content is not a string")
-        if content is not None:
-            content = _valid_unicode(content)
-        raw_calls = message.get("tool_calls") or []
-        if not isinstance(raw_calls, list):
-            raise _UnparseableReply("tool_calls is not a list")
-        tool_calls = tuple(self._tool_call(raw) for raw in raw_calls)
-        return content, tool_calls, _usage(data.get("usage"))
-
-    def _tool_call(self, raw: object) -> ToolCall:
-        if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
-            raise _UnparseableReply("a tool call has no function")
-        function = raw["function"]
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise _UnparseableReply("a tool call has no function name")
-        arguments = function.get("arguments")
-        if arguments is None or arguments == "":
-            arguments = "{}"
-        elif isinstance(arguments, dict):
-            # Some servers send the arguments as an object rather than a JSON string.
-            arguments = json.dumps(arguments)
-        elif not isinstance(arguments, str):
-            raise _UnparseableReply("tool-call arguments are neither a string nor an object")
-        call_id = raw.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            call_id = f"call_{next(self._call_ids)}"
-        return ToolCall(
-            id=_valid_unicode(call_id),
-            name=_valid_unicode(name),
-            arguments=_valid_unicode(arguments),
-        )
+        try:
+            return read_completion(data, self._call_ids)
+        except UnreadableReply as e:
+            raise _UnparseableReply(str(e)) from e
 
     def _where(self) -> str:
         return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
-
-
-def _valid_unicode(text: str) -> str:
-    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD.
-
-    JSON can spell half of a surrogate pair (``"\\ud83d"``, e.g. an emoji cut by a token
-    limit); no UTF-8 text can hold one, so it would break the next request body, the xdist
-    report and every artifact it reaches.
-    """
-    return _LONE_SURROGATE.sub("\ufffd", text)
-
-
-def _usage(raw: object) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage(n_calls=1)
-    return Usage(
-        n_calls=1,
-        prompt=_count(raw.get("prompt_tokens")),
-        completion=_count(raw.get("completion_tokens")),
-    )
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -499,23 +434,11 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     return (when - datetime.now(UTC)).total_seconds()
 
 
-def _wire_safe(message: dict[str, Any]) -> dict[str, Any]:
-    """A wire message whose text holds no lone surrogate (it could not be encoded as UTF-8)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        message["content"] = _valid_unicode(content)
-    for call in message.get("tool_calls", ()):
-        function = call["function"]
-        function["arguments"] = _valid_unicode(function["arguments"])
-        function["name"] = _valid_unicode(function["name"])
-    return message
-
-
 def _full_body(text: str, redact: Callable[[str], str]) -> str:
     """The body as sent, key removed, cut at ``FULL_BODY_CHARS``."""
     if len(text) > FULL_BODY_CHARS:
         text = text[:FULL_BODY_CHARS] + f"… [{len(text) - FULL_BODY_CHARS} more characters]"
-    return _valid_unicode(redact(text))
+    return valid_unicode(redact(text))
 
 
 def _excerpt(text: str, redact: Callable[[str], str]) -> str:
