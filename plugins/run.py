@@ -13,6 +13,7 @@ collected.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shlex
@@ -28,6 +29,7 @@ import pytest
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
 from tau2_retail.errors import ArtifactError, DataError
+from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.options import Tau2Settings, plain_setting, typed_setting
 from tau2_retail.plugins.process import Tau2Process, scenario_of
@@ -44,11 +46,13 @@ from tau2_retail.results.summary import (
     write_run_summary,
 )
 
-__all__ = ["ARTIFACTS_PROPERTY", "OUTCOME_PROPERTY", "RUN_KEY", "Tau2Run"]
+__all__ = ["AGENT_PROPERTY", "ARTIFACTS_PROPERTY", "OUTCOME_PROPERTY", "RUN_KEY", "Tau2Run"]
 
 #: ``user_properties`` names a scenario's report carries (also visible in junit XML).
 ARTIFACTS_PROPERTY = "tau2_artifacts"
 OUTCOME_PROPERTY = "tau2_outcome"
+#: the agent given as code, as its scenario saw it (JSON: source, name, version)
+AGENT_PROPERTY = "tau2_agent"
 
 _BROKEN = {
     pytest.ExitCode.INTERRUPTED: "interrupted",
@@ -256,7 +260,7 @@ class Tau2Run:
     def header_lines(self) -> list[str]:
         settings = self.process.settings
         lines = [
-            f"tau2: agent {settings.agent.describe()}; user {settings.user.describe()}; "
+            f"tau2: agent {settings.describe_agent()}; user {settings.user.describe()}; "
             f"judge {settings.judge.describe() if settings.judge else 'none'}",
             f"tau2: run {self.process.run_id} -> {self.run_dir}",
         ]
@@ -300,8 +304,24 @@ class Tau2Run:
         scenario = scenario_of(report.nodeid)
         if scenario is not None:
             self.seen.add(scenario)
+            self._agent_seen(report)
         elif report.failed:
             self.others_failed.append(report.nodeid)
+
+    def _agent_seen(self, report: pytest.TestReport) -> None:
+        """A fixture's agent is known only once a scenario had it: its name and version then
+        reach the summary, the report and the gate line (from a worker too)."""
+        if self.process.agent_identity is not None:
+            return
+        for name, value in report.user_properties:
+            if name == AGENT_PROPERTY and isinstance(value, str):
+                data = json.loads(value)
+                self.process.agent_identity = AgentIdentity(
+                    source=str(data["source"]),
+                    name=data.get("name"),
+                    version=data.get("version"),
+                    fixture=bool(data.get("fixture")),
+                )
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -483,7 +503,7 @@ class Tau2Run:
             rates.insert(1, pass_k)
         if summary.nl_assertion.rate is None and settings.judge is None:
             with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
-            if with_nl and not settings.agent.is_builtin:
+            if with_nl and (settings.agent_source or not settings.agent.is_builtin):
                 rates[0] += f"; NL assertions of {with_nl} scenario(s) NOT judged: no judge"
         lines.extend(rates)
         counts = summary.counts
