@@ -44,6 +44,7 @@ class SdkSupportAgent:
         # No traces leave the machine (the SDK would upload them to OpenAI by default).
         set_tracing_disabled(True)
         self.client = client or AsyncOpenAI()
+        self.owns_client = client is None
         self.model = model or os.environ.get("AGENT_MODEL", "gpt-4o-mini")
         self.agent: Agent[Any] | None = None
         self.history: list[Any] = []
@@ -74,3 +75,8 @@ class SdkSupportAgent:
         result = await Runner.run(self.agent, self.history, max_turns=50)
         self.history = result.to_input_list()
         return "" if toolbox.ended else str(result.final_output or "")
+
+    async def aclose(self) -> None:
+        """Called by the harness when the scenario's conversation is over."""
+        if self.owns_client:
+            await self.client.close()

@@ -27,6 +27,7 @@ class SupportAgent:
 
     def __init__(self, client: OpenAI | None = None, model: str | None = None) -> None:
         self.client = client or OpenAI()
+        self.owns_client = client is None
         self.model = model or os.environ.get("AGENT_MODEL", "gpt-4o-mini")
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
@@ -36,3 +37,8 @@ class SupportAgent:
             tools=tools,  # type: ignore[arg-type]
         )
         return completion.choices[0].message
+
+    def close(self) -> None:
+        """Called by the harness when the scenario's conversation is over."""
+        if self.owns_client:
+            self.client.close()

@@ -581,4 +581,8 @@ async def run_conversation(
         detail = f"a model call outlived the {limits.max_duration_seconds} s limit"
     finally:
         conversation.close_toolbox()
+    if isinstance(agent, AgentRunner):
+        problem = await agent.close()
+        if problem:
+            detail = "; ".join(filter(None, (detail, f"agent: {problem}")))
     return conversation.result(reason, detail)

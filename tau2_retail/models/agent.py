@@ -12,9 +12,10 @@ An agent is any object with one of two methods, sync or async:
   ``toolbox`` (see :class:`Toolbox`) and returns the text to say to the customer.
 
 A sync method runs in a thread of its own, so scenarios in flight (``--tau2-concurrency``)
-overlap. An exception raised by the agent is the agent's failure (``agent_error``, its
-traceback kept); :class:`~tau2_retail.errors.AgentInfraError` marks an outage of the agent's own
-backend (an infra error, excluded and resumable).
+overlap. An agent may also have ``close()`` or ``aclose()``: it is called once its scenario's
+conversation is over (to close its own clients). An exception raised by the agent is the
+agent's failure (``agent_error``, its traceback kept); :class:`~tau2_retail.errors.AgentInfraError`
+marks an outage of the agent's own backend (an infra error, excluded and resumable).
 """
 
 from __future__ import annotations
@@ -309,6 +310,22 @@ class AgentRunner:
             raise
         except Exception as error:  # the user's code: its failure, with its traceback
             raise _failed(f"{method}()", error) from error
+
+    async def close(self) -> str:
+        """Call the agent's ``aclose()`` or ``close()`` if it has one; returns what it raised
+        (one line, empty when nothing), which does not change how the scenario scored."""
+        if self._agent is None:
+            return ""
+        method = getattr(self._agent, "aclose", None) or getattr(self._agent, "close", None)
+        if not callable(method):
+            return ""
+        try:
+            await _invoke(method)
+        except Exception as error:  # the user's clean-up code: reported beside the result
+            return (
+                f"{getattr(method, '__name__', 'close')}() raised {type(error).__name__}: {error}"
+            )
+        return ""
 
     async def complete(
         self,
