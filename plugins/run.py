@@ -279,6 +279,13 @@ class Tau2Run:
             )
         if settings.concurrency > 1:
             lines.append(f"tau2: up to {settings.concurrency} scenarios in flight per process")
+            source = settings.agent_source
+            if source is not None and source.is_fixture:
+                lines.append(
+                    f"tau2: the agent comes from {source.identity.source}: a function-scoped "
+                    "fixture runs its scenarios one at a time; return a factory from a "
+                    "session-scoped fixture to keep them in flight (docs/agents.md)"
+                )
         if settings.resume:
             lines.append(
                 f"tau2: resuming: {len(self.process.completed)} scenario(s) already complete"
