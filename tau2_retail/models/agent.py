@@ -21,6 +21,7 @@ marks an outage of the agent's own backend (an infra error, excluded and resumab
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import itertools
@@ -244,11 +245,12 @@ async def call_in_thread(function: Callable[..., Any], *args: Any) -> Any:
 
     def run() -> None:
         try:
-            result = function(*args)
-        except BaseException as error:  # handed to the awaiting coroutine, which judges it
-            loop.call_soon_threadsafe(settle, None, error)
-        else:
-            loop.call_soon_threadsafe(settle, result, None)
+            result, error = function(*args), None
+        except BaseException as raised:  # handed to the awaiting coroutine, which judges it
+            result, error = None, raised
+        # a closed loop: the scenario ended without this call (its deadline)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, result, error)
 
     threading.Thread(target=run, name="tau2-agent", daemon=True).start()
     return await future
