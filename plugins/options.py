@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
+from tau2_retail.data.files import default_cache_dir
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.agent import parse_agent_spec
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
-from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.config import NO_API_KEY, EndpointConfig
 from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.plugins.agents import AgentSource, load_agent_source
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
@@ -42,6 +43,8 @@ __all__ = [
 SPLITS = ("base", "train", "test")
 DEFAULT_MODELS = {"agent": BUILTIN_ORACLE, "user": BUILTIN_CUSTOMER, "judge": ""}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# the lowest pytest is 9.0 (its built-in subtests); 9.1 added union types for ini values
+_PYTEST_VERSION = tuple(map(int, re.findall(r"\d+", pytest.__version__)[:2]))
 
 
 class _Invalid(ValueError):
@@ -186,6 +189,11 @@ class Setting:
     env: bool = False
     #: the value of an unset setting whose default is empty
     empty: Any = None
+    #: a folder or file: a relative value from a configuration file is relative to that file's
+    #: folder (as pytest reads its own paths), not to the current folder
+    path: bool = False
+    #: where the default really is, found when the options are declared (``--help``)
+    default_note: Callable[[], str] | None = None
 
     @property
     def flag(self) -> str:
@@ -262,9 +270,11 @@ OPTIONS: tuple[Setting, ...] = (
         "data_dir",
         _text,
         "",
-        "folder with the upstream data files (default: fixtures/cache)",
+        "folder with the upstream data files",
         env=True,
         empty="",
+        path=True,
+        default_note=lambda: f"default: {default_cache_dir()}",
     ),
     *(setting for role in ROLES for setting in _model_settings(role)),
     Setting(
@@ -327,7 +337,14 @@ OPTIONS: tuple[Setting, ...] = (
         "scenarios in flight per pytest process, started ahead of their tests "
         "(under xdist, per worker: use --dist each, which deals each worker its share)",
     ),
-    Setting("output_dir", _text, "tau2_runs", "folder of run directories", env=True),
+    Setting(
+        "output_dir",
+        _text,
+        "tau2_runs",
+        "folder of run directories (default: tau2_runs in the current folder)",
+        env=True,
+        path=True,
+    ),
     Setting("run_id", _name, "", "run directory name, new (default: a timestamp)", empty=""),
     Setting(
         "resume",
@@ -351,6 +368,7 @@ OPTIONS: tuple[Setting, ...] = (
         "",
         "CI gate: RUN_DIR of an earlier run to compare the success rate against",
         empty="",
+        path=True,
     ),
     Setting(
         "max_regression",
@@ -365,8 +383,11 @@ def _ini_type(setting: Setting) -> Any:
     """A string, or for a numeric or on/off setting also the TOML number or boolean.
 
     ``tau2_trials = 2`` in ``[tool.pytest]`` is a TOML integer; the parser then checks it like
-    the text ``"2"``.
+    the text ``"2"``. pytest 9.0 knows no such union type: there every value is a string
+    (``tau2_trials = "2"`` in ``[tool.pytest]``; any form in ``[tool.pytest.ini_options]``).
     """
+    if _PYTEST_VERSION < (9, 1):
+        return "string"
     if setting.parse is _on_off:
         return str | bool
     try:
@@ -391,12 +412,13 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("tau2", "tau2 retail benchmark")
     for setting in OPTIONS:
         env_note = f" [env {setting.env_var}]" if setting.env_var else ""
+        default_note = f" ({setting.default_note()})" if setting.default_note else ""
         group.addoption(
             setting.flag,
             dest=setting.dest,
             default=None,
             metavar=setting.name.split("_")[-1].upper(),
-            help=f"{setting.help}{env_note} [ini {setting.dest}]",
+            help=f"{setting.help}{default_note}{env_note} [ini {setting.dest}]",
         )
         parser.addini(setting.dest, help=setting.help, type=_ini_type(setting), default=None)
 
@@ -473,7 +495,11 @@ def _raw(config: pytest.Config, setting: Setting) -> tuple[str, str]:
         return os.environ[setting.env_var], setting.env_var
     ini = config.getini(setting.dest)
     if ini is not None and _ini_text(ini).strip():
-        return _ini_text(ini), f"ini {setting.dest}"
+        text = _ini_text(ini)
+        if setting.path and config.inipath is not None:
+            # as pytest reads its own paths: relative to the configuration file's folder
+            text = os.path.join(config.inipath.parent, os.path.expanduser(text.strip()))
+        return text, f"ini {setting.dest}"
     return setting.default, "default"
 
 
@@ -501,6 +527,20 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
         return choose_model(role, values[f"{role}_model"], endpoint)
     except ConfigError as error:
         raise pytest.UsageError(f"{sources[role + '_model']}: {error}") from error
+
+
+def _check_key(role: str, choice: ModelSettings | None, sources: Mapping[str, str]) -> None:
+    """A role whose endpoint needs a key stops the run at start-up when its key variable is
+    unset or empty: every request would fail (401), each scenario an infra error."""
+    if choice is None or choice.endpoint is None:
+        return
+    problem = choice.endpoint.missing_key(os.environ)
+    if problem:
+        raise pytest.UsageError(
+            f"{sources[role + '_model']}: the {role} model {choice.name!r}: {problem}; set it, "
+            f"name another variable with --tau2-{role}-api-key-env, or say the endpoint takes "
+            f"no key with --tau2-{role}-api-key-env={NO_API_KEY}"
+        )
 
 
 def plain_setting(value: Any) -> Any:
@@ -567,6 +607,8 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "--tau2-user-model (and --tau2-user-base-url) to a model that plays the customer, "
             "or --tau2-user-model=builtin:customer to accept the scripted one"
         )
+    for role, choice in (("agent", agent), ("user", user), ("judge", judge)):
+        _check_key(role, choice, sources)
     recorded = {name: plain_setting(value) for name, value in values.items()}
     return Tau2Settings(
         **{name: values[name] for name in _TYPED},
