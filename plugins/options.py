@@ -591,14 +591,15 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "the tau2 profile sends upstream's agent prompt (drop the option, or use "
             "--tau2-profile default)"
         )
-    judge = _model("judge", values, sources) if values["judge_model"] else None
-    agent, user = _model("agent", values, sources), _model("user", values, sources)
+    # the agent as code first: naming it twice is the problem to report, not a model's key
     agent_source = load_agent_source(
         config,
         spec=values["agent"],
         spec_source=sources["agent"],
         agent_model_source=sources["agent_model"],
     )
+    judge = _model("judge", values, sources) if values["judge_model"] else None
+    agent, user = _model("agent", values, sources), _model("user", values, sources)
     if not agent.is_builtin and user.is_builtin and sources["user_model"] == "default":
         raise pytest.UsageError(
             f"{sources['agent_model']}: the agent {agent.name!r} is an endpoint, but the "

@@ -434,12 +434,6 @@ def _json_document(outcome: ScenarioOutcome) -> dict[str, Any]:
 def run_command(args: argparse.Namespace) -> int:
     """Run task ``args.task_id`` once and print it; the exit status says how it went."""
     # Every setting is checked before the data is loaded or any client is built.
-    roles = Roles(
-        agent=_required(_choice(args, "agent")),
-        user=_required(_choice(args, "user")),
-        judge=_choice(args, "judge"),
-    )
-    limits = _limits(args)
     code: tuple[AgentFactory, AgentIdentity] | None = None
     if args.agent:
         if args.agent_model != BUILTIN_ORACLE:
@@ -448,6 +442,12 @@ def run_command(args: argparse.Namespace) -> int:
                 "agent; give one of them"
             )
         code = load_agent_factory(args.agent)
+    roles = Roles(
+        agent=_required(_choice(args, "agent")),
+        user=_required(_choice(args, "user")),
+        judge=_choice(args, "judge"),
+    )
+    limits = _limits(args)
     identity = code[1] if code is not None else None
     base_seed: int = args.seed
     if base_seed < 0:
