@@ -8,6 +8,7 @@ reported as a pytest error and excluded from the rates.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,16 @@ from tau2_retail.data.gold import Gold
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
+from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
-from tau2_retail.plugins.run import ARTIFACTS_PROPERTY, NOTICE_PROPERTY, OUTCOME_PROPERTY
+from tau2_retail.plugins.run import (
+    AGENT_PROPERTY,
+    ARTIFACTS_PROPERTY,
+    NOTICE_PROPERTY,
+    OUTCOME_PROPERTY,
+)
 from tau2_retail.plugins.scheduler import (
     SESSION_LOOP_KEY,
     NotStarted,
@@ -34,6 +41,7 @@ from tau2_retail.tools.store import Store
 
 __all__ = [
     "Tau2InfraError",
+    "tau2_agent",
     "tau2_data",
     "tau2_gold",
     "tau2_harness",
@@ -61,6 +69,19 @@ def tau2_settings(tau2_run: Tau2Process) -> Tau2Settings:
 def tau2_data(tau2_run: Tau2Process) -> DataBundle:
     """The verified data, loaded once per process."""
     return tau2_run.bundle
+
+
+@pytest.fixture
+def tau2_agent() -> object | None:
+    """Your agent: override this fixture in your ``conftest.py`` to put it under test.
+
+    Return a fresh agent (an object with ``respond(messages, tools)`` or ``converse(messages,
+    toolbox)``, sync or async), or from a fixture with a broader scope a factory making one
+    (called once per scenario and trial: scenarios then still overlap with
+    ``--tau2-concurrency``). This default returns None: the agent is ``--tau2-agent``'s
+    factory, or the agent model. See docs/agents.md.
+    """
+    return None
 
 
 @pytest.fixture
@@ -121,7 +142,9 @@ Finished = tuple[ScenarioOutcome, Path]
 """A scenario's outcome and the folder its artifacts were written to."""
 
 
-async def _play(run: Tau2Process, harness: Harness, scenario: Scenario) -> ScenarioOutcome:
+async def _play(
+    run: Tau2Process, harness: Harness, scenario: Scenario, agents: AgentSupply, nodeid: str
+) -> ScenarioOutcome:
     """Run ``scenario``; on resume, a scenario whose conversation finished but whose judge was
     down is judged again from its saved transcript (the conversation is not run again)."""
     if run.settings.resume and harness.roles.judge is not None:
@@ -135,7 +158,7 @@ async def _play(run: Tau2Process, harness: Harness, scenario: Scenario) -> Scena
                 )
             except SavedConversationError:
                 pass  # run it again from the start
-    return await harness.run(scenario)
+    return await harness.run(scenario, agent=agents.runner(nodeid))
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -151,11 +174,12 @@ async def tau2_scheduler(
     session = request.session
     configuration = tau2_run.configuration.to_json()
     session.config.stash[SESSION_LOOP_KEY] = asyncio.get_running_loop()
+    agents = session.config.stash[AGENTS_KEY]
 
     async def start(item: pytest.Item) -> Finished:
         callspec: Any = getattr(item, "callspec", None)
         scenario: Scenario = callspec.params["tau2_scenario"]
-        outcome = await _play(tau2_run, tau2_harness, scenario)
+        outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
         directory = write_outcome(
             tau2_run.run_dir,
             outcome,
@@ -172,7 +196,7 @@ async def tau2_scheduler(
         limit=tau2_run.settings.concurrency,
         start=start,
         upcoming=upcoming_items(session),
-        wanted=_is_scenario_item,
+        wanted=lambda item: agents.starts_ahead and _is_scenario_item(item),
         stopping=lambda: bool(session.shouldfail or session.shouldstop),
         admit=lambda: budget is None or not budget.exhausted,
     )
@@ -196,9 +220,13 @@ async def tau2_outcome(
     tau2_run: Tau2Process,
     tau2_scheduler: ScenarioScheduler[Finished],
     tau2_scenario: Scenario,
+    tau2_agent: object | None,
 ) -> AsyncIterator[ScenarioOutcome]:
     """This test's scenario (started ahead by the scheduler, its artifacts written); its
     result goes to the controller. The conversation ran on ``tau2_outcome.conversation.store``."""
+    agents = request.config.stash[AGENTS_KEY]
+    if not tau2_scheduler.started(request.node):
+        agents.accept(request.node.nodeid, tau2_agent)
     try:
         outcome, directory = await tau2_scheduler.outcome(request.node)
     except NotStarted:
@@ -211,6 +239,21 @@ async def tau2_outcome(
             f"budget: --tau2-resume {tau2_run.run_id}"
         )
     _report_notices(request, tau2_run)
+    if agents.identity is not None:
+        identity = agents.identity
+        request.node.user_properties.append(
+            (
+                AGENT_PROPERTY,
+                json.dumps(
+                    {
+                        "source": identity.source,
+                        "name": identity.name,
+                        "version": identity.version,
+                        "fixture": identity.fixture,
+                    }
+                ),
+            )
+        )
     # a documented channel to the controller (and visible in junit XML): where the record is
     request.node.user_properties.append(
         (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.run_dir).as_posix())

@@ -23,6 +23,7 @@ import pytest
 from tau2_retail.data.files import default_cache_dir
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.agent import parse_agent_spec
 from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.cache import CacheMode
@@ -30,6 +31,7 @@ from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import NO_API_KEY, EndpointConfig
 from tau2_retail.models.prices import PriceTable
 from tau2_retail.models.secrets import strip_userinfo
+from tau2_retail.plugins.agents import AgentSource, load_agent_source
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
 
 __all__ = [
@@ -164,6 +166,16 @@ def _name(raw: str) -> str:
     return value
 
 
+def _agent_spec(raw: str) -> str:
+    value = raw.strip()
+    if value:
+        try:
+            parse_agent_spec(value)
+        except ConfigError:
+            raise _Invalid("an import string package.module:factory") from None
+    return value
+
+
 def _task_ids(raw: str) -> tuple[str, ...]:
     ids = tuple(part.strip() for part in raw.replace(" ", ",").split(",") if part.strip())
     if not ids or not all(part.isdigit() for part in ids):
@@ -286,6 +298,15 @@ def _model_settings(role: str) -> list[Setting]:
 
 
 OPTIONS: tuple[Setting, ...] = (
+    Setting(
+        "agent",
+        _agent_spec,
+        "",
+        "your agent as Python code: package.module:factory, a class or function making a "
+        "fresh agent (respond or converse) per scenario; instead of --tau2-agent-model",
+        env=True,
+        empty="",
+    ),
     Setting(
         "data_dir",
         _text,
@@ -543,14 +564,26 @@ class Tau2Settings:
     judge: ModelSettings | None
     recorded: Mapping[str, Any]
     sources: Mapping[str, str]
+    #: the agent as Python code (``--tau2-agent`` or a ``tau2_agent`` fixture), else None
+    agent_source: AgentSource | None = None
 
     @property
     def is_offline_self_check(self) -> bool:
-        return self.agent.is_builtin and self.user.is_builtin and self.judge is None
+        return (
+            self.agent_source is None
+            and self.agent.is_builtin
+            and self.user.is_builtin
+            and self.judge is None
+        )
+
+    def describe_agent(self) -> str:
+        if self.agent_source is not None:
+            return f"code {self.agent_source.identity.describe()}"
+        return self.agent.describe()
 
 
 _TYPED = frozenset(f.name for f in fields(Tau2Settings)) - {
-    "agent", "user", "judge", "recorded", "sources",
+    "agent", "user", "judge", "recorded", "sources", "agent_source",
 }  # fmt: skip
 
 
@@ -672,6 +705,13 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "the tau2 profile sends upstream's agent prompt (drop the option, or use "
             "--tau2-profile default)"
         )
+    # the agent as code first: naming it twice is the problem to report, not a model's key
+    agent_source = load_agent_source(
+        config,
+        spec=values["agent"],
+        spec_source=sources["agent"],
+        agent_model_source=sources["agent_model"],
+    )
     judge = _model("judge", values, sources) if values["judge_model"] else None
     agent, user = _model("agent", values, sources), _model("user", values, sources)
     if not agent.is_builtin and user.is_builtin and sources["user_model"] == "default":
@@ -695,6 +735,7 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
         judge=judge,
         recorded=recorded,
         sources=sources,
+        agent_source=agent_source,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.errors import ArtifactError, Tau2Error, Tau2InfraError
+from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
 from tau2_retail.plugins.budget import Budget, new_budget_token
@@ -90,6 +91,8 @@ class Tau2Process:
         self.run_dir = Path(settings.output_dir).joinpath(run_id).absolute()
         self.completed = completed
         self._bundle: DataBundle | None = None
+        #: the agent as its scenarios saw it (a fixture's agent: name and version, once seen)
+        self.agent_identity: AgentIdentity | None = None
 
     @classmethod
     def for_worker(cls, settings: Tau2Settings, workerinput: dict[str, Any]) -> Tau2Process:
@@ -135,11 +138,17 @@ class Tau2Process:
             data = redact(model.to_json())
             return ModelRecord(model=data["model"], endpoint=data["endpoint"])
 
+        agent = record(settings.agent)
+        if settings.agent_source is not None:
+            identity = self.agent_identity or settings.agent_source.identity
+            code = {**settings.agent_source.record(), "name": identity.name}
+            code["version"] = identity.version
+            agent = ModelRecord(model=identity.describe(), endpoint=None, code=code)
         return RunConfiguration(
             run_id=self.run_id,
             settings=redact(dict(settings.recorded)),
             sources=dict(settings.sources),
-            agent=record(settings.agent),
+            agent=agent,
             user=record(settings.user),
             judge=record(settings.judge) if settings.judge else None,
         )

@@ -19,6 +19,7 @@ scenario was collected.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shlex
@@ -34,6 +35,7 @@ import pytest
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
 from tau2_retail.errors import ArtifactError, DataError, RunInUse
+from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.budget import BUDGET_VERDICT
@@ -55,6 +57,7 @@ from tau2_retail.results.summary import (
 )
 
 __all__ = [
+    "AGENT_PROPERTY",
     "ARTIFACTS_PROPERTY",
     "NOTICE_PROPERTY",
     "NOT_RUN",
@@ -70,6 +73,8 @@ OUTCOME_PROPERTY = "tau2_outcome"
 NOT_RUN = "not run (the session ended before it started)"
 #: a line a process has to say once (the response cache turned itself off)
 NOTICE_PROPERTY = "tau2_notice"
+#: the agent given as code, as its scenario saw it (JSON: source, name, version)
+AGENT_PROPERTY = "tau2_agent"
 
 _BROKEN = {
     pytest.ExitCode.INTERRUPTED: "interrupted",
@@ -462,7 +467,7 @@ class Tau2Run:
     def header_lines(self) -> list[str]:
         settings = self.process.settings
         lines = [
-            f"tau2: agent {settings.agent.describe()}; user {settings.user.describe()}; "
+            f"tau2: agent {settings.describe_agent()}; user {settings.user.describe()}; "
             f"judge {settings.judge.describe() if settings.judge else 'none'}",
             f"tau2: run {self.process.run_id} -> {self.run_dir}",
         ]
@@ -481,6 +486,13 @@ class Tau2Run:
             )
         if settings.concurrency > 1:
             lines.append(f"tau2: up to {settings.concurrency} scenarios in flight per process")
+            source = settings.agent_source
+            if source is not None and source.is_fixture:
+                lines.append(
+                    f"tau2: the agent comes from {source.identity.source}: a function-scoped "
+                    "fixture runs its scenarios one at a time; return a factory from a "
+                    "session-scoped fixture to keep them in flight (docs/agents.md)"
+                )
         lines.extend(self.cost_header_lines())
         if settings.resume:
             lines.append(
@@ -535,8 +547,24 @@ class Tau2Run:
                 self.budget_skipped.add(scenario)
         if scenario is not None:
             self.seen.add(scenario)
+            self._agent_seen(report)
         elif report.failed:
             self.others_failed.append(report.nodeid)
+
+    def _agent_seen(self, report: pytest.TestReport) -> None:
+        """A fixture's agent is known only once a scenario had it: its name and version then
+        reach the summary, the report and the gate line (from a worker too)."""
+        if self.process.agent_identity is not None:
+            return
+        for name, value in report.user_properties:
+            if name == AGENT_PROPERTY and isinstance(value, str):
+                data = json.loads(value)
+                self.process.agent_identity = AgentIdentity(
+                    source=str(data["source"]),
+                    name=data.get("name"),
+                    version=data.get("version"),
+                    fixture=bool(data.get("fixture")),
+                )
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -733,7 +761,7 @@ class Tau2Run:
             rates.insert(1, pass_k)
         if summary.nl_assertion.rate is None and settings.judge is None:
             with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
-            if with_nl and not settings.agent.is_builtin:
+            if with_nl and (settings.agent_source or not settings.agent.is_builtin):
                 rates[0] += f"; NL assertions of {with_nl} scenario(s) NOT judged: no judge"
         lines.extend(rates)
         counts = summary.counts

@@ -17,6 +17,7 @@ from pluggy import PluggyTeardownRaisedWarning
 
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import printable
+from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.options import add_options, resolve_settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process, new_run_id
 from tau2_retail.plugins.process import scenario_of as scenario_of
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 _RUN_PLUGIN = "tau2-run"
+_AGENTS_PLUGIN = "tau2-agents"
 MARKERS = (
     "tau2_split_train: scenario of the tau2 train split",
     "tau2_split_test: scenario of the tau2 test split",
@@ -59,6 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     settings = resolve_settings(config)
+    agents = AgentSupply(settings.agent_source)
+    config.stash[AGENTS_KEY] = agents
+    config.pluginmanager.register(agents, _AGENTS_PLUGIN)
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:
         config.stash[PROCESS_KEY] = Tau2Process.for_worker(settings, workerinput)
@@ -72,9 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    plugin = config.pluginmanager.get_plugin(_RUN_PLUGIN)
-    if plugin is not None:
-        config.pluginmanager.unregister(plugin, _RUN_PLUGIN)
+    for name in (_RUN_PLUGIN, _AGENTS_PLUGIN):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
     run = config.stash.get(RUN_KEY, None)
     if run is not None:
         run.close()  # the run folder's lock, held since the claim

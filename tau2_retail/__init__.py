@@ -12,4 +12,15 @@ One folder per concept, imports pointing down (``tests/test_layers.py`` holds th
     cli/       ``python -m tau2_retail``
     plugins/   the pytest plugin (top-level ``plugins/``, installed as ``tau2_retail.plugins``)
     testing/   loopback server and helpers for tests and benchmarks
+
+The public surface for your own agent (docs/agents.md): the agent contract in two styles,
+``TurnAgent`` (``respond(messages, tools)``) and ``LoopAgent`` (``converse(messages, toolbox)``
+with a ``Toolbox``), and ``AgentInfraError`` for an outage of the agent's own backend.
 """
+
+from __future__ import annotations
+
+from tau2_retail.errors import AgentInfraError
+from tau2_retail.models.agent import LoopAgent, Toolbox, TurnAgent
+
+__all__ = ["AgentInfraError", "LoopAgent", "Toolbox", "TurnAgent"]

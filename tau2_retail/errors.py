@@ -9,7 +9,8 @@
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
     │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
     │   ├── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
-    │   └── CacheMiss            replay from the response cache found no reply (nothing was sent)
+    │   ├── CacheMiss            replay from the response cache found no reply (nothing was sent)
+    │   └── AgentInfraError      raised by an agent's own code: its backend is down (public)
     ├── ArtifactError            a run directory or artifact cannot be written or read
     │   ├── ReportError          the HTML report cannot be built or written (names the file)
     │   ├── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
@@ -25,6 +26,7 @@ caught and turned into text: they raise.
 from __future__ import annotations
 
 __all__ = [
+    "AgentInfraError",
     "ArtifactError",
     "CacheMiss",
     "ConfigError",
@@ -132,6 +134,15 @@ class CacheMiss(EndpointError):
     def __init__(self, message: str, *, digest: str) -> None:
         self.digest = digest
         super().__init__(message)
+
+
+class AgentInfraError(EndpointError):
+    """Raise it from your agent's code when the agent's own backend is down or unreachable.
+
+    The scenario then ends as an infra error of the agent role, as for an endpoint outage: it
+    is excluded from the rates, counted by the gate and run again by ``--tau2-resume``. Any
+    other exception an agent raises is the agent's failure (``agent_error``).
+    """
 
 
 class ArtifactError(Tau2Error):

@@ -30,8 +30,9 @@ LAYERS = (
 )
 # helpers for tests and benchmarks: they may use every layer, and no layer may use them
 TESTING = "testing"
-# the top-level modules of the package and where they sit
-TOP_MODULES = {"__init__": "errors", "__main__": "cli"}
+# the top-level modules of the package and where they sit: ``__init__`` is the public surface
+# (it re-exports the agent contract of ``models`` and ``errors``), so it sits on top
+TOP_MODULES = {"__init__": "plugins", "__main__": "cli"}
 # data only (the pinned manifest): no code to import
 DATA_FOLDERS = {"fixtures"}
 

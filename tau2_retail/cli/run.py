@@ -25,6 +25,7 @@ from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import ConfigError, DataError
+from tau2_retail.models.agent import AgentFactory, AgentIdentity, AgentRunner, load_agent_factory
 from tau2_retail.models.builtin import BUILTIN_AGENTS, BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.choice import ModelChoice, choose_model
@@ -141,6 +142,14 @@ def _add_role(parser: argparse.ArgumentParser, role: str, default: str | None) -
     group.add_argument(
         f"--{role}-model", default=default, metavar="NAME", help=f"{model_help}{shown}"
     )
+    if role == "agent":
+        group.add_argument(
+            "--agent",
+            metavar="MODULE:FACTORY",
+            help="your agent as Python code, instead of --agent-model: package.module:factory, "
+            "a class or function making an agent with respond(messages, tools) or "
+            "converse(messages, toolbox)",
+        )
     group.add_argument(
         f"--{role}-api-key-env",
         default=DEFAULT_API_KEY_ENV,
@@ -379,12 +388,20 @@ def _print_live(message: Message) -> None:
         print(line, flush=True)
 
 
-def _header(task: Task, roles: Roles, seed: int, base_seed: int, profile: ProfileName) -> list[str]:
+def _header(
+    task: Task,
+    roles: Roles,
+    seed: int,
+    base_seed: int,
+    profile: ProfileName,
+    agent: AgentIdentity | None = None,
+) -> list[str]:
     judge = roles.judge
+    shown = f"code {agent.describe()}" if agent is not None else roles.agent.describe()
     lines = [
         f"scenario {task.scenario_name} (split {task.split}, persona {task.persona_name}, "
         f"seed {seed} = trial 1 of base seed {base_seed}, profile {profile.value})",
-        f"agent: {roles.agent.describe()}; user: {roles.user.describe()}; "
+        f"agent: {shown}; user: {roles.user.describe()}; "
         f"judge: {judge.describe() if judge else 'none'}",
     ]
     if judge is None and task.nl_assertions:
@@ -466,12 +483,21 @@ def _json_document(outcome: ScenarioOutcome) -> dict[str, Any]:
 def run_command(args: argparse.Namespace) -> int:
     """Run task ``args.task_id`` once and print it; the exit status says how it went."""
     # Every setting is checked before the data is loaded or any client is built.
+    code: tuple[AgentFactory, AgentIdentity] | None = None
+    if args.agent:
+        if args.agent_model != BUILTIN_ORACLE:
+            raise ConfigError(
+                f"--agent {args.agent!r} and --agent-model {args.agent_model!r} both name the "
+                "agent; give one of them"
+            )
+        code = load_agent_factory(args.agent)
     roles = Roles(
         agent=_required(_choice(args, "agent")),
         user=_required(_choice(args, "user")),
         judge=_choice(args, "judge"),
     )
     limits = _limits(args)
+    identity = code[1] if code is not None else None
     base_seed: int = args.seed
     if base_seed < 0:
         raise ConfigError(f"--seed: got {base_seed}; expected an integer >= 0")
@@ -493,14 +519,18 @@ def run_command(args: argparse.Namespace) -> int:
     scenario = Scenario(task=task, trial=0, trials=1, seed=seed)
     live = not args.json
     if live:
-        header = _header(task, roles, seed, base_seed, profile)
+        header = _header(task, roles, seed, base_seed, profile, identity)
         print("\n".join(header), end="\n\n", flush=True)
 
     async def run() -> ScenarioOutcome:
         async with Harness(
             bundle=bundle, roles=roles, limits=limits, cache=cache, prices=args.prices
         ) as harness:
-            outcome = await harness.run(scenario, on_message=_print_live if live else None)
+            outcome = await harness.run(
+                scenario,
+                on_message=_print_live if live else None,
+                agent=AgentRunner(*code) if code is not None else None,
+            )
             if args.output_dir is not None:
                 write_outcome(
                     Path(args.output_dir),
@@ -512,7 +542,7 @@ def run_command(args: argparse.Namespace) -> int:
                         "base_seed": base_seed,
                         "profile": profile.value,
                         # names and URLs only: request bodies may carry secrets
-                        "agent": roles.agent.describe(),
+                        "agent": identity.describe() if identity else roles.agent.describe(),
                         "user": roles.user.describe(),
                         "judge": roles.judge.describe() if roles.judge else None,
                     },

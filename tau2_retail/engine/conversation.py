@@ -11,6 +11,8 @@ model sends raises out of here. The clock is injectable so limits are tested wit
 from __future__ import annotations
 
 import asyncio
+import itertools
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,13 +20,16 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from tau2_retail.engine.prompts import GREETING
+from tau2_retail.engine.toolbox import ScenarioToolbox
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.models.agent import AgentFailed, AgentRunner
 from tau2_retail.models.messages import (
     STOP_TOKENS,
     AssistantTurn,
     Message,
     RequestStats,
     Role,
+    ToolCall,
     Usage,
 )
 from tau2_retail.models.protocol import ChatModel
@@ -44,6 +49,11 @@ __all__ = [
 ]
 
 _EXIT_TOOLS = frozenset({END_CONVERSATION, TRANSFER_TO_HUMAN_AGENTS})
+
+# What a loop-style agent's toolbox answers once the conversation is over for it (a limit was
+# reached, or an ending tool succeeded): the call is neither run nor recorded.
+TOOLBOX_STOPPED = "Error: the conversation is over (a limit was reached); stop and return."
+TOOLBOX_ENDED = "Error: the conversation has ended; return your last words."
 
 
 class StopReason(StrEnum):
@@ -134,6 +144,7 @@ class ConversationResult:
     tool_errors: int
     requests: Mapping[str, RequestStats] = field(default_factory=dict)
     error_body: str = ""
+    agent_traceback: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], store: Store) -> ConversationResult:
@@ -168,6 +179,7 @@ class ConversationResult:
             tool_errors=int(data["tool_errors"]),
             requests=requests,
             error_body=str(data.get("error_body", "")),
+            agent_traceback=str(data.get("agent_traceback", "")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -187,6 +199,7 @@ class ConversationResult:
             "tool_errors": self.tool_errors,
             "requests": {role: stats.to_json() for role, stats in self.requests.items()},
             "error_body": self.error_body,
+            **({"agent_traceback": self.agent_traceback} if self.agent_traceback else {}),
         }
 
 
@@ -196,11 +209,14 @@ _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.
 class _Stopped(Exception):
     """Ends the loop; carries the reason (internal control flow only)."""
 
-    def __init__(self, reason: StopReason, detail: str = "", *, body: str = "") -> None:
+    def __init__(
+        self, reason: StopReason, detail: str = "", *, body: str = "", traceback: str = ""
+    ) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
         self.body = body
+        self.traceback = traceback
 
 
 def has_stop_token(text: str | None) -> bool:
@@ -243,6 +259,18 @@ class _Conversation:
         self.requests = {"agent": RequestStats(), "user": RequestStats()}
         self.history_chars = len(agent_prompt)
         self.error_body = ""
+        self.agent_traceback = ""
+        # a loop-style agent's toolbox: its calls may come from the agent's thread
+        self.toolbox: ScenarioToolbox | None = None
+        self.toolbox_lock = threading.Lock()
+        self.toolbox_ids = itertools.count()
+        self.toolbox_stop: _Stopped | None = None
+        self.toolbox_ended = False
+        self.toolbox_closed = False
+        if isinstance(agent, AgentRunner):
+            self.toolbox = ScenarioToolbox(
+                schemas=tools, run=self.toolbox_call, ended=lambda: self.toolbox_ended
+            )
         self.latencies: list[tuple[str, float]] = []
         self.steps = 0
         self.tool_errors = 0
@@ -288,6 +316,8 @@ class _Conversation:
                 else StopReason.INFRA_ERROR
             )
             raise _Stopped(reason, f"{role}: {error}", body=error.full_body) from error
+        except AgentFailed as error:
+            raise self.agent_failed(error) from error
         self.usage[role] = self.usage[role] + turn.usage
         if turn.from_cache:  # nothing was sent: no request, no endpoint latency
             return turn
@@ -322,8 +352,16 @@ class _Conversation:
         self.steps += 1
         return message
 
+    def agent_failed(self, error: AgentFailed) -> _Stopped:
+        self.requests["agent"] += RequestStats(requests=1, attempts=1, failed=1)
+        return _Stopped(
+            StopReason.AGENT_ERROR, f"agent: {error.detail}", traceback=error.traceback_text
+        )
+
     async def agent_turn(self) -> bool:
         """Run the agent until it answers in text (False) or leaves the conversation (True)."""
+        if isinstance(self.agent, AgentRunner) and self.agent.style == "loop":
+            return await self.loop_turn(self.agent)
         retried_empty = False
         while True:
             self.check_limits()
@@ -347,6 +385,74 @@ class _Conversation:
                 return True
             if self.tool_errors >= self.limits.max_errors:
                 raise _Stopped(StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors")
+
+    async def loop_turn(self, agent: AgentRunner) -> bool:
+        """A loop-style agent's turn: it runs its tools through the toolbox (each call is
+        recorded as it happens) and returns its text; True when an ending tool succeeded."""
+        assert self.toolbox is not None
+        retried_empty = False
+        while True:
+            self.check_limits()
+            started = time.perf_counter()
+            try:
+                text = await agent.converse([self.agent_system, *self.messages], self.toolbox)
+            except EndpointError as error:  # AgentInfraError: the agent's backend is down
+                self.requests["agent"] += RequestStats(requests=1, attempts=1, failed=1)
+                raise _Stopped(StopReason.INFRA_ERROR, f"agent: {error}") from error
+            except AgentFailed as error:
+                raise self.agent_failed(error) from error
+            self.requests["agent"] += RequestStats(requests=1, attempts=1)
+            self.usage["agent"] += Usage(n_calls=1)
+            self.latencies.append(("agent", time.perf_counter() - started))
+            with self.toolbox_lock:
+                stop, ended = self.toolbox_stop, self.toolbox_ended
+            if stop is not None:
+                raise stop
+            if text and text.strip():
+                self.record(Message(role=Role.ASSISTANT, content=text))
+                self.steps += 1
+                return ended
+            if ended:
+                return True
+            if retried_empty or not self.rules.retry_empty_agent:
+                raise _Stopped(StopReason.AGENT_ERROR, "the agent returned an empty message twice")
+            retried_empty = True
+
+    def toolbox_call(self, name: str, arguments: str, call_id: str | None = None) -> str:
+        """One toolbox call of a loop-style agent: run and recorded exactly as a model's tool
+        call (an assistant message with the call, then its result), limits checked first."""
+        with self.toolbox_lock:
+            if self.toolbox_closed or self.toolbox_stop is not None:
+                return TOOLBOX_STOPPED
+            if self.toolbox_ended:
+                return TOOLBOX_ENDED
+            try:
+                self.check_limits()
+            except _Stopped as stop:
+                self.toolbox_stop = stop
+                return TOOLBOX_STOPPED
+            call = ToolCall(
+                id=call_id or f"toolbox_{next(self.toolbox_ids)}", name=name, arguments=arguments
+            )
+            turn = AssistantTurn(content=None, tool_calls=(call,))
+            self.record(turn.to_message())
+            self.steps += 1
+            exited = self.run_tools(turn)
+            self.steps += 1
+            result = self.messages[-1].content or ""
+            if exited:
+                self.toolbox_ended = True
+            elif self.tool_errors >= self.limits.max_errors:
+                self.toolbox_stop = _Stopped(
+                    StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors"
+                )
+            return result
+
+    def close_toolbox(self) -> None:
+        """No toolbox call runs from here on (a sync agent's thread may outlive its scenario
+        after the deadline: the final database must not change after it is scored)."""
+        with self.toolbox_lock:
+            self.toolbox_closed = True
 
     def run_tools(self, turn: AssistantTurn) -> bool:
         """Execute the turn's calls in order; True when one of them ended the conversation."""
@@ -376,6 +482,14 @@ class _Conversation:
         return False
 
     async def converse(self) -> tuple[StopReason, str]:
+        if isinstance(self.agent, AgentRunner):
+            try:
+                self.agent.start()
+            except AgentFailed as error:
+                self.agent_traceback = error.traceback_text
+                return StopReason.AGENT_ERROR, f"agent: {error.detail}"
+            except EndpointError as error:  # AgentInfraError raised by the factory
+                return StopReason.INFRA_ERROR, f"agent: {error}"
         self.record(Message(role=Role.ASSISTANT, content=self.rules.greeting))
         if self.rules.greeting_is_a_step:
             self.steps += 1
@@ -398,6 +512,7 @@ class _Conversation:
                 # a limit reached during our grace turn does not change that ending.
                 return StopReason.USER_STOP, f"grace turn cut short: {stop.detail}"
             self.error_body = stop.body
+            self.agent_traceback = stop.traceback
             return stop.reason, stop.detail
 
     def result(self, reason: StopReason, detail: str) -> ConversationResult:
@@ -416,6 +531,7 @@ class _Conversation:
             tool_errors=self.tool_errors,
             requests=dict(self.requests),
             error_body=self.error_body,
+            agent_traceback=self.agent_traceback,
         )
 
 
@@ -458,4 +574,10 @@ async def run_conversation(
     except TimeoutError:
         reason = StopReason.TIMEOUT
         detail = f"a model call outlived the {limits.max_duration_seconds} s limit"
+    finally:
+        conversation.close_toolbox()
+    if isinstance(agent, AgentRunner):
+        problem = await agent.close()
+        if problem:
+            detail = "; ".join(filter(None, (detail, f"agent: {problem}")))
     return conversation.result(reason, detail)

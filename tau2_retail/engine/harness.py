@@ -32,6 +32,7 @@ from tau2_retail.engine.conversation import Limits, MessageListener
 from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, request_config
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.agent import AgentRunner
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
 from tau2_retail.models.cache import CachedChatModel, CacheMode, ResponseCache
 from tau2_retail.models.choice import ModelChoice
@@ -191,10 +192,12 @@ class Harness:
         *,
         store: Store | None = None,
         on_message: MessageListener | None = None,
+        agent: AgentRunner | None = None,
     ) -> ScenarioOutcome:
         """Run ``scenario`` on ``store`` (default: a fresh copy of the seed database).
 
-        ``on_message`` sees each conversation message as it is recorded.
+        ``on_message`` sees each conversation message as it is recorded. ``agent`` is an
+        agent given as Python code (made for this scenario), in place of the agent model.
         """
         task = scenario.task
         roles = self.roles
@@ -202,7 +205,7 @@ class Harness:
         judge = roles.judge
         outcome = await run_scenario(
             scenario,
-            agent=self._model("agent", roles.agent, scenario),
+            agent=agent if agent is not None else self._model("agent", roles.agent, scenario),
             user=self._model("user", roles.user, scenario),
             judge_model=None if judge is None else self._model("judge", judge, scenario),
             gold=self.bundle.golds[task.id],

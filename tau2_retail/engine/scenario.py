@@ -153,6 +153,9 @@ class ScenarioOutcome:
                 "CLEAN_EXIT failed: the conversation ended with "
                 f"{self.conversation.stop_reason.value}{detail}, not agent_exit"
             )
+        if self.conversation.agent_traceback:
+            # the agent's own code raised: its traceback, as pytest shows a test's
+            failures.append("The agent raised:\n" + self.conversation.agent_traceback.rstrip())
         if self.metrics.profile == ProfileName.TAU2.value and self._ending_failed():
             failures.append(
                 f"tau2 reward 0: the conversation ended with "

@@ -43,6 +43,7 @@ from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 from tau2_retail.models.text import finite_or_none, valid_unicode
+from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
 
 __all__ = [
     "BODY_EXCERPT_CHARS",
@@ -73,7 +74,6 @@ CONTEXT_WINDOW_MARKERS: Final = (
 llama.cpp and others word it differently)."""
 
 BODY_EXCERPT_CHARS: Final = 300
-_FINISH_REASON_CHARS: Final = 64
 
 _RATE_LIMITED: Final = 429
 # The SDK's own default (openai.DEFAULT_CONNECTION_LIMITS.max_connections).
@@ -365,7 +365,7 @@ class OpenAIChatModel:
         # schema (10-20 ms of CPU per request at a 40 KB history: most of the harness's cost
         # per completion) only to return them unchanged, as they are plain JSON already. The
         # wire body is the same; ``messages=[]`` only satisfies the signature and is replaced.
-        body: dict[str, Any] = {"messages": [_wire_safe(m.to_openai()) for m in messages]}
+        body: dict[str, Any] = {"messages": encode_messages(messages)}
         # An empty tools list is rejected by OpenAI ("[] is too short"): send none instead.
         if tools:
             body["tools"] = [dict(tool) for tool in tools]
@@ -452,74 +452,24 @@ class OpenAIChatModel:
             data = json.loads(payload)
         except ValueError as e:
             raise _UnparseableReply("body is not JSON") from e
-        if not isinstance(data, dict):
-            raise _UnparseableReply("body is not a JSON object")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise _UnparseableReply("no choices")
-        choice = choices[0]
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict):
-            raise _UnparseableReply("the first choice has no message")
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise _UnparseableReply("the message content is not a string")
-        if content is not None:
-            content = self._redact(valid_unicode(content))
-        raw_calls = message.get("tool_calls") or []
-        if not isinstance(raw_calls, list):
-            raise _UnparseableReply("tool_calls is not a list")
-        tool_calls = tuple(self._tool_call(raw) for raw in raw_calls)
-        finish = choice.get("finish_reason")
-        # recorded as the server said it, cut short (it is a word, not a text)
-        finish_reason = (
-            valid_unicode(finish[:_FINISH_REASON_CHARS]) if isinstance(finish, str) else None
-        )
-        return content, tool_calls, _usage(data.get("usage")), finish_reason
-
-    def _tool_call(self, raw: object) -> ToolCall:
-        if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
-            raise _UnparseableReply("a tool call has no function")
-        function = raw["function"]
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise _UnparseableReply("a tool call has no function name")
-        arguments = function.get("arguments")
-        if arguments is None or arguments == "":
-            arguments = "{}"
-        elif isinstance(arguments, dict):
-            # Some servers send the arguments as an object rather than a JSON string.
-            arguments = json.dumps(arguments)
-        elif not isinstance(arguments, str):
-            raise _UnparseableReply("tool-call arguments are neither a string nor an object")
-        call_id = raw.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            call_id = f"call_{next(self._call_ids)}"
-        return ToolCall(
-            id=self._redact(valid_unicode(call_id)),
-            name=self._redact(valid_unicode(name)),
-            arguments=self._redact(valid_unicode(arguments)),
+        try:
+            content, tool_calls, usage, finish_reason = read_completion(data, self._call_ids)
+        except UnreadableReply as e:
+            raise _UnparseableReply(str(e)) from e
+        # an endpoint that echoes our key has it masked where its reply enters
+        redact = self._redact
+        return (
+            None if content is None else redact(content),
+            tuple(
+                ToolCall(id=redact(c.id), name=redact(c.name), arguments=redact(c.arguments))
+                for c in tool_calls
+            ),
+            usage,
+            finish_reason,
         )
 
     def _where(self) -> str:
         return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
-
-
-def _usage(raw: object) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage(n_calls=1)
-    details = raw.get("prompt_tokens_details")
-    return Usage(
-        n_calls=1,
-        prompt=_count(raw.get("prompt_tokens")),
-        completion=_count(raw.get("completion_tokens")),
-        # the provider's own prompt cache (OpenAI, vLLM): billed at the cached-input price
-        cached_prompt=_count(details.get("cached_tokens")) if isinstance(details, dict) else 0,
-    )
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -548,18 +498,6 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return (when - datetime.now(UTC)).total_seconds()
-
-
-def _wire_safe(message: dict[str, Any]) -> dict[str, Any]:
-    """A wire message whose text holds no lone surrogate (it could not be encoded as UTF-8)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        message["content"] = valid_unicode(content)
-    for call in message.get("tool_calls", ()):
-        function = call["function"]
-        function["arguments"] = valid_unicode(function["arguments"])
-        function["name"] = valid_unicode(function["name"])
-    return message
 
 
 def _full_body(text: str, redact: Callable[[str], str]) -> str:

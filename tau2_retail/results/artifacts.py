@@ -60,6 +60,7 @@ __all__ = [
 METRICS_FILE = "metrics.json"
 TRANSCRIPT_FILE = "transcript.json"
 ENDPOINT_ERROR_FILE = "endpoint_error.txt"
+AGENT_TRACEBACK_FILE = "agent_traceback.txt"
 JUDGE_FILE = "judge_result.json"
 CONFIG_DIR = "scenario_config"
 
@@ -221,6 +222,8 @@ def write_scenario_artifacts(
         stale_names.append(JUDGE_FILE)
     if not outcome.conversation.error_body:
         stale_names.append(ENDPOINT_ERROR_FILE)
+    if not outcome.conversation.agent_traceback:
+        stale_names.append(AGENT_TRACEBACK_FILE)
     stale_files = [directory / name for name in stale_names]
     for folder in (directory, directory / CONFIG_DIR):
         stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
@@ -235,6 +238,9 @@ def write_scenario_artifacts(
         # The whole error reply of the endpoint that ended the run (the metrics hold 300
         # characters of it): e.g. the seventh of seven validation errors.
         write_text_atomic(directory / ENDPOINT_ERROR_FILE, conversation.error_body + "\n")
+    if conversation.agent_traceback:
+        # the traceback of the agent's own code that ended the run (agent_error)
+        write_text_atomic(directory / AGENT_TRACEBACK_FILE, conversation.agent_traceback)
     write_text_atomic(
         directory / "conversation_log.txt",
         render_conversation_log(

@@ -106,6 +106,8 @@ def evaluate_gate(
             rate=rate,
         )
     parts: list[str] = [f"profile {summary.profile}"]
+    if summary.configuration is not None and summary.configuration.agent.code:
+        parts.insert(0, f"agent {summary.configuration.agent.model}")
     ok = True
     tau2 = summary.profile == ProfileName.TAU2
     measure = "success rate (upstream reward 1)" if tau2 else "success rate"

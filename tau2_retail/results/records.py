@@ -51,18 +51,47 @@ RESUME_KEYS = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRecord:
-    """Who played a role: the model name and its endpoint (None for a built-in)."""
+    """Who played a role: the model name and its endpoint (None for a built-in).
+
+    For an agent given as Python code, ``code`` holds ``source`` (``package.module:factory``
+    or ``conftest.py::tau2_agent``), ``kind`` (``import`` or ``fixture``) and the agent's
+    ``name``/``version`` when it has them; ``model`` is then the readable form of all that.
+    """
 
     model: str
     endpoint: Mapping[str, Any] | None
+    code: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "endpoint": dict(self.endpoint) if self.endpoint else None}
+        data = {"model": self.model, "endpoint": dict(self.endpoint) if self.endpoint else None}
+        if self.code:
+            data["code"] = dict(self.code)
+        return data
 
     @classmethod
     def from_json(cls, f: Fields) -> ModelRecord:
         endpoint = f.opt_obj("endpoint")
-        return cls(model=f.text("model"), endpoint=endpoint.raw if endpoint else None)
+        code = f.opt_obj("code")
+        return cls(
+            model=f.text("model"),
+            endpoint=endpoint.raw if endpoint else None,
+            code=code.raw if code else None,
+        )
+
+    def identity(self, role: str) -> dict[str, Any]:
+        """What a resumed run must share: the model and endpoint, or the agent's code (its
+        source; and name/version for an import string, known at start-up)."""
+        if self.code:
+            out = {f"{role}_code": self.code.get("source")}
+            if self.code.get("kind") != "fixture":  # a fixture's agent is seen only later
+                out[f"{role}_code_name"] = self.code.get("name")
+                out[f"{role}_code_version"] = self.code.get("version")
+            return out
+        out = {f"{role}_model": self.model}
+        endpoint = dict(self.endpoint) if self.endpoint else {}
+        for key in sorted(endpoint):
+            out[f"{role}_{key}"] = endpoint[key]
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,10 +164,7 @@ class RunConfiguration:
         }
         for role in ("agent", "user", "judge"):
             record: ModelRecord | None = getattr(self, role)
-            out[f"{role}_model"] = record.model if record else None
-            endpoint = dict(record.endpoint) if record and record.endpoint else {}
-            for key in sorted(endpoint):
-                out[f"{role}_{key}"] = endpoint[key]
+            out.update(record.identity(role) if record else {f"{role}_model": None})
         return out
 
 

@@ -1,0 +1,225 @@
+"""Your agent as Python code, the pytest way: where it comes from and one fresh agent per scenario.
+
+Two sources, checked at start-up (``pytest.UsageError``, exit 4, one line):
+
+- ``--tau2-agent=package.module:factory`` (ini ``tau2_agent``, env ``TAU2_AGENT``): the factory
+  is called once per scenario and trial, also for scenarios started ahead of their tests
+  (``--tau2-concurrency``).
+- a ``tau2_agent`` fixture in the user's ``conftest.py``. pytest sets a function-scoped fixture
+  up only when it reaches the test, so a scenario started ahead cannot have it yet: the fixture
+  decides how scenarios overlap (see :class:`AgentSupply`).
+
+:class:`AgentSupply` is the per-process object (under ``AGENTS_KEY``) that the scheduler asks for
+each scenario's agent; it learns the fixture's scope from the public ``pytest_fixture_setup``
+hook (``request.scope``), never from pytest's internals.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Final, Literal
+
+import pytest
+
+from tau2_retail.errors import ConfigError
+from tau2_retail.models.agent import (
+    FIXTURE_SOURCE,
+    AgentFactory,
+    AgentIdentity,
+    AgentRunner,
+    agent_style,
+    load_agent_factory,
+)
+
+__all__ = [
+    "AGENTS_KEY",
+    "FIXTURE_NAME",
+    "AgentSource",
+    "AgentSupply",
+    "conftest_fixture_source",
+    "load_agent_source",
+]
+
+FIXTURE_NAME: Final = "tau2_agent"
+Mode = Literal["configured", "shared", "per_item"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSource:
+    """Where the agent comes from: an import string (``factory`` set) or a fixture (None)."""
+
+    identity: AgentIdentity
+    factory: AgentFactory | None = None
+
+    @property
+    def is_fixture(self) -> bool:
+        return self.factory is None
+
+    def record(self) -> dict[str, Any]:
+        """The ``code`` part of the agent's ``ModelRecord``."""
+        return {
+            "source": self.identity.source,
+            "kind": "fixture" if self.is_fixture else "import",
+            "name": self.identity.name,
+            "version": self.identity.version,
+        }
+
+
+def conftest_fixture_source(config: pytest.Config) -> str | None:
+    """``conftest.py::tau2_agent`` (path relative to the rootdir) when a loaded conftest
+    defines the fixture, else None. Conftests of the rootdir and of the paths given are
+    loaded before ``pytest_configure``; one in a subfolder is found only when its tests are
+    collected (the scenarios then still get its agent; the header says ``tau2_agent fixture``).
+    """
+    for plugin in config.pluginmanager.get_plugins():
+        file = getattr(plugin, "__file__", None)
+        if not isinstance(plugin, ModuleType) or not file:
+            continue
+        path = Path(file)
+        if path.name == "conftest.py" and FIXTURE_NAME in vars(plugin):
+            try:
+                shown = path.resolve().relative_to(config.rootpath.resolve()).as_posix()
+            except ValueError:
+                shown = os.fspath(path)
+            return f"{shown}::{FIXTURE_NAME}"
+    return None
+
+
+def load_agent_source(
+    config: pytest.Config, *, spec: str, spec_source: str, agent_model_source: str
+) -> AgentSource | None:
+    """The agent's source at start-up; ``pytest.UsageError`` for a bad or conflicting one."""
+    fixture = conftest_fixture_source(config)
+    model_given = agent_model_source != "default"
+    if spec and model_given:
+        raise pytest.UsageError(
+            f"{spec_source}: --tau2-agent {spec!r} and {agent_model_source} both name the "
+            "agent; give one of them"
+        )
+    if fixture and spec:
+        raise pytest.UsageError(
+            f"{spec_source}: --tau2-agent {spec!r} and the fixture {fixture} both name the "
+            "agent; drop one of them"
+        )
+    if fixture and model_given:
+        raise pytest.UsageError(
+            f"{agent_model_source}: an agent model is set, and the fixture {fixture} names the "
+            "agent too; drop one of them"
+        )
+    if fixture:
+        return AgentSource(identity=AgentIdentity(source=fixture, fixture=True))
+    if not spec:
+        return None
+    try:
+        factory, identity = load_agent_factory(spec)
+    except ConfigError as error:
+        raise pytest.UsageError(f"{spec_source}: {error}") from None
+    return AgentSource(identity=identity, factory=factory)
+
+
+class AgentSupply:
+    """Gives the scheduler each scenario's agent (None: the agent model of the options).
+
+    What a ``tau2_agent`` fixture returns decides how scenarios overlap:
+
+    - None (the plugin's own fixture): the ``--tau2-agent`` factory, or the agent model;
+      scenarios start ahead of their tests (``--tau2-concurrency``).
+    - a factory (a class, or a function returning a fresh agent) from a fixture of a broader
+      scope than function (e.g. ``scope="session"``): called once per scenario and trial,
+      scenarios start ahead as above.
+    - an agent object, or a factory, from a function-scoped fixture: that test's own agent.
+      Its scenario can start only when pytest sets the fixture up, at its test: scenarios then
+      run one at a time in this process (use ``-n`` for processes, or a session-scoped factory
+      to keep ``--tau2-concurrency``).
+    """
+
+    def __init__(self, source: AgentSource | None) -> None:
+        self.source = source
+        self.mode: Mode | None = None
+        self.fixture_scope: str | None = None
+        self._per_item: dict[str, AgentRunner] = {}
+        self._shared: AgentFactory | None = None
+        self.identity: AgentIdentity | None = source.identity if source else None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(
+        self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+    ) -> Generator[None, object, object]:
+        if fixturedef.argname == FIXTURE_NAME:
+            self.fixture_scope = request.scope
+        return (yield)
+
+    @property
+    def starts_ahead(self) -> bool:
+        """Whether scenarios may start before their tests (decided at the first scenario)."""
+        return self.mode in ("configured", "shared")
+
+    def accept(self, nodeid: str, value: object) -> None:
+        """Take the ``tau2_agent`` fixture's value for test ``nodeid``, before its scenario
+        is asked for. Fails the test (``pytest.fail``) for a value that cannot work."""
+        scope = self.fixture_scope or "function"
+        source = self.source.identity.source if self.source else FIXTURE_SOURCE
+        mode: Mode
+        if value is None:
+            mode = "configured"
+        elif agent_style(value) is not None and not isinstance(value, type):
+            if scope != "function":
+                pytest.fail(
+                    f"the {scope}-scoped {FIXTURE_NAME} fixture returned an agent object: every "
+                    "scenario would share it; return a factory (e.g. the agent's class, or a "
+                    "function that makes one) or make the fixture function-scoped",
+                    pytrace=False,
+                )
+            mode = "per_item"
+            agent = value
+            self._remember(AgentIdentity.of(source, agent, fixture=True))
+            self._per_item[nodeid] = AgentRunner(lambda: agent, self.identity_or(source))
+        elif callable(value):
+            factory: AgentFactory = value
+            self._remember(AgentIdentity.of(source, value, fixture=True))
+            if scope == "function":
+                mode = "per_item"
+                self._per_item[nodeid] = AgentRunner(factory, self.identity_or(source))
+            else:
+                mode = "shared"
+                self._shared = factory
+        else:
+            pytest.fail(
+                f"the {FIXTURE_NAME} fixture returned a {type(value).__name__}; expected an "
+                "agent (respond or converse), a factory of agents, or None",
+                pytrace=False,
+            )
+        if self.mode is None:
+            self.mode = mode
+        elif self.mode != mode:
+            pytest.fail(
+                f"the {FIXTURE_NAME} fixture gave this test a different kind of agent "
+                f"({mode}) than the earlier scenarios of this process ({self.mode}); give every "
+                "scenario its agent the same way",
+                pytrace=False,
+            )
+
+    def _remember(self, identity: AgentIdentity) -> None:
+        if self.identity is None or self.identity.name is None:
+            self.identity = identity
+
+    def identity_or(self, source: str) -> AgentIdentity:
+        return self.identity or AgentIdentity(source=source, fixture=True)
+
+    def runner(self, nodeid: str) -> AgentRunner | None:
+        """A fresh agent for the scenario of ``nodeid`` (None: the agent model)."""
+        runner = self._per_item.pop(nodeid, None)
+        if runner is not None:
+            return runner
+        if self._shared is not None:
+            return AgentRunner(self._shared, self.identity_or(FIXTURE_SOURCE))
+        if self.source is not None and self.source.factory is not None:
+            return AgentRunner(self.source.factory, self.source.identity)
+        return None
+
+
+AGENTS_KEY = pytest.StashKey[AgentSupply]()

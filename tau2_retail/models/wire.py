@@ -1,0 +1,136 @@
+"""The OpenAI chat wire format, both ways: what a model is sent and how its reply is read.
+
+One encoder and one reader, shared by the OpenAI-compatible client and by agents given as
+Python code (``tau2_retail.models.agent``): an agent's ``respond`` sees exactly the messages an
+endpoint model would be sent, and what it returns is read exactly as an endpoint's reply.
+This module does not import ``openai`` (it costs most of a second to import).
+
+Reading: tool-call arguments stay the raw string the model sent (the conversation turns
+invalid JSON into a tool error for the model), an empty string becomes ``{}``, an object becomes
+its JSON text, a missing call id gets ``call_<n>``, and half a UTF-16 surrogate pair in any kept
+text becomes U+FFFD.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from tau2_retail.models.messages import Message, ToolCall, Usage
+from tau2_retail.models.text import valid_unicode
+
+__all__ = [
+    "UnreadableReply",
+    "encode_messages",
+    "read_completion",
+    "read_message",
+]
+
+# a finish_reason is a word, not a text: it is recorded as the server said it, cut short
+_FINISH_REASON_CHARS: Final = 64
+
+
+class UnreadableReply(ValueError):
+    """A reply that is not a chat completion (or an assistant message) we can read."""
+
+
+def _wire_safe(message: dict[str, Any]) -> dict[str, Any]:
+    """A wire message whose text holds no lone surrogate (it could not be encoded as UTF-8)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        message["content"] = valid_unicode(content)
+    for call in message.get("tool_calls", ()):
+        function = call["function"]
+        function["arguments"] = valid_unicode(function["arguments"])
+        function["name"] = valid_unicode(function["name"])
+    return message
+
+
+def encode_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The ``messages`` of a Chat Completions request, as plain (fresh, mutable) dicts."""
+    return [_wire_safe(message.to_openai()) for message in messages]
+
+
+def read_message(
+    message: object, call_ids: Iterator[int]
+) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """Content and tool calls of an assistant message dict; raises ``UnreadableReply``.
+
+    ``call_ids`` numbers the calls that come without an id (``call_<n>``).
+    """
+    if not isinstance(message, Mapping):
+        raise UnreadableReply("the message is not an object")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise UnreadableReply("the message content is not a string")
+    if content is not None:
+        content = valid_unicode(content)
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise UnreadableReply("tool_calls is not a list")
+    return content, tuple(_tool_call(raw, call_ids) for raw in raw_calls)
+
+
+def read_completion(
+    data: object, call_ids: Iterator[int]
+) -> tuple[str | None, tuple[ToolCall, ...], Usage, str | None]:
+    """Content, tool calls, usage and ``finish_reason`` of a chat completion object; raises
+    ``UnreadableReply``."""
+    if not isinstance(data, Mapping):
+        raise UnreadableReply("body is not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise UnreadableReply("no choices")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, Mapping) else None
+    if not isinstance(message, Mapping):
+        raise UnreadableReply("the first choice has no message")
+    content, tool_calls = read_message(message, call_ids)
+    finish = choice.get("finish_reason")
+    finish_reason = (
+        valid_unicode(finish[:_FINISH_REASON_CHARS]) if isinstance(finish, str) else None
+    )
+    return content, tool_calls, _usage(data.get("usage")), finish_reason
+
+
+def _tool_call(raw: object, call_ids: Iterator[int]) -> ToolCall:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("function"), Mapping):
+        raise UnreadableReply("a tool call has no function")
+    function = raw["function"]
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise UnreadableReply("a tool call has no function name")
+    arguments = function.get("arguments")
+    if arguments is None or arguments == "":
+        arguments = "{}"
+    elif isinstance(arguments, dict):
+        # Some servers send the arguments as an object rather than a JSON string.
+        arguments = json.dumps(arguments)
+    elif not isinstance(arguments, str):
+        raise UnreadableReply("tool-call arguments are neither a string nor an object")
+    call_id = raw.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = f"call_{next(call_ids)}"
+    return ToolCall(
+        id=valid_unicode(call_id),
+        name=valid_unicode(name),
+        arguments=valid_unicode(arguments),
+    )
+
+
+def _usage(raw: object) -> Usage:
+    if not isinstance(raw, Mapping):
+        return Usage(n_calls=1)
+    details = raw.get("prompt_tokens_details")
+    return Usage(
+        n_calls=1,
+        prompt=_count(raw.get("prompt_tokens")),
+        completion=_count(raw.get("completion_tokens")),
+        # the provider's own prompt cache (OpenAI, vLLM): billed at the cached-input price
+        cached_prompt=_count(details.get("cached_tokens")) if isinstance(details, Mapping) else 0,
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -1,0 +1,76 @@
+"""The example agents reproduce the gold database on all 114 scenarios, through the import
+string and through the fixture, in one process with scenarios in flight and with two workers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tau2_retail.testing.bench import Bench
+
+EXAMPLES = {
+    "turn": "examples.turn_agent:SupportAgent",
+    "loop": "examples.agents_sdk_agent:SdkSupportAgent",
+}
+
+# The fixtures a team writes: a fresh agent per scenario; the sync client is shared by the
+# session (an async client belongs to one event loop: the loop-style agent owns and closes its).
+FIXTURES = {
+    "turn": """\
+import pytest
+from openai import OpenAI
+
+from examples.turn_agent import SupportAgent
+
+
+@pytest.fixture(scope="session")
+def model_client():
+    client = OpenAI()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def tau2_agent(model_client):
+    return SupportAgent(model_client)
+""",
+    "loop": """\
+import pytest
+
+from examples.agents_sdk_agent import SdkSupportAgent
+
+
+@pytest.fixture
+def tau2_agent():
+    return SdkSupportAgent()
+""",
+}
+
+PROCESSES = {
+    "n0-c8": ("-n", "0", "--tau2-concurrency=8"),
+    "n2": ("-n", "2", "--dist", "each", "--tau2-concurrency=8"),
+}
+
+
+@pytest.mark.tau2_subprocess
+@pytest.mark.parametrize("processes", list(PROCESSES))
+@pytest.mark.parametrize("source", ["import", "fixture"])
+@pytest.mark.parametrize("style", list(EXAMPLES))
+def test_an_example_agent_reproduces_the_gold_database_on_every_scenario(
+    example_bench: Bench, style: str, source: str, processes: str
+) -> None:
+    if style == "loop":
+        pytest.importorskip("agents", reason="the agents-sdk dependency group is not installed")
+    args = list(PROCESSES[processes])
+    if source == "import":
+        args.append(f"--tau2-agent={EXAMPLES[style]}")
+    else:
+        (example_bench.path / "conftest.py").write_text(FIXTURES[style], encoding="utf-8")
+    result = example_bench.run(*args, "-q", "--tau2-run-id=gold", timeout=600)
+    assert result.ret == 0, result.stdout[-3000:]
+    summary = json.loads((example_bench.output_dir / "gold" / "summary.json").read_text())
+    signals = summary["signals"]
+    assert (signals["DB_STATE_MATCH"]["passed"], signals["DB_STATE_MATCH"]["total"]) == (114, 114)
+    assert (signals["CLEAN_EXIT"]["passed"], signals["CLEAN_EXIT"]["total"]) == (114, 114)
+    assert summary["counts"]["infra_errors"] == 0

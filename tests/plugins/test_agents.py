@@ -1,0 +1,271 @@
+"""Your agent as Python code through pytest: ``--tau2-agent`` and the ``tau2_agent`` fixture,
+start-up errors, faults of agent code, and the records that name the agent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import Bench
+
+# Tasks whose gold database is the seed: an agent that ends the call at once passes them.
+TASKS = "--tau2-tasks=10,12,24"
+
+AGENTS = """\
+import os
+
+from tau2_retail import AgentInfraError
+
+END = {"tool_calls": [{"id": "e", "type": "function",
+                       "function": {"name": "end_conversation", "arguments": "{}"}}]}
+made = []
+
+
+class Ender:
+    name = "ender"
+    version = "0.3"
+
+    def respond(self, messages, tools):
+        return END
+
+
+class LoopEnder:
+    name = "loop-ender"
+
+    async def converse(self, messages, toolbox):
+        toolbox.call("end_conversation", {})
+        return ""
+
+
+class FirstRaises(Ender):
+    def __init__(self):
+        made.append(self)
+        self.first = len(made) == 1
+
+    def respond(self, messages, tools):
+        if self.first:
+            raise ZeroDivisionError("the router divided by zero")
+        return END
+
+
+class Down(Ender):
+    def respond(self, messages, tools):
+        raise AgentInfraError("our model gateway is down")
+
+
+class Nothing:
+    pass
+"""
+
+FIXTURE = """\
+import pytest
+
+from my_agents import Ender
+
+
+@pytest.fixture(scope="session")
+def http_client():
+    return object()  # e.g. one shared client
+
+
+@pytest.fixture
+def tau2_agent(http_client):
+    assert http_client is not None
+    return Ender()
+"""
+
+SESSION_FACTORY = """\
+import time
+
+import pytest
+
+
+class Slow:
+    name = "slow"
+
+    def respond(self, messages, tools):
+        time.sleep(0.2)
+        return {"tool_calls": [{"id": "e", "type": "function",
+                                "function": {"name": "end_conversation", "arguments": "{}"}}]}
+
+
+@pytest.fixture(scope="session")
+def tau2_agent():
+    return Slow  # a factory: one fresh agent per scenario, scenarios still in flight
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    scheduler = item.funcargs.get("tau2_scheduler")
+    if scheduler is not None:
+        with open("peak.txt", "a") as out:
+            out.write(f"{scheduler.peak_in_flight}\\n")
+"""
+
+
+@pytest.fixture
+def agents(bench: Bench) -> Bench:
+    (bench.path / "my_agents.py").write_text(AGENTS, encoding="utf-8")
+    return bench
+
+
+def _summary(bench: Bench, run_id: str) -> dict[str, object]:
+    return json.loads((bench.output_dir / run_id / "summary.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("args", "conftest", "expected"),
+    [
+        (
+            ["--tau2-agent=no_such_pkg.agents:make"],
+            None,
+            "--tau2-agent: no_such_pkg.agents:make: cannot import 'no_such_pkg.agents': "
+            "ModuleNotFoundError: No module named 'no_such_pkg'",
+        ),
+        (
+            ["--tau2-agent=my_agents:Missing"],
+            None,
+            "--tau2-agent: my_agents:Missing: module 'my_agents' has no attribute 'Missing'",
+        ),
+        (
+            ["--tau2-agent=my_agents:Nothing"],
+            None,
+            "--tau2-agent: my_agents:Nothing: class Nothing has neither respond(messages, tools)",
+        ),
+        (
+            ["--tau2-agent=my_agents", "-x"],
+            None,
+            "--tau2-agent: 'my_agents' is not valid for --tau2-agent; expected an import string",
+        ),
+        (
+            ["--tau2-agent=my_agents:Ender", "--tau2-agent-model=gpt-x"],
+            None,
+            "--tau2-agent: --tau2-agent 'my_agents:Ender' and --tau2-agent-model both name the "
+            "agent; give one of them",
+        ),
+        (
+            ["--tau2-agent=my_agents:Ender"],
+            FIXTURE,
+            "--tau2-agent: --tau2-agent 'my_agents:Ender' and the fixture "
+            "conftest.py::tau2_agent both name the agent",
+        ),
+    ],
+    ids=["not-importable", "missing", "no-method", "syntax", "with-model", "with-fixture"],
+)
+def test_a_bad_agent_stops_the_run_at_start_up_with_one_line(
+    agents: Bench, args: list[str], conftest: str | None, expected: str
+) -> None:
+    if conftest is not None:
+        (agents.path / "conftest.py").write_text(conftest, encoding="utf-8")
+    result = agents.run(*args, TASKS)
+    assert result.ret == 4
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1
+    assert expected in errors[0]
+    assert not (agents.output_dir).exists() or not any(agents.output_dir.iterdir())
+
+
+def test_the_agent_comes_from_the_environment_too(agents: Bench, monkeypatch) -> None:
+    monkeypatch.setenv("TAU2_AGENT", "my_agents:Missing")
+    result = agents.run(TASKS)
+    assert result.ret == 4
+    assert "TAU2_AGENT: my_agents:Missing: module 'my_agents' has no attribute" in result.stderr
+
+
+@pytest.mark.tau2_subprocess
+@pytest.mark.parametrize("style", ["Ender", "LoopEnder"])
+def test_an_import_string_agent_runs_and_is_named_in_the_records(
+    agents: Bench, xdist: tuple[str, ...], style: str
+) -> None:
+    result = agents.run(
+        *xdist,
+        TASKS,
+        f"--tau2-agent=my_agents:{style}",
+        "--tau2-run-id=imp",
+        "--tau2-min-pass-rate=1",
+        "--tau2-concurrency=3",
+    )
+    result.assert_outcomes(passed=3)
+    assert result.ret == 0
+    described = (
+        "my_agents:Ender (ender 0.3)" if style == "Ender" else "my_agents:LoopEnder (loop-ender)"
+    )
+    result.stdout.fnmatch_lines([f"tau2: agent code {described}; user builtin:customer; *"])
+    result.stdout.fnmatch_lines([f"tau2 gate: agent {described}, profile default, *: PASS"])
+    summary = _summary(agents, "imp")
+    assert summary["models"]["agent"] == described  # type: ignore[index]
+    run_args = json.loads((agents.output_dir / "imp" / "run_args.json").read_text())
+    assert run_args["configuration"]["agent"]["code"]["source"] == f"my_agents:{style}"
+    assert run_args["configuration"]["settings"]["agent"] == f"my_agents:{style}"
+    assert "OFFLINE SELF-CHECK" not in result.stdout
+
+
+@pytest.mark.tau2_subprocess
+def test_a_fixture_override_gives_each_scenario_its_agent(
+    agents: Bench, xdist: tuple[str, ...]
+) -> None:
+    (agents.path / "conftest.py").write_text(FIXTURE, encoding="utf-8")
+    result = agents.run(*xdist, TASKS, "--tau2-run-id=fx", "--tau2-min-pass-rate=1")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["tau2: agent code conftest.py::tau2_agent; *"])
+    # name and version are seen when a scenario had the agent (on a worker, too)
+    result.stdout.fnmatch_lines(
+        ["tau2 gate: agent conftest.py::tau2_agent (ender 0.3), profile default, *: PASS"]
+    )
+    code = _summary(agents, "fx")["configuration"]["agent"]["code"]  # type: ignore[index]
+    assert code == {
+        "source": "conftest.py::tau2_agent",
+        "kind": "fixture",
+        "name": "ender",
+        "version": "0.3",
+    }
+
+
+@pytest.mark.tau2_subprocess
+def test_a_session_scoped_factory_fixture_keeps_scenarios_in_flight(agents: Bench) -> None:
+    (agents.path / "conftest.py").write_text(SESSION_FACTORY, encoding="utf-8")
+    result = agents.run("-n", "0", TASKS, "--tau2-concurrency=3", "--tau2-run-id=sf")
+    result.assert_outcomes(passed=3)
+    peaks = [int(x) for x in (agents.path / "peak.txt").read_text().split()]
+    assert max(peaks) == 3
+
+
+@pytest.mark.tau2_subprocess
+def test_an_agent_that_raises_fails_its_scenario_not_the_run(
+    agents: Bench, xdist: tuple[str, ...]
+) -> None:
+    # -n 0 so that "the first agent made" is one scenario of the run
+    result = agents.run("-n", "0", TASKS, "--tau2-agent=my_agents:FirstRaises", "--tau2-run-id=r")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*CLEAN_EXIT failed: the conversation ended with agent_error (agent: respond() raised "
+            "ZeroDivisionError: the router divided by zero), not agent_exit",
+            "*The agent raised:",
+            "*Traceback (most recent call last):",
+            '*raise ZeroDivisionError("the router divided by zero")',
+        ]
+    )
+    traceback = list((agents.output_dir / "r").glob("*/agent_traceback.txt"))
+    assert len(traceback) == 1
+    assert "ZeroDivisionError: the router divided by zero" in traceback[0].read_text()
+
+
+@pytest.mark.tau2_subprocess
+def test_agent_infra_error_is_excluded_and_resumed_with_the_same_agent_only(
+    agents: Bench,
+) -> None:
+    first = agents.run("-n", "0", TASKS, "--tau2-agent=my_agents:Down", "--tau2-run-id=inf")
+    first.assert_outcomes(errors=3)
+    first.stdout.fnmatch_lines(["*Tau2InfraError: infra_error: agent: our model gateway is down*"])
+    other = agents.run("-n", "0", TASKS, "--tau2-agent=my_agents:Ender", "--tau2-resume=inf")
+    assert other.ret == 4
+    assert "agent_code: stored 'my_agents:Down', now 'my_agents:Ender'" in other.stderr
+    # the same agent, its backend back (here: the module changed under the same name)
+    source = (agents.path / "my_agents.py").read_text()
+    (agents.path / "my_agents.py").write_text(
+        source.replace('raise AgentInfraError("our model gateway is down")', "return END")
+    )
+    again = agents.run("-n", "0", TASKS, "--tau2-agent=my_agents:Down", "--tau2-resume=inf")
+    again.assert_outcomes(passed=3)

@@ -1,0 +1,231 @@
+"""The agent contract: finding a factory by import string, and reading what an agent returns."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+import tau2_retail
+from tau2_retail.errors import AgentInfraError, ConfigError, EndpointError
+from tau2_retail.models.agent import (
+    AgentFailed,
+    AgentIdentity,
+    AgentRunner,
+    agent_style,
+    load_agent_factory,
+    parse_agent_spec,
+)
+from tau2_retail.models.messages import Message, Role
+
+MODULE = """\
+class Turn:
+    name = "turny"
+    version = "2.1"
+
+    def respond(self, messages, tools):
+        return "hi"
+
+
+class Loop:
+    async def converse(self, messages, toolbox):
+        return "done"
+
+
+class Nothing:
+    pass
+
+
+def make_turn():
+    return Turn()
+
+
+def make_nothing():
+    return Nothing()
+
+
+def broken_factory():
+    raise RuntimeError("no key")
+
+
+instance = Turn()
+number = 3
+"""
+
+
+@pytest.fixture
+def agent_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "my_agents_mod.py").write_text(MODULE, encoding="utf-8")
+    (tmp_path / "broken_agents_mod.py").write_text("import not_a_module_x\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "my_agents_mod"
+    for name in ("my_agents_mod", "broken_agents_mod"):
+        sys.modules.pop(name, None)
+
+
+def test_the_public_surface_is_reexported() -> None:
+    assert set(tau2_retail.__all__) == {"AgentInfraError", "LoopAgent", "Toolbox", "TurnAgent"}
+    assert tau2_retail.AgentInfraError is AgentInfraError
+    # an outage of the agent's backend is an endpoint error: excluded and resumable
+    assert issubclass(AgentInfraError, EndpointError)
+
+
+@pytest.mark.parametrize(
+    ("attribute", "style", "name", "version"),
+    [
+        ("Turn", "turn", "turny", "2.1"),
+        ("make_turn", "turn", "turny", "2.1"),
+        ("Loop", "loop", None, None),
+    ],
+)
+def test_a_factory_is_found_with_the_identity_of_its_agent(
+    agent_module: str, attribute: str, style: str, name: str | None, version: str | None
+) -> None:
+    factory, identity = load_agent_factory(f"{agent_module}:{attribute}")
+    assert identity == AgentIdentity(
+        source=f"{agent_module}:{attribute}", name=name, version=version
+    )
+    assert agent_style(factory()) == style
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            "broken_agents_mod:x",
+            "cannot import 'broken_agents_mod': ModuleNotFoundError: "
+            "No module named 'not_a_module_x'",
+        ),
+        ("my_agents_mod:missing", "module 'my_agents_mod' has no attribute 'missing'"),
+        (
+            "my_agents_mod:Nothing",
+            "class Nothing has neither respond(messages, tools) nor converse",
+        ),
+        ("my_agents_mod:make_nothing", "the factory's Nothing object has neither respond"),
+        ("my_agents_mod:instance", "names an agent object, not a factory"),
+        ("my_agents_mod:number", "int object is not callable"),
+        ("my_agents_mod:broken_factory", "the factory raised RuntimeError: no key"),
+    ],
+)
+def test_a_bad_import_string_says_what_is_wrong(
+    agent_module: str, spec: str, expected: str
+) -> None:
+    with pytest.raises(
+        ConfigError,
+    ) as raised:
+        load_agent_factory(spec)
+    assert expected in str(raised.value)
+    assert str(raised.value).startswith(spec)
+
+
+@pytest.mark.parametrize("spec", ["nocolon", "a.b:", ":f", "a b:c", "a:b-c"])
+def test_an_import_string_needs_module_and_attribute(spec: str) -> None:
+    with pytest.raises(ConfigError, match=r"package\.module:factory"):
+        parse_agent_spec(spec)
+
+
+class _Message:
+    """Like an ``openai`` message: ``model_dump()`` gives the wire dict."""
+
+    def __init__(self, data: dict[str, object]) -> None:
+        self.data = data
+
+    def model_dump(self) -> dict[str, object]:
+        return self.data
+
+
+def _turn(reply: object) -> tuple[str | None, list[tuple[str, str, str]], int]:
+    class Agent:
+        def respond(self, messages, tools):
+            return reply
+
+    runner = AgentRunner(Agent, AgentIdentity(source="t:t"))
+    runner.start()
+    turn = asyncio.run(runner.complete([Message(role=Role.USER, content="hi")], tools=[]))
+    return (
+        turn.content,
+        [(c.id, c.name, c.arguments) for c in turn.tool_calls],
+        turn.usage.prompt,
+    )
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "calculate", "arguments": ""}}
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("hello", ("hello", [], 0)),
+        (
+            {"role": "assistant", "content": "x", "tool_calls": [CALL]},
+            ("x", [("c1", "calculate", "{}")], 0),
+        ),
+        (
+            _Message({"content": None, "tool_calls": [{**CALL, "id": None}]}),
+            (None, [("call_0", "calculate", "{}")], 0),
+        ),
+        (
+            {
+                "choices": [{"message": {"content": "y"}}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": 2},
+            },
+            ("y", [], 7),
+        ),
+        ({"content": "a\ud83d"}, ("a\ufffd", [], 0)),
+    ],
+)
+def test_a_turn_is_read_as_an_endpoint_reply_is(reply: object, expected: object) -> None:
+    assert _turn(reply) == expected
+
+
+@pytest.mark.parametrize("reply", [42, {"content": 3}, {"tool_calls": [{"function": {}}]}])
+def test_an_unreadable_turn_is_the_agents_failure(reply: object) -> None:
+    with pytest.raises(AgentFailed, match="not an assistant turn"):
+        _turn(reply)
+
+
+def test_an_exception_of_the_agent_keeps_its_traceback() -> None:
+    class Agent:
+        async def respond(self, messages, tools):
+            raise KeyError("missing thing")
+
+    runner = AgentRunner(Agent, AgentIdentity(source="t:t"))
+    runner.start()
+    with pytest.raises(AgentFailed) as raised:
+        asyncio.run(runner.complete([], tools=[]))
+    assert raised.value.detail == "respond() raised KeyError: 'missing thing'"
+    assert "Traceback" in raised.value.traceback_text
+    assert 'raise KeyError("missing thing")' in raised.value.traceback_text
+
+
+def test_agent_infra_error_passes_through() -> None:
+    class Agent:
+        def respond(self, messages, tools):
+            raise AgentInfraError("backend down")
+
+    runner = AgentRunner(Agent, AgentIdentity(source="t:t"))
+    runner.start()
+    with pytest.raises(AgentInfraError, match="backend down"):
+        asyncio.run(runner.complete([], tools=[]))
+
+
+def test_a_sync_agent_runs_off_the_event_loop() -> None:
+    import threading
+
+    seen: list[str] = []
+
+    class Agent:
+        def respond(self, messages, tools):
+            seen.append(threading.current_thread().name)
+            return "ok"
+
+    async def two() -> None:
+        runners = [AgentRunner(Agent, AgentIdentity(source="t:t")) for _ in range(2)]
+        for runner in runners:
+            runner.start()
+        await asyncio.gather(*(r.complete([], tools=[]) for r in runners))
+
+    asyncio.run(two())
+    assert seen == ["tau2-agent", "tau2-agent"]
