@@ -37,6 +37,7 @@ from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.records import RESUME_KEYS, RunArgs, RunSummary, ScenarioRow
 from tau2_retail.results.summary import (
     headline_lines,
+    judge_format_line,
     pass_hat_k_line,
     read_run_args,
     read_summary,
@@ -491,6 +492,9 @@ class Tau2Run:
             f"infra errors: {counts.infra_errors}, lost scenarios: {counts.lost} "
             "(excluded from the rates; see all_summary.txt)"
         )
+        judge_format = judge_format_line(summary)
+        if judge_format is not None:
+            lines.append(judge_format)
         for row in summary.scenarios:
             if row.status == "FAIL":
                 lines.append(f"FAILED {row.scenario_id}: {failure_reason(row, summary.profile)}")

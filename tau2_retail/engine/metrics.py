@@ -202,7 +202,9 @@ class ScenarioMetrics:
     ``requests`` holds per role what its requests cost on the wire (attempts, retries, failed,
     seconds waited between attempts). ``infra_role`` names the role whose endpoint failed when
     ``infra_error`` is set. ``needs_judging`` marks a finished conversation whose judge was
-    down: resume re-judges its saved transcript instead of running it again.
+    down or whose judge replies could not be read: resume re-judges its saved transcript
+    instead of running it again. ``judge_unreadable_replies`` counts the judge's replies that
+    could not be read (written only when there was one).
     """
 
     profile: str
@@ -237,6 +239,7 @@ class ScenarioMetrics:
     requests: Mapping[str, RequestStats]
     infra_role: str | None = None
     needs_judging: bool = False
+    judge_unreadable_replies: int = 0
 
     @property
     def nl_applicable(self) -> bool:
@@ -285,6 +288,8 @@ class ScenarioMetrics:
             out["infra_role"] = self.infra_role
         if self.needs_judging:
             out["needs_judging"] = True
+        if self.judge_unreadable_replies:
+            out["judge_unreadable_replies"] = self.judge_unreadable_replies
         return out
 
     @classmethod
@@ -333,6 +338,9 @@ class ScenarioMetrics:
             },
             infra_role=f.opt_text("infra_role"),
             needs_judging=f.has("needs_judging") and f.flag("needs_judging"),
+            judge_unreadable_replies=(
+                f.integer("judge_unreadable_replies") if f.has("judge_unreadable_replies") else 0
+            ),
         )
 
     def sort_key(self) -> tuple[float, str, int]:

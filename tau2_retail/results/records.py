@@ -19,6 +19,7 @@ __all__ = [
     "Counts",
     "GroupRate",
     "InfraErrorRow",
+    "JudgeReplies",
     "ModelRecord",
     "NlSignal",
     "PassHatK",
@@ -320,6 +321,30 @@ class Mean:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeReplies:
+    """The judge's replies of a run (retries after an unreadable reply included) and how many
+    could not be read. ``follows_format`` is False when most could not be read."""
+
+    total: int = 0
+    unreadable: int = 0
+
+    @property
+    def follows_format(self) -> bool:
+        return 2 * self.unreadable <= self.total
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "unreadable": self.unreadable,
+            "follows_format": self.follows_format,
+        }
+
+    @classmethod
+    def from_json(cls, f: Fields) -> JudgeReplies:
+        return cls(total=f.integer("total"), unreadable=f.integer("unreadable"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InfraErrorRow:
     scenario_id: str
     detail: str
@@ -412,6 +437,7 @@ class RunSummary:
     infra_errors: tuple[InfraErrorRow, ...]
     lost: tuple[str, ...]
     lost_reasons: Mapping[str, str] = field(default_factory=dict)
+    judge_replies: JudgeReplies = field(default_factory=JudgeReplies)
     scenarios: tuple[ScenarioRow, ...]
 
     def model(self, role: str) -> str | None:
@@ -446,6 +472,7 @@ class RunSummary:
             "infra_errors": [row.to_json() for row in self.infra_errors],
             "lost": list(self.lost),
             "lost_reasons": dict(self.lost_reasons),
+            "judge_replies": self.judge_replies.to_json(),
             "scenarios": [row.to_json() for row in self.scenarios],
         }
 
@@ -481,6 +508,12 @@ class RunSummary:
                 {k: str(v) for k, v in f.obj("lost_reasons").raw.items()}
                 if f.has("lost_reasons")
                 else {}
+            ),
+            # absent in summaries written before unreadable judge replies were counted
+            judge_replies=(
+                JudgeReplies.from_json(f.obj("judge_replies"))
+                if f.has("judge_replies")
+                else JudgeReplies()
             ),
             scenarios=tuple(ScenarioRow.from_json(row) for row in f.objects("scenarios")),
         )
