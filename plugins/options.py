@@ -22,7 +22,7 @@ from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
-from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.config import NO_API_KEY, EndpointConfig
 from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
 
@@ -470,6 +470,20 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
         raise pytest.UsageError(f"{sources[role + '_model']}: {error}") from error
 
 
+def _check_key(role: str, choice: ModelSettings | None, sources: Mapping[str, str]) -> None:
+    """A role whose endpoint needs a key stops the run at start-up when its key variable is
+    unset or empty: every request would fail (401), each scenario an infra error."""
+    if choice is None or choice.endpoint is None:
+        return
+    problem = choice.endpoint.missing_key(os.environ)
+    if problem:
+        raise pytest.UsageError(
+            f"{sources[role + '_model']}: the {role} model {choice.name!r}: {problem}; set it, "
+            f"name another variable with --tau2-{role}-api-key-env, or say the endpoint takes "
+            f"no key with --tau2-{role}-api-key-env={NO_API_KEY}"
+        )
+
+
 def plain_setting(value: Any) -> Any:
     """A parsed value as plain JSON: what the run files record and what xdist can send to a
     worker (the inverse of :func:`typed_setting`)."""
@@ -528,6 +542,8 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             "--tau2-user-model (and --tau2-user-base-url) to a model that plays the customer, "
             "or --tau2-user-model=builtin:customer to accept the scripted one"
         )
+    for role, choice in (("agent", agent), ("user", user), ("judge", judge)):
+        _check_key(role, choice, sources)
     recorded = {name: plain_setting(value) for name, value in values.items()}
     return Tau2Settings(
         **{name: values[name] for name in _TYPED},

@@ -18,7 +18,7 @@ import platform
 import shlex
 import sys
 import warnings
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,49 @@ def argv_redacted() -> list[str]:
     return redact_argv(sys.argv)
 
 
+# flags a resume command drops: the run id it names itself, and the early stop of the session
+# that stopped (``-x``, ``--maxfail``); each with the number of values that follow it when
+# given without ``=``
+_NOT_REPEATED = {
+    "--tau2-resume": 1,
+    "--tau2-run-id": 1,
+    "-x": 0,
+    "--exitfirst": 0,
+    "--maxfail": 1,
+    "--sw": 0,
+    "--stepwise": 0,
+}
+# short flags without a value that may be combined with -x in one word (``-xq``)
+_SHORT_SWITCHES = frozenset("xvqsl")
+
+
+def resume_arguments(args: Sequence[str]) -> list[str]:
+    """The arguments of a pytest command line that a resume repeats: every one but the run
+    id, ``--tau2-resume`` and the early stop (``-x``, ``--maxfail``), as the user typed them."""
+    kept: list[str] = []
+    skip = 0
+    for arg in args:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _NOT_REPEATED:
+            skip = 0 if "=" in arg else _NOT_REPEATED[name]
+            continue
+        if (
+            len(arg) > 2
+            and arg[0] == "-"
+            and arg[1] != "-"
+            and set(arg[1:]) <= _SHORT_SWITCHES
+            and "x" in arg
+        ):
+            arg = arg.replace("x", "")
+            if arg == "-":
+                continue
+        kept.append(arg)
+    return kept
+
+
 def profile_line(profile: ProfileName) -> str:
     """The run header's line naming the profile and what it means."""
     if profile is ProfileName.TAU2:
@@ -102,6 +145,9 @@ class Tau2Run:
         self.problems: list[str] = []
         self.report_path: Path | None = None
         self.exit_problem: str | None = None
+        self.interrupted = False
+        #: the scenario ids this session selected (after -k, --lf and resume)
+        self.selected: set[str] = set()
         #: the exit status the run decides (gate, unusable baseline, resumed run), set at finish
         self.exit_verdict: pytest.ExitCode | None = None
 
@@ -232,14 +278,22 @@ class Tau2Run:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self._select(ids)
         # a resumed run is active even when every scenario is complete (nothing left to run)
-        self._collected(bool(self.process.completed) or any(scenario_of(nodeid) for nodeid in ids))
+        self._collected(bool(self.process.completed) or bool(self.selected))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not hasattr(session.config, "workerinput") and session.items:
-            self._collected(any(scenario_of(item.nodeid) for item in session.items))
+            self._select(item.nodeid for item in session.items)
+            self._collected(bool(self.selected))
         elif self.process.completed:
             self._collected(True)
+
+    def _select(self, nodeids: Iterable[str]) -> None:
+        for nodeid in nodeids:
+            scenario = scenario_of(nodeid)
+            if scenario is not None:
+                self.selected.add(scenario)
 
     def _collected(self, has_scenarios: bool) -> None:
         if self.collected or not has_scenarios:
@@ -335,11 +389,13 @@ class Tau2Run:
         """
         active = bool(self.seen or (self.collected and self.process.completed))
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-        if active and interrupted:
+        self.interrupted = interrupted
+        if interrupted:
             # syrupy (installed beside us) warns that an interrupted xdist session sent it no
-            # snapshot reports; with filterwarnings=error that warning became a traceback and
-            # exit 1 after Ctrl-C. A benchmark session asserts no snapshots: the warning says
-            # nothing here. The filter lives inside pytest's catch_warnings of this hook.
+            # snapshot reports (also when Ctrl-C came while the workers were still starting);
+            # with filterwarnings=error that warning became a traceback and exit 1 after
+            # Ctrl-C. A benchmark session asserts no snapshots: the warning says nothing here.
+            # The filter lives inside pytest's catch_warnings of this hook.
             warnings.filterwarnings("ignore", message=r"syrupy: ", category=UserWarning)
         if active and not interrupted:
             self._finish(session)
@@ -468,10 +524,21 @@ class Tau2Run:
     # -- the terminal section -----------------------------------------------------------------
 
     def resume_command(self) -> str:
-        args = [a for a in argv_redacted()[1:] if not a.startswith("--tau2-run-id")]
-        return "pytest " + " ".join([*map(shlex.quote, args), "--tau2-resume", self.process.run_id])
+        """The command that continues this run: the user's arguments (redacted) without the
+        run id, a repeated ``--tau2-resume`` or the early stop, each quoted as a shell wants."""
+        args = resume_arguments(redact_argv(list(self.config.invocation_params.args)))
+        return shlex.join(["pytest", *args, f"--tau2-resume={self.process.run_id}"])
 
-    def terminal_lines(self) -> list[str]:
+    def not_run(self) -> list[str]:
+        """Selected scenarios this session stopped before (``-x``, ``--maxfail``, Ctrl-C)."""
+        if self.summary is None:
+            return []
+        recorded = {row.scenario_id for row in self.summary.scenarios} | set(self.summary.lost)
+        return sorted(self.selected - recorded - self.seen)
+
+    def terminal_lines(self, *, failures_listed: bool = False) -> list[str]:
+        """The tau2 section; ``failures_listed`` when pytest's short test summary already names
+        each failed scenario (``-rf``, ``-ra``): then it is not listed a second time."""
         summary = self.summary
         assert summary is not None
         settings = self.process.settings
@@ -496,7 +563,7 @@ class Tau2Run:
         if judge_format is not None:
             lines.append(judge_format)
         for row in summary.scenarios:
-            if row.status == "FAIL":
+            if row.status == "FAIL" and not (failures_listed and row.scenario_id in self.seen):
                 lines.append(f"FAILED {row.scenario_id}: {failure_reason(row, summary.profile)}")
         for scenario_id in summary.lost:
             reason = summary.lost_reasons.get(scenario_id, "no metrics")
@@ -505,23 +572,42 @@ class Tau2Run:
         lines.append(f"run directory: {self.run_dir}")
         if self.report_path is not None:
             lines.append(f"report: {self.report_path}")
+        not_run = self.not_run()
         if self.exit_problem == "interrupted":
             lines.append(f"tau2: interrupted; resume with: {self.resume_command()}")
+        elif not_run:
+            lines.append(
+                f"tau2: the session stopped early; {len(not_run)} selected scenario(s) did not "
+                f"run; resume with: {self.resume_command()}"
+            )
         if self.gate is not None:
+            lines.extend(
+                f"flipped pass->fail against the baseline: {scenario_id}"
+                for scenario_id in self.gate.flipped
+            )
             lines.append(self.gate.line)
-            for scenario_id in self.gate.flipped:
-                lines.insert(-1, f"flipped pass->fail against the baseline: {scenario_id}")
         return lines
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:
+        """The tau2 section comes last, after pytest's short test summary: the rates and the
+        gate's verdict are the last lines a CI log shows (only pytest's closing line follows)."""
+        yield
         if self.summary is None:
             if self.problems:  # the summary was attempted and failed: say why, in our section
                 terminalreporter.section("tau2 retail")
             for line in self.problems:
                 terminalreporter.write_line(line)
+            if self.interrupted and not self.problems and self.run_dir.is_dir():
+                # Ctrl-C before any scenario reported (workers still starting): one line
+                terminalreporter.write_line(
+                    f"tau2: interrupted before any scenario finished; resume with: "
+                    f"{self.resume_command()}"
+                )
             return
         terminalreporter.section("tau2 retail")
-        for line in self.terminal_lines():
+        failures_listed = bool(terminalreporter.hasopt("f"))
+        for line in self.terminal_lines(failures_listed=failures_listed):
             terminalreporter.write_line(line)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import ConfigError, DataError
 from tau2_retail.models.builtin import BUILTIN_AGENTS, BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ModelChoice, choose_model
-from tau2_retail.models.config import DEFAULT_API_KEY_ENV, EndpointConfig
+from tau2_retail.models.config import DEFAULT_API_KEY_ENV, NO_API_KEY, EndpointConfig
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.results.artifacts import write_outcome
 
@@ -273,6 +274,13 @@ def _choice(args: argparse.Namespace, role: str) -> ModelChoice | None:
         raise ConfigError(
             f"{given[0]} given with the built-in model {name!r}; built-in models run locally: "
             "drop the option or name an endpoint model"
+        )
+    problem = choice.endpoint.missing_key(os.environ) if choice.endpoint else None
+    if problem:
+        raise ConfigError(
+            f"--{role}-model {name}: {problem}; set it, name another variable with "
+            f"--{role}-api-key-env, or say the endpoint takes no key with "
+            f"--{role}-api-key-env={NO_API_KEY}"
         )
     return choice
 

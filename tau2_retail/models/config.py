@@ -7,20 +7,30 @@ never the key, so its ``repr`` and ``to_json`` are safe to print and to write in
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, NoReturn
+from urllib.parse import urlsplit
 
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.breaker import DEFAULT_BREAKER_FAILURES, DEFAULT_PROBE_SECONDS
 from tau2_retail.models.secrets import strip_userinfo
 
-__all__ = ["DEFAULT_API_KEY_ENV", "EndpointConfig"]
+__all__ = ["DEFAULT_API_KEY_ENV", "NO_API_KEY", "OPENAI_DEFAULT_BASE_URL", "EndpointConfig"]
 
 DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
+NO_API_KEY: Final = "none"
+"""``api_key_env`` of an endpoint that takes no key: nothing is read, nothing is checked."""
+OPENAI_DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+"""Where the ``openai`` package sends requests when neither a base URL nor ``OPENAI_BASE_URL``
+is set."""
+
+# special-use and conventional names of a local network: a server there may well take no key
+_LOCAL_SUFFIXES: Final = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -34,8 +44,9 @@ class EndpointConfig:
       (``OPENAI_BASE_URL`` if set, else api.openai.com). A ``user:password@`` part is removed
       (never printed, never sent as Basic auth): the key travels as the bearer key.
     - ``api_key_env``: the name of the environment variable holding the key, read when a client is
-      built. When it is unset the client sends ``EMPTY`` (local servers such as vLLM or Ollama
-      accept any key).
+      built; ``none`` (:data:`NO_API_KEY`) for an endpoint that takes no key. An endpoint that
+      needs a key (see :meth:`missing_key`) with the variable unset is refused at start-up; a
+      local one without it gets ``EMPTY`` (local servers such as vLLM or Ollama accept any key).
     - ``temperature``, ``top_p``, ``max_tokens``: sent only when set.
     - ``seed``: sent when the call passes none; a seed given to the call wins.
     - ``extra_body``: server-specific request fields merged into the JSON body (for example
@@ -126,6 +137,40 @@ class EndpointConfig:
             ) from e
         # A private copy: the frozen config must not change when the caller's dict does.
         object.__setattr__(self, "extra_body", dict(self.extra_body))
+
+    @property
+    def takes_no_key(self) -> bool:
+        return self.api_key_env.lower() == NO_API_KEY
+
+    def needs_key(self, environ: Mapping[str, str]) -> bool:
+        """Whether the endpoint must get a key: OpenAI's default base URL, or any host outside
+        the loopback, private and link-local ranges and the local network's names (a bare host
+        name, ``localhost``, ``*.local``, ``*.internal``, ``*.lan``, ``*.home.arpa``). Names
+        are not resolved: ``gpu.example.com`` needs a key even when it is on your network;
+        say ``api_key_env="none"`` for such a server."""
+        if self.takes_no_key:
+            return False
+        url = self.base_url or environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
+        try:
+            host = urlsplit(url).hostname
+        except ValueError:
+            return True
+        if not host:
+            return True
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return host != "localhost" and "." in host and not host.endswith(_LOCAL_SUFFIXES)
+        return not (address.is_loopback or address.is_private or address.is_link_local)
+
+    def missing_key(self, environ: Mapping[str, str]) -> str | None:
+        """Why this endpoint cannot be called with ``environ`` (its key variable unset or empty
+        while it needs a key), or None."""
+        if not self.needs_key(environ) or environ.get(self.api_key_env, "").strip():
+            return None
+        where = self.base_url or environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
+        state = "empty" if self.api_key_env in environ else "unset"
+        return f"{where} needs an API key, but the variable {self.api_key_env} is {state}"
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (safe to print: the key itself is never part of the config)."""

@@ -120,10 +120,11 @@ class OpenAIChatModel:
     """A ``ChatModel`` behind any OpenAI-compatible ``/chat/completions`` endpoint.
 
     The API key is read from the environment variable named by ``config.api_key_env`` when the
-    model is constructed (``environ`` replaces ``os.environ``, for tests); unset or empty means
-    ``MISSING_API_KEY`` is sent. ``sleep``, ``clock`` and ``jitter`` (returning a number in
-    [0, 1)) are injectable so tests neither wait nor depend on chance. Close the model with
-    ``await model.close()`` or use it as an async context manager.
+    model is constructed (``environ`` replaces ``os.environ``, for tests); unset or empty (or
+    an endpoint that takes no key) means ``MISSING_API_KEY`` is sent. ``sleep``, ``clock`` and
+    ``jitter`` (returning a number in [0, 1)) are injectable so tests neither wait nor depend
+    on chance. Close the model with ``await model.close()`` or use it as an async context
+    manager.
     """
 
     def __init__(
@@ -136,7 +137,7 @@ class OpenAIChatModel:
         jitter: Callable[[], float] = random.random,
     ) -> None:
         env = os.environ if environ is None else environ
-        api_key = env.get(config.api_key_env) or MISSING_API_KEY
+        api_key = (not config.takes_no_key and env.get(config.api_key_env)) or MISSING_API_KEY
         self._config = config
         self._sleep = sleep
         self._clock = clock

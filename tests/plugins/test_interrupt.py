@@ -59,7 +59,7 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
     assert len(finished) >= 3
     resume = [line for line in result.stdout.lines if "resume with: " in line]
     assert len(resume) == 1
-    assert resume[0].endswith("--tau2-resume int")
+    assert resume[0].endswith("--tau2-resume=int")
 
     # resume reads the tasks from the stored run: no --tau2-tasks
     (bench.path / "conftest.py").unlink()

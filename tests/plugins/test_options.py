@@ -293,3 +293,54 @@ def test_agent_notes_with_the_tau2_profile_is_a_usage_error(bench: Bench) -> Non
         "the tau2 profile sends upstream's agent prompt (drop the option, or use "
         "--tau2-profile default)"
     )
+
+
+@pytest.mark.parametrize(
+    ("role", "args", "variable"),
+    [
+        # OpenAI's default base URL, the key variable unset
+        (
+            "agent",
+            ["--tau2-agent-model=gpt-4.1", "--tau2-user-model=builtin:customer"],
+            "OPENAI_API_KEY",
+        ),
+        # a hosted judge whose key variable is set but empty
+        (
+            "judge",
+            [
+                "--tau2-judge-model=judge-model",
+                "--tau2-judge-base-url=https://judge.example.com/v1",
+                "--tau2-judge-api-key-env=TAU2_TEST_EMPTY_KEY",
+            ],
+            "TAU2_TEST_EMPTY_KEY",
+        ),
+    ],
+)
+def test_a_hosted_endpoint_without_its_key_stops_at_start_up(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, role: str, args: list[str], variable: str
+) -> None:
+    monkeypatch.setenv("TAU2_TEST_EMPTY_KEY", "")
+
+    result = bench.run_inprocess(*args)
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = error_line(result)
+    assert f"the {role} model" in line
+    assert f"the variable {variable} is" in line
+    assert f"--tau2-{role}-api-key-env=none" in line
+    assert not list(bench.output_dir.glob("*/*/metrics.json"))  # no scenario ran
+
+
+def test_a_local_endpoint_or_an_explicit_none_needs_no_key(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    local = bench.run_inprocess("--collect-only", *endpoint.judge_args())
+    hosted_without_key = bench.run_inprocess(
+        "--collect-only",
+        "--tau2-judge-model=judge-model",
+        "--tau2-judge-base-url=https://judge.example.com/v1",
+        "--tau2-judge-api-key-env=none",
+    )
+
+    assert local.ret == pytest.ExitCode.OK, local.stderr.str()
+    assert hosted_without_key.ret == pytest.ExitCode.OK, hosted_without_key.stderr.str()

@@ -77,3 +77,49 @@ def test_from_json_rejects_unknown_and_missing_fields():
         EndpointConfig.from_json({"model": "m", "temprature": 0.0})
     with pytest.raises(ConfigError, match="'model' is required"):
         EndpointConfig.from_json({})
+
+
+@pytest.mark.parametrize(
+    ("base_url", "environ", "needs"),
+    [
+        (None, {}, True),  # the openai package's default: api.openai.com
+        (None, {"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}, False),
+        ("https://api.example.com/v1", {}, True),
+        ("http://8.8.8.8:8000/v1", {}, True),
+        ("http://127.0.0.1:8000/v1", {}, False),
+        ("http://[::1]:8000/v1", {}, False),
+        ("http://localhost:11434/v1", {}, False),
+        ("http://10.1.2.3:8000/v1", {}, False),
+        ("http://192.168.1.20:8000/v1", {}, False),
+        ("http://172.20.0.5:8000/v1", {}, False),
+        ("http://vllm:8000/v1", {}, False),  # a bare host name: a compose service, a LAN host
+        ("http://gpu-box.local:8000/v1", {}, False),
+        ("http://ollama.internal:11434/v1", {}, False),
+        ("http://gpu.example.com:8000/v1", {}, True),
+    ],
+)
+def test_an_endpoint_needs_a_key_unless_it_is_local(
+    base_url: str | None, environ: dict[str, str], needs: bool
+) -> None:
+    config = EndpointConfig(model="m", base_url=base_url)
+    assert config.needs_key(environ) is needs
+    problem = config.missing_key(environ)
+    assert (problem is not None) is needs
+    assert config.missing_key({**environ, "OPENAI_API_KEY": "sk-test"}) is None
+
+
+def test_a_missing_key_names_the_variable_and_says_unset_or_empty() -> None:
+    config = EndpointConfig(model="m", api_key_env="MY_KEY")
+    assert config.missing_key({}) == (
+        "https://api.openai.com/v1 needs an API key, but the variable MY_KEY is unset"
+    )
+    assert config.missing_key({"MY_KEY": " "}) == (
+        "https://api.openai.com/v1 needs an API key, but the variable MY_KEY is empty"
+    )
+
+
+def test_none_says_the_endpoint_takes_no_key() -> None:
+    config = EndpointConfig(model="m", base_url="https://api.example.com/v1", api_key_env="none")
+    assert config.takes_no_key
+    assert not config.needs_key({})
+    assert config.missing_key({}) is None
