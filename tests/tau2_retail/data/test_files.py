@@ -25,6 +25,7 @@ from tau2_retail.data.files import (
     verify_folder,
 )
 from tau2_retail.errors import ConfigError, DataError, DigestMismatch
+from tau2_retail.testing.upstream_checkout import RETAIL_FOLDER, make_upstream_checkout
 
 NAMES = [
     "db.json",
@@ -399,25 +400,12 @@ def test_fetch_rejects_conflicting_or_odd_sources(data_dir: Path, tmp_path: Path
 # --- a tau2-bench checkout (issue 18, item 4) ---------------------------------------------------
 
 
-def _checkout(data_dir: Path, root: Path) -> Path:
-    """A fake tau2-bench checkout made from the shared data: each pinned file at its upstream
-    path, plus files of upstream's that the manifest does not pin."""
-    for entry in load_manifest().files:
-        target = root / entry.upstream_path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes((data_dir / entry.name).read_bytes())
-    (root / "README.md").write_text("tau2-bench\n")
-    (root / "data/tau2/domains/airline").mkdir(parents=True)
-    (root / "data/tau2/domains/airline/db.json").write_text("{}")
-    return root
-
-
-RETAIL = "data/tau2/domains/retail"
+RETAIL = RETAIL_FOLDER
 
 
 @pytest.mark.parametrize("where", ["", RETAIL], ids=["root", "retail-folder"])
 def test_fetch_from_a_tau2_bench_checkout(data_dir: Path, tmp_path: Path, where: str) -> None:
-    checkout = _checkout(data_dir, tmp_path / "tau2-bench")
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
     dest = tmp_path / "cache"
     messages: list[str] = []
     written = fetch(dest, source_dir=checkout / where, progress=messages.append)
@@ -432,7 +420,7 @@ def test_fetch_from_a_tau2_bench_checkout(data_dir: Path, tmp_path: Path, where:
 def test_fetch_from_a_checkout_at_another_commit_names_file_and_digests(
     data_dir: Path, tmp_path: Path
 ) -> None:
-    checkout = _checkout(data_dir, tmp_path / "tau2-bench")
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
     changed = checkout / _upstream("user_simulator/simulation_guidelines.md")
     changed.write_text(changed.read_text() + "\nA newer guideline.\n")
     actual = hashlib.sha256(changed.read_bytes()).hexdigest()
@@ -453,7 +441,7 @@ def test_a_lone_retail_folder_names_every_file_it_lacks(data_dir: Path, tmp_path
     # the retail folder copied out of its checkout: the guidelines, licence and sources are not
     # around it; every missing file is named with the paths tried, and nothing is written
     lone = tmp_path / "retail"
-    checkout = _checkout(data_dir, tmp_path / "tau2-bench")
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
     (checkout / RETAIL).rename(lone)
     dest = tmp_path / "cache"
     with pytest.raises(DataError) as raised:
@@ -473,7 +461,9 @@ def test_fetch_from_a_folder_that_does_not_exist(tmp_path: Path) -> None:
 
 
 def test_fetch_from_a_file_url_of_a_checkout(data_dir: Path, tmp_path: Path) -> None:
-    checkout = _checkout(data_dir, tmp_path / "tau2 bench")  # a space: the URL quotes it
+    checkout = make_upstream_checkout(
+        data_dir, tmp_path / "tau2 bench"
+    )  # a space: the URL quotes it
     dest = tmp_path / "cache"
     messages: list[str] = []
     written = fetch(dest, base_url=checkout.as_uri(), progress=messages.append)
@@ -489,7 +479,7 @@ def test_fetch_from_a_file_url_of_a_checkout(data_dir: Path, tmp_path: Path) -> 
 
 
 def test_a_file_url_of_the_retail_folder_says_to_use_from(data_dir: Path, tmp_path: Path) -> None:
-    checkout = _checkout(data_dir, tmp_path / "tau2-bench")
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
     with pytest.raises(DataError, match=r"db\.json: file://.* not found .*use --from DIR"):
         fetch(tmp_path / "cache", base_url=(checkout / RETAIL).as_uri())
 
@@ -634,7 +624,7 @@ def test_the_help_examples_work_on_a_checkout(
 ) -> None:
     """Each example of ``data fetch --help`` that copies from a checkout, run as written with
     the checkout's place replaced (``--dest`` added where the example fills the cache)."""
-    checkout = _checkout(data_dir, tmp_path / "src" / "tau2-bench")
+    checkout = make_upstream_checkout(data_dir, tmp_path / "src" / "tau2-bench")
     with pytest.raises(SystemExit):
         main(["data", "fetch", "--help"])
     help_text = capsys.readouterr().out
@@ -662,7 +652,7 @@ def test_the_help_examples_work_on_a_checkout(
 def test_cli_fetch_from_a_checkout_at_another_commit_exits_2(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    checkout = _checkout(data_dir, tmp_path / "tau2-bench")
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
     _flip_byte(checkout / _upstream("tasks.json"))
     code = main(["data", "fetch", "--from", str(checkout), "--dest", str(tmp_path / "cache")])
     assert code == 2
