@@ -526,7 +526,8 @@ def fetch(
         except FileNotFoundError:
             pass
         wanted.append(entry)
-    sources = locate_sources(source_dir, wanted) if source_dir is not None else {}
+    # a folder already complete needs no source (a restored CI cache, an unmounted --from)
+    sources = locate_sources(source_dir, wanted) if source_dir is not None and wanted else {}
     written = []
     for entry in wanted:
         target = dest / entry.name

@@ -659,3 +659,15 @@ def test_cli_fetch_from_a_checkout_at_another_commit_exits_2(
     _, err = capsys.readouterr()
     assert f"tasks.json (from {checkout / _upstream('tasks.json')})" in err
     assert load_manifest().file("tasks.json").sha256 in err
+
+
+def test_a_filled_folder_is_fetched_again_without_any_request(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # what an offline CI relies on (docs/data.md): a restored cache makes `data fetch` a no-op
+    dest = tmp_path / "cache"
+    fetch(dest, source_dir=data_dir)
+    messages: list[str] = []
+    assert fetch(dest, base_url="http://127.0.0.1:9", progress=messages.append, timeout=1) == []
+    assert fetch(dest, source_dir=tmp_path / "nowhere") == []
+    assert messages == [f"{name}: present, sha256 ok, skipped" for name in NAMES]
