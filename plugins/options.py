@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail.data.files import default_cache_dir
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
@@ -40,6 +41,8 @@ __all__ = [
 SPLITS = ("base", "train", "test")
 DEFAULT_MODELS = {"agent": BUILTIN_ORACLE, "user": BUILTIN_CUSTOMER, "judge": ""}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# the lowest pytest is 9.0 (its built-in subtests); 9.1 added union types for ini values
+_PYTEST_VERSION = tuple(map(int, re.findall(r"\d+", pytest.__version__)[:2]))
 
 
 class _Invalid(ValueError):
@@ -174,6 +177,11 @@ class Setting:
     env: bool = False
     #: the value of an unset setting whose default is empty
     empty: Any = None
+    #: a folder or file: a relative value from a configuration file is relative to that file's
+    #: folder (as pytest reads its own paths), not to the current folder
+    path: bool = False
+    #: where the default really is, found when the options are declared (``--help``)
+    default_note: Callable[[], str] | None = None
 
     @property
     def flag(self) -> str:
@@ -241,9 +249,11 @@ OPTIONS: tuple[Setting, ...] = (
         "data_dir",
         _text,
         "",
-        "folder with the upstream data files (default: fixtures/cache)",
+        "folder with the upstream data files",
         env=True,
         empty="",
+        path=True,
+        default_note=lambda: f"default: {default_cache_dir()}",
     ),
     *(setting for role in ROLES for setting in _model_settings(role)),
     Setting(
@@ -306,7 +316,14 @@ OPTIONS: tuple[Setting, ...] = (
         "scenarios in flight per pytest process, started ahead of their tests "
         "(under xdist, per worker: use --dist each, which deals each worker its share)",
     ),
-    Setting("output_dir", _text, "tau2_runs", "folder of run directories", env=True),
+    Setting(
+        "output_dir",
+        _text,
+        "tau2_runs",
+        "folder of run directories (default: tau2_runs in the current folder)",
+        env=True,
+        path=True,
+    ),
     Setting("run_id", _name, "", "run directory name, new (default: a timestamp)", empty=""),
     Setting(
         "resume",
@@ -330,6 +347,7 @@ OPTIONS: tuple[Setting, ...] = (
         "",
         "CI gate: RUN_DIR of an earlier run to compare the success rate against",
         empty="",
+        path=True,
     ),
     Setting(
         "max_regression",
@@ -344,8 +362,11 @@ def _ini_type(setting: Setting) -> Any:
     """A string, or for a numeric or on/off setting also the TOML number or boolean.
 
     ``tau2_trials = 2`` in ``[tool.pytest]`` is a TOML integer; the parser then checks it like
-    the text ``"2"``.
+    the text ``"2"``. pytest 9.0 knows no such union type: there every value is a string
+    (``tau2_trials = "2"`` in ``[tool.pytest]``; any form in ``[tool.pytest.ini_options]``).
     """
+    if _PYTEST_VERSION < (9, 1):
+        return "string"
     if setting.parse is _on_off:
         return str | bool
     try:
@@ -370,12 +391,13 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("tau2", "tau2 retail benchmark")
     for setting in OPTIONS:
         env_note = f" [env {setting.env_var}]" if setting.env_var else ""
+        default_note = f" ({setting.default_note()})" if setting.default_note else ""
         group.addoption(
             setting.flag,
             dest=setting.dest,
             default=None,
             metavar=setting.name.split("_")[-1].upper(),
-            help=f"{setting.help}{env_note} [ini {setting.dest}]",
+            help=f"{setting.help}{default_note}{env_note} [ini {setting.dest}]",
         )
         parser.addini(setting.dest, help=setting.help, type=_ini_type(setting), default=None)
 
@@ -440,7 +462,11 @@ def _raw(config: pytest.Config, setting: Setting) -> tuple[str, str]:
         return os.environ[setting.env_var], setting.env_var
     ini = config.getini(setting.dest)
     if ini is not None and _ini_text(ini).strip():
-        return _ini_text(ini), f"ini {setting.dest}"
+        text = _ini_text(ini)
+        if setting.path and config.inipath is not None:
+            # as pytest reads its own paths: relative to the configuration file's folder
+            text = os.path.join(config.inipath.parent, os.path.expanduser(text.strip()))
+        return text, f"ini {setting.dest}"
     return setting.default, "default"
 
 

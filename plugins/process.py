@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tau2_retail.errors import ArtifactError, Tau2Error
+from tau2_retail.errors import ArtifactError, Tau2Error, Tau2InfraError
 from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
 from tau2_retail.plugins.options import ModelSettings, Tau2Settings, typed_setting
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
@@ -59,10 +59,6 @@ def redact(value: Any) -> Any:
     if isinstance(value, list):
         return [redact(item) for item in value]
     return value
-
-
-class Tau2InfraError(Exception):
-    """An endpoint failed after retries: the scenario is an error, not a failure."""
 
 
 class Tau2Process:

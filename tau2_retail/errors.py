@@ -9,7 +9,11 @@
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
     │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
     │   └── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
-    └── ArtifactError            a run directory or artifact cannot be written or read
+    ├── ArtifactError            a run directory or artifact cannot be written or read
+    │   ├── ReportError          the HTML report cannot be built or written (names the file)
+    │   └── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
+    └── Tau2InfraError           raised by a scenario's test when an endpoint failed: a pytest
+                                 error (not a failure), excluded from the rates, resumable
 
 Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
 ``Error: ...`` results for the model (see ``tools.errors.ToolError``). Our own bugs are never
@@ -27,7 +31,10 @@ __all__ = [
     "EndpointDown",
     "EndpointError",
     "GoldMismatch",
+    "ReportError",
+    "SavedConversationError",
     "Tau2Error",
+    "Tau2InfraError",
     "UpstreamSourceError",
 ]
 
@@ -114,3 +121,18 @@ class EndpointDown(EndpointError):
 
 class ArtifactError(Tau2Error):
     """A run directory or artifact cannot be written or read."""
+
+
+class ReportError(ArtifactError):
+    """The report cannot be built or written: a run file is missing or malformed, or the output
+    cannot be written. The message names the file."""
+
+
+class SavedConversationError(ArtifactError):
+    """A saved transcript cannot be re-judged (unreadable, or its actions do not replay to the
+    recorded database): the caller runs the scenario again instead."""
+
+
+class Tau2InfraError(Tau2Error):
+    """A scenario's endpoint (agent, user or judge) failed after retries: its test is a pytest
+    error, not a failure; the scenario is excluded from the rates and re-run by resume."""

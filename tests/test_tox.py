@@ -15,3 +15,15 @@ def test_the_self_check_writes_its_runs_into_the_env_temp_folder() -> None:
     commands = tox["testenv"]["commands"]
     assert "tests_tau2_retail" in commands
     assert "--tau2-output-dir {env_tmp_dir}/" in commands
+
+
+def test_the_lowest_declared_pytest_is_the_one_tox_tests() -> None:
+    import tomllib
+
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini", encoding="utf-8")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = [d for d in project["project"]["dependencies"] if d.startswith("pytest>=")]
+    assert declared == ["pytest>=9.0"]
+    assert tox["testenv:lowest"]["deps"].strip() == "pytest==9.0.0"
+    assert "lowest" in tox["tox"]["env_list"]

@@ -35,7 +35,7 @@ from tau2_retail.engine.scoring import (
     success,
     tau2_reward,
 )
-from tau2_retail.errors import EndpointError
+from tau2_retail.errors import EndpointError, SavedConversationError
 from tau2_retail.models.messages import Message, RequestStats, Role, Usage
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.database import SeedDatabase
@@ -55,11 +55,6 @@ __all__ = [
 ]
 
 _ROLES = ("agent", "user", "judge")
-
-
-class SavedConversationError(ValueError):
-    """A saved transcript cannot be re-judged (unreadable, or its actions do not replay to the
-    recorded database): the caller runs the scenario again instead."""
 
 
 def scenario_id(task_id: str, trial: int, trials: int) -> str:

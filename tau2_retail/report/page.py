@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.errors import ArtifactError
+from tau2_retail.errors import ArtifactError, ReportError
+from tau2_retail.models.builtin import is_builtin
 from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.scenario import StringTable, scenario_detail
 from tau2_retail.results.artifacts import METRICS_FILE, load_run_metrics
@@ -81,11 +82,6 @@ ROW_COLUMNS = (
     "reward",
     "judge",
 )
-
-
-class ReportError(ArtifactError):
-    """The report cannot be built or written: a run file is missing or malformed, or the output
-    cannot be written. The message names the file."""
 
 
 # -- JSON inside HTML ---------------------------------------------------------------------------
@@ -232,10 +228,10 @@ def _configuration_rows(
             else ("none (NL assertions not judged)" if role == "judge" else "not recorded")
         )
         base_url = settings.get(f"{role}_base_url")
-        if model and base_url:
+        if model and base_url and not is_builtin(model):  # a built-in model runs here
             shown += f" at {base_url}"
         rows.append([role.capitalize(), shown])
-        if model and not model.startswith("builtin:"):
+        if model and not is_builtin(model):
             rows.append([f"{role.capitalize()} requests", _request_settings(settings, role)])
     rows.append(["Trials", str(summary.trials)])
     if settings.get("seed") is not None:

@@ -108,3 +108,31 @@ def test_ctrl_c_inside_an_old_style_hook_wrapper_is_an_interruption(bench: Bench
     assert result.ret == pytest.ExitCode.INTERRUPTED, output
     assert "INTERNALERROR" not in output
     assert (bench.run_dir("wrapped") / "summary.json").is_file()
+
+
+# Ctrl-C while xdist's workers are still starting: before any scenario ran (syrupy, loaded
+# beside us, then warned that it received no worker reports: a traceback and exit 1)
+_SIGINT_AT_WORKER_START = """\
+import os
+import signal
+
+
+def pytest_configure(config):
+    # one Ctrl-C: the first worker's start-up sends it
+    if getattr(config, "workerinput", {}).get("workerid") == "gw0":
+        os.kill(os.getppid(), signal.SIGINT)
+"""
+
+
+def test_ctrl_c_while_the_workers_start_is_exit_2_without_a_traceback(bench: Bench) -> None:
+    (bench.path / "pytest.ini").write_text(_USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT_AT_WORKER_START, encoding="utf-8")
+
+    result = bench.run("-n", "2", "--tau2-tasks=0,1", "--tau2-run-id=early")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert "syrupy" in result.stdout.str()  # the plugin users have is loaded
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    assert "Traceback" not in output
+    assert "INTERNALERROR" not in output
+    assert "UserWarning" not in output

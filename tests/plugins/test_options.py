@@ -344,3 +344,31 @@ def test_a_local_endpoint_or_an_explicit_none_needs_no_key(
 
     assert local.ret == pytest.ExitCode.OK, local.stderr.str()
     assert hosted_without_key.ret == pytest.ExitCode.OK, hosted_without_key.stderr.str()
+
+
+def test_a_relative_output_dir_in_the_config_file_is_relative_to_that_file(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ini = bench.path / "pytest.ini"
+    ini.write_text(ini.read_text(encoding="utf-8") + "tau2_output_dir = my_runs\n", "utf-8")
+    below = bench.path / "sub" / "folder"
+    below.mkdir(parents=True)
+    monkeypatch.chdir(below)
+
+    result = bench.run_inprocess(
+        str(bench.path / "test_scenarios.py"), "--co", "--tau2-run-id=where", output_dir=False
+    )
+
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    expected = bench.path / "my_runs" / "where"
+    assert f"tau2: run where -> {expected}" in result.stdout.str()
+
+
+def test_help_shows_where_the_data_folder_really_defaults_to(bench: Bench) -> None:
+    from tau2_retail.data.files import default_cache_dir
+
+    result = bench.run_inprocess("--help", output_dir=False)
+
+    # argparse wraps long lines, a long path even inside a word
+    help_text = "".join(result.stdout.str().split())
+    assert f"(default:{default_cache_dir()})" in help_text

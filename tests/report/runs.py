@@ -170,6 +170,8 @@ def _write_run(
             "agent_timeout": 120.0,
             "agent_max_retries": 4,
             "agent_extra_body": {"top_k": 20, "vendor_auth": "[redacted]"},
+            # a configured user endpoint beside the built-in customer: not shown with it
+            "user_base_url": "http://127.0.0.1:9/v1",
             "breaker_failures": 5,
             "breaker_probe_seconds": 30.0,
         },

@@ -380,6 +380,17 @@ def test_labels_are_whole_and_counts_agree_in_number(mixed_run: Path, open_repor
     labels = opened.page.locator("svg.chart text").all_text_contents()
     assert "Action match (excluded)" in labels
     assert not [label for label in labels if label.endswith("\u2026")]
+    # and no text runs past its chart's edge (the value "100.00% (114/114 scenarios)" did)
+    overflowing = opened.page.evaluate(
+        """() => [...document.querySelectorAll("svg.chart text")]
+            .filter((t) => {
+              const box = t.getBBox();
+              const width = t.ownerSVGElement.viewBox.baseVal.width;
+              return box.x < -2 || box.x + box.width > width + 0.5;
+            })
+            .map((t) => t.textContent)"""
+    )
+    assert overflowing == []
     opened.page.locator(".vt-row").nth(0).click()
     opened.page.wait_for_selector("#scenario-view .chat")
     shown = opened.page.locator("#scenario-view").inner_text()

@@ -146,11 +146,15 @@
 
   /** Horizontal bars: items {label, value in 0..1, text, cls, key}. */
   function barChart(items, opts) {
-    const width = 460;
-    const labelW = (opts && opts.labelW) || 132;
-    const textW = (opts && opts.textW) || 170;
+    // wide enough for the longest label and value text at the chart's 12px font: the chart
+    // scales to its panel, so nothing is clipped ("100.00% (114/114 scenarios)" was)
+    const charW = 6.8;
+    const longest = (key) => items.reduce((n, item) => Math.max(n, String(item[key] == null ? "" : item[key]).length), 0);
+    const labelW = Math.max((opts && opts.labelW) || 132, Math.ceil(longest("label") * charW) + 12);
+    const textW = Math.max((opts && opts.textW) || 170, Math.ceil(longest("text") * charW) + 12);
+    const barW = Math.max(120, 460 - labelW - textW - 16);
+    const width = labelW + barW + textW + 16;
     const rowH = 26;
-    const barW = width - labelW - textW - 16;
     const height = items.length * rowH + 4;
     const svg = s("svg", {
       class: "chart",
@@ -160,7 +164,7 @@
     });
     items.forEach(function (item, i) {
       const y = i * rowH + 2;
-      svg.append(s("text", { x: 0, y: y + 16 }, clip(item.label, (opts && opts.labelChars) || 20)));
+      svg.append(s("text", { x: 0, y: y + 16 }, item.label));
       svg.append(s("rect", { class: "track", x: labelW, y: y + 4, width: barW, height: 16, rx: 3 }));
       if (item.value != null) {
         const w = Math.max(0, Math.min(1, item.value)) * barW;
@@ -218,11 +222,13 @@
 
   /** Differences around zero: items {label, delta (fraction), text}. */
   function deltaChart(items) {
-    const width = 460;
-    const labelW = 150;
-    const textW = 80;
+    const charW = 6.8;
+    const longest = (key) => items.reduce((n, item) => Math.max(n, String(item[key] == null ? "" : item[key]).length), 0);
+    const labelW = Math.max(150, Math.ceil(longest("label") * charW) + 12);
+    const textW = Math.max(80, Math.ceil(longest("text") * charW) + 12);
+    const barW = Math.max(160, 460 - labelW - textW - 10);
+    const width = labelW + barW + textW + 10;
     const rowH = 24;
-    const barW = width - labelW - textW - 10;
     const mid = labelW + barW / 2;
     const maxAbs = Math.max(0.05, ...items.map((i) => Math.abs(i.delta || 0)));
     const height = items.length * rowH + 6;
@@ -230,7 +236,7 @@
     svg.append(s("line", { class: "axis", x1: mid, x2: mid, y1: 0, y2: height }));
     items.forEach(function (item, i) {
       const y = i * rowH + 3;
-      svg.append(s("text", { x: 0, y: y + 15 }, clip(item.label, 22)));
+      svg.append(s("text", { x: 0, y: y + 15 }, item.label));
       if (item.delta != null) {
         const w = (Math.abs(item.delta) / maxAbs) * (barW / 2);
         const cls = item.delta > 0 ? "pass" : item.delta < 0 ? "fail" : "na";
@@ -370,7 +376,7 @@
     const charts = h(
       "div",
       { class: "grid2" },
-      panel("Signals", barChart(signalItems, { title: "signal rates", labelW: 172, textW: 150, labelChars: 26 }), nl.applicable ? h("p", { class: "muted" }, nl.scenarios_passed + "/" + nl.scenarios + " scenarios with every assertion met") : null),
+      panel("Signals", barChart(signalItems, { title: "signal rates", labelW: 172, textW: 150 }), nl.applicable ? h("p", { class: "muted" }, nl.scenarios_passed + "/" + nl.scenarios + " scenarios with every assertion met") : null),
       S.pass_hat_k.length
         ? panel(
             "pass^k (" + S.trials + " trials)",
