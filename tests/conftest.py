@@ -9,7 +9,11 @@ tau2_subprocess"`` runs the fast tier alone.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -22,7 +26,9 @@ from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.errors import DataError
 from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
 
-SUBPROCESS_FIXTURES = frozenset({"bench", "pytester"})
+ROOT = Path(__file__).resolve().parent.parent
+
+SUBPROCESS_FIXTURES = frozenset({"bench", "pytester", "wheel", "installed"})
 """A test using one of these runs pytest in a project of its own."""
 SUBPROCESS_MODULES = frozenset({"test_packaging.py"})
 """Modules whose every test builds or runs the distribution in a subprocess."""
@@ -73,3 +79,61 @@ def openai_server() -> Iterator[LoopbackOpenAIServer]:
     """A started ``LoopbackOpenAIServer`` with an empty script; stopped at teardown."""
     with LoopbackOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once per run from this checkout.
+
+    xdist workers share one build (under the run's common temp folder, behind a file lock):
+    two builds of one source tree at once collide in its ``build/`` folder.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / "tau2-wheel"
+    with (shared / "tau2-wheel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not list(out.glob("*.whl")):
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "--no-deps",
+                    "--no-build-isolation",
+                    "-q",
+                    "-w",
+                    str(out),
+                    str(ROOT),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
+    (built,) = out.glob("*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel unpacked into a folder of its own (dependencies come from this environment):
+    put it first on ``PYTHONPATH`` and its modules and entry point win over this checkout's."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return target

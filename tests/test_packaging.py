@@ -14,10 +14,8 @@ import sys
 import tomllib
 import xml.etree.ElementTree as ElementTree
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-
-import pytest
 
 from tau2_retail.testing.timeouts import scaled_timeout
 from tau2_retail.testing.upstream_checkout import RETAIL_FOLDER, make_upstream_checkout
@@ -45,30 +43,6 @@ def test_mapped_folders_are_the_checkout_links() -> None:
         link = ROOT.joinpath(*package.split("."))
         assert link.is_symlink(), link
         assert link.resolve() == (ROOT / folder).resolve()
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (built,) = out.glob("*.whl")
-    return built
 
 
 def _names(wheel: Path) -> list[str]:
@@ -100,29 +74,6 @@ def test_the_plugin_is_registered_by_its_entry_point(wheel: Path) -> None:
         (entry_points,) = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
         text = archive.read(entry_points).decode()
     assert "[pytest11]\ntau2_retail = tau2_retail.plugins.tau2_plugin" in text
-
-
-@pytest.fixture(scope="module")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The wheel unpacked into a folder of its own (dependencies come from this environment)."""
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "-q",
-            "--target",
-            str(target),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return target
 
 
 def _run_elsewhere(

@@ -17,6 +17,17 @@ def test_the_self_check_writes_its_runs_into_the_env_temp_folder() -> None:
     assert "--tau2-output-dir {env_tmp_dir}/" in commands
 
 
+def test_tox_builds_the_documentation_site_in_strict_mode() -> None:
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini", encoding="utf-8")
+    assert "docs" in [env.strip() for env in tox["tox"]["env_list"].split(",")]
+    docs = tox["testenv:docs"]
+    assert docs["dependency_groups"].split() == ["docs"]
+    assert "mkdocs build --strict" in docs["commands"]
+    # the built site goes to tox's temp folder, never into the checkout
+    assert "--site-dir {env_tmp_dir}/" in docs["commands"]
+
+
 def test_the_lowest_declared_pytest_is_the_one_tox_tests() -> None:
     import tomllib
 

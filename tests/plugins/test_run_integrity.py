@@ -34,9 +34,13 @@ def test_an_endpoint_agent_with_the_default_customer_is_refused(bench: Bench) ->
     text = error_text(result)
     assert "--tau2-agent-model: the agent 'my-agent' is an endpoint" in text
     assert "--tau2-user-model=builtin:customer to accept the scripted one" in text
-    # asked for explicitly, it runs
+    # asked for explicitly, it runs (the agent's endpoint said to take no key: OpenAI's
+    # default base URL without a key would stop the run at start-up)
     accepted = bench.run_inprocess(
-        "--co", "--tau2-agent-model=my-agent", "--tau2-user-model=builtin:customer"
+        "--co",
+        "--tau2-agent-model=my-agent",
+        "--tau2-agent-api-key-env=none",
+        "--tau2-user-model=builtin:customer",
     )
     assert accepted.ret == pytest.ExitCode.OK
 

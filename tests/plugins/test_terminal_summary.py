@@ -4,6 +4,8 @@ type it."""
 
 from __future__ import annotations
 
+from xml.etree import ElementTree
+
 import pytest
 
 from tau2_retail.plugins.run import resume_arguments
@@ -33,9 +35,10 @@ def test_nl_assertions_are_subtests_and_the_gate_closes_the_output(
     bench: Bench, endpoint: ScriptedEndpoint
 ) -> None:
     endpoint.judge_fails["62"] = {2}
+    junit = bench.path / "nl.xml"
 
     run = bench.run(
-        "-n", "0", "-v", "-rA", "--tau2-tasks=10,24,62", "--tau2-run-id=nl",
+        "-n", "0", "-v", "-rA", "--tau2-tasks=10,24,62", "--tau2-run-id=nl", f"--junitxml={junit}",
         "--tau2-min-pass-rate=0.5", *endpoint.agent_args(), *endpoint.judge_args(),
         "--tau2-user-model=builtin:customer",
     )  # fmt: skip
@@ -61,6 +64,15 @@ def test_nl_assertions_are_subtests_and_the_gate_closes_the_output(
     assert lines[-2].startswith("tau2 gate: "), lines[-6:]
     assert lines[-2].endswith("PASS")
     assert run.returncode == pytest.ExitCode.OK
+    # junit: the failed assertion is a <failure> of the scenario's testcase, before its own
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    assert suite.get("tests") == "6"  # 3 scenarios, 3 judged assertions
+    case = next(c for c in suite.iter("testcase") if "[tau2_retail__62]" in c.get("name", ""))
+    messages = [failure.get("message", "") for failure in case.iter("failure")]
+    assert messages[0].startswith("Failed: judged not met: not said")
+    assert messages[1] == "Failed: NL 1/2 not met"
+    assert not list(case.iter("skipped"))
 
 
 def test_without_a_judge_no_nl_subtest_is_created(bench: Bench) -> None:

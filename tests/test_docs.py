@@ -1,0 +1,306 @@
+"""The documentation: the generated configuration tables, the README's shape, and the commands a
+user copies from the pages.
+
+A fenced ``sh`` block right after the line ``<!-- tau2:user-commands -->`` holds commands that
+work from a user's repository after ``pip install``; a test runs each such block in a scratch
+repository against the installed wheel. A block after ``<!-- tau2:checkout -->`` runs in this
+checkout. ``docs/development.md`` states the convention for writers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tau2_retail.plugins.options import OPTIONS
+from tau2_retail.testing.bench import hermetic_environ
+from tau2_retail.testing.timeouts import scaled_timeout
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+USER_COMMANDS = "<!-- tau2:user-commands -->"
+CHECKOUT = "<!-- tau2:checkout -->"
+# pages about working on this checkout: their commands run here, not in a user's repository
+CHECKOUT_PAGES = frozenset({"development.md", "performance.md"})
+# pages other engineers are writing now; the README links them already
+PENDING_PAGES = frozenset({"docs/agents.md"})
+
+_FENCE = re.compile(r"^```(\w*)\s*$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Block:
+    """A fenced code block of a page, with the marker line just before it (if any)."""
+
+    page: str
+    line: int
+    language: str
+    marker: str
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def blocks(path: Path) -> list[Block]:
+    """Every fenced code block of a page of this checkout."""
+    return parse_blocks(path.read_text(encoding="utf-8"), page=path.relative_to(ROOT).as_posix())
+
+
+def parse_blocks(text: str, *, page: str) -> list[Block]:
+    """Every fenced code block of a Markdown text, with the marker line before it (blank lines
+    between the marker and the fence allowed)."""
+    found: list[Block] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        opening = _FENCE.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        before = index - 1
+        while before >= 0 and not lines[before].strip():
+            before -= 1
+        marker = lines[before].strip() if before >= 0 else ""
+        end = index + 1
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        found.append(
+            Block(
+                page=page,
+                line=index + 1,
+                language=opening[1],
+                marker=marker if marker.startswith("<!-- tau2:") else "",
+                text="\n".join(lines[index + 1 : end]),
+            )
+        )
+        index = end + 1
+    return found
+
+
+def user_facing_pages() -> list[Path]:
+    pages = [p for p in sorted(DOCS.glob("*.md")) if p.name not in CHECKOUT_PAGES]
+    return [README, *pages]
+
+
+def all_blocks(paths: list[Path]) -> list[Block]:
+    return [block for path in paths for block in blocks(path)]
+
+
+def _load_hook() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "tau2_docs_options_table", DOCS / "hooks" / "options_table.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the configuration page -------------------------------------------------------------------
+
+
+def test_the_configuration_page_is_generated_from_the_options_table() -> None:
+    hook = _load_hook()
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    assert hook.MARKER in page
+    # no hand-written row that could drift: every option row comes from the hook
+    assert not re.search(r"^\| `--tau2-", page, flags=re.MULTILINE)
+
+    rendered = hook.on_page_markdown(page, page=None, config=None, files=None)
+    rows = [line for line in rendered.splitlines() if line.startswith("| `--tau2-")]
+    assert len(rows) == len(OPTIONS)
+    for setting, row in zip(sorted(OPTIONS, key=lambda s: s.flag), sorted(rows), strict=True):
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        assert cells[0] == f"`{setting.flag}`"
+        assert cells[1] == f"`{setting.dest}`"
+        assert cells[2] == (f"`{setting.env_var}`" if setting.env_var else "")
+        if getattr(setting, "default_note", None):
+            assert cells[3] == "see `--help`"
+        else:
+            assert cells[3] == (f"`{setting.default}`" if setting.default else "unset")
+        assert setting.help.replace("|", "\\|") in row
+
+
+def test_every_environment_variable_and_ini_key_is_on_the_page() -> None:
+    rendered = _load_hook().options_markdown()
+    for setting in OPTIONS:
+        assert f"`{setting.dest}`" in rendered
+        if setting.env_var:
+            assert f"`{setting.env_var}`" in rendered
+    assert "TAU2_TRIALS" not in rendered  # only the settings that read the environment
+
+
+# --- the README -------------------------------------------------------------------------------
+
+
+def test_the_readme_is_short_and_in_the_order_a_newcomer_reads_it() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+    assert headings == [
+        "The two commands",
+        "Use it in your repository",
+        "Test your own agent",
+        "Point it at a model",
+        "The CI gate",
+        "Documentation",
+    ]
+    agent = text[text.index("## Test your own agent") : text.index("## Point it at a model")]
+    assert agent.index("tau2_agent") < agent.index("--tau2-agent=package.module:factory")
+    assert "respond(messages, tools)" in agent
+    assert "converse(messages, toolbox)" in agent
+
+
+def test_the_readme_links_pages_that_exist() -> None:
+    text = README.read_text(encoding="utf-8")
+    targets = {link.split("#")[0] for link in re.findall(r"\]\(([^)\s]+)\)", text)}
+    local = {t for t in targets if not t.startswith(("http://", "https://"))}
+    assert "docs/configuration.md" in local
+    missing = sorted(t for t in local - PENDING_PAGES if not (ROOT / t).exists())
+    assert missing == []
+
+
+def test_every_page_is_in_the_site_navigation() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = {p.name for p in DOCS.glob("*.md")}
+    listed = set(re.findall(r":\s+([\w-]+\.md)\s*$", nav, flags=re.MULTILINE))
+    assert listed == pages
+
+
+# --- commands in the pages --------------------------------------------------------------------
+
+
+def test_user_facing_commands_select_the_installed_benchmark() -> None:
+    offending = [
+        block.id
+        for block in all_blocks(user_facing_pages())
+        if "-k tau2_retail" in block.text and block.marker != CHECKOUT
+    ]
+    assert offending == [], "use --pyargs tests_tau2_retail outside the checkout"
+
+
+def test_output_folders_are_written_with_an_equals_sign() -> None:
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    spaced = [b.id for b in all_blocks(pages) if re.search(r"--tau2-output-dir\s", b.text)]
+    assert spaced == []
+
+
+def test_markers_stand_before_shell_blocks() -> None:
+    marked = [b for b in all_blocks([README, *sorted(DOCS.glob("*.md"))]) if b.marker]
+    assert {b.marker for b in marked} <= {USER_COMMANDS, CHECKOUT}
+    assert all(b.language == "sh" for b in marked), [b.id for b in marked]
+
+
+def test_the_block_reader_finds_markers_and_commands() -> None:
+    text = f"text\n\n{USER_COMMANDS}\n\n```sh\necho one\n```\n\n```toml\na = 1\n```\n"
+    found = parse_blocks(text, page="page.md")
+    assert [(b.language, b.marker, b.text, b.line) for b in found] == [
+        ("sh", USER_COMMANDS, "echo one", 5),
+        ("toml", "", "a = 1", 9),
+    ]
+
+
+USER_BLOCKS = [b for b in all_blocks(user_facing_pages()) if b.marker == USER_COMMANDS]
+
+
+def test_the_pages_hold_user_commands() -> None:
+    pages = {block.page for block in USER_BLOCKS}
+    assert {"README.md", "docs/data.md", "docs/cli.md", "docs/ci.md"} <= pages
+    assert any("--pyargs tests_tau2_retail" in block.text for block in USER_BLOCKS)
+
+
+def as_run_here(command_block: str, data_dir: Path) -> str:
+    """The block as the test runs it: the one download becomes a copy of the local data (the
+    tests never use the network), and more than two workers become two (a 2-core machine)."""
+    text = re.sub(
+        r"(python -m tau2_retail data fetch)[ \t]*(?=$|#)",
+        rf"\1 --from {data_dir} ",
+        command_block,
+        flags=re.MULTILINE,
+    )
+    return re.sub(r"(?<=\s)-n\s+([3-9]|\d\d+)\b", "-n 2", text)
+
+
+def test_the_rewrites_keep_the_commands() -> None:
+    data = Path("/data")
+    assert as_run_here("python -m tau2_retail data fetch  # once", data) == (
+        "python -m tau2_retail data fetch --from /data # once"
+    )
+    assert as_run_here("python -m tau2_retail data fetch --from X", data) == (
+        "python -m tau2_retail data fetch --from X"
+    )
+    assert as_run_here("pytest -n 8 --tau2-tasks=0", data) == "pytest -n 2 --tau2-tasks=0"
+    assert as_run_here("pytest -n 2 -n 16", data) == "pytest -n 2 -n 2"
+
+
+SCRATCH_PYPROJECT = """\
+[project]
+name = "your-agent"
+version = "0.1.0"
+
+[tool.pytest.ini_options]
+asyncio_default_fixture_loop_scope = "function"
+"""
+
+
+@pytest.fixture
+def scratch_repository(tmp_path: Path) -> Path:
+    """A user's repository: its own ``pyproject.toml`` and a test of its own."""
+    repo = tmp_path / "your-repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(SCRATCH_PYPROJECT, encoding="utf-8")
+    (repo / "tests" / "test_your_agent.py").write_text(
+        "def test_your_agent():\n    assert True\n", encoding="utf-8"
+    )
+    return repo
+
+
+@pytest.mark.tau2_subprocess
+@pytest.mark.parametrize("block", USER_BLOCKS, ids=lambda block: block.id)
+def test_user_commands_run_from_a_scratch_repository(
+    block: Block, scratch_repository: Path, installed: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    env = hermetic_environ(data_dir)
+    # a user's machine: no data folder named, an empty data cache that data fetch fills
+    del env["TAU2_DATA_DIR"]
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env["HOME"] = str(tmp_path / "home")
+    # the wheel first (its modules and entry point win over this checkout's), `python` on PATH
+    # is this environment's interpreter, which holds the runtime dependencies
+    env["PYTHONPATH"] = str(installed)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    if "data fetch" not in block.text:
+        subprocess.run(
+            [sys.executable, "-m", "tau2_retail", "data", "fetch", "--from", str(data_dir)],
+            cwd=scratch_repository,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=scaled_timeout(120),
+        )
+    script = "set -euo pipefail\n" + as_run_here(block.text, data_dir)
+    result = subprocess.run(
+        ["bash", "-c", script],
+        cwd=scratch_repository,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=scaled_timeout(600),
+    )
+    assert result.returncode == 0, (
+        f"{block.id} failed (exit {result.returncode}):\n{script}\n{result.stdout}\n{result.stderr}"
+    )
+    # nothing was read from or written into this checkout
+    assert str(ROOT) not in result.stdout
