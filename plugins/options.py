@@ -21,6 +21,7 @@ import pytest
 from tau2_retail.data.files import default_cache_dir
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import NO_API_KEY, EndpointConfig
@@ -79,6 +80,17 @@ def _float_range(
         return value
 
     return parse
+
+
+def _open_unit(raw: str) -> float:
+    """A level strictly between 0 and 1 (a significance level: 0 and 1 decide nothing)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _Invalid("a number > 0 and < 1, e.g. 0.05") from None
+    if not 0 < value < 1:  # also rejects nan
+        raise _Invalid("a number > 0 and < 1, e.g. 0.05")
+    return value
 
 
 def _text(raw: str) -> str:
@@ -177,6 +189,8 @@ class Setting:
     env: bool = False
     #: the value of an unset setting whose default is empty
     empty: Any = None
+    #: an empty value given on the command line is refused (it would silently mean "all")
+    refuse_blank: bool = False
     #: a folder or file: a relative value from a configuration file is relative to that file's
     #: folder (as pytest reads its own paths), not to the current folder
     path: bool = False
@@ -278,6 +292,13 @@ OPTIONS: tuple[Setting, ...] = (
         "seconds between probes of an endpoint that is down (one request; success closes it)",
     ),
     Setting(
+        "max_reply_bytes",
+        _int_at_least(1024),
+        str(DEFAULT_MAX_REPLY_BYTES),
+        "the largest reply body read from an endpoint, counted as it arrives and after "
+        "decompression (default 8 MiB); a larger one ends the scenario as an infra error",
+    ),
+    Setting(
         "agent_notes",
         _on_off,
         "on",
@@ -291,6 +312,7 @@ OPTIONS: tuple[Setting, ...] = (
         "",
         "only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
         empty=(),
+        refuse_blank=True,
     ),
     Setting(
         "shard",
@@ -354,6 +376,17 @@ OPTIONS: tuple[Setting, ...] = (
         _float_range(0, 1),
         "",
         "CI gate: largest drop of the success rate against --tau2-baseline (0..1, default 0)",
+    ),
+    Setting(
+        "regression_alpha",
+        _open_unit,
+        "",
+        "CI gate: significance level A (0 < A < 1, e.g. 0.05); a drop beyond "
+        "--tau2-max-regression fails only when the paired exact McNemar p-value is <= A, and "
+        "--tau2-min-pass-rate fails only when the upper bound of the rate's 95 percent "
+        "interval is below it "
+        "(default: unset, the point estimates decide)",
+        env=True,
     ),
 )
 
@@ -430,6 +463,7 @@ class Tau2Settings:
     concurrency: int
     breaker_failures: int
     breaker_probe_seconds: float
+    max_reply_bytes: int
     output_dir: str
     run_id: str
     resume: str
@@ -437,6 +471,7 @@ class Tau2Settings:
     max_infra_errors: int
     baseline: str
     max_regression: float | None
+    regression_alpha: float | None
     agent: ModelSettings
     user: ModelSettings
     judge: ModelSettings | None
@@ -486,6 +521,7 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
                 max_connections=values[f"{role}_max_connections"],
                 breaker_failures=values["breaker_failures"],
                 breaker_probe_seconds=values["breaker_probe_seconds"],
+                max_reply_bytes=values["max_reply_bytes"],
             )
         except ConfigError as error:
             raise pytest.UsageError(f"--tau2-{role}-*: {error}") from error
@@ -537,6 +573,12 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
     for setting in OPTIONS:
         raw, source = _raw(config, setting)
         sources[setting.name] = source
+        if setting.refuse_blank and source == setting.flag and not raw.strip():
+            # e.g. --tau2-tasks=$TASKS with TASKS unset: not "every task" without a word
+            raise pytest.UsageError(
+                f"{source}: an empty value is not valid for {setting.flag}; expected "
+                f"{setting.help.partition(', e.g.')[0]} (omit the option for all)"
+            )
         if raw == "" and setting.default == "":
             values[setting.name] = setting.empty
             continue

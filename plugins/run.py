@@ -3,12 +3,18 @@
 :class:`Tau2Run` is registered only where the run is written: the xdist controller, or the only
 process without xdist (workers hold a :class:`~tau2_retail.plugins.process.Tau2Process` and
 run scenarios). At start-up it checks the output folder, refuses an existing run id unless
-resuming, and on resume compares the stored configuration and adopts its scenario set. It hands
-run-wide values to workers (``pytest_configure_node``), receives each scenario's result through
-the report's ``user_properties``, and at the end writes ``run_args.json``, the summaries and
+resuming, and on resume takes the run folder's lock (:mod:`tau2_retail.results.lock`), compares
+the stored configuration and adopts its scenario set. Once collection has finished, before any
+scenario runs, it claims the run folder: creates and locks it (a new run) and writes
+``run_args.json`` with the settings and the expected scenarios (what this session selected,
+after ``-k``/``-m``/``--lf``, plus on resume those of the stored run), so a kill or a full disk
+never leaves the folder without its description. It hands run-wide values to workers
+(``pytest_configure_node``), receives each scenario's result through the report's
+``user_properties``, and at the end completes ``run_args.json``, writes the summaries and
 ``report.html``, applies the CI gate (:func:`tau2_retail.results.gate.evaluate_gate`), and
-writes the tau2 section of the terminal summary. It stays silent when no tau2 scenario was
-collected.
+writes the tau2 section of the terminal summary. The lock is held until ``pytest_unconfigure``
+(the OS releases it if the process dies). It stays silent, and creates nothing, when no tau2
+scenario was collected.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import platform
 import shlex
 import sys
 import warnings
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,13 +33,14 @@ import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
-from tau2_retail.errors import ArtifactError, DataError
+from tau2_retail.errors import ArtifactError, DataError, RunInUse
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.options import Tau2Settings, plain_setting, typed_setting
 from tau2_retail.plugins.process import Tau2Process, scenario_of
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
+from tau2_retail.results.lock import RunLock
 from tau2_retail.results.records import RESUME_KEYS, RunArgs, RunSummary, ScenarioRow
 from tau2_retail.results.summary import (
     headline_lines,
@@ -45,11 +52,13 @@ from tau2_retail.results.summary import (
     write_run_summary,
 )
 
-__all__ = ["ARTIFACTS_PROPERTY", "OUTCOME_PROPERTY", "RUN_KEY", "Tau2Run"]
+__all__ = ["ARTIFACTS_PROPERTY", "NOT_RUN", "OUTCOME_PROPERTY", "RUN_KEY", "Tau2Run"]
 
 #: ``user_properties`` names a scenario's report carries (also visible in junit XML).
 ARTIFACTS_PROPERTY = "tau2_artifacts"
 OUTCOME_PROPERTY = "tau2_outcome"
+#: why an expected scenario has no record when this session never started it
+NOT_RUN = "not run (the session ended before it started)"
 
 _BROKEN = {
     pytest.ExitCode.INTERRUPTED: "interrupted",
@@ -146,10 +155,21 @@ class Tau2Run:
         self.report_path: Path | None = None
         self.exit_problem: str | None = None
         self.interrupted = False
-        #: the scenario ids this session selected (after -k, --lf and resume)
+        #: the scenario ids this session selected (after -k, --lf and resume): with those of
+        #: the stored run, the expected list of ``run_args.json``
         self.selected: set[str] = set()
         #: the exit status the run decides (gate, unusable baseline, resumed run), set at finish
         self.exit_verdict: pytest.ExitCode | None = None
+        #: the run folder's lock, held from the claim (resume: start-up) until ``close``
+        self.lock: RunLock | None = None
+        #: ``run_args.json`` of the resumed run, as stored
+        self.stored: RunArgs | None = None
+        self.claimed = False
+        #: the claim of the run folder stopped the session (it is another process's)
+        self.refused = False
+        #: under ``--dist each``: each live worker's share index, and those of crashed workers
+        self.shares: dict[str, int] = {}
+        self.free_shares: list[int] = []
 
     @property
     def settings(self) -> Tau2Settings:
@@ -162,19 +182,55 @@ class Tau2Run:
     # -- start-up ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Check the output folder, the run id and (on resume) the stored configuration."""
+        """Check the output folder, the run id and (on resume) the stored configuration.
+
+        On resume the run folder's lock is taken here, before its files are read, and kept.
+        """
         settings = self.process.settings
         self._check_output_dir()
-        if settings.resume:
-            self._start_resume()
-        elif self.run_dir.exists():
+        try:
+            if settings.resume:
+                self._start_resume()
+            elif self.run_dir.exists():
+                self._refuse_existing()
+            if self.process.settings.tasks:
+                self._check_task_ids()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the run folder's lock (idempotent): the run is over in this process."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def _option(self) -> str:
+        run_id = self.process.run_id
+        return f"--tau2-resume {run_id}" if self.settings.resume else f"--tau2-run-id {run_id}"
+
+    def _take_lock(self) -> None:
+        """Lock the run folder, or stop: exit 4, one line naming the live process."""
+        try:
+            self.lock = RunLock.acquire(self.run_dir)
+        except RunInUse as error:
             raise pytest.UsageError(
-                f"--tau2-run-id {self.process.run_id}: {self.run_dir} already exists; "
-                f"continue it with --tau2-resume {self.process.run_id}, or choose a new run id "
-                "(omit --tau2-run-id for a timestamp)"
-            )
-        if self.process.settings.tasks:
-            self._check_task_ids()
+                f"{self._option()}: run {self.process.run_id} is in use by {error.holder}; "
+                "a run folder has one live process at a time: wait for that run to end, or "
+                "choose another run id"
+            ) from None
+        except ArtifactError as error:
+            raise pytest.UsageError(f"{self._option()}: {error}") from None
+
+    def _refuse_existing(self) -> None:
+        """A new run whose folder exists: name the live process if one holds it."""
+        self._take_lock()
+        self.close()
+        raise pytest.UsageError(
+            f"--tau2-run-id {self.process.run_id}: {self.run_dir} already exists; "
+            f"continue it with --tau2-resume {self.process.run_id}, or choose a new run id "
+            "(omit --tau2-run-id for a timestamp)"
+        )
 
     def _check_output_dir(self) -> None:
         settings = self.process.settings
@@ -217,13 +273,24 @@ class Tau2Run:
                 f"--tau2-resume {run_id}: no run directory {self.run_dir}; "
                 f"runs are folders of --tau2-output-dir ({settings.output_dir})"
             )
+        self._take_lock()
         try:
             stored = read_run_args(self.run_dir)
         except ArtifactError as error:
             raise pytest.UsageError(f"--tau2-resume {run_id}: {error}") from None
+        finished = load_run_metrics(self.run_dir)
         if stored is not None:
             self._compare(stored)
-        finished = load_run_metrics(self.run_dir)
+            self.stored = stored
+        elif finished.records or finished.incomplete:
+            # run_args.json is written before the first scenario starts: results without it
+            # come from an older version, or it was removed; the settings are unknown
+            raise pytest.UsageError(
+                f"--tau2-resume {run_id}: {self.run_dir} has scenario results but no "
+                "run_args.json, so its settings are unknown and this session's could differ "
+                "(another model would mix into its summary); start a new run without "
+                "--tau2-resume"
+            )
         self.process.completed = frozenset(
             m.scenario_id for m in finished.records if not m.infra_error
         )
@@ -274,29 +341,44 @@ class Tau2Run:
             key: plain_setting(value) for key, value in self.adopted.items()
         }
         # workers see --dist as "no": --tau2-concurrency deals shares under "each"
-        node.workerinput["tau2_dist"] = self.config.getoption("dist", None)
+        dist = self.config.getoption("dist", None)
+        node.workerinput["tau2_dist"] = dist
+        if dist == "each":
+            # A worker that replaces a crashed one (xdist restarts it as gw<N>, N >= the
+            # worker count) takes the dead worker's share: its collection is then the dead
+            # one's, and xdist hands it the scenarios the dead one had not run (the crashed
+            # one is reported lost). A share computed from its id would not exist.
+            count = int(node.workerinput["workercount"])
+            number = int(str(node.workerinput["workerid"]).removeprefix("gw"))
+            index = self.free_shares.pop(0) if self.free_shares else number + 1
+            node.workerinput["tau2_share"] = [index, count]
+            self.shares[node.gateway.id] = index
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        index = self.shares.pop(node.gateway.id, None)
+        if error is not None and index is not None:
+            self.free_shares.append(index)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        self._select(ids)
-        # a resumed run is active even when every scenario is complete (nothing left to run)
-        self._collected(bool(self.process.completed) or bool(self.selected))
+        # Called for each worker before the controller schedules any test (xdist schedules
+        # once every worker has collected): the claim happens before any scenario starts.
+        # Under --dist each every worker holds its own share: the expected list is the union.
+        self._collected([scenario for nodeid in ids if (scenario := scenario_of(nodeid))])
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if not hasattr(session.config, "workerinput") and session.items:
-            self._select(item.nodeid for item in session.items)
-            self._collected(bool(self.selected))
-        elif self.process.completed:
-            self._collected(True)
+        if not hasattr(session.config, "workerinput"):
+            self._collected(
+                [scenario for item in session.items if (scenario := scenario_of(item.nodeid))]
+            )
 
-    def _select(self, nodeids: Iterable[str]) -> None:
-        for nodeid in nodeids:
-            scenario = scenario_of(nodeid)
-            if scenario is not None:
-                self.selected.add(scenario)
-
-    def _collected(self, has_scenarios: bool) -> None:
-        if self.collected or not has_scenarios:
+    def _collected(self, scenarios: Sequence[str]) -> None:
+        # a resumed run is active even when every scenario is complete (nothing left to run)
+        if not scenarios and not self.process.completed:
+            return
+        self._claim(scenarios)
+        if self.collected:
             return
         self.collected = True
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -307,6 +389,59 @@ class Tau2Run:
         for line in lines:
             if not quiet or "OFFLINE SELF-CHECK" in line:
                 reporter.write_line(line)
+
+    def _claim(self, scenarios: Sequence[str]) -> None:
+        """Create and lock the run folder (a new run) and describe it in ``run_args.json``.
+
+        Called once collection has finished and before any scenario starts (per worker under
+        xdist: the expected list grows to the union of the workers' selections). A collect-only
+        session runs nothing and writes nothing.
+        """
+        new = set(scenarios) - self.selected
+        self.selected |= new
+        if self.config.option.collectonly or (self.claimed and not new):
+            return
+        self.refused = True  # until the claim is through
+        if self.lock is None:
+            try:
+                self.run_dir.mkdir(parents=True)
+            except FileExistsError:
+                # another run with this id created it since start-up: name it if it is live
+                self._refuse_existing()
+            except OSError as error:
+                raise pytest.UsageError(
+                    f"--tau2-output-dir: cannot create the run folder {self.run_dir}: {error}"
+                ) from None
+            self._take_lock()
+        try:
+            self._write_run_args(self.expected())
+        except ArtifactError as error:
+            # nothing has run yet: a run folder that cannot be described is not started
+            raise pytest.UsageError(
+                f"{self._option()}: the run folder cannot be described before the scenarios "
+                f"start: {error}"
+            ) from None
+        self.claimed = True
+        self.refused = False
+
+    def expected(self, *more: str) -> list[str]:
+        """The run's expected scenarios: this session's selection, the records already in the
+        folder (resume), the stored run's list (resume), and ``more``."""
+        stored = self.stored.expected if self.stored is not None else ()
+        return sorted({*self.selected, *self.process.completed, *stored, *more})
+
+    def _write_run_args(self, expected: Sequence[str]) -> None:
+        settings = self.process.settings
+        write_run_args(
+            self.run_dir,
+            RunArgs(
+                argv=tuple(argv_redacted()),
+                configuration=self.process.configuration,
+                trials=settings.trials,
+                expected=tuple(expected),
+                versions=_versions(),
+            ),
+        )
 
     def header_lines(self) -> list[str]:
         settings = self.process.settings
@@ -375,6 +510,8 @@ class Tau2Run:
         reasons = dict(on_disk.incomplete)
         for scenario in self.seen - records.keys():
             reasons.setdefault(scenario, "no metrics.json (interrupted, or its process was lost)")
+        for scenario in set(self.expected()) - records.keys():
+            reasons.setdefault(scenario, NOT_RUN)
         return records, reasons
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -390,12 +527,13 @@ class Tau2Run:
         active = bool(self.seen or (self.collected and self.process.completed))
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         self.interrupted = interrupted
-        if interrupted:
+        if interrupted or self.refused:
             # syrupy (installed beside us) warns that an interrupted xdist session sent it no
-            # snapshot reports (also when Ctrl-C came while the workers were still starting);
-            # with filterwarnings=error that warning became a traceback and exit 1 after
-            # Ctrl-C. A benchmark session asserts no snapshots: the warning says nothing here.
-            # The filter lives inside pytest's catch_warnings of this hook.
+            # snapshot reports (also when Ctrl-C came while the workers were still starting, or
+            # a claim of the run folder was refused under xdist); with filterwarnings=error that
+            # warning became a traceback and exit 1. A benchmark session asserts no snapshots:
+            # the warning says nothing here. The filter lives inside pytest's catch_warnings of
+            # this hook.
             warnings.filterwarnings("ignore", message=r"syrupy: ", category=UserWarning)
         if active and not interrupted:
             self._finish(session)
@@ -409,20 +547,11 @@ class Tau2Run:
 
     def _finish(self, session: pytest.Session) -> None:
         records, lost = self._metrics()
-        expected = sorted(records.keys() | lost.keys() | self.seen)
+        expected = self.expected(*records, *lost, *self.seen)
         settings = self.process.settings
         configuration = self.process.configuration
         try:
-            write_run_args(
-                self.run_dir,
-                RunArgs(
-                    argv=tuple(argv_redacted()),
-                    configuration=configuration,
-                    trials=settings.trials,
-                    expected=tuple(expected),
-                    versions=_versions(),
-                ),
-            )
+            self._write_run_args(expected)
             self.summary = write_run_summary(
                 self.run_dir,
                 [records[key] for key in sorted(records)],
@@ -464,6 +593,7 @@ class Tau2Run:
             max_infra_errors=settings.max_infra_errors,
             baseline=baseline,
             max_regression=settings.max_regression or 0.0,
+            regression_alpha=settings.regression_alpha,
             session_problem=self.exit_problem,
         )
         if self.gate is not None and self.others_failed:
@@ -518,6 +648,8 @@ class Tau2Run:
         if self.gate is not None:
             properties["tau2_gate"] = self.gate.verdict
             properties["tau2_gate_line"] = self.gate.line
+            if self.gate.paired is not None:
+                properties["tau2_gate_p_value"] = self.gate.paired.p_value
         for name, value in properties.items():
             xml.add_global_property(name, "n/a" if value is None else str(value))
 
@@ -533,7 +665,8 @@ class Tau2Run:
         """Selected scenarios this session stopped before (``-x``, ``--maxfail``, Ctrl-C)."""
         if self.summary is None:
             return []
-        recorded = {row.scenario_id for row in self.summary.scenarios} | set(self.summary.lost)
+        # not run and lost (an expected scenario without a record): counted with the lost
+        recorded = {row.scenario_id for row in self.summary.scenarios}
         return sorted(self.selected - recorded - self.seen)
 
     def terminal_lines(self, *, failures_listed: bool = False) -> list[str]:
@@ -567,7 +700,10 @@ class Tau2Run:
                 lines.append(f"FAILED {row.scenario_id}: {failure_reason(row, summary.profile)}")
         for scenario_id in summary.lost:
             reason = summary.lost_reasons.get(scenario_id, "no metrics")
-            lines.append(f"LOST {scenario_id}: {reason}")
+            # those never started are one line below, not one each: a stopped session may
+            # leave a hundred
+            if reason != NOT_RUN:
+                lines.append(f"LOST {scenario_id}: {reason}")
         lines.extend(self.problems)
         lines.append(f"run directory: {self.run_dir}")
         if self.report_path is not None:
@@ -578,7 +714,7 @@ class Tau2Run:
         elif not_run:
             lines.append(
                 f"tau2: the session stopped early; {len(not_run)} selected scenario(s) did not "
-                f"run; resume with: {self.resume_command()}"
+                f"run (counted as lost); resume with: {self.resume_command()}"
             )
         if self.gate is not None:
             lines.extend(

@@ -229,6 +229,9 @@ def worker_share(config: pytest.Config) -> tuple[int, int] | None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None or workerinput.get("tau2_dist") != "each":
         return None
+    given = workerinput.get("tau2_share")
+    if given is not None:  # dealt by the controller (a replacement takes the dead one's share)
+        return int(given[0]), int(given[1])
     number = int(str(workerinput["workerid"]).removeprefix("gw"))
     return number + 1, int(workerinput["workercount"])
 

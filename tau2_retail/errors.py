@@ -11,7 +11,8 @@
     │   └── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
     ├── ArtifactError            a run directory or artifact cannot be written or read
     │   ├── ReportError          the HTML report cannot be built or written (names the file)
-    │   └── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
+    │   ├── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
+    │   └── RunInUse             another live process holds the run folder's lock
     └── Tau2InfraError           raised by a scenario's test when an endpoint failed: a pytest
                                  error (not a failure), excluded from the rates, resumable
 
@@ -32,6 +33,7 @@ __all__ = [
     "EndpointError",
     "GoldMismatch",
     "ReportError",
+    "RunInUse",
     "SavedConversationError",
     "Tau2Error",
     "Tau2InfraError",
@@ -136,3 +138,13 @@ class SavedConversationError(ArtifactError):
 class Tau2InfraError(Tau2Error):
     """A scenario's endpoint (agent, user or judge) failed after retries: its test is a pytest
     error, not a failure; the scenario is excluded from the rates and re-run by resume."""
+
+
+class RunInUse(ArtifactError):
+    """Another live process holds the run folder's lock (a second run with the same id, or a
+    resume of a run that is still going). ``holder`` says who (``pid 1234 on host ci-7 ...``),
+    as its lock file names it."""
+
+    def __init__(self, message: str, *, holder: str) -> None:
+        self.holder = holder
+        super().__init__(message)

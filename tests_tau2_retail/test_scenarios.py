@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tau2_retail.engine.scenario import ScenarioOutcome
+from tau2_retail.models.text import printable, printable_lines
 from tau2_retail.plugins.options import Tau2Settings
 
 NO_JUDGE = "not judged: no judge configured (set --tau2-judge-model)"
@@ -46,9 +47,13 @@ async def test_tau2_retail(
                 f"tau2_nl_{index}", f"{'met' if verdict.passed else 'NOT met'}: {verdict.reason}"
             )
             if not verdict.passed:
-                pytest.fail(f"judged not met: {verdict.reason}\n{assertion}", pytrace=False)
+                # the judge's reason on one line, whatever it holds (newlines shown as \n)
+                pytest.fail(
+                    f"judged not met: {printable(verdict.reason)}\n{assertion}", pytrace=False
+                )
     failures = tau2_outcome.signal_failures()
     reason = tau2_outcome.short_reason()
     if failures or reason:
         # the NL verdicts failed above, each in its subtest; the scenario fails with its reason
-        pytest.fail("\n".join([reason or "failed", *failures]), pytrace=False)
+        # database values the agent wrote may hold control characters: shown escaped
+        pytest.fail(printable_lines("\n".join([reason or "failed", *failures])), pytrace=False)

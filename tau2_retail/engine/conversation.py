@@ -322,7 +322,7 @@ class _Conversation:
             raise _Stopped(
                 StopReason.INFRA_ERROR, "user: the simulator returned an empty message twice"
             )
-        message = Message(role=Role.USER, content=turn.content)
+        message = Message(role=Role.USER, content=turn.content, finish_reason=turn.finish_reason)
         self.record(message)
         self.steps += 1
         return message

@@ -47,6 +47,7 @@ from typing import Any, Final, TypeGuard
 from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
+from tau2_retail.models.text import valid_unicode_json
 from tau2_retail.tools.dispatch import Action, parse_arguments
 
 __all__ = [
@@ -370,7 +371,8 @@ def _first_json_fence(text: str) -> str | None:
 def _json_object(text: str) -> dict[str, Any] | None:
     """``text`` as a JSON object, or None (not JSON, nested too deeply, or not an object)."""
     try:
-        data = json.loads(text)
+        # NaN and Infinity are accepted here: a non-finite score is clamped (spec §5)
+        data = valid_unicode_json(json.loads(text))
     except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
@@ -393,7 +395,7 @@ def _first_object(text: str) -> dict[str, Any] | None:
         except (ValueError, RecursionError):
             continue
         if isinstance(data, dict):
-            return data
+            return valid_unicode_json(data)  # type: ignore[no-any-return]
     return None
 
 

@@ -17,6 +17,7 @@ from typing import Any, Final, NoReturn
 from urllib.parse import urlsplit
 
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.breaker import DEFAULT_BREAKER_FAILURES, DEFAULT_PROBE_SECONDS
 from tau2_retail.models.secrets import strip_userinfo
 
@@ -60,6 +61,8 @@ class EndpointConfig:
       probed again (see ``tau2_retail.models.breaker``).
     - ``max_connections``: open HTTP connections to the endpoint at most, shared by every
       conversation on the client (None: the ``openai`` package's default, 1000).
+    - ``max_reply_bytes``: the largest reply body read, counted as it arrives and after
+      decompression (``tau2_retail.models.bounded``); a larger one is an infra error.
 
     Values are checked at construction; a bad one raises ``ConfigError`` naming the field.
     """
@@ -79,6 +82,7 @@ class EndpointConfig:
     max_connections: int | None = None
     breaker_failures: int = DEFAULT_BREAKER_FAILURES
     breaker_probe_seconds: float = DEFAULT_PROBE_SECONDS
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
     def __post_init__(self) -> None:
         if not (_is_str(self.model) and self.model.strip()):
@@ -124,6 +128,8 @@ class EndpointConfig:
             _bad("breaker_failures", self.breaker_failures, "an integer >= 1")
         if not (_is_number(self.breaker_probe_seconds) and self.breaker_probe_seconds >= 0):
             _bad("breaker_probe_seconds", self.breaker_probe_seconds, "a number >= 0")
+        if not (_is_int(self.max_reply_bytes) and self.max_reply_bytes >= 1024):
+            _bad("max_reply_bytes", self.max_reply_bytes, "an integer >= 1024")
 
     def _check_extra_body(self) -> None:
         if not _is_json_object(self.extra_body):

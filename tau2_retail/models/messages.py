@@ -58,6 +58,9 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     error: bool = False
+    #: why the endpoint stopped generating this assistant message (``stop``, ``length``,
+    #: ``tool_calls``, ...), as it said; recorded in the transcript, never sent back
+    finish_reason: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"role": self.role.value}
@@ -89,6 +92,8 @@ class Message:
             data["name"] = self.name
         if self.error:
             data["error"] = True
+        if self.finish_reason is not None:
+            data["finish_reason"] = self.finish_reason
         return data
 
     @classmethod
@@ -100,6 +105,7 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
             error=bool(data.get("error", False)),
+            finish_reason=data.get("finish_reason"),
         )
 
 
@@ -167,10 +173,16 @@ class AssistantTurn:
     latency_seconds: float = 0.0
     attempts: int = 1
     wait_seconds: float = 0.0
+    finish_reason: str | None = None
 
     @property
     def is_empty(self) -> bool:
         return not (self.content and self.content.strip()) and not self.tool_calls
 
     def to_message(self) -> Message:
-        return Message(role=Role.ASSISTANT, content=self.content, tool_calls=self.tool_calls)
+        return Message(
+            role=Role.ASSISTANT,
+            content=self.content,
+            tool_calls=self.tool_calls,
+            finish_reason=self.finish_reason,
+        )

@@ -12,7 +12,10 @@ since a wrong URL, model or key does not heal by waiting.
 The reply body is parsed here, not by the ``openai`` models, so that a malformed reply is caught
 where JSON enters: tool-call arguments stay the raw string the model sent (the conversation turns
 invalid JSON into a tool error for the model), an empty string becomes ``{}``, a missing call id
-gets ``call_<n>``, and half a UTF-16 surrogate pair in any kept text becomes U+FFFD.
+gets ``call_<n>``, and half a UTF-16 surrogate pair in any kept text becomes U+FFFD. An
+endpoint that echoes the API key in a completion has it masked (``***``) where the reply enters,
+so it reaches no transcript, metrics, report or terminal line (nor the next request's history).
+The ``finish_reason`` of the first choice is kept on the turn and recorded in the transcript.
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ import openai
 
 from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
 from tau2_retail.models.backoff import BackoffGate
+from tau2_retail.models.bounded import ACCEPT_ENCODING, ReplyTooLarge, read_bounded
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.text import finite_or_none, valid_unicode
 
 __all__ = [
     "BODY_EXCERPT_CHARS",
@@ -68,6 +73,7 @@ CONTEXT_WINDOW_MARKERS: Final = (
 llama.cpp and others word it differently)."""
 
 BODY_EXCERPT_CHARS: Final = 300
+_FINISH_REASON_CHARS: Final = 64
 
 _RATE_LIMITED: Final = 429
 # The SDK's own default (openai.DEFAULT_CONNECTION_LIMITS.max_connections).
@@ -86,9 +92,6 @@ _REDACTED: Final = "***"
 # Shorter "keys" (placeholders such as "EMPTY" or "x") are not worth redacting and would mangle
 # ordinary words in error messages.
 _MIN_REDACTED_KEY_CHARS: Final = 8
-
-# json.loads joins a valid surrogate pair into one code point: any surrogate left is lone.
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -288,9 +291,24 @@ class OpenAIChatModel:
             # asyncio.timeout bounds the whole exchange: httpx's own timeout restarts on every
             # byte, so a server dripping one byte per second would never trip it. Cancelling
             # the request closes its connection (httpcore does not reuse a half-read one).
-            async with asyncio.timeout(deadline):
-                raw = await self._client.chat.completions.with_raw_response.create(**request)
-                payload = raw.content
+            async with (
+                asyncio.timeout(deadline),
+                self._client.chat.completions.with_streaming_response.create(**request) as raw,
+            ):
+                # read as it arrives, inflated here within the limit (never a body whole)
+                payload = await read_bounded(
+                    raw.http_response, max_bytes=self._config.max_reply_bytes
+                )
+        except ReplyTooLarge as e:
+            # Not the model's output: max_tokens bounds a completion far below the limit, so
+            # only a broken or hostile server (or proxy) sends this. An infra error, excluded
+            # from the rates; not retried (the same reply would come again) and not counted
+            # toward the breaker (the endpoint answered).
+            fatal = EndpointError(
+                f"{self._where()}: chat completion failed after {attempts} attempt(s): {e}",
+                status=200,
+            )
+            return _Failure(detail=str(e), cause=e, fatal=fatal, endpoint_level=False)
         except openai.APIStatusError as e:
             return self._status_failure(e, attempts=attempts)
         except (TimeoutError, openai.APITimeoutError) as e:
@@ -298,9 +316,9 @@ class OpenAIChatModel:
         except openai.APIConnectionError as e:
             return _Failure(detail=f"connection failed ({_cause_text(e)})", cause=e)
         try:
-            content, tool_calls, usage = self._parse(payload)
+            content, tool_calls, usage, finish_reason = self._parse(payload)
         except _UnparseableReply as e:
-            text = raw.text
+            text = payload.decode("utf-8", "replace")
             body = _excerpt(text, self._redact)
             return _Failure(
                 detail=f"unparseable reply (HTTP 200, {e}): {body}",
@@ -309,7 +327,9 @@ class OpenAIChatModel:
                 body=body,
                 full_body=_full_body(text, self._redact),
             )
-        return AssistantTurn(content=content, tool_calls=tool_calls, usage=usage)
+        return AssistantTurn(
+            content=content, tool_calls=tool_calls, usage=usage, finish_reason=finish_reason
+        )
 
     def _request(
         self,
@@ -332,7 +352,13 @@ class OpenAIChatModel:
             # sends it too. The extra body may still override it.
             body["tool_choice"] = "auto"
         body.update(config.extra_body)
-        request: dict[str, Any] = {"model": config.model, "messages": [], "extra_body": body}
+        request: dict[str, Any] = {
+            "model": config.model,
+            "messages": [],
+            "extra_body": body,
+            # only encodings read_bounded inflates within its limit
+            "extra_headers": {"Accept-Encoding": ACCEPT_ENCODING},
+        }
         seed = config.seed if seed is None else seed
         optional = {
             "temperature": config.temperature,
@@ -398,8 +424,9 @@ class OpenAIChatModel:
         backoff = self._config.backoff_base_seconds * 2.0 ** min(attempt, 64)
         return min(backoff * (1 + _JITTER_FRACTION * self._jitter()), cap)
 
-    def _parse(self, payload: bytes) -> tuple[str | None, tuple[ToolCall, ...], Usage]:
-        """Content, tool calls and usage of a 200 reply; raises ``_UnparseableReply``."""
+    def _parse(self, payload: bytes) -> tuple[str | None, tuple[ToolCall, ...], Usage, str | None]:
+        """Content, tool calls, usage and finish reason of a 200 reply; raises
+        ``_UnparseableReply``."""
         try:
             data = json.loads(payload)
         except ValueError as e:
@@ -417,12 +444,17 @@ class OpenAIChatModel:
         if content is not None and not isinstance(content, str):
             raise _UnparseableReply("the message content is not a string")
         if content is not None:
-            content = _valid_unicode(content)
+            content = self._redact(valid_unicode(content))
         raw_calls = message.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             raise _UnparseableReply("tool_calls is not a list")
         tool_calls = tuple(self._tool_call(raw) for raw in raw_calls)
-        return content, tool_calls, _usage(data.get("usage"))
+        finish = choice.get("finish_reason")
+        # recorded as the server said it, cut short (it is a word, not a text)
+        finish_reason = (
+            valid_unicode(finish[:_FINISH_REASON_CHARS]) if isinstance(finish, str) else None
+        )
+        return content, tool_calls, _usage(data.get("usage")), finish_reason
 
     def _tool_call(self, raw: object) -> ToolCall:
         if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
@@ -443,23 +475,13 @@ class OpenAIChatModel:
         if not isinstance(call_id, str) or not call_id:
             call_id = f"call_{next(self._call_ids)}"
         return ToolCall(
-            id=_valid_unicode(call_id),
-            name=_valid_unicode(name),
-            arguments=_valid_unicode(arguments),
+            id=self._redact(valid_unicode(call_id)),
+            name=self._redact(valid_unicode(name)),
+            arguments=self._redact(valid_unicode(arguments)),
         )
 
     def _where(self) -> str:
         return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
-
-
-def _valid_unicode(text: str) -> str:
-    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD.
-
-    JSON can spell half of a surrogate pair (``"\\ud83d"``, e.g. an emoji cut by a token
-    limit); no UTF-8 text can hold one, so it would break the next request body, the xdist
-    report and every artifact it reaches.
-    """
-    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _usage(raw: object) -> Usage:
@@ -478,17 +500,21 @@ def _count(value: object) -> int:
 
 def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """The wait the server asks for: ``retry-after-ms`` (OpenAI) or ``Retry-After``."""
+    # Not a finite number ("nan", "inf"): as if the header were absent (the backoff decides);
+    # a NaN would otherwise reach the sleep and wait_seconds, which no JSON can hold.
     milliseconds = headers.get("retry-after-ms")
     if milliseconds is not None:
         try:
-            return float(milliseconds) / 1000
+            wait = finite_or_none(float(milliseconds) / 1000)
         except ValueError:
-            pass
+            wait = None
+        if wait is not None:
+            return wait
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
-        return float(value)
+        return finite_or_none(float(value))
     except ValueError:
         pass
     try:
@@ -504,11 +530,11 @@ def _wire_safe(message: dict[str, Any]) -> dict[str, Any]:
     """A wire message whose text holds no lone surrogate (it could not be encoded as UTF-8)."""
     content = message.get("content")
     if isinstance(content, str):
-        message["content"] = _valid_unicode(content)
+        message["content"] = valid_unicode(content)
     for call in message.get("tool_calls", ()):
         function = call["function"]
-        function["arguments"] = _valid_unicode(function["arguments"])
-        function["name"] = _valid_unicode(function["name"])
+        function["arguments"] = valid_unicode(function["arguments"])
+        function["name"] = valid_unicode(function["name"])
     return message
 
 
@@ -516,7 +542,7 @@ def _full_body(text: str, redact: Callable[[str], str]) -> str:
     """The body as sent, key removed, cut at ``FULL_BODY_CHARS``."""
     if len(text) > FULL_BODY_CHARS:
         text = text[:FULL_BODY_CHARS] + f"… [{len(text) - FULL_BODY_CHARS} more characters]"
-    return _valid_unicode(redact(text))
+    return valid_unicode(redact(text))
 
 
 def _excerpt(text: str, redact: Callable[[str], str]) -> str:

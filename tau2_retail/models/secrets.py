@@ -7,7 +7,8 @@
   ``[redacted]`` unless their key is in ``HARMLESS_EXTRA_BODY_KEYS`` (sampling and template
   switches that hold no credential); nested objects follow the same rule.
 - ``redact_argv``: the command line as recorded in ``run_args.json``: URLs without userinfo,
-  extra-body JSON redacted as above, anything shaped like an API key replaced.
+  extra-body JSON redacted as above (also given as an ini override, ``-o
+  tau2_agent_extra_body=...``), anything shaped like an API key replaced.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ HARMLESS_EXTRA_BODY_KEYS: Final = frozenset(
 _USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
 _KEY_LIKE: Final = re.compile(r"sk-[A-Za-z0-9_-]{8,}")
 _EXTRA_BODY_FLAG: Final = re.compile(r"^(--tau2-[a-z]+-extra-body)(=?)(.*)$", re.DOTALL)
+_INI_FLAGS: Final = frozenset({"-o", "--override-ini"})
+_INI_INLINE: Final = re.compile(r"^(--override-ini=|-o)(.+)$", re.DOTALL)
 
 
 def strip_userinfo(text: str) -> str:
@@ -93,14 +96,37 @@ def _redacted_json(text: str) -> str:
     return json.dumps(redact_extra_body(value))
 
 
+def _redacted_ini(assignment: str) -> str:
+    """An ``-o NAME=VALUE`` override: an extra body's value redacted like the option's."""
+    name, equals, value = assignment.partition("=")
+    if equals and name.strip().endswith("extra_body"):
+        return f"{name}={_redacted_json(value)}"
+    return redact_text(assignment)
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    """The command line with secrets redacted (``--flag=value`` and ``--flag value`` forms)."""
+    """The command line with secrets redacted (``--flag=value`` and ``--flag value`` forms;
+    ini overrides ``-o NAME=VALUE``, ``-oNAME=VALUE`` and ``--override-ini[=]NAME=VALUE``
+    like the options they stand for)."""
     shown: list[str] = []
     extra_body_next = False
+    ini_next = False
     for arg in argv:
         if extra_body_next:
             shown.append(_redacted_json(arg))
             extra_body_next = False
+            continue
+        if ini_next:
+            shown.append(_redacted_ini(arg))
+            ini_next = False
+            continue
+        if arg in _INI_FLAGS:
+            shown.append(arg)
+            ini_next = True
+            continue
+        ini = _INI_INLINE.match(arg)
+        if ini:
+            shown.append(ini.group(1) + _redacted_ini(ini.group(2)))
             continue
         match = _EXTRA_BODY_FLAG.match(arg)
         if match:

@@ -1,7 +1,9 @@
 """Comparing two runs for the report: rate differences and flipped scenarios.
 
 Both sides are :class:`~tau2_retail.results.records.RunSummary` records (``summary.json``);
-scenarios are matched by scenario id.
+scenarios are matched by scenario id (the same task and trial). The paired comparison (the
+flips both ways, the one-sided exact McNemar p-value of a regression, the difference of the
+paired rates with its 95% interval) is the CI gate's (:func:`tau2_retail.results.gate.pair_runs`).
 Used by ``python -m tau2_retail report RUN --against OTHER``.
 """
 
@@ -10,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tau2_retail.results.gate import p_text, pair_runs
 from tau2_retail.results.records import GroupRate, Rate, RunSummary, ScenarioRow
+from tau2_retail.results.stats import Interval, PairedComparison, fixed
 
-__all__ = ["compare_summaries", "comparison_lines"]
+__all__ = ["compare_summaries", "comparison_lines", "paired_line"]
 
 _SHOWN_FLIPS = 20  # in the terminal; the page lists them all
 
@@ -25,6 +29,10 @@ def _rate_entry(
             return None, "n/a"
         return rate.rate, f"{rate.passed}/{rate.total}"
 
+    def bounds(rate: Rate | None) -> list[float] | None:
+        interval = rate.ci95 if rate is not None else None
+        return [interval.low, interval.high] if interval is not None else None
+
     cur, cur_text = parts(current)
     base, base_text = parts(baseline)
     return {
@@ -35,6 +43,8 @@ def _rate_entry(
         "baseline": base,
         "current_text": cur_text,
         "baseline_text": base_text,
+        "current_ci95": bounds(current),
+        "baseline_ci95": bounds(baseline),
         "delta": None if cur is None or base is None else cur - base,
     }
 
@@ -56,7 +66,21 @@ def _mean_entry(
 
 
 def _group_rate(group: GroupRate | None) -> Rate | None:
-    return Rate(passed=group.succeeded, total=group.n) if group is not None else None
+    return group.as_rate if group is not None else None
+
+
+def _paired_json(paired: PairedComparison) -> dict[str, Any]:
+    interval: Interval | None = paired.interval
+    return {
+        "pairs": paired.pairs,
+        "both": paired.both,
+        "broken": paired.broken,
+        "fixed": paired.fixed,
+        "neither": paired.neither,
+        "p_value": paired.p_value,
+        "difference": paired.difference,
+        "ci95": [interval.low, interval.high] if interval is not None else None,
+    }
 
 
 def _signal_rates(summary: RunSummary) -> dict[str, Rate | None]:
@@ -89,7 +113,11 @@ def compare_summaries(current: RunSummary, baseline: RunSummary) -> dict[str, An
     minus baseline; None when either is not applicable). ``flips``: the scenarios present in
     both whose status changed, ``kind`` ``fixed`` (now PASS), ``broken`` (was PASS) or
     ``changed`` (to or from INFRA), with the signals that changed. ``only_current`` and
-    ``only_baseline``: scenario ids present in one run only.
+    ``only_baseline``: scenario ids present in one run only. ``paired``: the scenarios scored in
+    both runs paired by task and trial: the 2x2 table (``both``, ``broken`` pass->fail,
+    ``fixed`` fail->pass, ``neither``), the one-sided exact McNemar ``p_value`` of a regression,
+    and the ``difference`` of the paired success rates (current minus baseline) with its
+    ``ci95`` (Newcombe's hybrid score interval for paired data).
     """
     rates = [
         _rate_entry("Overall success", "headline", current.success_rate, baseline.success_rate),
@@ -163,6 +191,7 @@ def compare_summaries(current: RunSummary, baseline: RunSummary) -> dict[str, An
         "baseline_status": {k: r.status for k, r in baseline_rows.items()},
         "only_current": [k for k in current_rows if k not in baseline_rows],
         "only_baseline": [k for k in baseline_rows if k not in current_rows],
+        "paired": _paired_json(pair_runs(current, baseline)),
     }
 
 
@@ -180,8 +209,26 @@ def _value_text(entry: Mapping[str, Any], side: str) -> str:
     if value is None:
         return "n/a"
     if entry["kind"] == "rate":
-        return f"{100 * value:.2f}% ({entry[f'{side}_text']})"
+        bounds = entry.get(f"{side}_ci95")
+        shown = f" [{fixed(100 * bounds[0], 1)}, {fixed(100 * bounds[1], 1)}]" if bounds else ""
+        return f"{100 * value:.2f}% ({entry[f'{side}_text']}){shown}"
     return f"{value:.4f}"
+
+
+def paired_line(paired: Mapping[str, Any]) -> str:
+    """``paired by task and trial: 6 pairs, 3 pass->fail, 0 fail->pass, one-sided exact
+    McNemar p=0.125; difference -50.00 pp [-81.2, -0.0]``."""
+    line = (
+        f"paired by task and trial: {paired['pairs']} pairs, {paired['broken']} pass->fail, "
+        f"{paired['fixed']} fail->pass, one-sided exact McNemar {p_text(paired['p_value'])}"
+    )
+    if paired["difference"] is not None and paired["ci95"] is not None:
+        low, high = paired["ci95"]
+        line += (
+            f"; difference {100 * paired['difference']:+.2f} pp "
+            f"[{fixed(100 * low, 1)}, {fixed(100 * high, 1)}]"
+        )
+    return line
 
 
 def comparison_lines(comparison: Mapping[str, Any]) -> list[str]:
@@ -201,6 +248,7 @@ def comparison_lines(comparison: Mapping[str, Any]) -> list[str]:
     lines.append(
         f"flipped: {counts['fixed']} fixed, {counts['broken']} broken, {counts['changed']} other"
     )
+    lines.append(paired_line(comparison["paired"]))
     lines.extend(f"  {f['id']}: {f['baseline']} -> {f['current']}" for f in flips[:_SHOWN_FLIPS])
     if len(flips) > _SHOWN_FLIPS:
         lines.append(f"  ... and {len(flips) - _SHOWN_FLIPS} more (see the report)")

@@ -180,17 +180,21 @@ def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> d
 
 
 def _refuse_symlinks(directory: Path) -> None:
-    """A scenario folder (or the scenario folder of a trial) must not be a symbolic link: it
-    would send the artifacts outside the run directory."""
+    """Neither a scenario folder (or the scenario folder of a trial) nor anything under it may
+    be a symbolic link: the writes would follow it outside the run directory."""
     folders = [directory]
     if directory.name.startswith("trial-"):
         folders.append(directory.parent)
-    for folder in folders:
-        if folder.is_symlink():
-            raise ArtifactError(
-                f"{folder} is a symbolic link (to {os.readlink(folder)}): refusing to write a "
-                "scenario's artifacts outside the run directory; remove the link"
-            )
+    links = [folder for folder in folders if folder.is_symlink()]
+    if not links and directory.is_dir():
+        # anywhere under it too: a linked scenario_config/ would be followed by the writes
+        for root, dirs, files in os.walk(directory):
+            links += [Path(root, name) for name in (*dirs, *files) if Path(root, name).is_symlink()]
+    for link in links[:1]:
+        raise ArtifactError(
+            f"{link} is a symbolic link (to {os.readlink(link)}): refusing to write a "
+            "scenario's artifacts outside the run directory; remove the link"
+        )
 
 
 def write_scenario_artifacts(
@@ -349,6 +353,9 @@ class RunMetrics:
 
     records: tuple[ScenarioMetrics, ...]
     incomplete: Mapping[str, str]
+    #: ``metrics.json`` files whose record names another scenario than their folder (copied
+    #: or moved by hand), each as one line; they are also ``incomplete`` (never counted)
+    misplaced: tuple[str, ...] = ()
 
 
 def load_run_metrics(run_dir: Path) -> RunMetrics:
@@ -357,10 +364,20 @@ def load_run_metrics(run_dir: Path) -> RunMetrics:
     paths = [*run_dir.glob(f"*/{METRICS_FILE}"), *run_dir.glob(f"*/trial-*/{METRICS_FILE}")]
     records: list[ScenarioMetrics] = []
     incomplete: dict[str, str] = {}
+    misplaced: list[str] = []
     for path in sorted(paths):
+        folder_id = scenario_id_of_folder(run_dir, path.parent)
         try:
-            records.append(read_metrics(path))
+            record = read_metrics(path)
         except ArtifactError as error:
-            incomplete[scenario_id_of_folder(run_dir, path.parent)] = str(error)
+            incomplete[folder_id] = str(error)
+            continue
+        if record.scenario_id != folder_id:
+            # a record in the wrong folder would count twice, or for the wrong scenario
+            problem = f"{path} records scenario {record.scenario_id}, not {folder_id}"
+            misplaced.append(problem)
+            incomplete[folder_id] = f"misplaced metrics.json: {problem}"
+            continue
+        records.append(record)
     records.sort(key=ScenarioMetrics.sort_key)
-    return RunMetrics(records=tuple(records), incomplete=incomplete)
+    return RunMetrics(records=tuple(records), incomplete=incomplete, misplaced=tuple(misplaced))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tau2_retail.errors import ArtifactError
+from tau2_retail.models.text import valid_unicode
 
 __all__ = ["TEMP_PREFIX", "dumps_json", "write_json_atomic", "write_text_atomic"]
 
@@ -35,8 +36,12 @@ _FILE_MODE = 0o644
 
 
 def dumps_json(value: Any) -> str:
-    """The artifact JSON form: indent 1, keys in insertion order, UTF-8 kept, final newline."""
-    return json.dumps(value, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
+    """The artifact JSON form: indent 1, keys in insertion order, UTF-8 kept, final newline.
+
+    Strict JSON: a NaN or an infinity raises ``ValueError`` (Python would write ``NaN``, which
+    no JSON reader accepts); non-finite numbers are refused or clamped where they enter.
+    """
+    return json.dumps(value, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _discard(temp: str) -> None:
@@ -53,7 +58,12 @@ def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
     file is removed and an existing ``path`` is left untouched.
     """
     path = Path(path)
-    data = text.encode("utf-8")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # a lone surrogate that escaped the checks where endpoint text enters: the file is
+        # written with U+FFFD in its place rather than lost
+        data = valid_unicode(text).encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:

@@ -6,6 +6,14 @@ against the baseline run, when the baseline ran another profile (its rate is not
 or when infra errors plus lost scenarios exceed ``max_infra_errors``. Lost and infra-error
 scenarios are never dropped silently: they count against ``max_infra_errors``. The line names
 the profile (in the tau2 profile the success rate is the share with upstream reward 1).
+
+Against a baseline the scenarios are paired by task and trial (those scored in both runs) and
+the line gives the flips both ways and the one-sided exact McNemar p-value of a regression
+(:mod:`tau2_retail.results.stats`). With ``regression_alpha`` (``--tau2-regression-alpha``)
+the gate tells a regression from noise: a drop beyond ``max_regression`` fails only when it is
+also significant (``p <= alpha``), and the threshold fails only when the whole 95% interval of
+the success rate lies below it (its upper bound < threshold). Without it, both compare the
+point estimates, as before.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ from dataclasses import dataclass
 
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.results.records import RunSummary
+from tau2_retail.results.stats import PairedComparison, paired_comparison
 
-__all__ = ["GateVerdict", "evaluate_gate", "flipped_to_fail"]
+__all__ = ["GateVerdict", "evaluate_gate", "flipped_to_fail", "pair_runs"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,6 +37,8 @@ class GateVerdict:
     rate: float | None
     baseline_rate: float | None = None
     flipped: tuple[str, ...] = ()
+    #: the paired comparison with the baseline (None without one)
+    paired: PairedComparison | None = None
 
     @property
     def verdict(self) -> str:
@@ -44,6 +55,27 @@ def flipped_to_fail(summary: RunSummary, baseline: RunSummary) -> tuple[str, ...
     )
 
 
+def pair_runs(summary: RunSummary, baseline: RunSummary) -> PairedComparison:
+    """The scenarios scored (PASS or FAIL) in both runs, paired by task and trial."""
+    before = {
+        (row.task_id, row.trial): row.status == "PASS"
+        for row in baseline.scenarios
+        if row.status in ("PASS", "FAIL")
+    }
+    return paired_comparison(
+        [
+            (before[(row.task_id, row.trial)], row.status == "PASS")
+            for row in summary.scenarios
+            if row.status in ("PASS", "FAIL") and (row.task_id, row.trial) in before
+        ]
+    )
+
+
+def p_text(p: float) -> str:
+    """``p=0.125``, ``p=9.86e-32``: three significant digits."""
+    return f"p={p:.3g}"
+
+
 def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2%}"
 
@@ -55,12 +87,14 @@ def evaluate_gate(
     max_infra_errors: int,
     baseline: RunSummary | None = None,
     max_regression: float = 0.0,
+    regression_alpha: float | None = None,
     session_problem: str | None = None,
 ) -> GateVerdict | None:
     """The verdict, or None when no gate was asked for (no threshold and no baseline).
 
-    ``session_problem`` (e.g. "interrupted") means the run did not finish: the gate is not
-    applied and the verdict is a failure that says so.
+    ``regression_alpha`` (0 < A < 1, or None): see the module docstring. ``session_problem``
+    (e.g. "interrupted") means the run did not finish: the gate is not applied and the verdict
+    is a failure that says so.
     """
     if min_pass_rate is None and baseline is None:
         return None
@@ -76,12 +110,21 @@ def evaluate_gate(
     tau2 = summary.profile == ProfileName.TAU2
     measure = "success rate (upstream reward 1)" if tau2 else "success rate"
     shown = f"{measure} {_percent(rate)}"
+    interval = summary.success_rate.ci95
+    if interval is not None:
+        shown += f" {interval.percent_text()}"
     if min_pass_rate is not None:
-        ok = ok and rate is not None and rate >= min_pass_rate
-        shown += f" (threshold {min_pass_rate:.2%})"
+        if regression_alpha is None:
+            ok = ok and rate is not None and rate >= min_pass_rate
+            shown += f" (threshold {min_pass_rate:.2%})"
+        else:
+            # below the threshold only when the whole interval is: noise cannot fail the gate
+            ok = ok and interval is not None and interval.high >= min_pass_rate
+            shown += f" (threshold {min_pass_rate:.2%} on the 95% interval's upper bound)"
     parts.append(shown)
     baseline_rate = None
     flipped: Sequence[str] = ()
+    paired = None
     if baseline is not None and baseline.profile != summary.profile:
         return GateVerdict(
             passed=False,
@@ -94,11 +137,24 @@ def evaluate_gate(
     if baseline is not None:
         baseline_rate = baseline.success_rate.rate
         flipped = flipped_to_fail(summary, baseline)
+        paired = pair_runs(summary, baseline)
         drop = (baseline_rate or 0.0) - (rate or 0.0)
-        ok = ok and rate is not None and drop <= max_regression + 1e-12
+        too_large = rate is None or drop > max_regression + 1e-12
+        paired_text = (
+            f"{paired.broken} flipped pass->fail, {paired.fixed} fail->pass of {paired.pairs} "
+            "paired, "
+            f"{p_text(paired.p_value)}"
+        )
+        if regression_alpha is not None:
+            significant = paired.p_value <= regression_alpha
+            ok = ok and rate is not None and not (too_large and significant)
+            judged = "significant" if significant else "not significant"
+            paired_text += f" ({judged} at alpha {regression_alpha:g})"
+        else:
+            ok = ok and not too_large
         parts.append(
             f"baseline {_percent(baseline_rate)} (change {-drop:+.2%}, "
-            f"max regression {max_regression:.2%}), {len(flipped)} flipped pass->fail"
+            f"max regression {max_regression:.2%}), {paired_text}"
         )
     infra = summary.counts.infra_errors + summary.counts.lost
     ok = ok and infra <= max_infra_errors
@@ -110,4 +166,5 @@ def evaluate_gate(
         rate=rate,
         baseline_rate=baseline_rate,
         flipped=tuple(flipped),
+        paired=paired,
     )

@@ -183,15 +183,25 @@ class GateSettings:
     max_infra_errors: int
     baseline: str
     max_regression: float | None
+    regression_alpha: float | None = None
 
     @classmethod
     def of(cls, configuration: RunConfiguration) -> GateSettings:
+        """The recorded gate settings (runs recorded before ``regression_alpha`` read None);
+        ``ArtifactError`` for a ``regression_alpha`` outside 0 < A < 1."""
         f = Fields(dict(configuration.settings), f"{RUN_ARGS_FILE}: configuration.settings")
+        alpha = f.opt_number("regression_alpha")
+        if alpha is not None and not 0 < alpha < 1:
+            raise ArtifactError(
+                f"{f.where}: regression_alpha {alpha!r} is not valid for --tau2-regression-alpha; "
+                "expected a number > 0 and < 1, e.g. 0.05"
+            )
         return cls(
             min_pass_rate=f.opt_number("min_pass_rate"),
             max_infra_errors=f.integer("max_infra_errors") if f.has("max_infra_errors") else 0,
             baseline=f.opt_text("baseline") or "",
             max_regression=f.opt_number("max_regression"),
+            regression_alpha=alpha,
         )
 
 
@@ -209,6 +219,7 @@ def merged_gate(
         max_infra_errors=gate.max_infra_errors,
         baseline=baseline,
         max_regression=gate.max_regression or 0.0,
+        regression_alpha=gate.regression_alpha,
     )
     if verdict is not None:
         return verdict

@@ -13,10 +13,12 @@ from typing import Any
 
 from tau2_retail.engine.metrics import Fields, UsageCounts
 from tau2_retail.engine.profiles import ProfileName
+from tau2_retail.results.stats import WILSON, Interval, wilson_interval
 
 __all__ = [
     "RESUME_KEYS",
     "Counts",
+    "FlakyTask",
     "GroupRate",
     "InfraErrorRow",
     "JudgeReplies",
@@ -174,21 +176,65 @@ class RunArgs:
         )
 
 
+def _interval_json(interval: Interval | None) -> dict[str, Any]:
+    if interval is None:
+        return {"ci95": None}
+    return {"ci95": [interval.low, interval.high], "ci95_method": interval.method}
+
+
+def _interval_of(f: Fields, *, derived: bool = False) -> Interval | None:
+    """The recorded ``ci95`` (None when absent: a summary written before intervals).
+
+    ``derived``: the record computes a Wilson interval itself, so a recorded one reads as None
+    (a record read back equals the one written).
+    """
+    if not f.has("ci95") or (derived and (f.opt_text("ci95_method") or WILSON) == WILSON):
+        return None
+    bounds = f.array("ci95")
+    if len(bounds) != 2 or not all(
+        isinstance(b, int | float) and not isinstance(b, bool) for b in bounds
+    ):
+        f.fail("ci95", "[low, high]")
+    return Interval(
+        low=float(bounds[0]), high=float(bounds[1]), method=f.opt_text("ci95_method") or WILSON
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rate:
+    """``passed`` of ``total`` and its 95% interval.
+
+    ``interval`` is set by the summary when the units are clustered (trials of a task); when
+    None, :attr:`ci95` is the Wilson interval (also for summaries written before intervals).
+    """
+
     passed: int
     total: int
+    interval: Interval | None = None
 
     @property
     def rate(self) -> float | None:
         return self.passed / self.total if self.total else None
 
+    @property
+    def ci95(self) -> Interval | None:
+        return self.interval or wilson_interval(self.passed, self.total)
+
     def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "total": self.total, "rate": self.rate}
+        return {
+            "passed": self.passed,
+            "total": self.total,
+            "rate": self.rate,
+            **_interval_json(self.ci95),
+        }
 
     @classmethod
     def from_json(cls, f: Fields) -> Rate:
-        return cls(passed=f.integer("passed"), total=f.integer("total"))
+        return cls(
+            passed=f.integer("passed"),
+            total=f.integer("total"),
+            interval=_interval_of(f, derived=True),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,29 +328,72 @@ class Counts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PassHatK:
+    """tau2's pass^k over ``tasks`` and its 95% interval (None in summaries written before
+    intervals, or when no task has ``k`` trials)."""
+
     k: int
     value: float | None
     tasks: int
+    ci95: Interval | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"k": self.k, "value": self.value, "tasks": self.tasks}
+        return {"k": self.k, "value": self.value, "tasks": self.tasks, **_interval_json(self.ci95)}
 
     @classmethod
     def from_json(cls, f: Fields) -> PassHatK:
-        return cls(k=f.integer("k"), value=f.opt_number("value"), tasks=f.integer("tasks"))
+        return cls(
+            k=f.integer("k"),
+            value=f.opt_number("value"),
+            tasks=f.integer("tasks"),
+            ci95=_interval_of(f),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupRate:
+    """A split's or persona's scenarios: ``succeeded`` of ``n``, with the rate's interval."""
+
     n: int
     succeeded: int
+    interval: Interval | None = None
+
+    @property
+    def as_rate(self) -> Rate:
+        return Rate(passed=self.succeeded, total=self.n, interval=self.interval)
 
     def to_json(self) -> dict[str, Any]:
-        return {"n": self.n, "succeeded": self.succeeded, "success_rate": self.succeeded / self.n}
+        return {
+            "n": self.n,
+            "succeeded": self.succeeded,
+            "success_rate": self.succeeded / self.n,
+            **_interval_json(self.as_rate.ci95),
+        }
 
     @classmethod
     def from_json(cls, f: Fields) -> GroupRate:
-        return cls(n=f.integer("n"), succeeded=f.integer("succeeded"))
+        return cls(
+            n=f.integer("n"),
+            succeeded=f.integer("succeeded"),
+            interval=_interval_of(f, derived=True),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlakyTask:
+    """A task whose trials disagree: ``passed`` of its ``trials`` scored trials succeeded."""
+
+    task_id: str
+    passed: int
+    trials: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "passed": self.passed, "trials": self.trials}
+
+    @classmethod
+    def from_json(cls, f: Fields) -> FlakyTask:
+        return cls(
+            task_id=f.text("task_id"), passed=f.integer("passed"), trials=f.integer("trials")
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -438,6 +527,7 @@ class RunSummary:
     lost: tuple[str, ...]
     lost_reasons: Mapping[str, str] = field(default_factory=dict)
     judge_replies: JudgeReplies = field(default_factory=JudgeReplies)
+    flaky_tasks: tuple[FlakyTask, ...] = ()
     scenarios: tuple[ScenarioRow, ...]
 
     def model(self, role: str) -> str | None:
@@ -473,6 +563,7 @@ class RunSummary:
             "lost": list(self.lost),
             "lost_reasons": dict(self.lost_reasons),
             "judge_replies": self.judge_replies.to_json(),
+            "flaky_tasks": [task.to_json() for task in self.flaky_tasks],
             "scenarios": [row.to_json() for row in self.scenarios],
         }
 
@@ -514,6 +605,11 @@ class RunSummary:
                 JudgeReplies.from_json(f.obj("judge_replies"))
                 if f.has("judge_replies")
                 else JudgeReplies()
+            ),
+            flaky_tasks=(
+                tuple(FlakyTask.from_json(e) for e in f.objects("flaky_tasks"))
+                if f.has("flaky_tasks")
+                else ()
             ),
             scenarios=tuple(ScenarioRow.from_json(row) for row in f.objects("scenarios")),
         )

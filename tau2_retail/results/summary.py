@@ -21,6 +21,9 @@ Counting rules:
 - The judge's replies are counted over every scenario (retries after an unreadable reply
   included); when most of them could not be read, the summary says the judge does not follow
   the reply format (:func:`judge_format_line`).
+- Every rate carries its 95% interval (:mod:`tau2_retail.results.stats`): Wilson's, or a
+  bootstrap over tasks when a task gives several units (trials, NL assertions); pass^k too.
+  With trials > 1 the tasks whose trials disagree are listed as flaky.
 
 ``run_args.json`` (:class:`~tau2_retail.results.records.RunArgs`, written by the pytest plugin)
 gives ``summarize`` the trials, the expected scenarios, the configuration and the versions.
@@ -31,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from tau2_retail.engine.metrics import ScenarioMetrics, UsageCounts
@@ -41,6 +44,7 @@ from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
 from tau2_retail.results.records import (
     Counts,
+    FlakyTask,
     GroupRate,
     InfraErrorRow,
     JudgeReplies,
@@ -54,13 +58,18 @@ from tau2_retail.results.records import (
     ScenarioRow,
     SignalRate,
 )
+from tau2_retail.results.stats import WILSON, Interval, clustered_interval, fixed
+from tau2_retail.results.stats import pass_hat_k as pass_hat_k_interval
 
 __all__ = [
     "ALL_METRICS_FILE",
+    "INTERVAL_NOTE",
+    "NO_RESULT",
     "RUN_ARGS_FILE",
     "SUMMARY_JSON_FILE",
     "SUMMARY_TEXT_FILE",
     "build_summary",
+    "flaky_lines",
     "headline_lines",
     "judge_format_line",
     "pass_hat_k",
@@ -77,13 +86,36 @@ ALL_METRICS_FILE = "all_metrics.json"
 SUMMARY_JSON_FILE = "summary.json"
 SUMMARY_TEXT_FILE = "all_summary.txt"
 RUN_ARGS_FILE = "run_args.json"
+#: why ``summarize`` lists an expected scenario that has no ``metrics.json`` at all
+NO_RESULT = "no metrics.json (not run, interrupted, or its process was lost)"
 
 _ROLES = ("agent", "user", "judge")
 
+#: how the ``[low, high]`` intervals of the text summaries were computed
+INTERVAL_NOTE = (
+    "Intervals [low, high]: 95%, Wilson score; a bootstrap over tasks where a task "
+    "gives several units (trials, NL assertions); see docs/statistics.md"
+)
 
-def _rate(flags: Iterable[bool]) -> Rate:
-    values = list(flags)
-    return Rate(passed=sum(values), total=len(values))
+
+def _clustered(clusters: Mapping[str, tuple[int, int]]) -> Interval | None:
+    """The interval of a rate over tasks' ``(passed, units)``; None when it is Wilson's (the
+    record computes that one itself)."""
+    interval = clustered_interval(list(clusters.values()))
+    return None if interval is None or interval.method == WILSON else interval
+
+
+def _rate(scored: Sequence[ScenarioMetrics], flag: Callable[[ScenarioMetrics], bool]) -> Rate:
+    """The share of ``scored`` with ``flag``; the trials of a task form one cluster."""
+    clusters: dict[str, tuple[int, int]] = {}
+    for metrics in scored:
+        passed, units = clusters.get(metrics.task_id, (0, 0))
+        clusters[metrics.task_id] = (passed + bool(flag(metrics)), units + 1)
+    return Rate(
+        passed=sum(bool(flag(m)) for m in scored),
+        total=len(scored),
+        interval=_clustered(clusters),
+    )
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -130,12 +162,14 @@ def _row(m: ScenarioMetrics) -> ScenarioRow:
 
 
 def _group_rates(scored: Iterable[ScenarioMetrics], key: str) -> dict[str, GroupRate]:
-    groups: dict[str, list[bool]] = {}
+    groups: dict[str, list[ScenarioMetrics]] = {}
     for metrics in scored:
-        groups.setdefault(getattr(metrics, key) or "unknown", []).append(metrics.is_successful)
-    return {
-        name: GroupRate(n=len(groups[name]), succeeded=sum(groups[name])) for name in sorted(groups)
-    }
+        groups.setdefault(getattr(metrics, key) or "unknown", []).append(metrics)
+    out = {}
+    for name in sorted(groups):
+        rate = _rate(groups[name], lambda m: m.is_successful)
+        out[name] = GroupRate(n=rate.total, succeeded=rate.passed, interval=rate.interval)
+    return out
 
 
 def _token_usage(metrics: Sequence[ScenarioMetrics]) -> dict[str, UsageCounts]:
@@ -150,6 +184,13 @@ def _nl_signal(
     scored: Sequence[ScenarioMetrics], configuration: RunConfiguration | None
 ) -> NlSignal:
     judged = [m for m in scored if m.nl_applicable]
+    clusters: dict[str, tuple[int, int]] = {}
+    for m in judged:  # the assertions of a task's scenarios are one cluster
+        passed, units = clusters.get(m.task_id, (0, 0))
+        clusters[m.task_id] = (
+            passed + (m.nl_assertion_pass_count or 0),
+            units + m.nl_assertion_total,
+        )
     if not judged:
         no_judge = configuration is None or configuration.judge is None
         reason = "no judge configured" if no_judge else "no scored scenario has NL assertions"
@@ -158,6 +199,7 @@ def _nl_signal(
         rate=Rate(
             passed=sum(m.nl_assertion_pass_count or 0 for m in judged),
             total=sum(m.nl_assertion_total for m in judged),
+            interval=_clustered(clusters),
         ),
         scenarios=len(judged),
         scenarios_passed=sum(1 for m in judged if (m.nl_assertion_pass_rate or 0.0) >= 1.0),
@@ -238,7 +280,7 @@ def build_summary(
 
     infra = [m for m in ordered if m.infra_error]
     scored = [m for m in ordered if not m.infra_error]
-    success = _rate(m.is_successful for m in scored)
+    success = _rate(scored, lambda m: m.is_successful)
 
     profile = _run_profile(ordered, configuration)
     tau2 = profile == ProfileName.TAU2
@@ -253,7 +295,19 @@ def build_summary(
     if trials > 1 or tau2:
         for k in range(1, trials + 1):
             value, tasks = pass_hat_k(by_task, k)
-            pass_k.append(PassHatK(k=k, value=value, tasks=tasks))
+            _, interval = pass_hat_k_interval(
+                [(sum(flags), len(flags)) for _, flags in sorted(by_task.items())], k
+            )
+            pass_k.append(PassHatK(k=k, value=value, tasks=tasks, ci95=interval))
+    flaky = (
+        tuple(
+            FlakyTask(task_id=task_id, passed=sum(flags), trials=len(flags))
+            for task_id, flags in sorted(by_task.items(), key=lambda item: _task_sort_key(item[0]))
+            if 0 < sum(flags) < len(flags)
+        )
+        if trials > 1
+        else ()
+    )
 
     judge_scores = [m.judge_score for m in scored if m.judge_score is not None]
     stop_reasons = Counter(m.stop_reason for m in ordered)
@@ -273,11 +327,11 @@ def build_summary(
             lost=len(lost_ids),
         ),
         success_rate=success,
-        task_success_rate=_rate(m.is_task_successful for m in scored),
-        db_state_match=SignalRate(rate=_rate(m.db_state_match for m in scored), gating=True),
-        clean_exit=SignalRate(rate=_rate(m.clean_exit for m in scored), gating=True),
+        task_success_rate=_rate(scored, lambda m: m.is_task_successful),
+        db_state_match=SignalRate(rate=_rate(scored, lambda m: m.db_state_match), gating=True),
+        clean_exit=SignalRate(rate=_rate(scored, lambda m: m.clean_exit), gating=True),
         nl_assertion=_nl_signal(scored, configuration),
-        action_match=SignalRate(rate=_rate(m.is_action_match for m in scored), gating=False),
+        action_match=SignalRate(rate=_rate(scored, lambda m: m.is_action_match), gating=False),
         judge_score=Mean(mean=_mean(judge_scores), n=len(judge_scores)),
         tau2_reward=Mean(mean=_mean(rewards), n=len(rewards)),
         tau2_reward_not_scorable=len(scored) - len(rewards),
@@ -292,8 +346,13 @@ def build_summary(
         lost=tuple(lost_ids),
         lost_reasons={key: reasons[key] for key in lost_ids if reasons.get(key)},
         judge_replies=_judge_replies(ordered),
+        flaky_tasks=flaky,
         scenarios=tuple(_row(m) for m in ordered),
     )
+
+
+def _task_sort_key(task_id: str) -> tuple[float, str]:
+    return (float(int(task_id)) if task_id.isdigit() else math.inf), task_id
 
 
 def _id_sort_key(scenario_id: str) -> tuple[float, str]:
@@ -304,9 +363,21 @@ def _id_sort_key(scenario_id: str) -> tuple[float, str]:
 
 
 def _percent(rate: Rate, unit: str) -> str:
+    """``62.28% (71/114 scenarios) [53.1, 70.6]``: the rate, its counts, its 95% interval."""
     if rate.rate is None:
         return f"n/a (0 {unit})"
-    return f"{100 * rate.rate:.2f}% ({rate.passed}/{rate.total} {unit})"
+    interval = rate.ci95
+    shown = f" {interval.percent_text()}" if interval is not None else ""
+    return f"{100 * rate.rate:.2f}% ({rate.passed}/{rate.total} {unit}){shown}"
+
+
+def _pass_k_value(entry: PassHatK) -> str:
+    """``0.3333 [0.2083, 0.4667]`` (no interval in summaries written before intervals)."""
+    if entry.value is None:
+        return "n/a"
+    interval = entry.ci95
+    shown = f" [{fixed(interval.low, 4)}, {fixed(interval.high, 4)}]" if interval else ""
+    return f"{entry.value:.4f}{shown}"
 
 
 def _flag(value: bool) -> str:
@@ -338,9 +409,7 @@ def pass_hat_k_line(summary: RunSummary) -> str | None:
     """``pass^1 0.5000, pass^2 0.2500 (4 tasks)`` for a multi-trial run, else None."""
     if not summary.pass_hat_k:
         return None
-    shown = ", ".join(
-        f"pass^{e.k} {'n/a' if e.value is None else f'{e.value:.4f}'}" for e in summary.pass_hat_k
-    )
+    shown = ", ".join(f"pass^{e.k} {_pass_k_value(e)}" for e in summary.pass_hat_k)
     return f"{shown} ({_tasks(summary.pass_hat_k[0].tasks)})"
 
 
@@ -358,10 +427,17 @@ def _reward_line(summary: RunSummary) -> str:
 
 
 def _pass_k_lines(summary: RunSummary) -> list[str]:
-    return [
-        f"pass^{e.k}: {'n/a' if e.value is None else f'{e.value:.4f}'} ({_tasks(e.tasks)})"
-        for e in summary.pass_hat_k
-    ]
+    return [f"pass^{e.k}: {_pass_k_value(e)} ({_tasks(e.tasks)})" for e in summary.pass_hat_k]
+
+
+def flaky_lines(summary: RunSummary) -> list[str]:
+    """The tasks whose trials disagree (trials > 1), one line each."""
+    if summary.trials < 2:
+        return []
+    tasks = summary.flaky_tasks
+    out = [f"Flaky tasks (trials disagree): {len(tasks)}"]
+    out.extend(f"  task {t.task_id}: {t.passed}/{t.trials} trials passed" for t in tasks)
+    return out
 
 
 def headline_lines(summary: RunSummary) -> list[str]:
@@ -430,6 +506,11 @@ def render_summary_text(summary: RunSummary) -> str:
         else:
             out.append("tau2 reward (informational): n/a (0 scenarios)")
         out.extend(_pass_k_lines(summary))
+    out.append(INTERVAL_NOTE)
+    flaky = flaky_lines(summary)
+    if flaky:
+        out.append("")
+        out.extend(flaky)
     out.append("")
     out.append("Stop reasons: " + ", ".join(f"{r} {n}" for r, n in summary.stop_reasons.items()))
     out.append(f"Infra errors (excluded from rates): {counts.infra_errors}")
@@ -450,8 +531,7 @@ def render_summary_text(summary: RunSummary) -> str:
         out.append(f"Success rate by {title}:")
         width = max([0, *(len(name) for name in groups)])
         for name, group in groups.items():
-            rate = Rate(passed=group.succeeded, total=group.n)
-            out.append(f"  {name:<{width}}  {_percent(rate, 'scenarios')}")
+            out.append(f"  {name:<{width}}  {_percent(group.as_rate, 'scenarios')}")
         if not groups:
             out.append("  (no scored scenarios)")
     return "\n".join(out) + "\n"
@@ -526,13 +606,25 @@ def summarize(run_dir: Path) -> RunSummary:
     """
     run_dir = Path(run_dir)
     loaded = load_run_metrics(run_dir)
-    if not loaded.records and not loaded.incomplete:
+    if loaded.misplaced:
+        more = f" (and {len(loaded.misplaced) - 1} more)" if len(loaded.misplaced) > 1 else ""
         raise ArtifactError(
-            f"{run_dir} has no scenario metrics (no <scenario>/metrics.json or "
-            "<scenario>/trial-<k>/metrics.json); is it a run directory?"
+            f"{run_dir} is not a readable run: {loaded.misplaced[0]}{more}; move or remove it"
         )
     run_args = read_run_args(run_dir)
+    if run_args is None and not loaded.records and not loaded.incomplete:
+        raise ArtifactError(
+            f"{run_dir} has no run_args.json and no scenario metrics (no <scenario>/metrics.json "
+            "or <scenario>/trial-<k>/metrics.json); is it a run directory?"
+        )
     if run_args is not None:
+        # run_args.json is written before the first scenario starts: every expected scenario
+        # without a whole record is listed as lost, even when the run was killed at once
+        reported = {m.scenario_id for m in loaded.records}
+        reasons = dict.fromkeys(
+            (key for key in run_args.expected if key not in reported), NO_RESULT
+        )
+        reasons.update(loaded.incomplete)
         return write_run_summary(
             run_dir,
             loaded.records,
@@ -540,7 +632,7 @@ def summarize(run_dir: Path) -> RunSummary:
             trials=run_args.trials,
             configuration=run_args.configuration,
             versions=run_args.versions,
-            lost=loaded.incomplete,
+            lost=reasons,
         )
     try:
         earlier = read_summary(run_dir)

@@ -47,6 +47,7 @@ __all__ = [
     "InvalidJson",
     "LoopbackOpenAIServer",
     "NoChoices",
+    "RawBody",
     "RecordedRequest",
     "Reply",
     "ReplyToolCall",
@@ -204,7 +205,19 @@ class SlowDrip:
     latency: float = 0.0
 
 
-Reply: TypeAlias = Completion | HttpError | Hang | Drop | InvalidJson | NoChoices | SlowDrip
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawBody:
+    """A 200 with exactly this body and these headers (e.g. ``Content-Encoding: gzip`` beside
+    a compressed body), written in 64 KiB chunks; a client that stops reading ends it."""
+
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    latency: float = 0.0
+
+
+Reply: TypeAlias = (
+    Completion | HttpError | Hang | Drop | InvalidJson | NoChoices | SlowDrip | RawBody
+)
 """Anything the server can answer with."""
 
 Responder: TypeAlias = Callable[[Mapping[str, Any]], Reply]
@@ -462,6 +475,19 @@ class LoopbackOpenAIServer:
                     if not await self._pause(interval):
                         break
                 await response.write_eof()
+                return response
+            case RawBody(body=data, headers=headers):
+                response = web.StreamResponse(
+                    status=200, headers={"Content-Type": "application/json", **headers}
+                )
+                response.content_length = len(data)
+                await response.prepare(request)
+                try:
+                    for start in range(0, len(data), 65536):
+                        await response.write(data[start : start + 65536])
+                    await response.write_eof()
+                except ConnectionError:
+                    pass  # the client stopped reading (a reply over its limit) and hung up
                 return response
             case Hang(seconds=seconds):
                 if await self._pause(seconds):

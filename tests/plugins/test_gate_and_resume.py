@@ -25,19 +25,19 @@ TASKS = "--tau2-tasks=0,3,10,12"
         (
             ("--tau2-min-pass-rate=0.5", "--tau2-max-infra-errors=1"),
             pytest.ExitCode.OK,
-            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+            "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
             "infra errors 1 (max 1): PASS",
         ),
         (
             ("--tau2-min-pass-rate=0.5",),
             pytest.ExitCode.TESTS_FAILED,
-            "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+            "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
             "infra errors 1 (max 0): FAIL",
         ),
         (
             ("--tau2-min-pass-rate=0.51", "--tau2-max-infra-errors=1"),
             pytest.ExitCode.TESTS_FAILED,
-            "tau2 gate: profile default, success rate 50.00% (threshold 51.00%), "
+            "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 51.00%), "
             "infra errors 1 (max 1): FAIL",
         ),
     ],
@@ -78,7 +78,7 @@ def test_a_failing_test_of_the_users_own_keeps_the_run_failed_whatever_the_gate_
     result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert (
-        "tau2 gate: profile default, success rate 100.00% (threshold 50.00%), "
+        "tau2 gate: profile default, success rate 100.00% [20.7, 100.0] (threshold 50.00%), "
         "infra errors 0 (max 0): PASS" in result.stdout.lines
     )
     result.stdout.fnmatch_lines(
@@ -138,11 +138,13 @@ def test_resume_reruns_incomplete_and_infra_scenarios_to_the_uninterrupted_summa
     first = bench.run(*xdist, TASKS, "--tau2-run-id=res", *endpoint.agent_args())
     first.assert_outcomes(passed=2, failed=1, errors=1)
     # a power loss while __12 was being written: its metrics.json is empty (not complete:
-    # resume runs it again) and the run files (written at the end) are missing
+    # resume runs it again) and the summaries (written at the end) are missing; run_args.json
+    # was written, durably, before the first scenario started
     run_dir = bench.run_dir("res")
     (run_dir / "tau2_retail__12" / "metrics.json").write_text("")
     for name in RUN_FILES:
-        (run_dir / name).unlink()
+        if name != "run_args.json":
+            (run_dir / name).unlink()
     endpoint.reset()
 
     # the endpoint still fails: __3 runs again and stays an infra error, __12 completes
@@ -225,7 +227,7 @@ def test_a_crashed_worker_loses_only_its_scenario_and_the_gate_counts_it(bench: 
     )
     # the rate (1/2) meets the threshold, but a lost scenario counts against the infra limit
     assert (
-        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
         "infra errors 1 (max 0): FAIL" in result.stdout.lines
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED

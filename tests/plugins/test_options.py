@@ -45,6 +45,11 @@ BAD_VALUES = [
     ("--tau2-breaker-probe-seconds", "-1", "a number >= 0"),
     ("--tau2-min-pass-rate", "1.5", "a number >= 0 and <= 1"),
     ("--tau2-max-infra-errors", "-1", "an integer >= 0"),
+    ("--tau2-max-reply-bytes", "100", "an integer >= 1024"),
+    ("--tau2-regression-alpha", "0", "a number > 0 and < 1, e.g. 0.05"),
+    ("--tau2-regression-alpha", "1", "a number > 0 and < 1, e.g. 0.05"),
+    ("--tau2-regression-alpha", "nan", "a number > 0 and < 1, e.g. 0.05"),
+    ("--tau2-regression-alpha", "5%", "a number > 0 and < 1, e.g. 0.05"),
 ]
 
 
@@ -63,6 +68,18 @@ def test_a_bad_value_is_a_usage_error_naming_option_value_and_accepted_forms(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert error_line(result) == (
         f"ERROR: {flag}: {value!r} is not valid for {flag}; expected {accepted}"
+    )
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_task_list_is_a_usage_error_not_all_tasks(bench: Bench, value: str) -> None:
+    # issue 21: --tau2-tasks=$TASKS with TASKS unset silently ran all 114
+    result = bench.run_inprocess(f"--tau2-tasks={value}", "--co")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert error_line(result) == (
+        "ERROR: --tau2-tasks: an empty value is not valid for --tau2-tasks; expected only "
+        "these task ids, exactly (5 is task 5 only) (omit the option for all)"
     )
 
 

@@ -30,7 +30,7 @@ def test_an_offline_tau2_profile_run_records_and_headlines_the_profile(bench: Be
     text = (bench.run_dir("t") / "all_summary.txt").read_text(encoding="utf-8")
     assert "Profile:     tau2\n" in text
     assert "tau2 reward (upstream): mean 1.0000 over 2 scenarios" in result.stdout.str()
-    assert "pass^1: 1.0000 (2 tasks)" in result.stdout.str()
+    assert "pass^1: 1.0000 [0.3424, 1.0000] (2 tasks)" in result.stdout.str()
 
 
 def test_an_altered_upstream_source_stops_a_tau2_run_with_the_fix(

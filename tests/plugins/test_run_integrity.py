@@ -232,8 +232,9 @@ def test_junit_one_outcome_per_scenario_and_the_gate_against_a_baseline(
     assert current.ret == pytest.ExitCode.TESTS_FAILED
     lines = current.stdout.lines
     gate = (
-        "tau2 gate: profile default, success rate 50.00%, baseline 75.00% (change -25.00%, "
-        "max regression 20.00%), 1 flipped pass->fail, infra errors 0 (max 0): FAIL"
+        "tau2 gate: profile default, success rate 50.00% [15.0, 85.0], baseline 75.00% (change "
+        "-25.00%, max regression 20.00%), 1 flipped pass->fail, 0 fail->pass of 4 paired, p=0.5, "
+        "infra errors 0 (max 0): FAIL"
     )
     assert gate in lines
     assert "flipped pass->fail against the baseline: tau2_retail__10" in lines
@@ -256,3 +257,79 @@ def test_the_offline_banner_shows_also_under_q(bench: Bench) -> None:
         "tau2: OFFLINE SELF-CHECK (built-in oracle agent, scripted customer, no judge): "
         "this measures the harness, not a model"
     ]
+
+
+# -- the run folder's lock: a run that starts after start-up checks passed ---------------------
+
+# Another process creates and locks the run folder after this session's start-up checks and
+# before its scenarios are collected (two runs with one id started together): the claim at the
+# end of collection stops the session, before any scenario ran.
+_RACE = """
+import subprocess
+import sys
+
+_HOLDER = '''
+import sys, time
+from pathlib import Path
+from tau2_retail.results.lock import RunLock
+folder = Path(sys.argv[1])
+folder.mkdir(parents=True)
+lock = RunLock.acquire(folder)
+print("ready", flush=True)
+time.sleep(600)
+'''
+
+
+def pytest_sessionstart(session):
+    if hasattr(session.config, "workerinput"):
+        return
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, "runs/race"], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline() == "ready\\n"
+    session.config._race_holder = holder
+    (session.config.rootpath / "holder.pid").write_text(str(holder.pid))
+
+
+def pytest_unconfigure(config):
+    holder = getattr(config, "_race_holder", None)
+    if holder is not None:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_run_folder_locked_since_start_up_stops_the_session_before_any_scenario(
+    bench: Bench, workers: str
+) -> None:
+    (bench.path / "conftest.py").write_text(_RACE, encoding="utf-8")
+
+    result = bench.run("-n", workers, "--tau2-tasks=0,1", "--tau2-run-id=race")
+
+    text = error_text(result)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    pid = (bench.path / "holder.pid").read_text()
+    lines = [line for line in text.splitlines() if "is in use by" in line]
+    assert len(lines) == 1, text
+    assert f"--tau2-run-id race: run race is in use by pid {pid} on host " in lines[0]
+    assert "Traceback" not in text
+    assert "INTERNALERROR" not in text
+    assert sorted(path.name for path in bench.run_dir("race").iterdir()) == ["run.lock"]
+
+
+def test_resume_of_results_without_run_args_is_refused(bench: Bench) -> None:
+    """run_args.json is written before the first scenario: results without it come from an
+    older version (or it was removed), and their settings cannot be compared."""
+    scenario = bench.run_dir("old") / "tau2_retail__0"
+    scenario.mkdir(parents=True)
+    (scenario / "metrics.json").write_text("")
+
+    result = bench.run_inprocess("--co", "--tau2-resume=old", "--tau2-tasks=0")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--tau2-resume old: " in error_text(result)
+    assert "has scenario results but no run_args.json, so its settings are unknown" in error_text(
+        result
+    )

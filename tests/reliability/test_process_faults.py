@@ -380,3 +380,36 @@ def test_ctrl_c_with_conversations_in_flight_keeps_the_finished_ones(
     all_scenarios = {_scenario(task) for task in INT_TASKS}
     assert set(resumed.outcomes()) == (all_scenarios - finished) | {_scenario(BROKEN)}
     assert comparable(bench.summary("interrupted")) == expected
+
+
+# -- a worker crash under --dist each ------------------------------------------------------------
+
+
+def test_a_worker_crash_under_dist_each_loses_only_its_scenario(bench: Bench) -> None:
+    """xdist replaces the crashed worker; the replacement takes the dead worker's share (a
+    share computed from its new id ``gw2`` did not exist: INTERNALERROR, 5 scenarios
+    unaccounted) and runs what the dead one had not run. Only the crashed scenario is lost."""
+    with (bench.path / "conftest.py").open("a", encoding="utf-8") as conftest:
+        conftest.write(
+            # before the scenario runs (its fixture): no record, so it is lost
+            "\n\ndef pytest_runtest_logstart(nodeid, location):\n"
+            "    worker = os.environ.get('PYTEST_XDIST_WORKER')  # not the controller\n"
+            "    if worker and nodeid.endswith('[tau2_retail__12]'):\n"
+            "        os._exit(3)\n"
+        )
+    tasks = ("0", "10", "12", "24", "25", "50")
+    run = bench.run(
+        "-n", "2", "--dist", "each", f"--tau2-tasks={','.join(tasks)}",
+        "--tau2-agent-model=builtin:noop", "--tau2-run-id=each",
+    )  # fmt: skip
+
+    assert "INTERNALERROR" not in run.output, run.output
+    assert "replacing crashed worker" in run.stdout
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.output
+    summary = bench.summary("each")
+    assert summary["lost"] == [_scenario("12")]
+    assert summary["counts"]["expected"] == len(tasks)
+    assert summary["counts"]["reported"] == len(tasks) - 1
+    assert "LOST tau2_retail__12: no metrics.json (interrupted, or its process was lost)" in (
+        run.stdout
+    )

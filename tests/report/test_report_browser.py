@@ -21,6 +21,7 @@ import pytest
 from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.page import REPORT_FILE, write_report
 from tau2_retail.results.records import RunSummary
+from tau2_retail.results.stats import fixed
 from tests.report.conftest import PLUGIN_RUN_ARGS, Opened, run_benchmark
 from tests.report.runs import HOSTILE, JUDGE_REASON
 
@@ -58,6 +59,11 @@ def _visible_rows(opened: Opened) -> list[dict[str, str]]:
         "rows => rows.map(r => ({id: r.dataset.id, status: r.dataset.status, "
         "tokens: r.querySelector('[data-col=tokens]').textContent}))",
     )
+
+
+def _ci(bounds: list[float]) -> str:
+    """The interval as the page and the terminal print it (a tie rounds away from zero)."""
+    return f"[{fixed(100 * bounds[0], 1)}, {fixed(100 * bounds[1], 1)}]"
 
 
 def _count_line(opened: Opened) -> str:
@@ -131,6 +137,26 @@ def test_the_numbers_shown_equal_summary_json(
         rate = summary[key]
         assert metric(key) == _pct(rate["rate"])
         assert count(key) == f"{rate['passed']}/{rate['total']} scenarios"
+        assert _text(opened, f"[data-ci='{key}']") == f"95% CI {_ci(rate['ci95'])}"
+    # every rate's interval, as numbers and as an error bar
+    intervals = {
+        cells[0]: cells[1:]
+        for cells in (
+            row.locator("td").all_text_contents()
+            for row in opened.page.locator("[data-table=intervals] tbody tr").all()
+        )
+    }
+    assert intervals["Overall success"] == [
+        _pct(summary["success_rate"]["rate"]),
+        _ci(summary["success_rate"]["ci95"]),
+    ]
+    assert intervals["DB-State match"] == [
+        _pct(summary["signals"]["DB_STATE_MATCH"]["rate"]),
+        _ci(summary["signals"]["DB_STATE_MATCH"]["ci95"]),
+    ]
+    for name, group in summary["by_split"].items():
+        assert intervals[f"split {name}"] == [_pct(group["success_rate"]), _ci(group["ci95"])]
+    assert opened.page.locator("[data-ci='signal-success'] line").count() == 3
     assert metric("tau2_reward") == f"{summary['tau2_reward']['mean']:.4f}"
     assert metric("expected") == str(summary["counts"]["expected"])
     assert metric("infra_errors") == (
@@ -157,7 +183,14 @@ def test_the_numbers_shown_equal_summary_json(
         cells = opened.page.locator(
             f"[data-table=pass_hat_k] tr[data-key='pass^{entry['k']}'] td"
         ).all_text_contents()
-        assert cells == [f"pass^{entry['k']}", f"{entry['value']:.4f}", str(entry["tasks"])]
+        low, high = entry["ci95"]
+        assert cells == [
+            f"pass^{entry['k']}",
+            f"{entry['value']:.4f}",
+            f"[{low:.4f}, {high:.4f}]",
+            str(entry["tasks"]),
+        ]
+        assert opened.page.locator(f"[data-ci='pass_hat_{entry['k']}']").count() == 1
 
     total = sum(summary["stop_reasons"].values())
     for reason, n in summary["stop_reasons"].items():
@@ -343,8 +376,37 @@ def test_comparing_two_runs(mixed_run: Path, baseline_run: Path, open_report: Op
     delta = 100 * success["delta"]
     assert cells[3] == f"{'+' if delta >= 0 else ''}{delta:.2f} pp"
 
+    paired = comparison["paired"]
+    assert paired["pairs"] > 0
+    shown = _text(opened, "#comparison [data-paired]")
+    assert shown.startswith(
+        f"Paired by task and trial: {paired['pairs']} pairs, {paired['broken']} pass\u2192fail, "
+        f"{paired['fixed']} fail\u2192pass; one-sided exact McNemar p = "
+    )
+    assert shown.endswith(_ci(paired["ci95"]))
+
     _select(opened, "#filter-change", "flipped")
     assert {row["id"] for row in _visible_rows(opened)} == {f["id"] for f in comparison["flips"]}
+    _assert_clean(opened)
+
+
+def test_filtering_to_flaky_tasks(mixed_run: Path, open_report: Open) -> None:
+    summary = _summary(mixed_run)
+    flaky = {entry["task_id"] for entry in summary["flaky_tasks"]}
+    assert flaky  # task 0 (oracle, noop) and others disagree between their two trials
+    opened = open_report(mixed_run / REPORT_FILE)
+    listed = opened.page.locator("#flaky-list li").all_text_contents()
+    assert listed == [
+        f"task {e['task_id']}: {e['passed']}/{e['trials']} trials passed"
+        for e in summary["flaky_tasks"]
+    ]
+
+    _select(opened, "#filter-status", "flaky")
+
+    rows = _visible_rows(opened)
+    expected = {s["scenario_id"] for s in summary["scenarios"] if s["task_id"] in flaky}
+    assert {row["id"] for row in rows} == expected
+    assert {row["status"] for row in rows} >= {"PASS", "FAIL"}
     _assert_clean(opened)
 
 

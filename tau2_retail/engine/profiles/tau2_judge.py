@@ -31,6 +31,7 @@ from tau2_retail.data.upstream.prompts import JudgeTemplate
 from tau2_retail.engine.judge import JudgeResult, Verdict, ask_judge, failed_judgement
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.models.protocol import ChatModel
+from tau2_retail.models.text import valid_unicode_json
 
 __all__ = ["NO_RESULT_REASON", "judge_upstream", "read_upstream_reply", "upstream_trajectory"]
 
@@ -72,7 +73,9 @@ def read_upstream_reply(
     """The verdicts of a reply, read as upstream reads it; raises a ``ValueError`` subclass."""
     keys = template.reply
     try:
-        data = json.loads(text)
+        # read as upstream reads it (json.loads), then made writable: a lone surrogate in a
+        # reasoning would fail every artifact write (it cannot change a verdict)
+        data = valid_unicode_json(json.loads(text))
     except ValueError as error:
         raise _UpstreamWouldRaise(f"the reply is not JSON ({error})") from None
     if not isinstance(data, Mapping):

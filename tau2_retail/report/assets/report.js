@@ -83,6 +83,11 @@
     return rate == null ? "n/a" : (100 * rate).toFixed(2) + "%";
   }
 
+  /** A 95% interval [low, high] (fractions) as "[53.1, 70.6]" (percent), "" when absent. */
+  function ciText(ci) {
+    return ci ? "[" + (100 * ci[0]).toFixed(1) + ", " + (100 * ci[1]).toFixed(1) + "]" : "";
+  }
+
   function int(n) {
     return n == null ? "-" : Number(n).toLocaleString("en-US");
   }
@@ -141,6 +146,8 @@
   const BY_ID = new Map(ROWS.map((row) => [String(row.id), row.idx]));
   const CMP = DATA.comparison;
   const FLIPS = new Map(CMP ? CMP.flips.map((flip) => [flip.id, flip]) : []);
+  // tasks whose trials disagree (trials > 1); summaries written before they were listed have none
+  const FLAKY = new Set((DATA.summary.flaky_tasks || []).map((t) => String(t.task_id)));
 
   // -- charts -----------------------------------------------------------------------------------
 
@@ -171,6 +178,16 @@
         svg.append(
           s("rect", { class: "bar " + (item.cls || ""), x: labelW, y: y + 4, width: w, height: 16, rx: 3 })
         );
+      }
+      if (item.ci) {
+        // the 95% interval as an error bar across the bar, with caps
+        const x1 = labelW + Math.max(0, Math.min(1, item.ci[0])) * barW;
+        const x2 = labelW + Math.max(0, Math.min(1, item.ci[1])) * barW;
+        const bar = s("g", { class: "ci", "data-ci": item.key }, s("title", null, "95% interval " + ciText(item.ci)));
+        bar.append(s("line", { x1: x1, x2: x2, y1: y + 12, y2: y + 12 }));
+        bar.append(s("line", { x1: x1, x2: x1, y1: y + 7, y2: y + 17 }));
+        bar.append(s("line", { x1: x2, x2: x2, y1: y + 7, y2: y + 17 }));
+        svg.append(bar);
       }
       svg.append(
         s(
@@ -212,6 +229,13 @@
     for (const p of points) {
       svg.append(s("text", { class: "muted", x: x(p.k), y: height - 10, "text-anchor": "middle" }, "k=" + p.k));
       if (p.value == null) continue;
+      if (p.ci95) {
+        const bar = s("g", { class: "ci", "data-ci": "pass_hat_" + p.k }, s("title", null, "95% interval " + p.ci95[0].toFixed(4) + " to " + p.ci95[1].toFixed(4)));
+        bar.append(s("line", { x1: x(p.k), x2: x(p.k), y1: y(p.ci95[0]), y2: y(p.ci95[1]) }));
+        bar.append(s("line", { x1: x(p.k) - 5, x2: x(p.k) + 5, y1: y(p.ci95[0]), y2: y(p.ci95[0]) }));
+        bar.append(s("line", { x1: x(p.k) - 5, x2: x(p.k) + 5, y1: y(p.ci95[1]), y2: y(p.ci95[1]) }));
+        svg.append(bar);
+      }
       svg.append(s("circle", { class: "dot", cx: x(p.k), cy: y(p.value), r: 4 }));
       svg.append(
         s("text", { x: x(p.k), y: y(p.value) - 9, "text-anchor": "middle", "data-metric": "pass_hat_" + p.k }, p.value.toFixed(3))
@@ -254,13 +278,14 @@
     return pct(rate.rate) + " (" + rate.passed + "/" + rate.total + (unit ? " " + unit : "") + ")";
   }
 
-  function card(label, value, sub, key, tone) {
+  function card(label, value, sub, key, tone, ci) {
     return h(
       "div",
       { class: "card" + (tone ? " " + tone : "") },
       h("div", { class: "label" }, label),
       h("div", { class: "value", "data-metric": key }, value),
-      sub == null ? null : h("div", { class: "sub", "data-count": key }, sub)
+      sub == null ? null : h("div", { class: "sub", "data-count": key }, sub),
+      ci ? h("div", { class: "sub", "data-ci": key }, "95% CI " + ciText(ci)) : null
     );
   }
 
@@ -298,12 +323,14 @@
     const cards = h(
       "div",
       { class: "cards" },
-      card("Overall success", pct(S.success_rate.rate), S.success_rate.passed + "/" + S.success_rate.total + " scenarios", "success_rate"),
+      card("Overall success", pct(S.success_rate.rate), S.success_rate.passed + "/" + S.success_rate.total + " scenarios", "success_rate", null, S.success_rate.ci95),
       card(
         "Task success (DB + NL)",
         pct(S.task_success_rate.rate),
         S.task_success_rate.passed + "/" + S.task_success_rate.total + " scenarios",
-        "task_success_rate"
+        "task_success_rate",
+        null,
+        S.task_success_rate.ci95
       ),
       card(
         "tau2 reward (mean)",
@@ -336,15 +363,24 @@
     );
 
     const signalItems = [
-      { label: "Overall success", value: S.success_rate.rate, text: rateText(S.success_rate, "scenarios"), key: "signal-success", cls: "pass" },
-      { label: "Task success", value: S.task_success_rate.rate, text: rateText(S.task_success_rate, "scenarios"), key: "signal-task" },
-      { label: "DB-State match", value: signals.DB_STATE_MATCH.rate, text: rateText(signals.DB_STATE_MATCH, "scenarios"), key: "signal-DB_STATE_MATCH" },
-      { label: "Clean exit", value: signals.CLEAN_EXIT.rate, text: rateText(signals.CLEAN_EXIT, "scenarios"), key: "signal-CLEAN_EXIT" },
+      { label: "Overall success", value: S.success_rate.rate, text: rateText(S.success_rate, "scenarios"), key: "signal-success", cls: "pass", ci: S.success_rate.ci95 },
+      { label: "Task success", value: S.task_success_rate.rate, text: rateText(S.task_success_rate, "scenarios"), key: "signal-task", ci: S.task_success_rate.ci95 },
+      { label: "DB-State match", value: signals.DB_STATE_MATCH.rate, text: rateText(signals.DB_STATE_MATCH, "scenarios"), key: "signal-DB_STATE_MATCH", ci: signals.DB_STATE_MATCH.ci95 },
+      { label: "Clean exit", value: signals.CLEAN_EXIT.rate, text: rateText(signals.CLEAN_EXIT, "scenarios"), key: "signal-CLEAN_EXIT", ci: signals.CLEAN_EXIT.ci95 },
       nl.applicable
-        ? { label: "NL-Assertion pass", value: nl.rate, text: rateText(nl, "assertions"), key: "signal-NL_ASSERTION" }
+        ? { label: "NL-Assertion pass", value: nl.rate, text: rateText(nl, "assertions"), key: "signal-NL_ASSERTION", ci: nl.ci95 }
         : { label: "NL-Assertion pass", value: null, text: "n/a (" + nl.reason + ")", key: "signal-NL_ASSERTION" },
-      { label: "Action match (excluded)", value: signals.ACTION_MATCH.rate, text: rateText(signals.ACTION_MATCH, "scenarios"), key: "signal-ACTION_MATCH", cls: "alt" },
+      { label: "Action match (excluded)", value: signals.ACTION_MATCH.rate, text: rateText(signals.ACTION_MATCH, "scenarios"), key: "signal-ACTION_MATCH", cls: "alt", ci: signals.ACTION_MATCH.ci95 },
     ];
+    // every rate with its 95% interval, as numbers (the charts draw them as error bars)
+    const intervalRows = signalItems
+      .filter((item) => item.value != null)
+      .map((item) => [item.label, pct(item.value), ciText(item.ci)]);
+    for (const [title, groups] of [["split", S.by_split], ["persona", S.by_persona]]) {
+      for (const [name, group] of Object.entries(groups)) {
+        intervalRows.push([title + " " + name, pct(group.success_rate), ciText(group.ci95)]);
+      }
+    }
 
     const stopEntries = Object.entries(S.stop_reasons);
     const stopTotal = stopEntries.reduce((sum, [, n]) => sum + n, 0) || 1;
@@ -370,6 +406,7 @@
         value: group.success_rate,
         text: pct(group.success_rate) + " (" + group.succeeded + "/" + group.n + ")",
         key: prefix + name,
+        ci: group.ci95,
       }));
     }
 
@@ -377,11 +414,38 @@
       "div",
       { class: "grid2" },
       panel("Signals", barChart(signalItems, { title: "signal rates", labelW: 172, textW: 150 }), nl.applicable ? h("p", { class: "muted" }, nl.scenarios_passed + "/" + nl.scenarios + " scenarios with every assertion met") : null),
+      panel(
+        "Rates with 95% intervals",
+        numbersTable(["rate", "value", "95% interval"], intervalRows, "intervals"),
+        h("p", { class: "muted" }, "Wilson score intervals; a bootstrap over tasks where a task gives several units (trials, NL assertions).")
+      ),
       S.pass_hat_k.length
         ? panel(
             "pass^k (" + S.trials + " trials)",
             lineChart(S.pass_hat_k),
-            numbersTable(["k", "pass^k", "tasks"], S.pass_hat_k.map((e) => ["pass^" + e.k, e.value == null ? "n/a" : e.value.toFixed(4), String(e.tasks)]), "pass_hat_k")
+            numbersTable(
+              ["k", "pass^k", "95% interval", "tasks"],
+              S.pass_hat_k.map((e) => [
+                "pass^" + e.k,
+                e.value == null ? "n/a" : e.value.toFixed(4),
+                e.ci95 ? "[" + e.ci95[0].toFixed(4) + ", " + e.ci95[1].toFixed(4) + "]" : "n/a",
+                String(e.tasks),
+              ]),
+              "pass_hat_k"
+            )
+          )
+        : null,
+      S.trials > 1
+        ? panel(
+            "Flaky tasks (trials disagree)",
+            (S.flaky_tasks || []).length
+              ? h(
+                  "ul",
+                  { class: "list", id: "flaky-list" },
+                  S.flaky_tasks.map((t) => h("li", { "data-task": t.task_id }, "task " + t.task_id + ": " + t.passed + "/" + t.trials + " trials passed"))
+                )
+              : h("p", { class: "muted" }, "None: every task's trials agree."),
+            h("p", { class: "muted" }, "A regression hides here first. Filter the table with Result: flaky tasks.")
           )
         : null,
       panel("Stop reasons", stopItems.length ? barChart(stopItems, { title: "stop reasons" }) : h("p", { class: "muted" }, "no scenarios")),
@@ -479,9 +543,19 @@
     const only = [];
     if (CMP.only_current.length) only.push(h("p", { class: "muted" }, CMP.only_current.length + " scenarios only in this run"));
     if (CMP.only_baseline.length) only.push(h("p", { class: "muted" }, CMP.only_baseline.length + " scenarios only in the baseline"));
+    const P = CMP.paired;
+    const paired = P
+      ? h(
+          "p",
+          { "data-paired": "" },
+          "Paired by task and trial: " + P.pairs + " pairs, " + P.broken + " pass\u2192fail, " + P.fixed + " fail\u2192pass; one-sided exact McNemar p = " + Number(P.p_value.toPrecision(3)) +
+            (P.difference == null ? "" : "; difference " + (P.difference >= 0 ? "+" : "") + (100 * P.difference).toFixed(2) + " pp " + ciText(P.ci95))
+        )
+      : null;
     fill(
       root,
       h("h2", null, "Compared with ", h("span", { class: "mono" }, CMP.name)),
+      paired,
       h("p", { class: "muted" }, "Baseline: agent " + (CMP.models.agent || "not recorded") + ", user " + (CMP.models.user || "not recorded") + ", judge " + (CMP.models.judge || "none") + ", " + CMP.trials + " trial(s). Differences are this run minus the baseline."),
       h("div", { class: "grid-compare" }, panel("Rate differences", deltaChart(chartItems), table), panel("Flipped scenarios", flipLists, only))
     );
@@ -568,6 +642,7 @@
     if (f.status === "failed" && row.status !== "FAIL") return false;
     if (f.status === "passed" && row.status !== "PASS") return false;
     if (f.status === "infra" && row.status !== "INFRA") return false;
+    if (f.status === "flaky" && !FLAKY.has(String(row.task))) return false;
     if (f.signal === "db" && row.db !== 0) return false;
     if (f.signal === "exit" && row.exit !== 0) return false;
     if (f.signal === "nl" && !(row.nl_passed != null && row.nl_passed < row.nl_total)) return false;

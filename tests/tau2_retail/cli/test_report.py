@@ -49,6 +49,11 @@ def test_report_command_against_a_baseline(
     assert f"wrote {output}" in out
     assert "against baseline:" in out
     assert "tau2_retail__0-trial2: PASS -> FAIL" in out
+    # the scenarios paired by task and trial: one pass->fail flip of four pairs
+    assert (
+        "paired by task and trial: 4 pairs, 1 pass->fail, 0 fail->pass, one-sided exact McNemar "
+        "p=0.5; difference -25.00 pp ["
+    ) in out
     assert output.is_file()
 
 

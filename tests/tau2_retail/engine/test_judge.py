@@ -754,3 +754,17 @@ def test_deep_and_surrogate_tool_arguments_render_in_the_prompt():
     user_content.encode("utf-8")  # no lone surrogate is left
     assert 'get_order_details({"order_id": "\ufffd"})' in user_content
     assert "[[[[" in user_content
+
+
+def test_a_lone_surrogate_in_the_judges_json_becomes_a_replacement_character():
+    # issue 21: the escape survived the reply's decoding and broke the judge_result.json write
+    text = '{"score": 1, "reason": "ok \\ud83d", "nl_assertion_verdicts": ' + (
+        '[{"index": 1, "passed": false, "reason": "cut \\ud83d"}]}'
+    )
+    score, reason, verdicts = normalize_judgement(text, ["a"])
+    assert (score, reason) == (1.0, "ok \ufffd")
+    assert verdicts[0].reason == "cut \ufffd"
+    fenced = normalize_judgement(f"Here:\n```json\n{text}\n```", ["a"])
+    assert fenced[2][0].reason == "cut \ufffd"
+    prose = normalize_judgement(f"My verdict is {text} as you see", ["a"])
+    assert prose[2][0].reason == "cut \ufffd"

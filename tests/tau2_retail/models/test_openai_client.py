@@ -322,6 +322,12 @@ async def test_429_waits_for_retry_after_then_succeeds(openai_server, make_model
             id="http-date-in-the-past",
         ),
         pytest.param({"Retry-After": "soon"}, 1.0, id="unreadable-falls-back-to-backoff"),
+        # issue 21: a NaN reached the sleep and "wait_seconds": NaN (not JSON)
+        pytest.param({"Retry-After": "nan"}, 1.0, id="nan-falls-back-to-backoff"),
+        pytest.param({"Retry-After": "inf"}, 1.0, id="infinity-falls-back-to-backoff"),
+        pytest.param(
+            {"retry-after-ms": "nan", "Retry-After": "2"}, 2.0, id="nan-ms-then-retry-after"
+        ),
     ],
 )
 @pytest.mark.asyncio

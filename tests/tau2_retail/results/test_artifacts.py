@@ -512,6 +512,23 @@ def test_a_symlinked_scenario_folder_is_refused(run: Runner, tmp_path: Path) -> 
     assert list(outside.iterdir()) == []
 
 
+@pytest.mark.parametrize("linked", ["scenario_config", "transcript.json"])
+def test_a_symlink_anywhere_under_a_scenario_folder_is_refused(
+    run: Runner, tmp_path: Path, linked: str
+) -> None:
+    # issue 21: a symlinked scenario_config/ inside the scenario folder was followed
+    outcome, agent_prompt, user_prompt = run("0")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = tmp_path / "run" / "tau2_retail__0"
+    folder.mkdir(parents=True)
+    (folder / linked).symlink_to(outside / linked)
+    with pytest.raises(ArtifactError, match=rf"{linked} is a symbolic link .*outside the run"):
+        _write(folder, outcome, agent_prompt, user_prompt)
+    assert list(outside.iterdir()) == []
+    assert not (folder / "metrics.json").exists()
+
+
 def test_a_too_long_run_id_is_refused() -> None:
     from tau2_retail.results.artifacts import validate_name
 

@@ -110,3 +110,17 @@ def test_value_that_is_not_json_touches_nothing(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         write_json_atomic(tmp_path / "bad.json", {"x": object()})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lone_surrogate_that_reaches_a_write_is_replaced_not_fatal(tmp_path: Path) -> None:
+    write_json_atomic(tmp_path / "judge_result.json", {"reason": "cut \ud83d"})
+    assert json.loads((tmp_path / "judge_result.json").read_text("utf-8")) == {
+        "reason": "cut \ufffd"
+    }
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_artifacts_are_strict_json(tmp_path: Path, number: float) -> None:
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        write_json_atomic(tmp_path / "metrics.json", {"wait_seconds": number})
+    assert list(tmp_path.iterdir()) == []

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tau2_retail.results.gate import evaluate_gate, flipped_to_fail
+import pytest
+
+from tau2_retail.results.gate import evaluate_gate, flipped_to_fail, pair_runs
 from tau2_retail.results.records import (
     Counts,
     Mean,
@@ -71,7 +73,7 @@ def test_threshold_pass_and_fail() -> None:
     assert verdict is not None
     assert verdict.passed
     assert verdict.line == (
-        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
         "infra errors 0 (max 0): PASS"
     )
     failed = evaluate_gate(half, min_pass_rate=0.51, max_infra_errors=0)
@@ -111,8 +113,9 @@ def test_baseline_regression_lists_flips_and_both_rates() -> None:
     assert not verdict.passed  # a drop of 50 points > 25
     assert verdict.flipped == ("tau2_retail__1", "tau2_retail__2")
     assert verdict.line == (
-        "tau2 gate: profile default, success rate 25.00%, baseline 75.00% (change -50.00%, "
-        "max regression 25.00%), 2 flipped pass->fail, infra errors 0 (max 0): FAIL"
+        "tau2 gate: profile default, success rate 25.00% [4.6, 69.9], baseline 75.00% (change "
+        "-50.00%, max regression 25.00%), 2 flipped pass->fail, 0 fail->pass of 4 paired, "
+        "p=0.25, infra errors 0 (max 0): FAIL"
     )
     tolerated = evaluate_gate(
         worse, min_pass_rate=None, max_infra_errors=0, baseline=baseline, max_regression=0.5
@@ -137,8 +140,8 @@ def test_the_line_names_the_tau2_profile_and_its_measure() -> None:
     assert verdict is not None
     assert verdict.passed
     assert verdict.line == (
-        "tau2 gate: profile tau2, success rate (upstream reward 1) 50.00% (threshold 50.00%), "
-        "infra errors 0 (max 0): PASS"
+        "tau2 gate: profile tau2, success rate (upstream reward 1) 50.00% [9.5, 90.5] "
+        "(threshold 50.00%), infra errors 0 (max 0): PASS"
     )
 
 
@@ -153,3 +156,109 @@ def test_a_baseline_of_another_profile_fails_the_gate() -> None:
         "tau2 gate: profile default, baseline of profile tau2: their rates are not comparable; "
         "give a baseline run of the same profile: FAIL"
     )
+
+
+# -- --tau2-regression-alpha ---------------------------------------------------------------------
+
+
+def test_a_drop_that_is_not_significant_passes_with_alpha() -> None:
+    # the oracle passes 6 tasks, noop 3 of them (the done-when figures of issue 19)
+    baseline = summary(["PASS"] * 6)
+    current = summary(["PASS", "FAIL", "PASS", "FAIL", "PASS", "FAIL"])
+    verdict = evaluate_gate(
+        current,
+        min_pass_rate=None,
+        max_infra_errors=0,
+        baseline=baseline,
+        max_regression=0.0,
+        regression_alpha=0.05,
+    )
+    assert verdict is not None
+    assert verdict.passed
+    assert verdict.paired is not None
+    assert verdict.paired.p_value == 0.125
+    assert verdict.line == (
+        "tau2 gate: profile default, success rate 50.00% [18.8, 81.2], baseline 100.00% "
+        "(change -50.00%, max regression 0.00%), 3 flipped pass->fail, 0 fail->pass of 6 "
+        "paired, p=0.125 (not significant at alpha 0.05), infra errors 0 (max 0): PASS"
+    )
+    # the same drop without alpha fails, as before
+    plain = evaluate_gate(current, min_pass_rate=None, max_infra_errors=0, baseline=baseline)
+    assert plain is not None
+    assert not plain.passed
+    # a looser alpha makes it significant
+    loose = evaluate_gate(
+        current, min_pass_rate=None, max_infra_errors=0, baseline=baseline, regression_alpha=0.2
+    )
+    assert loose is not None
+    assert not loose.passed
+    assert "p=0.125 (significant at alpha 0.2)" in loose.line
+
+
+def test_a_significant_drop_within_max_regression_passes() -> None:
+    baseline = summary(["PASS"] * 20)
+    current = summary(["PASS"] * 14 + ["FAIL"] * 6)  # p = 2**-6: significant, a 30-point drop
+    within = evaluate_gate(
+        current,
+        min_pass_rate=None,
+        max_infra_errors=0,
+        baseline=baseline,
+        max_regression=0.3,
+        regression_alpha=0.05,
+    )
+    assert within is not None
+    assert within.passed
+    beyond = evaluate_gate(
+        current,
+        min_pass_rate=None,
+        max_infra_errors=0,
+        baseline=baseline,
+        max_regression=0.25,
+        regression_alpha=0.05,
+    )
+    assert beyond is not None
+    assert not beyond.passed
+    assert "p=0.0156 (significant at alpha 0.05)" in beyond.line
+
+
+def test_with_alpha_the_threshold_gates_on_the_upper_bound() -> None:
+    # 1 of 4: the point estimate 25% is below 50%, the interval [4.6, 69.9] reaches above it
+    current = summary(["PASS", "FAIL", "FAIL", "FAIL"])
+    plain = evaluate_gate(current, min_pass_rate=0.5, max_infra_errors=0)
+    assert plain is not None
+    assert not plain.passed
+    honest = evaluate_gate(current, min_pass_rate=0.5, max_infra_errors=0, regression_alpha=0.05)
+    assert honest is not None
+    assert honest.passed
+    assert "(threshold 50.00% on the 95% interval's upper bound)" in honest.line
+    # above 69.9%, the whole interval is below the threshold
+    below = evaluate_gate(current, min_pass_rate=0.7, max_infra_errors=0, regression_alpha=0.05)
+    assert below is not None
+    assert not below.passed
+
+
+def test_pairs_are_matched_by_task_and_trial_and_skip_infra() -> None:
+    baseline = summary(["PASS", "PASS", "INFRA", "FAIL"])
+    current = summary(["FAIL", "PASS", "PASS", "PASS", "PASS"])  # the 5th has no partner
+    paired = pair_runs(current, baseline)
+    assert (paired.pairs, paired.both, paired.broken, paired.fixed, paired.neither) == (
+        3,
+        1,
+        1,
+        1,
+        0,
+    )
+    assert paired.p_value == pytest.approx(0.75)
+
+
+def test_with_alpha_a_run_without_scored_scenarios_still_fails_against_a_baseline() -> None:
+    verdict = evaluate_gate(
+        summary(["INFRA"]),
+        min_pass_rate=None,
+        max_infra_errors=5,
+        baseline=summary(["PASS"]),
+        regression_alpha=0.05,
+    )
+    assert verdict is not None
+    assert not verdict.passed
+    assert "0 fail->pass of 0 paired, p=1 (not significant at alpha 0.05)" in verdict.line

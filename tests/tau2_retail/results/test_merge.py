@@ -115,7 +115,7 @@ def test_with_a_threshold_the_merged_gate_is_the_runs_gate() -> None:
 
     assert verdict.passed
     assert verdict.line == (
-        "tau2 gate: profile default, success rate 50.00% (threshold 50.00%), "
+        "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
         "infra errors 0 (max 0): PASS"
     )
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import binomtest
 
 from tau2_retail.cli.main import main
 from tau2_retail.data.gold import GoldBook
@@ -26,6 +27,7 @@ from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.results import summary as summary_module
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.gate import evaluate_gate
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import pass_hat_k, write_run_args
 from tau2_retail.tools.store import Store
@@ -33,6 +35,12 @@ from tau2_retail.tools.store import Store
 REPO = Path(__file__).resolve().parents[3]
 CONFIGURATION = RunConfiguration.of_models(agent="gpt-test", user="gpt-user", judge="gpt-judge")
 VERSIONS = {"tau2_retail": "0.1.0", "python": "3.11"}
+
+
+def wilson(k: int, n: int) -> dict[str, Any]:
+    """The ``ci95`` keys of a Wilson interval, from scipy (an independent reference)."""
+    ci = binomtest(k, n).proportion_ci(method="wilson")
+    return {"ci95": [pytest.approx(ci.low), pytest.approx(ci.high)], "ci95_method": "wilson"}
 
 
 def metric(
@@ -155,18 +163,18 @@ def test_counts_and_rates_by_hand() -> None:
         "infra_errors": 1,
         "lost": 2,
     }
-    assert summary["success_rate"] == {"passed": 3, "total": 6, "rate": 0.5}
-    assert summary["task_success_rate"] == {"passed": 4, "total": 6, "rate": 4 / 6}
-    signals = summary["signals"]
-    assert signals["DB_STATE_MATCH"] == {"gating": True, "passed": 5, "total": 6, "rate": 5 / 6}
-    assert signals["CLEAN_EXIT"] == {"gating": True, "passed": 5, "total": 6, "rate": 5 / 6}
-    assert signals["ACTION_MATCH"] == {
-        "gating": False,
-        "excluded": True,
-        "passed": 5,
+    assert summary["success_rate"] == {"passed": 3, "total": 6, "rate": 0.5, **wilson(3, 6)}
+    assert summary["task_success_rate"] == {
+        "passed": 4,
         "total": 6,
-        "rate": 5 / 6,
+        "rate": 4 / 6,
+        **wilson(4, 6),
     }
+    signals = summary["signals"]
+    five_of_six = {"passed": 5, "total": 6, "rate": 5 / 6, **wilson(5, 6)}
+    assert signals["DB_STATE_MATCH"] == {"gating": True, **five_of_six}
+    assert signals["CLEAN_EXIT"] == {"gating": True, **five_of_six}
+    assert signals["ACTION_MATCH"] == {"gating": False, "excluded": True, **five_of_six}
     assert signals["NL_ASSERTION"] == {
         "applicable": True,
         "gating": True,
@@ -174,6 +182,10 @@ def test_counts_and_rates_by_hand() -> None:
         "passed": 4,
         "total": 5,
         "rate": 0.8,
+        # two tasks' assertions (1 of 2, 3 of 3) are clusters: the bootstrap over tasks, whose
+        # resamples give 1/2 (the first task twice), 4/5 (both) or 1 (the second twice)
+        "ci95": [0.5, 1.0],
+        "ci95_method": "task-bootstrap",
         "scenarios": 2,
         "scenarios_passed": 1,
     }
@@ -198,12 +210,12 @@ def test_counts_and_rates_by_hand() -> None:
 def test_rates_by_split_and_persona() -> None:
     summary = mixed_summary()
     assert summary["by_split"] == {
-        "test": {"n": 3, "succeeded": 2, "success_rate": 2 / 3},
-        "train": {"n": 3, "succeeded": 1, "success_rate": 1 / 3},
+        "test": {"n": 3, "succeeded": 2, "success_rate": 2 / 3, **wilson(2, 3)},
+        "train": {"n": 3, "succeeded": 1, "success_rate": 1 / 3, **wilson(1, 3)},
     }
     assert summary["by_persona"] == {
-        "lisa_brenner": {"n": 3, "succeeded": 1, "success_rate": 1 / 3},
-        "matt_delaney": {"n": 3, "succeeded": 2, "success_rate": 2 / 3},
+        "lisa_brenner": {"n": 3, "succeeded": 1, "success_rate": 1 / 3, **wilson(1, 3)},
+        "matt_delaney": {"n": 3, "succeeded": 2, "success_rate": 2 / 3, **wilson(2, 3)},
     }
 
 
@@ -283,7 +295,7 @@ def test_infra_only_and_empty_runs_have_no_rates() -> None:
         configuration=None,
         versions={},
     )
-    assert summary["success_rate"] == {"passed": 0, "total": 0, "rate": None}
+    assert summary["success_rate"] == {"passed": 0, "total": 0, "rate": None, "ci95": None}
     assert summary["tau2_reward"] == {"mean": None, "n": 0}
     assert summary["counts"]["lost"] == 1
     text = render_summary_text(summary)
@@ -324,15 +336,24 @@ def test_pass_hat_k_by_hand() -> None:
     summary = build_summary(records, expected=None, trials=4, configuration=None, versions={})
     # k=1: (3/4 + 1/4 + 1) / 3; k=2: (C(3,2)/C(4,2) + 0 + C(2,2)/C(2,2)) / 3 = (1/2 + 0 + 1) / 3;
     # k=3: (C(3,3)/C(4,3) + 0) / 2 (task 2 has only 2 scored trials); k=4: (0 + 0) / 2.
-    assert summary["pass_hat_k"] == [
-        {"k": 1, "value": pytest.approx(2 / 3), "tasks": 3},
-        {"k": 2, "value": pytest.approx(0.5), "tasks": 3},
-        {"k": 3, "value": pytest.approx(0.125), "tasks": 2},
-        {"k": 4, "value": 0.0, "tasks": 2},
+    values = [(e["k"], e["value"], e["tasks"]) for e in summary["pass_hat_k"]]
+    assert values == [
+        (1, pytest.approx(2 / 3), 3),
+        (2, pytest.approx(0.5), 3),
+        (3, pytest.approx(0.125), 2),
+        (4, 0.0, 2),
     ]
+    for entry in summary["pass_hat_k"][:3]:
+        low, high = entry["ci95"]
+        assert entry["ci95_method"] == "task-bootstrap"
+        assert 0 <= low <= entry["value"] <= high <= 1
+    # k=4: every task's term is 0, so the bootstrap cannot vary: Wilson's 0 of 2 tasks
+    assert summary["pass_hat_k"][3]["ci95"] == [0.0, pytest.approx(wilson(0, 2)["ci95"][1])]
+    assert summary["pass_hat_k"][3]["ci95_method"] == "wilson-tasks"
     text = render_summary_text(summary)
-    assert "pass^1: 0.6667 (3 tasks)\n" in text
-    assert "pass^3: 0.1250 (2 tasks)\n" in text
+    assert "pass^1: 0.6667 [" in text
+    assert "pass^3: 0.1250 [" in text
+    assert "] (2 tasks)\n" in text
     assert summary["counts"]["infra_errors"] == 2
 
 
@@ -363,15 +384,17 @@ def test_summary_text() -> None:
     assert "tau2_retail__4  FAIL    ok    ok    1/2        4      2.0s  agent_exit" in lines
     assert "tau2_retail__6  INFRA   -     -     -          4      2.0s  infra_error" in lines
     for expected_line in [
-        "Overall success rate: 50.00% (3/6 scenarios)",
-        "Task success rate (CLEAN_EXIT ignored): 66.67% (4/6 scenarios)",
-        "DB-State match: 83.33% (5/6 scenarios)",
-        "Clean exit: 83.33% (5/6 scenarios)",
-        "NL-Assertion pass: 80.00% (4/5 assertions); 1/2 scenarios with all assertions met",
-        "Action match (excluded from success): 83.33% (5/6 scenarios)",
+        "Overall success rate: 50.00% (3/6 scenarios) [18.8, 81.2]",
+        "Task success rate (CLEAN_EXIT ignored): 66.67% (4/6 scenarios) [30.0, 90.3]",
+        "DB-State match: 83.33% (5/6 scenarios) [43.6, 97.0]",
+        "Clean exit: 83.33% (5/6 scenarios) [43.6, 97.0]",
+        "NL-Assertion pass: 80.00% (4/5 assertions) [50.0, 100.0]; 1/2 scenarios with all "
+        "assertions met",
+        "Action match (excluded from success): 83.33% (5/6 scenarios) [43.6, 97.0]",
         "Judge score (informational): mean 0.700 over 2",
         "tau2 reward (informational): mean 0.5000 over 6",
         "Stop reasons: agent_exit 5, infra_error 1, max_steps 1",
+        summary_module.INTERVAL_NOTE,
         "Infra errors (excluded from rates): 1",
         "  tau2_retail__6: agent: connection refused",
         "Lost scenarios (no metrics; excluded from rates): 2",
@@ -380,11 +403,11 @@ def test_summary_text() -> None:
         "  agent  14 calls, 700 prompt, 70 completion tokens",
         "  judge  2 calls, 400 prompt, 40 completion tokens",
         "Success rate by split:",
-        "  test   66.67% (2/3 scenarios)",
-        "  train  33.33% (1/3 scenarios)",
+        "  test   66.67% (2/3 scenarios) [20.8, 93.9]",
+        "  train  33.33% (1/3 scenarios) [6.1, 79.2]",
         "Success rate by persona:",
-        "  lisa_brenner  33.33% (1/3 scenarios)",
-        "  matt_delaney  66.67% (2/3 scenarios)",
+        "  lisa_brenner  33.33% (1/3 scenarios) [6.1, 79.2]",
+        "  matt_delaney  66.67% (2/3 scenarios) [20.8, 93.9]",
     ]:
         assert expected_line in lines, expected_line
     assert "pass^" not in text
@@ -548,7 +571,10 @@ def test_summarize_rebuilds_from_artifacts(
     assert "Agent model: builtin:oracle" in out
     assert "Overall success rate: 66.67% (2/3 scenarios)" in out
     assert "NL-Assertion pass: not applicable (no judge configured)" in out
-    assert "Lost scenarios (no metrics; excluded from rates): 1\n  tau2_retail__4\n" in out
+    assert (
+        "Lost scenarios (no metrics; excluded from rates): 1\n  tau2_retail__4: no metrics.json "
+        "(not run, interrupted, or its process was lost)\n" in out
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["counts"]["lost"] == 1
     assert summary["versions"] == VERSIONS
@@ -565,15 +591,37 @@ def test_summarize_without_run_args_infers_trials(
     assert main(["summarize", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "Trials:      2" in out
-    assert "pass^2: 0.5000 (2 tasks)" in out
+    assert "pass^2: 0.5000 [" in out
     assert "Agent model: not recorded" in out
+
+
+def test_summarize_a_run_killed_before_any_result_lists_every_expected_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = ("tau2_retail__0", "tau2_retail__1-trial1", "tau2_retail__1-trial2")
+    write_run_args(
+        tmp_path,
+        RunArgs(
+            argv=("pytest",),
+            trials=2,
+            expected=expected,
+            configuration=RunConfiguration.of_models(agent="my-agent"),
+            versions=VERSIONS,
+        ),
+    )
+    assert main(["summarize", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Scenarios: 3 expected, 0 scored (0 succeeded, 0 failed), 0 infra errors, 3 lost" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["lost"] == list(expected)
+    assert summary["configuration"]["agent"]["model"] == "my-agent"
 
 
 def test_summarize_an_empty_folder_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["summarize", str(tmp_path)]) == 2
-    assert "has no scenario metrics" in capsys.readouterr().err
+    assert "has no run_args.json and no scenario metrics" in capsys.readouterr().err
     assert main(["summarize", str(tmp_path / "missing")]) == 2
     assert "is not a directory" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
@@ -631,8 +679,10 @@ def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
     lines = summary_module.headline_lines(RunSummary.from_json(summary))
     assert lines[:4] == [
         "tau2 reward (upstream): mean 0.6667 over 3 scenarios; 1 not scorable without a judge",
-        "pass^1: 0.7500 (2 tasks)",
-        "pass^2: 0.0000 (1 task)",
+        # pass^1: task 0 gives 1/2, task 1 gives 1: the bootstrap over the two tasks
+        "pass^1: 0.7500 [0.5000, 1.0000] (2 tasks)",
+        # one task, term 0: Wilson's 0 of 1 task
+        "pass^2: 0.0000 [0.0000, 0.7935] (1 task)",
         "Our signals (beside upstream's reward; CLEAN_EXIT not applicable):",
     ]
     assert not [line for line in lines if line.startswith("Clean exit")]
@@ -769,3 +819,75 @@ def test_all_readable_judge_replies_say_nothing() -> None:
     older = summary.to_json()
     del older["judge_replies"]  # a summary written before the count existed
     assert RunSummary.from_json(older).judge_replies.total == 0
+
+
+def test_a_misplaced_metrics_json_is_never_counted_and_summarize_refuses_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tau2_retail.results.artifacts import load_run_metrics
+
+    for task in ("0", "1"):
+        folder = tmp_path / f"tau2_retail__{task}"
+        folder.mkdir()
+        (folder / "metrics.json").write_text(json.dumps(metric("0").to_json()))
+
+    loaded = load_run_metrics(tmp_path)
+    assert [m.scenario_id for m in loaded.records] == ["tau2_retail__0"]
+    assert loaded.incomplete["tau2_retail__1"].startswith("misplaced metrics.json: ")
+    assert main(["summarize", str(tmp_path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert "is not a readable run: " in lines[0]
+    assert (
+        "tau2_retail__1/metrics.json records scenario tau2_retail__0, not tau2_retail__1"
+        in (lines[0])
+    )
+
+
+# -- summaries written before intervals ----------------------------------------------------------
+
+
+def _without_intervals(value: Any) -> Any:
+    """A summary as written before issue 19: no ``ci95``, ``ci95_method`` or ``flaky_tasks``."""
+    if isinstance(value, dict):
+        return {
+            key: _without_intervals(item)
+            for key, item in value.items()
+            if key not in ("ci95", "ci95_method", "flaky_tasks")
+        }
+    if isinstance(value, list):
+        return [_without_intervals(item) for item in value]
+    return value
+
+
+def test_a_summary_written_before_intervals_reads_and_serves_as_a_baseline() -> None:
+    records = [*_trials("0", [True, False]), *_trials("1", [True, True])]
+    current = build_summary(records, expected=None, trials=2, configuration=None, versions={})
+    old = RunSummary.from_json(_without_intervals(current))
+
+    # its rates get Wilson intervals (the clustered ones were not recorded), no flaky task
+    assert old.success_rate.ci95 is not None
+    assert old.success_rate.ci95.method == "wilson"
+    assert old.flaky_tasks == ()
+    assert old.pass_hat_k[0].ci95 is None
+    assert "pass^1: 0.7500 (2 tasks)" in render_summary_text(old.to_json())
+    verdict = evaluate_gate(
+        RunSummary.from_json(current),
+        min_pass_rate=None,
+        max_infra_errors=0,
+        baseline=old,
+        regression_alpha=0.05,
+    )
+    assert verdict is not None
+    assert verdict.passed
+    assert "0 flipped pass->fail, 0 fail->pass of 4 paired, p=1" in verdict.line
+
+
+def test_a_summary_read_back_equals_the_one_written() -> None:
+    records = [*_trials("0", [True, False]), *_trials("1", [True, True]), metric("2")]
+    current = build_summary(records, expected=None, trials=2, configuration=None, versions={})
+    assert RunSummary.from_json(current).to_json() == current
+    assert current["flaky_tasks"] == [{"task_id": "0", "passed": 1, "trials": 2}]
+    assert "Flaky tasks (trials disagree): 1\n  task 0: 1/2 trials passed\n" in (
+        render_summary_text(current)
+    )

@@ -1,0 +1,51 @@
+"""Bounded replies end to end (issue 21, item 2): a 50 MB reply and a gzip bomb from the agent's
+endpoint each end their scenario as an infra error (not retried, nothing of them written),
+while the other scenarios of the run are scored."""
+
+from __future__ import annotations
+
+import zlib
+
+from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.loopback_server import RawBody
+from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint, always
+
+MiB = 1024 * 1024
+
+
+def _bomb(inflated: int) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    parts = [compressor.compress(bytes(MiB)) for _ in range(inflated // MiB)]
+    return b"".join(parts) + compressor.flush()
+
+
+def test_an_oversize_reply_and_a_gzip_bomb_are_infra_errors(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    endpoint.faults["1"] = always(RawBody(body=b'{"choices": ["' + b"x" * (50 * MiB) + b'"]}'))
+    endpoint.faults["5"] = always(
+        RawBody(body=_bomb(1024 * MiB), headers={"Content-Encoding": "gzip"})
+    )
+
+    run = bench.run(
+        "-n", "2", "--tau2-tasks=0,1,5", "--tau2-run-id=big", "--tau2-max-reply-bytes=4194304",
+        *endpoint.args("agent", max_retries=2),
+    )  # fmt: skip
+
+    assert run.outcomes() == {
+        "tau2_retail__0": "passed",
+        "tau2_retail__1": "error",
+        "tau2_retail__5": "error",
+    }, run.output
+    assert "Traceback" not in run.output
+    assert endpoint.agent_requests["1"] == 1  # not retried
+    assert endpoint.agent_requests["5"] == 1
+    summary = bench.summary("big")
+    details = {row["scenario_id"]: row["detail"] for row in summary["infra_errors"]}
+    assert "more than the 4194304 byte limit" in details["tau2_retail__1"]
+    assert "inflates to more than the 4194304 byte limit" in details["tau2_retail__5"]
+    assert summary["counts"]["scored"] == 1
+    # nothing of the replies was kept: each scenario folder stays small
+    for scenario in ("tau2_retail__1", "tau2_retail__5"):
+        folder = bench.run_dir("big") / scenario
+        assert sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) < MiB

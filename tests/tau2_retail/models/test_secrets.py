@@ -1,0 +1,42 @@
+"""The command line as recorded: ini overrides redacted like the options they stand for."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tau2_retail.models.secrets import REDACTED, redact_argv
+
+BODY = '{"vendor_auth": "hunter2", "top_k": 20}'
+SHOWN = json.dumps({"vendor_auth": REDACTED, "top_k": 20})
+
+
+@pytest.mark.parametrize(
+    ("argv", "recorded"),
+    [
+        (["-o", f"tau2_agent_extra_body={BODY}"], ["-o", f"tau2_agent_extra_body={SHOWN}"]),
+        ([f"-otau2_judge_extra_body={BODY}"], [f"-otau2_judge_extra_body={SHOWN}"]),
+        (
+            ["--override-ini", f"tau2_user_extra_body={BODY}"],
+            ["--override-ini", f"tau2_user_extra_body={SHOWN}"],
+        ),
+        (
+            [f"--override-ini=tau2_agent_extra_body={BODY}"],
+            [f"--override-ini=tau2_agent_extra_body={SHOWN}"],
+        ),
+        (["-o", "tau2_agent_extra_body=not json"], ["-o", f"tau2_agent_extra_body={REDACTED}"]),
+        (
+            ["-o", "tau2_agent_base_url=http://me:hunter2@host/v1"],
+            ["-o", "tau2_agent_base_url=http://host/v1"],
+        ),
+        (["-o", "tau2_trials=3", "-x"], ["-o", "tau2_trials=3", "-x"]),
+        (
+            [f"--tau2-agent-extra-body={BODY}"],
+            [f"--tau2-agent-extra-body={SHOWN}"],
+        ),
+    ],
+)
+def test_ini_overrides_are_redacted_like_the_options(argv: list[str], recorded: list[str]) -> None:
+    assert redact_argv(["pytest", *argv]) == ["pytest", *recorded]
+    assert "hunter2" not in " ".join(redact_argv(argv))

@@ -1,0 +1,84 @@
+"""The run folder's lock: one holder at a time, named to the others, gone with its process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.errors import ArtifactError, RunInUse
+from tau2_retail.results.lock import LOCK_FILE, LockHolder, RunLock
+
+_HOLD = """
+import sys
+from pathlib import Path
+from tau2_retail.results.lock import RunLock
+lock = RunLock.acquire(Path(sys.argv[1]))
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_second_holder_is_refused_with_the_first_ones_pid_and_host(tmp_path: Path) -> None:
+    lock = RunLock.acquire(tmp_path)
+    try:
+        described = json.loads((tmp_path / LOCK_FILE).read_text())
+        assert (described["pid"], described["host"]) == (os.getpid(), socket.gethostname())
+        with pytest.raises(RunInUse) as refused:
+            RunLock.acquire(tmp_path)  # another open file description: refused as well
+        assert refused.value.holder.startswith(
+            f"pid {os.getpid()} on host {socket.gethostname()} (started "
+        )
+        assert str(refused.value) == f"{tmp_path} is in use by {refused.value.holder}"
+    finally:
+        lock.release()
+    again = RunLock.acquire(tmp_path)  # released: free again, the file stays
+    again.release()
+    again.release()  # idempotent
+    assert (tmp_path / LOCK_FILE).is_file()
+
+
+def test_the_os_releases_the_lock_of_a_killed_process(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "ready\n"
+        with pytest.raises(RunInUse, match=f"pid {holder.pid} on host"):
+            RunLock.acquire(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+        for stream in (holder.stdin, holder.stdout):
+            if stream is not None:
+                stream.close()
+    # the lock file still names the dead process: the file is no lock, the flock was
+    RunLock.acquire(tmp_path).release()
+
+
+def test_a_run_folder_that_cannot_hold_a_lock_file_is_an_artifact_error(tmp_path: Path) -> None:
+    with pytest.raises(ArtifactError, match="cannot open the run lock"):
+        RunLock.acquire(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    ("text", "described"),
+    [
+        ('{"pid": 12, "host": "ci-7", "started": "T"}', "pid 12 on host ci-7 (started T)"),
+        ('{"pid": 12}', "pid 12 on host unknown"),
+        ("", "another process (its lock file names none)"),
+        ('{"pid": true}', "another process (its lock file names none)"),
+        ("[1]", "another process (its lock file names none)"),
+    ],
+)
+def test_the_holder_is_described_from_whatever_the_file_holds(text: str, described: str) -> None:
+    assert LockHolder.parse(text).describe() == described
