@@ -49,6 +49,7 @@ from tau2_retail.results.records import RESUME_KEYS, RunArgs, RunSummary, Scenar
 from tau2_retail.results.summary import (
     cost_lines,
     headline_lines,
+    judge_format_line,
     pass_hat_k_line,
     read_run_args,
     read_summary,
@@ -770,6 +771,9 @@ class Tau2Run:
             "(excluded from the rates; see all_summary.txt)"
         )
         lines.extend(self.usage_lines(summary))
+        judge_format = judge_format_line(summary)
+        if judge_format is not None:
+            lines.append(judge_format)
         for row in summary.scenarios:
             if row.status == "FAIL" and not (failures_listed and row.scenario_id in self.seen):
                 lines.append(f"FAILED {row.scenario_id}: {failure_reason(row, summary.profile)}")

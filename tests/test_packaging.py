@@ -14,9 +14,11 @@ import sys
 import tomllib
 import xml.etree.ElementTree as ElementTree
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from tau2_retail.testing.timeouts import scaled_timeout
+from tau2_retail.testing.upstream_checkout import RETAIL_FOLDER, make_upstream_checkout
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -74,10 +76,17 @@ def test_the_plugin_is_registered_by_its_entry_point(wheel: Path) -> None:
     assert "[pytest11]\ntau2_retail = tau2_retail.plugins.tau2_plugin" in text
 
 
-def _run_elsewhere(installed: Path, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run_elsewhere(
+    installed: Path, folder: Path, *args: str, environ: Mapping[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TAU2_RUN"))}
     # the unpacked wheel comes first: its modules and its entry point win over this checkout's
     env["PYTHONPATH"] = str(installed)
+    for name, value in (environ or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return subprocess.run(
         [sys.executable, *args],
         cwd=folder,
@@ -139,3 +148,42 @@ def test_pytest_help_lists_the_options_outside_this_checkout(
     assert result.returncode == 0, result.stderr
     assert "--tau2-output-dir" in result.stdout
     assert "tau2_agent_model" in result.stdout
+
+
+def _data_files(folder: Path) -> list[Path]:
+    """The files under ``folder`` but byte code (the interpreter may cache it there)."""
+    return sorted(
+        path for path in folder.rglob("*") if path.is_file() and "__pycache__" not in path.parts
+    )
+
+
+def test_the_installed_copy_caches_the_data_in_the_users_cache(
+    installed: Path, tmp_path: Path, data_dir: Path
+) -> None:
+    """An installed copy fills ``$XDG_CACHE_HOME/tau2_retail`` (never site-packages) from a
+    tau2-bench checkout's retail folder, and reads it from there with no data option: the
+    folder an offline CI caches (docs/data.md)."""
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
+    environ = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "TAU2_DATA_DIR": None}
+    before = _data_files(installed)
+    fetched = _run_elsewhere(
+        installed,
+        tmp_path,
+        "-m",
+        "tau2_retail",
+        "data",
+        "fetch",
+        "--from",
+        str(checkout / RETAIL_FOLDER),
+        environ=environ,
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    cache = tmp_path / "xdg" / "tau2_retail"
+    assert fetched.stdout.startswith(f"{cache}: 14 written, 0 already present, all verified")
+    assert _data_files(installed) == before  # nothing written into site-packages
+    verified = _run_elsewhere(
+        installed, Path("/"), "-m", "tau2_retail", "data", "verify", environ=environ
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout.startswith(f"{cache}\n")
+    assert "all 14 files match the manifest" in verified.stdout

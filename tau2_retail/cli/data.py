@@ -24,7 +24,20 @@ from tau2_retail.data.files import (
 from tau2_retail.data.upstream import load_upstream_texts
 from tau2_retail.errors import DataError
 
-__all__ = ["add_parser", "fetch_command", "verify_command"]
+__all__ = ["FETCH_EPILOG", "add_parser", "fetch_command", "verify_command"]
+
+FETCH_EPILOG = """\
+examples:
+  python -m tau2_retail data fetch
+  python -m tau2_retail data fetch --from ~/src/tau2-bench
+  python -m tau2_retail data fetch --from ~/src/tau2-bench/data/tau2/domains/retail
+  python -m tau2_retail data fetch --base-url file:///srv/tau2-bench --dest ./tau2-data
+
+The checkout must be at the pinned commit ({commit});
+a file with another sha256 is refused, naming the file and both digests, and nothing is
+written for it.
+
+exit status: 0 all files present and verified, 2 a download or check failed"""
 
 
 def add_parser(commands: SubParsers) -> None:
@@ -37,24 +50,30 @@ def add_parser(commands: SubParsers) -> None:
     fetch_parser = actions.add_parser(
         "fetch",
         help="download the pinned files into the cache and verify them",
-        description="Download (or copy) the pinned files; each is checked before it is kept.",
-        epilog="exit status: 0 all files present and verified, 2 a download or check failed",
+        description="Download (or copy) the pinned files; each is checked against its sha256 "
+        "before it is kept.",
+        epilog=FETCH_EPILOG.format(commit=_pinned_commit()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fetch_parser.add_argument(
         "--from",
         dest="source_dir",
         metavar="DIR",
-        help="copy from this local folder (e.g. a tau2-bench checkout's data/tau2/domains/retail) "
-        "instead of downloading",
+        help="copy from a local folder instead of downloading: a tau2-bench checkout at the "
+        "pinned commit (its root, or its data/tau2/domains/retail folder), or a data folder "
+        "such as $TAU2_DATA_DIR",
     )
     fetch_parser.add_argument(
         "--dest",
         metavar="DIR",
         help="target folder (default: the data cache: fixtures/cache in a checkout, "
-        "~/.cache/tau2_retail when installed)",
+        "$XDG_CACHE_HOME/tau2_retail or ~/.cache/tau2_retail when installed)",
     )
     fetch_parser.add_argument(
-        "--base-url", metavar="URL", help="download address prefix instead of the pinned one"
+        "--base-url",
+        metavar="URL",
+        help="address prefix of the upstream paths instead of the pinned commit's: an "
+        "http(s):// mirror, or file:///PATH of a tau2-bench checkout",
     )
     fetch_parser.set_defaults(handler=fetch_command)
     verify = actions.add_parser(
@@ -69,6 +88,14 @@ def add_parser(commands: SubParsers) -> None:
         help="folder to check (default: $TAU2_DATA_DIR, else the data cache)",
     )
     verify.set_defaults(handler=verify_command)
+
+
+def _pinned_commit() -> str:
+    try:
+        manifest = load_manifest()
+    except DataError:  # the fetch itself names the problem; the help still shows
+        return "see fixtures/manifest.json"
+    return f"{manifest.repository} {manifest.commit[:7]}"
 
 
 def fetch_command(args: argparse.Namespace) -> int:

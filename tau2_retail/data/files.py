@@ -37,6 +37,7 @@ __all__ = [
     "folder_to_verify",
     "format_checks",
     "load_manifest",
+    "locate_sources",
     "manifest_path",
     "read_verified",
     "resolve_data_dir",
@@ -352,6 +353,79 @@ def combined_digest(checks: list[FileCheck]) -> str:
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 
+def _source_roots(folder: Path, manifest: Manifest) -> list[Path]:
+    """Where the upstream paths of the manifest may start, for a ``--from`` folder: the folder
+    itself (a tau2-bench checkout's root), and the checkout's root when the folder is one of
+    the checkout's own folders (``data/tau2/domains/retail``, ``data/tau2``, ``src``, ...)."""
+    roots = [folder]
+    parts = folder.parts
+    for entry in manifest.files:
+        directories = PurePosixPath(entry.upstream_path).parts[:-1]
+        for depth in range(1, len(directories) + 1):
+            if len(parts) > depth and tuple(parts[-depth:]) == directories[:depth]:
+                root = Path(*parts[:-depth])
+                if root not in roots:
+                    roots.append(root)
+    return roots
+
+
+def _candidates(folder: Path, entry: ManifestFile, roots: Sequence[Path]) -> list[Path]:
+    paths = [folder / entry.name]  # a data folder (the cache, $TAU2_DATA_DIR): local names
+    for root in roots:
+        path = root / entry.upstream_path
+        if path not in paths:
+            paths.append(path)
+    return paths
+
+
+def locate_sources(folder: Path, entries: Sequence[ManifestFile]) -> dict[str, Path]:
+    """Where each of ``entries`` is in ``folder``: a data folder laid out like the cache (local
+    names), a tau2-bench checkout's root (upstream paths), or one of its folders such as
+    ``data/tau2/domains/retail`` (then the guidelines, licence and sources are found in the
+    checkout around it). Digests are not checked here.
+
+    Raises :class:`DataError` naming every file not found and the paths tried.
+    """
+    if not folder.is_dir():
+        raise DataError(
+            f"--from {folder}: not a folder; give a tau2-bench checkout (its root or its "
+            "data/tau2/domains/retail folder) or a data folder such as $TAU2_DATA_DIR"
+        )
+    roots = _source_roots(folder, load_manifest())
+    found: dict[str, Path] = {}
+    missing: list[str] = []
+    for entry in entries:
+        paths = _candidates(folder, entry, roots)
+        path = next((path for path in paths if path.is_file()), None)
+        if path is None:
+            tried = ", ".join(str(path) for path in paths)
+            missing.append(f"{entry.name} (looked for {tried})")
+        else:
+            found[entry.name] = path
+    if missing:
+        raise DataError(
+            f"--from {folder}: not found: {'; '.join(missing)}. Give a tau2-bench checkout "
+            "(its root, or its data/tau2/domains/retail folder inside the checkout: the user "
+            "simulator guidelines, LICENSE and src/ are read from around it) or a data folder "
+            "such as $TAU2_DATA_DIR; nothing was written"
+        )
+    return found
+
+
+def _file_url_path(url: str) -> Path:
+    """The local folder of a ``file://`` base URL (absolute; host empty or ``localhost``)."""
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    path = Path(urllib.request.url2pathname(parts.path))
+    if parts.netloc not in ("", "localhost") or not path.is_absolute():
+        raise ConfigError(
+            f"fetch: --base-url {url!r}: a file:// URL must name an absolute folder "
+            "(file:///path/to/tau2-bench); for a relative folder use --from DIR"
+        )
+    return path
+
+
 @contextmanager
 def _atomic_target(target: Path) -> Iterator[IO[bytes]]:
     """A temp file beside ``target`` that replaces it on success and vanishes on any failure."""
@@ -421,42 +495,53 @@ def fetch(
     """Fill ``dest`` with the manifest's files; return the paths written.
 
     A file already in ``dest`` with the pinned digest is skipped. Others are downloaded from
-    the pinned commit (or ``base_url + "/" + upstream_path``), or copied from
-    ``source_dir/<name>``; each is checked against its sha256 before it becomes visible and is
+    the pinned commit (or ``base_url + "/" + upstream_path``; ``base_url`` may be ``http://``,
+    ``https://`` or ``file://`` naming a tau2-bench checkout or mirror), or copied from
+    ``source_dir`` (a tau2-bench checkout's root, its ``data/tau2/domains/retail`` folder, or
+    a data folder: see :func:`locate_sources`, which finds every file before anything is
+    written). Each file is checked against its sha256 before it becomes visible and is
     written atomically. Raises :class:`DataError` (naming the file and the URL or source) or
-    :class:`DigestMismatch`; files finished before the failure stay, nothing partial does.
+    :class:`DigestMismatch` (naming the file, its source and both digests); files finished
+    before the failure stay, nothing partial does.
     """
     if source_dir is not None and base_url is not None:
         raise ConfigError("fetch: give either a source folder (--from) or --base-url, not both")
-    if base_url is not None and urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
-        raise ConfigError(f"fetch: --base-url {base_url!r} must be an http:// or https:// URL")
+    base_folder = None
+    if base_url is not None:
+        scheme = urllib.parse.urlsplit(base_url).scheme
+        if scheme == "file":
+            base_folder = _file_url_path(base_url)
+        elif scheme not in ("http", "https"):
+            raise ConfigError(
+                f"fetch: --base-url {base_url!r} must be an http://, https:// or file:// URL"
+            )
     report = progress if progress is not None else (lambda _message: None)
     manifest = load_manifest()
-    written = []
+    wanted = []
     for entry in manifest.files:
-        target = dest / entry.name
         try:
-            if _digest_of(target) == entry.sha256:
+            if _digest_of(dest / entry.name) == entry.sha256:
                 report(f"{entry.name}: present, sha256 ok, skipped")
                 continue
         except FileNotFoundError:
             pass
-        if source_dir is not None:
-            origin = str(source_dir / entry.name)
-        else:
-            origin = manifest.url(entry, base_url=base_url)
+        wanted.append(entry)
+    # a folder already complete needs no source (a restored CI cache, an unmounted --from)
+    sources = locate_sources(source_dir, wanted) if source_dir is not None and wanted else {}
+    written = []
+    for entry in wanted:
+        target = dest / entry.name
+        source = sources.get(entry.name)
+        origin = str(source) if source is not None else manifest.url(entry, base_url=base_url)
         report(f"{entry.name}: fetching from {origin}")
         with _atomic_target(target) as sink:
-            if source_dir is not None:
-                try:
-                    with (source_dir / entry.name).open("rb") as source:
-                        size, actual = _copy_stream(source, sink, origin=origin)
-                except FileNotFoundError as error:
-                    raise DataError(
-                        f"{entry.name}: not found in {source_dir} ({origin}); copy from a folder "
-                        "holding the pinned files, or download with `python -m tau2_retail "
-                        "data fetch`"
-                    ) from error
+            if source is not None:
+                with source.open("rb") as stream:
+                    size, actual = _copy_stream(stream, sink, origin=origin)
+            elif base_folder is not None:
+                size, actual = _copy_file_url(
+                    base_folder / entry.upstream_path, sink, name=entry.name, url=origin
+                )
             else:
                 size, actual = _download(origin, sink, name=entry.name, timeout=timeout)
             if actual != entry.sha256:
@@ -465,14 +550,27 @@ def fetch(
                     expected=entry.sha256,
                     actual=actual,
                     fix=(
-                        f"The source does not hold the pinned version; nothing was written to "
-                        f"{target}. Fetch from the pinned commit (no --base-url/--from) or fix "
-                        "the source."
+                        "The source does not hold the pinned version (tau2-bench commit "
+                        f"{manifest.commit[:7]}); nothing was written to {target}. Fetch from "
+                        "the pinned commit (no --base-url/--from), or check the commit out "
+                        f"in the source checkout (`git checkout {manifest.commit[:7]}`)."
                     ),
                 )
         report(f"{entry.name}: {size} bytes, sha256 ok")
         written.append(target)
     return written
+
+
+def _copy_file_url(path: Path, sink: IO[bytes], *, name: str, url: str) -> tuple[int, str]:
+    try:
+        with path.open("rb") as stream:
+            return _copy_stream(stream, sink, origin=url)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+        raise DataError(
+            f"{name}: {url} not found ({path}); a file:// --base-url names a tau2-bench "
+            "checkout's root (each file at its upstream path); for its data/tau2/domains/retail "
+            "folder use --from DIR"
+        ) from error
 
 
 def format_checks(folder: Path, checks: Sequence[FileCheck]) -> str:

@@ -3,12 +3,16 @@
 One request per scenario: ``build_judge_prompt`` renders our own prompt (the numbered assertions,
 the conversation as ``role: text`` lines, the reference and the recorded actions) and
 ``judge_scenario`` sends it and turns the reply into a ``JudgeResult`` through
-``normalize_judgement``. The judge never crashes a scenario. A reply with no JSON object in it
-(or longer than ``MAX_REPLY_CHARS``) makes every verdict false with reason ``Judge error:
-<detail>`` and score 0, and the raw reply is kept whole in ``judge_result.json``. An endpoint
-that cannot answer (after its retries, or while its circuit breaker is open) is infrastructure:
-``judge_scenario`` raises the ``EndpointError`` and the scenario becomes an infra error of the
-judge role, re-judged on resume from its saved transcript.
+``normalize_judgement``. The judge never crashes a scenario. A reply that arrives but cannot be
+read (no JSON object in it, empty, or longer than ``MAX_REPLY_CHARS``) is asked again once, as
+a fresh request (``UNREADABLE_RETRIES``); still unreadable, it is the judge's failure, not the
+agent's: the result is marked ``unreadable`` (every verdict false with reason ``Judge error:
+<detail>``, score 0, each raw reply kept whole in ``judge_result.json``) and the scenario
+becomes an infra error of the judge role, re-judged on resume from its saved transcript. (An
+earlier version scored the first unreadable reply as failed verdicts: a judge that answers in
+prose then silently failed the agent.) An endpoint that cannot answer (after its retries, or
+while its circuit breaker is open) is infrastructure too: ``judge_scenario`` raises the
+``EndpointError``, with the same consequence.
 
 Normalization rules, beyond the spec's wording, decided here:
 
@@ -32,6 +36,7 @@ Normalization rules, beyond the spec's wording, decided here:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -53,6 +58,7 @@ __all__ = [
     "MAX_REPLY_CHARS",
     "MISSING_VERDICT_REASON",
     "NO_REASON",
+    "UNREADABLE_RETRIES",
     "JudgeResult",
     "Verdict",
     "ask_judge",
@@ -79,6 +85,10 @@ MAX_REPLY_CHARS: Final = 100_000
 
 MAX_OBJECT_ATTEMPTS: Final = 16
 """Places in a prose reply where a JSON object could start that are tried before giving up."""
+
+UNREADABLE_RETRIES: Final = 1
+"""Fresh requests sent after a judge reply that cannot be read, before it counts as the judge's
+failure (an infra error of the judge role)."""
 
 JUDGE_SYSTEM_PROMPT: Final = """\
 You are a strict evaluator of a customer-support conversation between an agent and a customer \
@@ -136,8 +146,12 @@ class JudgeResult:
     """What the judge said about one scenario, with the exact prompt it was given.
 
     ``verdicts`` holds exactly one verdict per assertion, in order. ``error`` is set (and every
-    verdict failed) when the endpoint failed or the reply could not be read. ``usage`` counts the
-    judge's tokens.
+    verdict failed) when the endpoint refused the prompt or the reply could not be read.
+    ``usage`` counts the judge's tokens over its ``requests`` (a reply that cannot be read is
+    asked again, in the default profile). ``unreadable_replies`` holds the
+    replies that could not be read (kept whole); ``unreadable`` is set when the last one could
+    not be read either: the verdicts are then the judge's failure, not the agent's (the scenario
+    is an infra error of the judge role).
     """
 
     score: float
@@ -150,6 +164,9 @@ class JudgeResult:
     raw_reply: str | None = None
     attempts: int = 0
     wait_seconds: float = 0.0
+    requests: int = 1
+    unreadable_replies: tuple[str, ...] = ()
+    unreadable: bool = False
 
     @property
     def pass_count(self) -> int:
@@ -181,11 +198,15 @@ class JudgeResult:
             data["error"] = self.error
         if self.raw_reply is not None:
             data["raw_reply"] = self.raw_reply
+        if self.unreadable_replies:
+            data["unreadable_replies"] = list(self.unreadable_replies)
+        if self.unreadable:
+            data["unreadable"] = True
         return data
 
 
 class _UnreadableJudgement(ValueError):
-    """The judge's reply holds no JSON object (``judge_scenario`` fails every verdict)."""
+    """The judge's reply holds no JSON object (``judge_scenario`` asks again, once)."""
 
 
 # -- the prompt ---------------------------------------------------------------------------------
@@ -396,8 +417,13 @@ def failed_judgement(
     raw_reply: str | None,
     attempts: int,
     wait_seconds: float,
+    requests: int = 1,
+    unreadable_replies: tuple[str, ...] = (),
+    unreadable: bool = False,
 ) -> JudgeResult:
-    """A judgement that could not be read: every assertion fails with ``Judge error: <detail>``."""
+    """A judgement that could not be read: every assertion fails with ``Judge error: <detail>``.
+
+    ``unreadable`` marks it as the judge's failure (an infra error of the judge role)."""
     reason = JUDGE_ERROR_PREFIX + detail
     return JudgeResult(
         score=0.0,
@@ -413,6 +439,9 @@ def failed_judgement(
         raw_reply=raw_reply,
         attempts=attempts,
         wait_seconds=wait_seconds,
+        requests=requests,
+        unreadable_replies=unreadable_replies,
+        unreadable=unreadable,
     )
 
 
@@ -455,14 +484,18 @@ async def judge_scenario(
     recorded_actions: Sequence[Action],
     seed: int | None = None,
 ) -> JudgeResult:
-    """Ask ``model`` once (system + user message, no tools) to judge the assertions.
+    """Ask ``model`` (system + user message, no tools) to judge the assertions.
 
-    Never raises for the model's behaviour: a ``ContextWindowExceeded`` or a reply with no
-    readable JSON object gives a result whose verdicts all fail with reason ``Judge error:
-    <detail>``, score 0, ``error`` set and the whole reply in ``raw_reply``. An endpoint that
-    cannot answer raises its ``EndpointError``: that is an outage (an infra error of the judge
-    role), not a verdict. ``usage`` is the completion's usage, or empty when no completion came
-    back. Raises ``ValueError`` when ``assertions`` is empty (a caller bug).
+    Never raises for the model's behaviour. A reply with no readable JSON object is asked again
+    as a fresh request (``UNREADABLE_RETRIES`` times); when the last reply cannot be read
+    either, the result is ``unreadable`` (the judge's failure: every verdict fails with reason
+    ``Judge error: <detail>``, score 0, ``error`` set, every reply kept in
+    ``unreadable_replies`` and the last one in ``raw_reply``). A ``ContextWindowExceeded``
+    gives a failed judgement that is not ``unreadable`` (the prompt cannot be judged there, now
+    or on resume). An endpoint that cannot answer raises its ``EndpointError``: that is an
+    outage (an infra error of the judge role), not a verdict. ``usage``, ``attempts`` and
+    ``wait_seconds`` add up every request. Raises ``ValueError`` when ``assertions`` is empty
+    (a caller bug).
     """
     system_prompt, user_content = build_judge_prompt(
         assertions=assertions,
@@ -470,37 +503,61 @@ async def judge_scenario(
         reference_actions=reference_actions,
         recorded_actions=recorded_actions,
     )
-    turn = await ask_judge(
-        model,
-        system_prompt=system_prompt,
-        user_content=user_content,
-        assertions=assertions,
-        seed=seed,
-    )
-    if isinstance(turn, JudgeResult):
-        return turn
-    text = turn.content or ""
-    try:
-        score, reason, verdicts = normalize_judgement(text, assertions)
-    except _UnreadableJudgement as error:
-        return failed_judgement(
+    unreadable: list[str] = []
+    usage = Usage()
+    attempts = 0
+    wait_seconds = 0.0
+    detail = ""
+    for _ in range(1 + UNREADABLE_RETRIES):
+        turn = await ask_judge(
+            model,
             system_prompt=system_prompt,
             user_content=user_content,
             assertions=assertions,
-            detail=str(error),
-            usage=turn.usage,
-            raw_reply=text,
-            attempts=turn.attempts,
-            wait_seconds=turn.wait_seconds,
+            seed=seed,
         )
-    return JudgeResult(
-        score=score,
-        reason=reason,
+        if isinstance(turn, JudgeResult):
+            return dataclasses.replace(
+                turn,
+                usage=usage + turn.usage,
+                attempts=attempts + turn.attempts,
+                wait_seconds=wait_seconds + turn.wait_seconds,
+                requests=len(unreadable) + 1,
+                unreadable_replies=tuple(unreadable),
+            )
+        usage += turn.usage
+        attempts += turn.attempts
+        wait_seconds += turn.wait_seconds
+        text = turn.content or ""
+        try:
+            score, reason, verdicts = normalize_judgement(text, assertions)
+        except _UnreadableJudgement as error:
+            unreadable.append(text)
+            detail = str(error)
+            continue
+        return JudgeResult(
+            score=score,
+            reason=reason,
+            system_prompt=system_prompt,
+            user_content=user_content,
+            verdicts=verdicts,
+            usage=usage,
+            raw_reply=text,
+            attempts=attempts,
+            wait_seconds=wait_seconds,
+            requests=len(unreadable) + 1,
+            unreadable_replies=tuple(unreadable),
+        )
+    return failed_judgement(
         system_prompt=system_prompt,
         user_content=user_content,
-        verdicts=verdicts,
-        usage=turn.usage,
-        raw_reply=text,
-        attempts=turn.attempts,
-        wait_seconds=turn.wait_seconds,
+        assertions=assertions,
+        detail=f"unreadable reply, also when asked again: {detail}",
+        usage=usage,
+        raw_reply=unreadable[-1],
+        attempts=attempts,
+        wait_seconds=wait_seconds,
+        requests=len(unreadable),
+        unreadable_replies=tuple(unreadable),
+        unreadable=True,
     )

@@ -239,8 +239,10 @@ class ScenarioMetrics:
     ``requests`` holds per role what its requests cost on the wire (attempts, retries, failed,
     seconds waited between attempts). ``infra_role`` names the role whose endpoint failed when
     ``infra_error`` is set. ``needs_judging`` marks a finished conversation whose judge was
-    down: resume re-judges its saved transcript instead of running it again. ``cost`` is the
-    scenario's cost per role in USD when the run has prices (``--tau2-prices``).
+    down or whose judge replies could not be read: resume re-judges its saved transcript
+    instead of running it again. ``judge_unreadable_replies`` counts the judge's replies that
+    could not be read (written only when there was one). ``cost`` is the scenario's cost per
+    role in USD when the run has prices (``--tau2-prices``).
     """
 
     profile: str
@@ -276,6 +278,7 @@ class ScenarioMetrics:
     infra_role: str | None = None
     needs_judging: bool = False
     cost: RoleCosts | None = None
+    judge_unreadable_replies: int = 0
 
     @property
     def nl_applicable(self) -> bool:
@@ -326,6 +329,8 @@ class ScenarioMetrics:
             out["needs_judging"] = True
         if self.cost is not None:
             out["cost"] = self.cost.to_json()
+        if self.judge_unreadable_replies:
+            out["judge_unreadable_replies"] = self.judge_unreadable_replies
         return out
 
     @classmethod
@@ -375,6 +380,9 @@ class ScenarioMetrics:
             infra_role=f.opt_text("infra_role"),
             needs_judging=f.has("needs_judging") and f.flag("needs_judging"),
             cost=_cost(f.opt_obj("cost")),
+            judge_unreadable_replies=(
+                f.integer("judge_unreadable_replies") if f.has("judge_unreadable_replies") else 0
+            ),
         )
 
     def sort_key(self) -> tuple[float, str, int]:

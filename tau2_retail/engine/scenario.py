@@ -212,17 +212,20 @@ def build_metrics(
     In the tau2 profile ``tau2_reward`` is upstream's reward (None when a task's NL component
     needs a judge and none is configured), CLEAN_EXIT is not applicable, and a scenario is
     successful when that reward is 1 (when it is None: when DB_STATE_MATCH passed).
-    ``judge_error`` is the judge's outage: the scenario is then an infra error of the judge
-    role, marked ``needs_judging`` for resume.
+    ``judge_error`` is the judge's outage, and a ``judge`` marked ``unreadable`` its failure
+    to answer in a readable form: the scenario is then an infra error of the judge role, marked
+    ``needs_judging`` for resume (the unreadable judgement's tokens still count).
     """
     task = scenario.task
+    judge_failed = judge is not None and judge.unreadable
+    judgement = None if judge_failed else judge
     tau2 = profile is ProfileName.TAU2
     clean_exit = conversation.stop_reason is StopReason.AGENT_EXIT
     judged = bool(task.nl_assertions) and (not tau2 or "NL_ASSERTION" in task.reward_basis)
     nl_applicable = judged and judge_configured
     nl_passed: bool | None = None
     if nl_applicable:
-        nl_passed = judge is not None and judge.pass_count == judge.total
+        nl_passed = judgement is not None and judgement.pass_count == judgement.total
     actions_matched = action_match(gold.actions, conversation.actions)
     verdict = success(
         db_match=db_match,
@@ -236,7 +239,7 @@ def build_metrics(
             task=task,
             stop_reason=conversation.stop_reason,
             db_match=db_match,
-            judge=judge,
+            judge=judgement,
             judge_configured=judge_configured,
         )
     else:
@@ -256,7 +259,7 @@ def build_metrics(
     if judge is not None:
         requests["judge"] = RequestStats(
             # a verdict served from the response cache sent nothing (0 attempts)
-            requests=1 if judge.attempts else 0,
+            requests=judge.requests if judge.attempts else 0,
             attempts=judge.attempts,
             wait_seconds=judge.wait_seconds,
         )
@@ -275,10 +278,13 @@ def build_metrics(
     elif judge_error is not None:
         infra_role = "judge"
         detail = "; ".join(filter(None, (detail, f"judge: {judge_error}")))
+    elif judge is not None and judge_failed:
+        infra_role = "judge"
+        detail = "; ".join(filter(None, (detail, f"judge: {judge.error}")))
     nl_count = nl_rate = None
     if nl_applicable:
-        nl_count = judge.pass_count if judge is not None else 0
-        nl_rate = judge.pass_rate if judge is not None else 0.0
+        nl_count = judgement.pass_count if judgement is not None else 0
+        nl_rate = judgement.pass_rate if judgement is not None else 0.0
     return ScenarioMetrics(
         profile=profile.value,
         scenario_name=scenario.name,
@@ -296,7 +302,7 @@ def build_metrics(
         stop_detail=detail,
         infra_error=infra_role is not None,
         infra_role=infra_role,
-        needs_judging=judge_error is not None,
+        needs_judging=judge_error is not None or judge_failed,
         clean_exit=clean_exit,
         db_state_expected_hash=gold.db_hash,
         db_state_actual_hash=gold.db_hash if db_match else conversation.store.hash(),
@@ -305,13 +311,14 @@ def build_metrics(
         nl_assertion_total=len(task.nl_assertions),
         nl_assertion_pass_count=nl_count,
         nl_assertion_pass_rate=nl_rate,
-        judge_score=judge.score if judge is not None else None,
+        judge_score=judgement.score if judgement is not None else None,
         token_usage={role: UsageCounts.of(u) for role, u in usage.items()},
         requests={role: requests[role] for role in _ROLES if role in requests},
         success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
         is_successful=is_successful,
         is_task_successful=verdict.is_task_successful,
         tau2_reward=reward,
+        judge_unreadable_replies=len(judge.unreadable_replies) if judge is not None else 0,
     )
 
 

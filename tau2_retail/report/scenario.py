@@ -220,6 +220,8 @@ def _assertions(judge: Any, scenario: Any) -> tuple[list[dict[str, Any]], dict[s
     """The NL assertions with the judge's verdicts (or unjudged), and the judge's summary."""
     if isinstance(judge, dict):
         verdicts = judge.get("nl_assertion_verdicts")
+        # the judge's replies could not be read: its verdicts are no judgement of the agent
+        unjudged = judge.get("unreadable") is True
         items = []
         for verdict in verdicts if isinstance(verdicts, list) else []:
             if isinstance(verdict, dict):
@@ -227,7 +229,7 @@ def _assertions(judge: Any, scenario: Any) -> tuple[list[dict[str, Any]], dict[s
                     {
                         "index": verdict.get("index"),
                         "text": str(verdict.get("assertion", "")),
-                        "passed": verdict.get("passed") is True,
+                        "passed": None if unjudged else verdict.get("passed") is True,
                         "reason": str(verdict.get("reason", "")),
                     }
                 )

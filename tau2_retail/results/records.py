@@ -22,6 +22,7 @@ __all__ = [
     "FlakyTask",
     "GroupRate",
     "InfraErrorRow",
+    "JudgeReplies",
     "ModelRecord",
     "NlSignal",
     "PassHatK",
@@ -444,6 +445,30 @@ class Mean:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeReplies:
+    """The judge's replies of a run (retries after an unreadable reply included) and how many
+    could not be read. ``follows_format`` is False when most could not be read."""
+
+    total: int = 0
+    unreadable: int = 0
+
+    @property
+    def follows_format(self) -> bool:
+        return 2 * self.unreadable <= self.total
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "unreadable": self.unreadable,
+            "follows_format": self.follows_format,
+        }
+
+    @classmethod
+    def from_json(cls, f: Fields) -> JudgeReplies:
+        return cls(total=f.integer("total"), unreadable=f.integer("unreadable"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InfraErrorRow:
     scenario_id: str
     detail: str
@@ -541,6 +566,7 @@ class RunSummary:
     infra_errors: tuple[InfraErrorRow, ...]
     lost: tuple[str, ...]
     lost_reasons: Mapping[str, str] = field(default_factory=dict)
+    judge_replies: JudgeReplies = field(default_factory=JudgeReplies)
     flaky_tasks: tuple[FlakyTask, ...] = ()
     scenarios: tuple[ScenarioRow, ...]
     cost: RoleCosts | None = None
@@ -579,6 +605,7 @@ class RunSummary:
             "infra_errors": [row.to_json() for row in self.infra_errors],
             "lost": list(self.lost),
             "lost_reasons": dict(self.lost_reasons),
+            "judge_replies": self.judge_replies.to_json(),
             "flaky_tasks": [task.to_json() for task in self.flaky_tasks],
             "scenarios": [row.to_json() for row in self.scenarios],
         } | self._optional_json()
@@ -624,6 +651,12 @@ class RunSummary:
                 {k: str(v) for k, v in f.obj("lost_reasons").raw.items()}
                 if f.has("lost_reasons")
                 else {}
+            ),
+            # absent in summaries written before unreadable judge replies were counted
+            judge_replies=(
+                JudgeReplies.from_json(f.obj("judge_replies"))
+                if f.has("judge_replies")
+                else JudgeReplies()
             ),
             flaky_tasks=(
                 tuple(FlakyTask.from_json(e) for e in f.objects("flaky_tasks"))

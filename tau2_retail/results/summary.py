@@ -18,6 +18,9 @@ Counting rules:
   informational in the default profile.
 - In the tau2 profile the headline is upstream's reward and pass^k (a scenario succeeds when
   its reward is 1); our signals follow, labelled, CLEAN_EXIT not applicable.
+- The judge's replies are counted over every scenario (retries after an unreadable reply
+  included); when most of them could not be read, the summary says the judge does not follow
+  the reply format (:func:`judge_format_line`).
 - Every rate carries its 95% interval (:mod:`tau2_retail.results.stats`): Wilson's, or a
   bootstrap over tasks when a task gives several units (trials, NL assertions); pass^k too.
   With trials > 1 the tasks whose trials disagree are listed as flaky.
@@ -45,6 +48,7 @@ from tau2_retail.results.records import (
     FlakyTask,
     GroupRate,
     InfraErrorRow,
+    JudgeReplies,
     Mean,
     NlSignal,
     PassHatK,
@@ -69,6 +73,7 @@ __all__ = [
     "cost_lines",
     "flaky_lines",
     "headline_lines",
+    "judge_format_line",
     "pass_hat_k",
     "pass_hat_k_line",
     "read_run_args",
@@ -234,6 +239,36 @@ def _nl_signal(
     )
 
 
+def _judge_replies(metrics: Sequence[ScenarioMetrics]) -> JudgeReplies:
+    total = 0
+    for record in metrics:
+        stats = record.requests.get("judge")
+        if stats is not None:
+            total += stats.requests - stats.failed
+    return JudgeReplies(
+        total=total, unreadable=sum(record.judge_unreadable_replies for record in metrics)
+    )
+
+
+def judge_format_line(summary: RunSummary) -> str | None:
+    """The line that says the judge does not follow the reply format (most of its replies of
+    the run could not be read), or that some replies could not be read; None when all could."""
+    replies = summary.judge_replies
+    if not replies.unreadable:
+        return None
+    counted = f"{replies.unreadable} of {replies.total} judge replies could not be read"
+    if summary.profile == ProfileName.TAU2:
+        consequence = "scored as upstream does (NL not met)"
+    else:
+        consequence = "each asked again once; still unreadable, an infra error of the judge role"
+    if replies.follows_format:
+        return f"Judge: {counted} ({consequence})"
+    return (
+        f"JUDGE DOES NOT FOLLOW THE REPLY FORMAT: {counted} ({consequence}); check that "
+        "the judge model answers with the JSON object its prompt asks for"
+    )
+
+
 def _run_profile(metrics: Sequence[ScenarioMetrics], configuration: RunConfiguration | None) -> str:
     """The run's profile: the one its scenarios record (``mixed`` when they disagree), else
     the configured one, else ``default``."""
@@ -349,6 +384,7 @@ def build_summary(
         ),
         lost=tuple(lost_ids),
         lost_reasons={key: reasons[key] for key in lost_ids if reasons.get(key)},
+        judge_replies=_judge_replies(ordered),
         flaky_tasks=flaky,
         scenarios=tuple(_row(m) for m in ordered),
         cost=cost,
@@ -527,6 +563,9 @@ def render_summary_text(summary: RunSummary) -> str:
     out.extend(_scenario_lines(summary.scenarios))
     out.append("")
     out.extend(headline_lines(summary))
+    judge_format = judge_format_line(summary)
+    if judge_format is not None:
+        out.append(judge_format)
     judge = summary.judge_score
     if judge.mean is not None:
         out.append(f"Judge score (informational): mean {judge.mean:.3f} over {judge.n}")

@@ -5,4 +5,5 @@
 - ``scripted_endpoint``: its responder playing agent, customer and judge for every task;
 - ``bench``: a project holding the benchmark module, run by ``python -m pytest`` (hermetic
   environment, scaled time limit) or in-process through pytester;
-- ``run_files``: readers of a run directory; ``timeouts``: ``TAU2_TEST_TIMEOUT_SCALE``."""
+- ``run_files``: readers of a run directory; ``timeouts``: ``TAU2_TEST_TIMEOUT_SCALE``;
+- ``upstream_checkout``: a fake tau2-bench checkout made from a data folder."""

@@ -8,7 +8,8 @@ that plays the agent, the customer and the judge, with replies and faults chosen
   ``END``); ``agent[task_id]`` with a reply, or a function of the request's seed giving one.
 - customer (``--tau2-user-model`` at this endpoint): the built-in customer's words.
 - judge: one verdict per assertion, all met (score 0.9) except the 1-based indexes listed in
-  ``judge_fails[task_id]`` (score 0.2).
+  ``judge_fails[task_id]`` (score 0.2); ``judge_wraps[task_id]`` turns that JSON text into the
+  reply's text (e.g. inside a code fence).
 
 With ``profile`` (a loaded tau2 :class:`~tau2_retail.engine.profiles.Profile`) the endpoint
 recognises upstream's prompts instead of ours (the user prompts and the judge's) and the
@@ -119,6 +120,7 @@ class ScriptedEndpoint:
         self.default_agent = default_agent
         self.agent: dict[str, AgentBehaviour] = {}
         self.judge_fails: dict[str, set[int]] = {}
+        self.judge_wraps: dict[str, Callable[[str], str]] = {}
         self.faults: dict[str, Fault] = {}
         self.default_fault: Fault | None = None
         self.log: list[Request] = []
@@ -273,4 +275,6 @@ class ScriptedEndpoint:
             "reason": "scripted",
             "nl_assertion_verdicts": verdicts,
         }
-        return Completion(content=json.dumps(reply))
+        wrap = self.judge_wraps.get(task.id)
+        text = json.dumps(reply)
+        return Completion(content=wrap(text) if wrap is not None else text)

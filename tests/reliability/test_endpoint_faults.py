@@ -128,9 +128,13 @@ MATRIX = (
     Row(fault="customer simulator: empty message twice", task="71",
         inject=always(Completion(content=""), role="user"), outcome=ERROR,
         stop_reason="infra_error", agent_requests=0),
+    # issue 18: an unreadable judge reply is asked again once; still unreadable, the judge failed
     Row(fault="judge answers prose", task="40",
         inject=always(Completion(content="The agent did a great job overall."), role="judge"),
-        outcome=FAILED, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+        outcome=ERROR, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
+    Row(fault="judge answers prose once, then JSON", task="36",
+        inject=once(Completion(content="The agent did a great job overall."), role="judge"),
+        outcome=PASSED, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
     Row(fault="judge endpoint down (503 on every attempt)", task="38",
         inject=always(HttpError.server_error(503), role="judge"), outcome=ERROR,
         stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
@@ -153,7 +157,7 @@ MATRIX = (
         inject=always(HttpError.openai(401, "Incorrect API key provided."), role="judge"),
         outcome=ERROR, stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
     Row(fault="judge answers 100,000 '['", task="16",
-        inject=always(Completion(content="[" * 100_000), role="judge"), outcome=FAILED,
+        inject=always(Completion(content="[" * 100_000), role="judge"), outcome=ERROR,
         stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
     Row(fault="422 invalid request", task="22", inject=always(INVALID), outcome=ERROR,
         stop_reason="infra_error", agent_requests=1),
@@ -263,7 +267,7 @@ def test_fault_matrix(bench: Bench, endpoint: ScriptedEndpoint) -> None:
     assert infra_listed == {_scenario(row.task) for row in MATRIX if row.outcome == ERROR}
     assert not temp_files(bench.output_dir)
     # an NL subtest failure is one line, like the signal failures: no traceback, no repr
-    assert "judged not met: Judge error: no JSON object" in run.stdout
+    assert "judged not met: Judge error: " in run.stdout
     assert "assert verdict.passed" not in run.stdout
 
     _check_details(bench, endpoint)
@@ -353,7 +357,9 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
             in (bench.run_dir(RUN_ID) / _scenario(task) / "conversation_log.txt").read_text()
         )
 
-    # a judge that answers prose or 100,000 '[': every verdict false, with the reason
+    # a judge that answers prose or 100,000 '[' (twice), or refuses the prompt as too long:
+    # every verdict false, with the reason; the unreadable ones are the judge's infra error,
+    # their replies kept whole and marked for re-judging
     for task, text in (("40", "no JSON object"), ("16", "no JSON object"), ("29", "context")):
         judged = bench.read_json(RUN_ID, f"{_scenario(task)}/judge_result.json")
         verdicts = judged["nl_assertion_verdicts"]
@@ -362,9 +368,19 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         assert all(v["reason"].startswith("Judge error: ") for v in verdicts), verdicts
         assert text in judged["error"], judged["error"]
         metrics = bench.metrics(RUN_ID, _scenario(task))
-        assert (metrics["db_state_match"], metrics["nl_assertion_pass_rate"]) == (True, 0.0)
         assert json.dumps(judged).count("Judge error: ") >= len(verdicts)
-        assert task == "29" or judged["raw_reply"]  # kept whole
+        if task == "29":
+            assert (metrics["db_state_match"], metrics["nl_assertion_pass_rate"]) == (True, 0.0)
+            continue
+        assert (metrics["infra_role"], metrics["needs_judging"]) == ("judge", True)
+        assert metrics["judge_unreadable_replies"] == 2
+        assert len(endpoint.requests(task, role="judge")) == 2  # asked again once
+        assert judged["unreadable"] is True
+        assert len(judged["unreadable_replies"]) == 2
+        assert judged["raw_reply"] == judged["unreadable_replies"][-1]  # kept whole
+    retried = bench.metrics(RUN_ID, _scenario("36"))
+    assert (retried["judge_unreadable_replies"], retried["nl_assertion_pass_rate"]) == (1, 1.0)
+    assert bench.summary(RUN_ID)["judge_replies"]["unreadable"] == 5
 
 
 def test_a_down_endpoint_fails_fast_and_resume_completes_the_run(

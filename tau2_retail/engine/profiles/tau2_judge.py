@@ -9,7 +9,9 @@ every returned result is met (so an empty list passes, as upstream's ``all()`` d
 
 Where upstream would raise (a reply that is not a JSON object, a result without its keys, a
 ``met`` value pydantic would reject), the verdicts fail with ``Judge error: <detail>``: the
-scenario is scored 0 for NL rather than dropped. The endpoint is treated as the default judge
+scenario is scored 0 for NL rather than dropped, and the reply is not asked again (upstream
+does not; the default judge does). The reply still counts as unreadable in the run summary's
+note on whether the judge follows the format. The endpoint is treated as the default judge
 treats it: a prompt it refuses as too long is a failed verdict; an endpoint that cannot answer
 raises its ``EndpointError`` (an infra error of the judge role, re-judged on resume).
 
@@ -139,6 +141,8 @@ async def judge_upstream(
             raw_reply=turn.content,
             attempts=turn.attempts,
             wait_seconds=turn.wait_seconds,
+            # counted for the run summary's note on the judge's format; scored as upstream does
+            unreadable_replies=(turn.content or "",),
         )
     all_met = all(verdict.passed for verdict in verdicts)
     return JudgeResult(

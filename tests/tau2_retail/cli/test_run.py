@@ -442,3 +442,16 @@ def test_tau2_profile_sends_upstreams_request_parameters(data_dir, openai_server
 def test_no_agent_notes_with_the_tau2_profile_is_refused(data_dir, capsys):
     assert run(data_dir, "0", "--profile", "tau2", "--no-agent-notes") == 2
     assert "--no-agent-notes applies to the default profile only" in capsys.readouterr().err
+
+
+def test_a_prose_judge_is_an_infra_error_of_the_judge(data_dir, tasks, server, capsys):
+    # issue 18, item 2: asked again once, prose again: the judge failed, not the agent
+    server.enqueue(*[Completion(content="The agent did well.")] * 2)
+    args = [*endpoint("judge", server, "judge-model")]
+    assert run(data_dir, "2", *args) == EXIT_INFRA_ERROR
+    out = capsys.readouterr().out
+    assert (
+        "ending: agent_exit (judge: unreadable reply, also when asked again: no JSON object in "
+        "the reply: The agent did well.)"
+    ) in out
+    assert len(server.requests) == 2

@@ -25,6 +25,7 @@ from tau2_retail.data.files import (
     verify_folder,
 )
 from tau2_retail.errors import ConfigError, DataError, DigestMismatch
+from tau2_retail.testing.upstream_checkout import RETAIL_FOLDER, make_upstream_checkout
 
 NAMES = [
     "db.json",
@@ -381,15 +382,110 @@ def test_fetch_from_a_folder_with_a_changed_file_writes_nothing_for_it(
 
 def test_fetch_from_a_folder_without_a_file_names_it(copied_data_dir: Path, tmp_path: Path) -> None:
     (copied_data_dir / "LICENSE").unlink()
-    with pytest.raises(DataError, match=r"LICENSE: not found in"):
+    with pytest.raises(DataError, match=r"not found: LICENSE \(looked for .*/LICENSE"):
         fetch(tmp_path / "cache", source_dir=copied_data_dir)
+    assert not (tmp_path / "cache").exists()  # every file is found before any is written
 
 
 def test_fetch_rejects_conflicting_or_odd_sources(data_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not both"):
         fetch(tmp_path, source_dir=data_dir, base_url="http://127.0.0.1:9")
-    with pytest.raises(ConfigError, match="http"):
-        fetch(tmp_path, base_url=f"file://{data_dir}")
+    with pytest.raises(ConfigError, match=r"http://, https:// or file://"):
+        fetch(tmp_path, base_url=f"ftp://127.0.0.1{data_dir}")
+    with pytest.raises(ConfigError, match="absolute folder"):
+        fetch(tmp_path, base_url="file://./tau2-bench")
+    assert _files_in(tmp_path) == []
+
+
+# --- a tau2-bench checkout (issue 18, item 4) ---------------------------------------------------
+
+
+RETAIL = RETAIL_FOLDER
+
+
+@pytest.mark.parametrize("where", ["", RETAIL], ids=["root", "retail-folder"])
+def test_fetch_from_a_tau2_bench_checkout(data_dir: Path, tmp_path: Path, where: str) -> None:
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
+    dest = tmp_path / "cache"
+    messages: list[str] = []
+    written = fetch(dest, source_dir=checkout / where, progress=messages.append)
+    assert written == [dest / name for name in NAMES]
+    assert {check.status for check in verify_folder(dest)} == {CheckStatus.OK}
+    # the guidelines, licence and sources come from where upstream keeps them
+    for name in ("user_simulator/simulation_guidelines.md", "LICENSE", NAMES[-1]):
+        assert f"{name}: fetching from {checkout / _upstream(name)}" in messages
+    assert _files_in(dest) == sorted(NAMES)  # nothing else of the checkout
+
+
+def test_fetch_from_a_checkout_at_another_commit_names_file_and_digests(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
+    changed = checkout / _upstream("user_simulator/simulation_guidelines.md")
+    changed.write_text(changed.read_text() + "\nA newer guideline.\n")
+    actual = hashlib.sha256(changed.read_bytes()).hexdigest()
+    expected = load_manifest().file("user_simulator/simulation_guidelines.md").sha256
+    dest = tmp_path / "cache"
+    with pytest.raises(DigestMismatch) as raised:
+        fetch(dest, source_dir=checkout / RETAIL)
+    message = str(raised.value)
+    assert f"user_simulator/simulation_guidelines.md (from {changed})" in message
+    assert expected in message
+    assert actual in message
+    assert "git checkout a2c0247" in message
+    assert not (dest / "user_simulator/simulation_guidelines.md").exists()  # nothing for it
+    assert not temp_files_in(dest)
+
+
+def test_a_lone_retail_folder_names_every_file_it_lacks(data_dir: Path, tmp_path: Path) -> None:
+    # the retail folder copied out of its checkout: the guidelines, licence and sources are not
+    # around it; every missing file is named with the paths tried, and nothing is written
+    lone = tmp_path / "retail"
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
+    (checkout / RETAIL).rename(lone)
+    dest = tmp_path / "cache"
+    with pytest.raises(DataError) as raised:
+        fetch(dest, source_dir=lone)
+    message = str(raised.value)
+    for name in NAMES[5:]:
+        assert f"{name} (looked for {lone / name}" in message
+        assert str(lone / _upstream(name)) in message
+    assert "db.json" not in message
+    assert "nothing was written" in message
+    assert not dest.exists()
+
+
+def test_fetch_from_a_folder_that_does_not_exist(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="not a folder"):
+        fetch(tmp_path / "cache", source_dir=tmp_path / "nowhere")
+
+
+def test_fetch_from_a_file_url_of_a_checkout(data_dir: Path, tmp_path: Path) -> None:
+    checkout = make_upstream_checkout(
+        data_dir, tmp_path / "tau2 bench"
+    )  # a space: the URL quotes it
+    dest = tmp_path / "cache"
+    messages: list[str] = []
+    written = fetch(dest, base_url=checkout.as_uri(), progress=messages.append)
+    assert written == [dest / name for name in NAMES]
+    assert {check.status for check in verify_folder(dest)} == {CheckStatus.OK}
+    assert f"db.json: fetching from {checkout.as_uri()}/{_upstream('db.json')}" in messages
+
+    _flip_byte(checkout / _upstream("policy.md"))
+    (dest / "policy.md").unlink()
+    with pytest.raises(DigestMismatch, match=r"policy\.md \(from file://"):
+        fetch(dest, base_url=checkout.as_uri())
+    assert not (dest / "policy.md").exists()
+
+
+def test_a_file_url_of_the_retail_folder_says_to_use_from(data_dir: Path, tmp_path: Path) -> None:
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
+    with pytest.raises(DataError, match=r"db\.json: file://.* not found .*use --from DIR"):
+        fetch(tmp_path / "cache", base_url=(checkout / RETAIL).as_uri())
+
+
+def temp_files_in(folder: Path) -> list[str]:
+    return [name for name in _files_in(folder) if name.endswith(".part")] if folder.exists() else []
 
 
 # --- the command line ---------------------------------------------------------------------------
@@ -521,3 +617,57 @@ def test_a_huge_db_json_is_refused_before_it_is_read(copied_data_dir: Path) -> N
         handle.truncate(20 << 30)  # a sparse 20 GB file: reading it whole would exhaust memory
     with pytest.raises(DataError, match="more than any pinned data file"):
         datafiles.read_verified(copied_data_dir, "db.json")
+
+
+def test_the_help_examples_work_on_a_checkout(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each example of ``data fetch --help`` that copies from a checkout, run as written with
+    the checkout's place replaced (``--dest`` added where the example fills the cache)."""
+    checkout = make_upstream_checkout(data_dir, tmp_path / "src" / "tau2-bench")
+    with pytest.raises(SystemExit):
+        main(["data", "fetch", "--help"])
+    help_text = capsys.readouterr().out
+    examples = [
+        line.strip().removeprefix("python -m tau2_retail ").split()
+        for line in help_text.splitlines()
+        if line.startswith("  python -m tau2_retail data fetch --")
+    ]
+    assert len(examples) == 3, help_text
+    for number, words in enumerate(examples):
+        args = [
+            word.replace("~/src/tau2-bench", str(checkout))
+            .replace("/srv/tau2-bench", checkout.as_posix())
+            .replace("./tau2-data", str(tmp_path / "dest-given"))
+            for word in words
+        ]
+        if "--dest" not in args:
+            args += ["--dest", str(tmp_path / f"dest-{number}")]
+        assert main(args) == 0, args
+        out, _ = capsys.readouterr()
+        assert "14 written, 0 already present, all verified" in out, args
+    assert {check.status for check in verify_folder(tmp_path / "dest-given")} == {CheckStatus.OK}
+
+
+def test_cli_fetch_from_a_checkout_at_another_commit_exits_2(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkout = make_upstream_checkout(data_dir, tmp_path / "tau2-bench")
+    _flip_byte(checkout / _upstream("tasks.json"))
+    code = main(["data", "fetch", "--from", str(checkout), "--dest", str(tmp_path / "cache")])
+    assert code == 2
+    _, err = capsys.readouterr()
+    assert f"tasks.json (from {checkout / _upstream('tasks.json')})" in err
+    assert load_manifest().file("tasks.json").sha256 in err
+
+
+def test_a_filled_folder_is_fetched_again_without_any_request(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # what an offline CI relies on (docs/data.md): a restored cache makes `data fetch` a no-op
+    dest = tmp_path / "cache"
+    fetch(dest, source_dir=data_dir)
+    messages: list[str] = []
+    assert fetch(dest, base_url="http://127.0.0.1:9", progress=messages.append, timeout=1) == []
+    assert fetch(dest, source_dir=tmp_path / "nowhere") == []
+    assert messages == [f"{name}: present, sha256 ok, skipped" for name in NAMES]

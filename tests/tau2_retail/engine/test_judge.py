@@ -555,6 +555,18 @@ async def test_wrapped_json_through_the_endpoint(openai_server, make_judge, cont
     assert result.score == 0.9
 
 
+def assert_judge_failure(result: JudgeResult, replies: list[str], *fragments: str) -> None:
+    """The judge's own failure: every verdict false with the reason, marked unreadable, every
+    reply kept whole (the last also as ``raw_reply``)."""
+    assert_judge_error(result, "unreadable reply, also when asked again", *fragments)
+    assert result.unreadable is True
+    assert result.unreadable_replies == tuple(replies)
+    assert result.requests == len(replies)
+    data = result.to_json()
+    assert (data["unreadable"], data["unreadable_replies"]) == (True, replies)
+    assert data["raw_reply"] == replies[-1]
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("content", "fragment"),
@@ -567,19 +579,80 @@ async def test_wrapped_json_through_the_endpoint(openai_server, make_judge, cont
         pytest.param(None, "the reply is empty", id="null-content"),
     ],
 )  # fmt: skip
-async def test_unreadable_reply_fails_every_verdict(openai_server, make_judge, content, fragment):
-    openai_server.enqueue(Completion(content=content, prompt_tokens=50, completion_tokens=9))
+async def test_an_unreadable_reply_twice_is_the_judges_failure(
+    openai_server, make_judge, content, fragment
+):
+    # Issue 18, item 2: asked again once as a fresh request; still unreadable, the judgement is
+    # the judge's failure (an infra error of the judge role), not failed verdicts of the agent.
+    reply = Completion(content=content, prompt_tokens=50, completion_tokens=9)
+    openai_server.enqueue(reply, reply, Completion(content=ALL_TRUE))
     result = await judge(make_judge)
-    assert_judge_error(result, fragment)
-    assert result.usage == Usage(n_calls=1, prompt=50, completion=9)
+    assert_judge_failure(result, [content or ""] * 2, fragment)
+    assert result.usage == Usage(n_calls=2, prompt=100, completion=18)
+    first, second = openai_server.requests
+    assert first.body == second.body  # the same request again, fresh
+    assert openai_server.pending == 1
 
 
 @pytest.mark.asyncio
-async def test_tool_calls_instead_of_an_answer_fail_every_verdict(openai_server, make_judge):
-    openai_server.enqueue(Completion(tool_calls=(ReplyToolCall(name="calculate"),)))
+async def test_prose_once_then_json_is_a_normal_result(openai_server, make_judge):
+    prose = "The agent met all three assertions."
+    openai_server.enqueue(
+        Completion(content=prose, prompt_tokens=50, completion_tokens=9),
+        Completion(content=ALL_TRUE, prompt_tokens=50, completion_tokens=80),
+    )
     result = await judge(make_judge)
-    assert_judge_error(result, "the reply is empty")
-    assert result.usage.n_calls == 1
+    assert result.error is None
+    assert result.unreadable is False
+    assert (result.pass_rate, result.score) == (1.0, 0.9)
+    assert result.unreadable_replies == (prose,)
+    assert (result.requests, result.attempts) == (2, 2)
+    assert result.usage == Usage(n_calls=2, prompt=100, completion=89)
+    assert result.to_json()["unreadable_replies"] == [prose]
+    assert "unreadable" not in result.to_json()
+    assert len(openai_server.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_json_in_a_fence_is_read_without_asking_again(openai_server, make_judge):
+    openai_server.enqueue(Completion(content=f"```json\n{ALL_TRUE}\n```"))
+    result = await judge(make_judge)
+    assert (result.error, result.unreadable, result.unreadable_replies) == (None, False, ())
+    assert result.pass_rate == 1.0
+    assert result.requests == 1
+    assert len(openai_server.requests) == 1
+    assert "unreadable_replies" not in result.to_json()
+
+
+@pytest.mark.asyncio
+async def test_tool_calls_instead_of_an_answer_are_unreadable(openai_server, make_judge):
+    calls = Completion(tool_calls=(ReplyToolCall(name="calculate"),))
+    openai_server.enqueue(calls, calls)
+    result = await judge(make_judge)
+    assert_judge_failure(result, ["", ""], "the reply is empty")
+    assert result.usage.n_calls == 2
+
+
+@pytest.mark.asyncio
+async def test_an_outage_on_the_second_request_is_an_outage(openai_server, make_judge):
+    openai_server.enqueue(Completion(content="prose"), HttpError.openai(401, "Bad key."))
+    with pytest.raises(EndpointError, match="HTTP 401"):
+        await judge(make_judge)
+
+
+@pytest.mark.asyncio
+async def test_context_window_on_the_second_request_is_a_failed_judgement(
+    openai_server, make_judge
+):
+    openai_server.enqueue(
+        Completion(content="prose", prompt_tokens=7, completion_tokens=1),
+        HttpError.context_length_exceeded(),
+    )
+    result = await judge(make_judge)
+    assert_judge_error(result, "context window")
+    assert result.unreadable is False  # the prompt cannot be judged there: not an outage
+    assert (result.unreadable_replies, result.requests) == (("prose",), 2)
+    assert result.usage == Usage(n_calls=1, prompt=7, completion=1)
 
 
 @pytest.mark.parametrize(
@@ -627,10 +700,10 @@ async def test_context_window_exceeded(openai_server, make_judge):
 @pytest.mark.asyncio
 async def test_an_unparseable_reply_is_kept_whole_in_the_result(openai_server, make_judge):
     reply = "I think the agent did well. " * 40 + "{not json"
-    openai_server.enqueue(Completion(content=reply))
+    again = "Still prose. " * 30
+    openai_server.enqueue(Completion(content=reply), Completion(content=again))
     result = await judge(make_judge)
-    assert_judge_error(result, "no JSON object")
-    assert result.to_json()["raw_reply"] == reply
+    assert_judge_failure(result, [reply, again], "no JSON object")
 
 
 @pytest.mark.asyncio

@@ -139,3 +139,66 @@ async def test_rejudge_refuses_a_transcript_that_does_not_replay(book, judged_ta
                     seed=book.seed,
                     expected_db_hash="0" * 64,
                 )
+
+
+@pytest.mark.asyncio
+async def test_a_prose_judge_is_an_infra_error_of_the_judge_and_rejudge_scores_it(
+    book, judged_task
+):
+    # Issue 18, item 2: a reply that cannot be read twice is the judge's failure, not the
+    # agent's; its tokens count, the replies are kept, and resume judges it again.
+    prose = Completion(content="The agent did everything right.", completion_tokens=7)
+    with LoopbackOpenAIServer(replies=[prose, prose]) as server:
+        async with judge_model(server) as judge:
+            outcome = await run(judged_task, book, judge)
+        assert len(server.requests) == 2
+    metrics = outcome.metrics
+    assert outcome.is_infra_error
+    assert (metrics.infra_role, metrics.needs_judging, metrics.stop_reason) == (
+        "judge",
+        True,
+        "agent_exit",
+    )
+    assert metrics.stop_detail.startswith(
+        "judge: unreadable reply, also when asked again: no JSON object in the reply: "
+        "The agent did everything right."
+    )
+    assert metrics.is_successful is False
+    assert metrics.judge_score is None  # no judgement of the agent was made
+    assert metrics.judge_unreadable_replies == 2
+    assert metrics.token_usage["judge"].n_calls == 2
+    assert metrics.token_usage["judge"].completion == 14
+    judge_json = metrics.to_json()
+    assert judge_json["judge_unreadable_replies"] == 2
+    assert judge_json["requests"]["judge"]["requests"] == 2
+    assert judge_json["requests"]["judge"]["failed"] == 0
+    assert outcome.judge is not None
+    assert outcome.judge.to_json()["unreadable_replies"] == [prose.content] * 2
+
+    with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
+        async with judge_model(server) as judge:
+            again = await rejudge(
+                outcome.scenario,
+                transcript=saved(outcome),
+                judge_model=judge,
+                gold=book[judged_task.id],
+                seed=book.seed,
+                expected_db_hash=metrics.db_state_actual_hash,
+            )
+    assert not again.is_infra_error
+    assert again.metrics.is_successful is True
+    assert "judge_unreadable_replies" not in again.metrics.to_json()
+
+
+@pytest.mark.asyncio
+async def test_prose_once_then_json_scores_the_agent(book, judged_task):
+    prose = Completion(content="Looks good to me.")
+    with LoopbackOpenAIServer(replies=[prose, all_met(judged_task)]) as server:
+        async with judge_model(server) as judge:
+            outcome = await run(judged_task, book, judge)
+    metrics = outcome.metrics
+    assert not outcome.is_infra_error
+    assert (metrics.is_successful, metrics.nl_assertion_pass_rate) == (True, 1.0)
+    assert metrics.judge_unreadable_replies == 1
+    assert metrics.requests["judge"].requests == 2
+    assert metrics.needs_judging is False

@@ -461,3 +461,24 @@ def test_write_report_turns_write_failures_into_report_errors(
 def test_report_header_names_the_profile(runs: dict[str, Path]) -> None:
     data = build_report_data(runs["mixed"])
     assert data.main["configuration"][0] == ["Profile", "default"]
+
+
+def test_an_unreadable_judgement_shows_its_assertions_as_not_judged() -> None:
+    # issue 18, item 2: the judge's replies could not be read: no verdict on the agent
+    from tau2_retail.report.scenario import _assertions
+
+    judged = {
+        "score": 0.0,
+        "reason": "Judge error: unreadable reply, also when asked again: ...",
+        "error": "unreadable reply, also when asked again: ...",
+        "unreadable": True,
+        "nl_assertion_verdicts": [
+            {"index": 1, "assertion": "a", "passed": False, "reason": "Judge error: ..."}
+        ],
+    }
+    items, summary = _assertions(judged, None)
+    assert [(item["index"], item["passed"]) for item in items] == [(1, None)]
+    assert summary is not None
+    assert summary["error"] == judged["error"]
+    items, _ = _assertions({**judged, "unreadable": False}, None)
+    assert items[0]["passed"] is False

@@ -753,6 +753,74 @@ def test_summarize_without_run_args_keeps_the_recorded_versions(
     assert json.loads((run_dir / "summary.json").read_text())["versions"] == VERSIONS
 
 
+def _judged(task_id: str, *, replies: int, unreadable: int, infra: bool = False) -> ScenarioMetrics:
+    record = metric(task_id, nl=None if infra else (1, 1), judge_score=None if infra else 1.0)
+    stats = {"requests": replies, "attempts": replies, "failed": 0, "wait_seconds": 0.0}
+    requests = {"judge": stats}
+    raw = record.to_json() | {"requests": requests, "judge_unreadable_replies": unreadable}
+    if infra:
+        raw |= {"infra_error": True, "infra_role": "judge", "needs_judging": True}
+    return ScenarioMetrics.from_json(raw)
+
+
+def _judge_summary(metrics: list[ScenarioMetrics], profile: str = "default") -> RunSummary:
+    records = [dataclasses.replace(m, profile=profile) for m in metrics]
+    return summary_module.build_summary(
+        records, expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+    )
+
+
+def test_a_judge_whose_replies_mostly_cannot_be_read_is_named_in_the_summary() -> None:
+    # Issue 18, item 2: 4 of 6 replies unreadable (two scenarios unreadable twice, two judged
+    # at once) -> the judge does not follow the format.
+    records = [
+        _judged("0", replies=2, unreadable=2, infra=True),
+        _judged("1", replies=2, unreadable=2, infra=True),
+        _judged("2", replies=1, unreadable=0),
+        _judged("3", replies=1, unreadable=0),
+    ]
+    summary = _judge_summary(records)
+    assert summary.to_json()["judge_replies"] == {
+        "total": 6,
+        "unreadable": 4,
+        "follows_format": False,
+    }
+    line = summary_module.judge_format_line(summary)
+    assert line == (
+        "JUDGE DOES NOT FOLLOW THE REPLY FORMAT: 4 of 6 judge replies could not be read (each "
+        "asked again once; still unreadable, an infra error of the judge role); check that the "
+        "judge model answers with the JSON object its prompt asks for"
+    )
+    assert line in summary_module.render_summary_text(summary).splitlines()
+    assert summary.counts.infra_errors == 2
+    assert RunSummary.from_json(summary.to_json()) == summary
+
+
+def test_a_few_unreadable_judge_replies_are_counted_not_alarmed() -> None:
+    records = [_judged("0", replies=2, unreadable=1), _judged("1", replies=1, unreadable=0)]
+    summary = _judge_summary(records)
+    assert summary.judge_replies.follows_format
+    assert summary_module.judge_format_line(summary) == (
+        "Judge: 1 of 3 judge replies could not be read (each asked again once; still "
+        "unreadable, an infra error of the judge role)"
+    )
+    tau2 = _judge_summary([_judged("0", replies=1, unreadable=1)], profile="tau2")
+    assert summary_module.judge_format_line(tau2) == (
+        "JUDGE DOES NOT FOLLOW THE REPLY FORMAT: 1 of 1 judge replies could not be read "
+        "(scored as upstream does (NL not met)); check that the judge model answers with the "
+        "JSON object its prompt asks for"
+    )
+
+
+def test_all_readable_judge_replies_say_nothing() -> None:
+    summary = _judge_summary([_judged("0", replies=1, unreadable=0)])
+    assert summary_module.judge_format_line(summary) is None
+    assert "Judge:" not in summary_module.render_summary_text(summary)
+    older = summary.to_json()
+    del older["judge_replies"]  # a summary written before the count existed
+    assert RunSummary.from_json(older).judge_replies.total == 0
+
+
 def test_a_misplaced_metrics_json_is_never_counted_and_summarize_refuses_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

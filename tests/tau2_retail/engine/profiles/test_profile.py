@@ -298,6 +298,9 @@ def test_upstream_judge_reads_replies_as_upstream(
         assert result.error is not None
         assert error in result.error
         assert result.raw_reply == reply  # kept whole in the artifacts, as the default judge does
+        # scored as upstream scores it (NL not met), never asked again, never the judge's infra
+        # error; counted for the run summary's note on the judge's format
+        assert (result.unreadable, result.unreadable_replies) == (False, (reply,))
     (request,) = judge.calls
     assert request[0].content == tau2.upstream.judge.system_prompt
     if reply == '{"results": []}':
