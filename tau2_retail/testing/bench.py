@@ -67,6 +67,9 @@ _HERMETIC_PREFIXES: Final = (
     "TAU2_",
     "OPENAI_",
     "PYTEST_",
+    # pytest keeps its cache in $TOX_ENV_DIR when set: an inner run under tox would write
+    # into (and name) the outer tox environment instead of its own project
+    "TOX_",
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "ALL_PROXY",
@@ -89,7 +92,7 @@ BENCHMARK_MODULE: Final = benchmark_module()
 
 def hermetic_environ(data_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) without the caller's tau2, OpenAI,
-    pytest, proxy and CI variables, with the data folder and a fixed terminal width."""
+    pytest, tox, proxy and CI variables, with the data folder and a fixed terminal width."""
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if not k.upper().startswith(_HERMETIC_PREFIXES)}
     # pytest shows whole messages in the short summary when it sees a CI variable
