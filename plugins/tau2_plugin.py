@@ -37,6 +37,7 @@ __all__ = [
     "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_generate_tests",
+    "pytest_keyboard_interrupt",
     "pytest_runtest_makereport",
     "pytest_runtest_protocol",
     "pytest_unconfigure",
@@ -170,3 +171,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     again, so the conversations in flight are cancelled as at any other end of the session."""
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         settle_interrupted_loop(session.config)
+
+
+def has_line_number(entry: Any) -> bool:
+    """Whether a traceback entry knows its line (on Python 3.11 an instruction may have none:
+    ``tb_lineno`` is None, and pytest's ``TracebackEntry.lineno`` raises ``TypeError``)."""
+    try:
+        entry.lineno  # noqa: B018 (the property is the check)
+    except TypeError:
+        return False
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C is an interruption even when it lands on an instruction without a line number
+    (seen in CI inside ``re``'s compiler, called by junitxml while a report was recorded):
+    pytest's own formatting of that traceback raised ``TypeError`` and the session ended with
+    exit 1 and a traceback instead of exit 2. Such entries are dropped before the terminal
+    reporter formats the traceback."""
+    excinfo.traceback = excinfo.traceback.filter(has_line_number)
