@@ -184,8 +184,10 @@ class Tau2Run:
         self.claimed = False
         #: the claim of the run folder stopped the session (it is another process's)
         self.refused = False
-        #: the workers that ended abnormally (crashed, or interrupted)
+        #: the workers that ended abnormally (crashed, or interrupted), and each worker's
+        #: collected scenarios (under ``--dist each`` its share)
         self.workers_down: list[str] = []
+        self.worker_scenarios: dict[str, frozenset[str]] = {}
         #: scenarios the budget kept from starting
         self.budget_skipped: set[str] = set()
         #: lines the processes asked to say once, in order
@@ -365,16 +367,30 @@ class Tau2Run:
     def on_worker_collection(self, node_id: str, ids: Sequence[str]) -> None:
         # Before any scenario is scheduled: the claim happens before any scenario starts. Under
         # --dist each every worker holds its own share: the expected list is the union.
-        self._collected([scenario for nodeid in ids if (scenario := scenario_of(nodeid))])
+        scenarios = [scenario for nodeid in ids if (scenario := scenario_of(nodeid))]
+        self.worker_scenarios[node_id] = frozenset(scenarios)
+        self._collected(scenarios)
 
     def on_worker_down(self, node_id: str, error: object | None) -> None:
         if error is not None:
             self.workers_down.append(node_id)
 
+    def _crashed_shares(self) -> dict[str, str]:
+        """Each scenario a crashed worker held, with the worker (none after Ctrl-C: there every
+        worker stops). Those without a record were not run because it crashed and no worker
+        took them over (xdist's ``--max-worker-restart`` reached)."""
+        if self.interrupted:
+            return {}
+        return {
+            scenario: node_id
+            for node_id in reversed(self.workers_down)
+            for scenario in self.worker_scenarios.get(node_id, ())
+        }
+
     def incomplete(self, exitstatus: int) -> bool:
         """Whether the session ended before every worker finished: Ctrl-C (also while the
-        workers were still starting), a refused claim of the run folder."""
-        return exitstatus == pytest.ExitCode.INTERRUPTED or self.refused
+        workers were still starting), a refused claim of the run folder, a crashed worker."""
+        return exitstatus == pytest.ExitCode.INTERRUPTED or self.refused or bool(self.workers_down)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._collected(
@@ -571,8 +587,15 @@ class Tau2Run:
         for scenario in self.seen - records.keys() - self.budget_skipped:
             reasons.setdefault(scenario, "no metrics.json (interrupted, or its process was lost)")
         # selected but never started: lost, unless the budget kept them from starting
+        crashed = self._crashed_shares()
         for scenario in set(self.expected()) - records.keys() - self.budget_skipped:
-            reasons.setdefault(scenario, NOT_RUN)
+            worker = crashed.get(scenario)
+            reasons.setdefault(
+                scenario,
+                NOT_RUN
+                if worker is None
+                else f"not run: its worker {worker} crashed and no worker took it over",
+            )
         return records, reasons
 
     @pytest.hookimpl(wrapper=True, trylast=True)
