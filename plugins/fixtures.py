@@ -22,6 +22,7 @@ from tau2_retail.engine.harness import DataBundle, Harness, Roles
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.budget import BUDGET_VERDICT
+from tau2_retail.plugins.interop import remember_session_loop
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.run import (
@@ -30,12 +31,7 @@ from tau2_retail.plugins.run import (
     NOTICE_PROPERTY,
     OUTCOME_PROPERTY,
 )
-from tau2_retail.plugins.scheduler import (
-    SESSION_LOOP_KEY,
-    NotStarted,
-    ScenarioScheduler,
-    upcoming_items,
-)
+from tau2_retail.plugins.scheduler import NotStarted, ScenarioScheduler, upcoming_items
 from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
 from tau2_retail.tools.store import Store
 
@@ -173,7 +169,7 @@ async def tau2_scheduler(
     """
     session = request.session
     configuration = tau2_run.configuration.to_json()
-    session.config.stash[SESSION_LOOP_KEY] = asyncio.get_running_loop()
+    remember_session_loop(session.config, asyncio.get_running_loop())
     agents = session.config.stash[AGENTS_KEY]
 
     async def start(item: pytest.Item) -> Finished:

@@ -9,12 +9,12 @@ scenario runs, it claims the run folder: creates and locks it (a new run) and wr
 ``run_args.json`` with the settings and the expected scenarios (what this session selected,
 after ``-k``/``-m``/``--lf``, plus on resume those of the stored run), so a kill or a full disk
 never leaves the folder without its description. It hands run-wide values to workers
-(``pytest_configure_node``), receives each scenario's result through the report's
-``user_properties``, and at the end completes ``run_args.json``, writes the summaries and
-``report.html``, applies the CI gate (:func:`tau2_retail.results.gate.evaluate_gate`), and
-writes the tau2 section of the terminal summary. The lock is held until ``pytest_unconfigure``
-(the OS releases it if the process dies). It stays silent, and creates nothing, when no tau2
-scenario was collected.
+(``worker_payload``, sent by :mod:`tau2_retail.plugins.interop`), receives each scenario's
+result through the report's ``user_properties``, and at the end completes ``run_args.json``,
+writes the summaries and ``report.html``, applies the CI gate
+(:func:`tau2_retail.results.gate.evaluate_gate`), and writes the tau2 section of the terminal
+summary. The lock is held until ``pytest_unconfigure`` (the OS releases it if the process dies).
+It stays silent, and creates nothing, when no tau2 scenario was collected.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import os
 import platform
 import shlex
 import sys
-import warnings
 from collections.abc import Generator, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -39,6 +38,7 @@ from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.budget import BUDGET_VERDICT
+from tau2_retail.plugins.interop import record_suite_properties
 from tau2_retail.plugins.options import Tau2Settings, plain_setting, typed_setting
 from tau2_retail.plugins.process import Tau2Process, scenario_of
 from tau2_retail.report.page import ReportError, write_report
@@ -184,9 +184,10 @@ class Tau2Run:
         self.claimed = False
         #: the claim of the run folder stopped the session (it is another process's)
         self.refused = False
-        #: under ``--dist each``: each live worker's share index, and those of crashed workers
-        self.shares: dict[str, int] = {}
-        self.free_shares: list[int] = []
+        #: the workers that ended abnormally (crashed, or interrupted), and each worker's
+        #: collected scenarios (under ``--dist each`` its share)
+        self.workers_down: list[str] = []
+        self.worker_scenarios: dict[str, frozenset[str]] = {}
         #: scenarios the budget kept from starting
         self.budget_skipped: set[str] = set()
         #: lines the processes asked to say once, in order
@@ -352,48 +353,49 @@ class Tau2Run:
                 "or start a new run without --tau2-resume"
             )
 
-    # -- xdist (optional hooks: called only when xdist is active) ----------------------------
+    # -- the workers (reached through ``plugins.interop``) -------------------------------------
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["tau2_run_id"] = self.process.run_id
-        node.workerinput["tau2_budget_token"] = self.process.budget_token
-        node.workerinput["tau2_completed"] = sorted(self.process.completed)
-        node.workerinput["tau2_adopted"] = {
-            key: plain_setting(value) for key, value in self.adopted.items()
+    def worker_payload(self) -> dict[str, Any]:
+        """The run-wide values each worker receives, as plain values."""
+        return {
+            "tau2_run_id": self.process.run_id,
+            "tau2_budget_token": self.process.budget_token,
+            "tau2_completed": sorted(self.process.completed),
+            "tau2_adopted": {key: plain_setting(value) for key, value in self.adopted.items()},
         }
-        # workers see --dist as "no": --tau2-concurrency deals shares under "each"
-        dist = self.config.getoption("dist", None)
-        node.workerinput["tau2_dist"] = dist
-        if dist == "each":
-            # A worker that replaces a crashed one (xdist restarts it as gw<N>, N >= the
-            # worker count) takes the dead worker's share: its collection is then the dead
-            # one's, and xdist hands it the scenarios the dead one had not run (the crashed
-            # one is reported lost). A share computed from its id would not exist.
-            count = int(node.workerinput["workercount"])
-            number = int(str(node.workerinput["workerid"]).removeprefix("gw"))
-            index = self.free_shares.pop(0) if self.free_shares else number + 1
-            node.workerinput["tau2_share"] = [index, count]
-            self.shares[node.gateway.id] = index
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
-        index = self.shares.pop(node.gateway.id, None)
-        if error is not None and index is not None:
-            self.free_shares.append(index)
+    def on_worker_collection(self, node_id: str, ids: Sequence[str]) -> None:
+        # Before any scenario is scheduled: the claim happens before any scenario starts. Under
+        # --dist each every worker holds its own share: the expected list is the union.
+        scenarios = [scenario for nodeid in ids if (scenario := scenario_of(nodeid))]
+        self.worker_scenarios[node_id] = frozenset(scenarios)
+        self._collected(scenarios)
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        # Called for each worker before the controller schedules any test (xdist schedules
-        # once every worker has collected): the claim happens before any scenario starts.
-        # Under --dist each every worker holds its own share: the expected list is the union.
-        self._collected([scenario for nodeid in ids if (scenario := scenario_of(nodeid))])
+    def on_worker_down(self, node_id: str, error: object | None) -> None:
+        if error is not None:
+            self.workers_down.append(node_id)
+
+    def _crashed_shares(self) -> dict[str, str]:
+        """Each scenario a crashed worker held, with the worker (none after Ctrl-C: there every
+        worker stops). Those without a record were not run because it crashed and no worker
+        took them over (xdist's ``--max-worker-restart`` reached)."""
+        if self.interrupted:
+            return {}
+        return {
+            scenario: node_id
+            for node_id in reversed(self.workers_down)
+            for scenario in self.worker_scenarios.get(node_id, ())
+        }
+
+    def incomplete(self, exitstatus: int) -> bool:
+        """Whether the session ended before every worker finished: Ctrl-C (also while the
+        workers were still starting), a refused claim of the run folder, a crashed worker."""
+        return exitstatus == pytest.ExitCode.INTERRUPTED or self.refused or bool(self.workers_down)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if not hasattr(session.config, "workerinput"):
-            self._collected(
-                [scenario for item in session.items if (scenario := scenario_of(item.nodeid))]
-            )
+        self._collected(
+            [scenario for item in session.items if (scenario := scenario_of(item.nodeid))]
+        )
 
     def _collected(self, scenarios: Sequence[str]) -> None:
         # a resumed run is active even when every scenario is complete (nothing left to run)
@@ -585,8 +587,15 @@ class Tau2Run:
         for scenario in self.seen - records.keys() - self.budget_skipped:
             reasons.setdefault(scenario, "no metrics.json (interrupted, or its process was lost)")
         # selected but never started: lost, unless the budget kept them from starting
+        crashed = self._crashed_shares()
         for scenario in set(self.expected()) - records.keys() - self.budget_skipped:
-            reasons.setdefault(scenario, NOT_RUN)
+            worker = crashed.get(scenario)
+            reasons.setdefault(
+                scenario,
+                NOT_RUN
+                if worker is None
+                else f"not run: its worker {worker} crashed and no worker took it over",
+            )
         return records, reasons
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -602,20 +611,12 @@ class Tau2Run:
         active = bool(self.seen or (self.collected and self.process.completed))
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         self.interrupted = interrupted
-        if interrupted or self.refused:
-            # syrupy (installed beside us) warns that an interrupted xdist session sent it no
-            # snapshot reports (also when Ctrl-C came while the workers were still starting, or
-            # a claim of the run folder was refused under xdist); with filterwarnings=error that
-            # warning became a traceback and exit 1. A benchmark session asserts no snapshots:
-            # the warning says nothing here. The filter lives inside pytest's catch_warnings of
-            # this hook.
-            warnings.filterwarnings("ignore", message=r"syrupy: ", category=UserWarning)
         if active and not interrupted:
             self._finish(session)
         yield
         if active and interrupted:
             self._finish(session)
-        # applied last: plugins that finish after us (syrupy ORs in the status pytest passed to
+        # applied last: plugins that finish after us (one ORs in the status pytest passed to
         # the hook) must not undo the run's verdict
         if self.exit_verdict is not None:
             session.exitstatus = self.exit_verdict
@@ -647,7 +648,7 @@ class Tau2Run:
             self.problems.append(f"tau2: report.html not written: {error}")
         self.exit_problem = _BROKEN.get(pytest.ExitCode(session.exitstatus))
         self._apply_gate()
-        self._junit_properties()
+        self._suite_properties()
 
     def _apply_gate(self) -> None:
         assert self.summary is not None
@@ -700,17 +701,9 @@ class Tau2Run:
             return None
         return pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
 
-    def _junit_properties(self) -> None:
+    def _suite_properties(self) -> None:
         """The rates and the gate as junit ``<testsuite>`` properties (with --junitxml)."""
-        xml = next(
-            (
-                plugin
-                for plugin in self.config.pluginmanager.get_plugins()
-                if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property")
-            ),
-            None,
-        )
-        if xml is None or self.summary is None:
+        if self.summary is None:
             return
         summary = self.summary
         properties: dict[str, object] = {
@@ -728,8 +721,7 @@ class Tau2Run:
             properties["tau2_gate_line"] = self.gate.line
             if self.gate.paired is not None:
                 properties["tau2_gate_p_value"] = self.gate.paired.p_value
-        for name, value in properties.items():
-            xml.add_global_property(name, "n/a" if value is None else str(value))
+        record_suite_properties(self.config, properties)
 
     # -- the terminal section -----------------------------------------------------------------
 

@@ -9,8 +9,9 @@ artifacts and junit entry, reported when pytest reaches it.
 
 Which items come next is pytest's decision, read, never made here: without xdist the items of
 the session after the one being set up (after ``-k``, ``--lf``, ``--tau2-tasks``, resume and
-shard deselection); in an xdist worker the items the controller has sent and not yet run (all of
-them at once with ``--dist each``, see ``worker_share``; ``--dist load`` sends a few at a time).
+shard deselection); in an xdist worker the items the controller has sent and not yet run (all
+of them at once with ``--dist each``, see ``interop.worker_share``; ``--dist load`` sends a few
+at a time).
 Once pytest is stopping (``-x``, ``--maxfail``) nothing new starts. ``aclose`` (the session's
 end, Ctrl-C included) cancels what is still running; a scenario's coroutine records its own
 artifacts when it finishes, so every finished one is kept, whether pytest reached its test or
@@ -28,19 +29,14 @@ import pytest
 from tau2_retail.data.tasks import Task
 from tau2_retail.engine.scenario import Scenario
 from tau2_retail.engine.shards import shard_tasks
+from tau2_retail.plugins.interop import scheduled_items
 
 __all__ = [
-    "SESSION_LOOP_KEY",
     "NotStarted",
     "ScenarioScheduler",
-    "settle_interrupted_loop",
     "upcoming_items",
-    "worker_share",
     "worker_share_items",
 ]
-
-#: the event loop the scenarios run on (pytest-asyncio's session loop), set by the scheduler
-SESSION_LOOP_KEY = pytest.StashKey[asyncio.AbstractEventLoop]()
 
 T = TypeVar("T")
 _REFILL_SECONDS = 0.1
@@ -169,23 +165,6 @@ class ScenarioScheduler(Generic[T]):
                 task.exception()  # retrieved (a Ctrl-C may have landed in one): no GC warning
 
 
-def settle_interrupted_loop(config: pytest.Config) -> None:
-    """Make the scenarios' loop usable again after a Ctrl-C landed inside it.
-
-    A SIGINT that arrives just after a test's coroutine finished (before asyncio's
-    ``run_until_complete`` saw it) is raised inside the loop, leaving that call's "stop the loop"
-    callback queued; the next ``run_until_complete`` (pytest-asyncio tearing down the scheduler
-    at the session's end) would run it and fail with "Event loop stopped before Future
-    completed" instead of cancelling the conversations in flight. One pass over the callbacks
-    already queued consumes it (``stop`` before ``run_forever`` runs exactly one pass).
-    """
-    loop = config.stash.get(SESSION_LOOP_KEY, None)
-    if loop is None or loop.is_closed() or loop.is_running():
-        return
-    loop.stop()
-    loop.run_forever()
-
-
 def _after(items: list[pytest.Item], item: pytest.Item) -> Iterator[pytest.Item]:
     try:
         index = items.index(item)
@@ -194,59 +173,14 @@ def _after(items: list[pytest.Item], item: pytest.Item) -> Iterator[pytest.Item]
     yield from items[index + 1 :]
 
 
-def _xdist_worker_queue(config: pytest.Config) -> Any | None:
-    """pytest-xdist's worker object (it holds the indices of the items sent to this worker)."""
-    for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
-            return plugin
-    return None
-
-
 def upcoming_items(session: pytest.Session) -> Callable[[pytest.Item], Iterable[pytest.Item]]:
-    """The items this process will run after a given one, as pytest (or xdist) schedules them.
-
-    In an xdist worker these are the items the controller sent and the worker has not run yet
-    (``nextitem_index`` and the ``torun`` queue of xdist's ``WorkerInteractor``, read under its
-    lock; xdist has no public API for it). A worker whose xdist does not look like that starts
-    only the item under test.
-    """
-    worker = _xdist_worker_queue(session.config)
-    if worker is None:
+    """The items this process will run after a given one, as pytest (or xdist) schedules them:
+    in an xdist worker those it was sent and has not run yet (``scheduled_items``), else the
+    session's items after it."""
+    scheduled = scheduled_items(session)
+    if scheduled is None:
         return lambda item: _after(session.items, item)
-
-    def scheduled(item: pytest.Item) -> Iterable[pytest.Item]:
-        indices: list[Any] = [getattr(worker, "nextitem_index", None)]
-        with worker.torun.lock() as queue:
-            indices.extend(queue)
-        items = session.items
-        return [items[i] for i in indices if isinstance(i, int) and 0 <= i < len(items)]
-
     return scheduled
-
-
-def worker_share(config: pytest.Config) -> tuple[int, int] | None:
-    """Under ``--dist each``: this xdist worker's share (I, N) of the scenarios.
-
-    (Every worker running every scenario, as ``each`` means for other tests, would only write
-    the same artifacts N times.)
-
-    ``--tau2-concurrency`` needs a worker to know its scenarios ahead: ``--dist load`` sends a
-    few at a time, ``--dist worksteal`` takes queued items back at the end of a run (items whose
-    conversations the worker has already run: the thief starts them again), and ``loadgroup``
-    ignores its groups with pytest 9.2 (xdist 3.8 renames node ids through an attribute pytest
-    no longer reads). ``each`` sends every worker its whole collection at once and never moves
-    an item; each worker collects every scenario and keeps only its share of the selected ones
-    (``worker_share_items``), dealt as by ``--tau2-shard`` (the controller passes the mode in
-    ``workerinput``).
-    """
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or workerinput.get("tau2_dist") != "each":
-        return None
-    given = workerinput.get("tau2_share")
-    if given is not None:  # dealt by the controller (a replacement takes the dead one's share)
-        return int(given[0]), int(given[1])
-    number = int(str(workerinput["workerid"]).removeprefix("gw"))
-    return number + 1, int(workerinput["workercount"])
 
 
 def _task_of(item: pytest.Item) -> Task | None:

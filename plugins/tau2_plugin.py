@@ -3,32 +3,32 @@
 Options are declared in ``plugins.options``, fixtures in ``plugins.fixtures``. Every process
 that may run scenarios keeps a :class:`~tau2_retail.plugins.process.Tau2Process` in the stash;
 the process that writes the run files (the xdist controller, or the only process) also
-registers the :class:`~tau2_retail.plugins.run.Tau2Run` plugin object.
+registers the :class:`~tau2_retail.plugins.run.Tau2Run` plugin object. What the plugin knows of
+other plugins (xdist, junitxml, syrupy, pluggy, pytest-asyncio) is in ``plugins.interop``.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Generator
-from typing import Any
 
 import pytest
-from pluggy import PluggyTeardownRaisedWarning
 
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import printable
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
+from tau2_retail.plugins.interop import (
+    register_interop,
+    unregister_interop,
+    worker_input,
+    worker_share,
+)
 from tau2_retail.plugins.options import add_options, resolve_settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process, new_run_id
 from tau2_retail.plugins.process import scenario_of as scenario_of
 from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run
 from tau2_retail.plugins.runtime import select_scenarios
-from tau2_retail.plugins.scheduler import (
-    settle_interrupted_loop,
-    worker_share,
-    worker_share_items,
-)
+from tau2_retail.plugins.scheduler import worker_share_items
 
 pytest_plugins = ["tau2_retail.plugins.fixtures"]
 
@@ -37,9 +37,7 @@ __all__ = [
     "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_generate_tests",
-    "pytest_keyboard_interrupt",
     "pytest_runtest_makereport",
-    "pytest_runtest_protocol",
     "pytest_unconfigure",
 ]
 
@@ -65,9 +63,10 @@ def pytest_configure(config: pytest.Config) -> None:
     agents = AgentSupply(settings.agent_source)
     config.stash[AGENTS_KEY] = agents
     config.pluginmanager.register(agents, _AGENTS_PLUGIN)
-    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    workerinput = worker_input(config)
     if workerinput is not None:
         config.stash[PROCESS_KEY] = Tau2Process.for_worker(settings, workerinput)
+        register_interop(config, None)
         return
     process = Tau2Process(settings, run_id=settings.resume or settings.run_id or new_run_id())
     run = Tau2Run(config, process)
@@ -75,9 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[PROCESS_KEY] = process
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(run, _RUN_PLUGIN)
+    register_interop(config, run)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    unregister_interop(config)
     for name in (_RUN_PLUGIN, _AGENTS_PLUGIN):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
@@ -147,47 +148,3 @@ def pytest_runtest_makereport(
         # a failed write (full disk, permissions): one line naming the file and the cause
         report.longrepr = f"ArtifactError: {printable(str(excinfo.value))}"
     return report
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
-    """Ctrl-C is an interruption wherever it lands in a scenario's test.
-
-    A SIGINT that arrives while another plugin's old-style hook wrapper runs (hypothesis has one
-    around ``pytest_runtest_makereport``) makes pluggy warn about that wrapper's teardown; under
-    ``filterwarnings = error`` the warning replaced the interruption with an INTERNALERROR
-    (exit 3). This filter sits inside pytest's own warning filters for the test.
-    """
-    if scenario_of(item.nodeid) is not None:
-        warnings.filterwarnings(
-            "ignore", message=r"(?s).*\nKeyboardInterrupt: ", category=PluggyTeardownRaisedWarning
-        )
-    return (yield)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """After Ctrl-C, before the session's fixtures are torn down: the scenarios' loop can run
-    again, so the conversations in flight are cancelled as at any other end of the session."""
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
-        settle_interrupted_loop(session.config)
-
-
-def has_line_number(entry: Any) -> bool:
-    """Whether a traceback entry knows its line (on Python 3.11 an instruction may have none:
-    ``tb_lineno`` is None, and pytest's ``TracebackEntry.lineno`` raises ``TypeError``)."""
-    try:
-        entry.lineno  # noqa: B018 (the property is the check)
-    except TypeError:
-        return False
-    return True
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    """Ctrl-C is an interruption even when it lands on an instruction without a line number
-    (seen in CI inside ``re``'s compiler, called by junitxml while a report was recorded):
-    pytest's own formatting of that traceback raised ``TypeError`` and the session ended with
-    exit 1 and a traceback instead of exit 2. Such entries are dropped before the terminal
-    reporter formats the traceback."""
-    excinfo.traceback = excinfo.traceback.filter(has_line_number)

@@ -136,28 +136,3 @@ def test_ctrl_c_while_the_workers_start_is_exit_2_without_a_traceback(bench: Ben
     assert "Traceback" not in output
     assert "INTERNALERROR" not in output
     assert "UserWarning" not in output
-
-
-class _NoLine:
-    """A traceback entry as pytest builds it for an instruction without a line number."""
-
-    @property
-    def lineno(self) -> int:
-        raise TypeError("unsupported operand type(s) for -: 'NoneType' and 'int'")
-
-
-def test_a_ctrl_c_traceback_entry_without_a_line_is_dropped_before_pytest_formats_it() -> None:
-    from tau2_retail.plugins.tau2_plugin import has_line_number, pytest_keyboard_interrupt
-
-    try:
-        raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        excinfo = pytest.ExceptionInfo.from_current()
-    real = list(excinfo.traceback)
-    excinfo.traceback = type(excinfo.traceback)([*real, _NoLine()])  # type: ignore[list-item]
-    assert [has_line_number(entry) for entry in excinfo.traceback] == [True] * len(real) + [False]
-
-    pytest_keyboard_interrupt(excinfo)
-
-    assert list(excinfo.traceback) == real
-    assert "KeyboardInterrupt" in str(excinfo.getrepr())  # formats without TypeError

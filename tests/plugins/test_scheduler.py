@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import cast
 
 import pytest
 
-from tau2_retail.plugins.scheduler import (
-    SESSION_LOOP_KEY,
-    NotStarted,
-    ScenarioScheduler,
-    settle_interrupted_loop,
-)
+from tau2_retail.plugins.scheduler import NotStarted, ScenarioScheduler
 
 
 @dataclass(frozen=True)
@@ -122,40 +115,6 @@ async def test_close_cancels_the_scenarios_still_running() -> None:
     await scheduler.aclose()
 
     assert scheduler.in_flight == 0
-
-
-def test_a_ctrl_c_inside_the_loop_leaves_it_usable_for_the_closing_cancellation() -> None:
-    """SIGINT just after a test's coroutine finished is raised inside the loop; the next
-    ``run_until_complete`` (the scheduler's teardown) then failed with "Event loop stopped
-    before Future completed" and the run ended with a traceback instead of exit 2."""
-
-    def interrupt() -> None:
-        raise KeyboardInterrupt
-
-    async def test_body() -> str:
-        asyncio.get_running_loop().call_soon(interrupt)  # lands before the loop sees the result
-        return "done"
-
-    async def teardown() -> str:
-        await asyncio.sleep(0)
-        return "closed"
-
-    loop = asyncio.new_event_loop()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            loop.run_until_complete(test_body())
-        config = SimpleNamespace(stash=pytest.Stash())
-        config.stash[SESSION_LOOP_KEY] = loop
-
-        settle_interrupted_loop(cast(pytest.Config, config))
-
-        assert loop.run_until_complete(teardown()) == "closed"
-    finally:
-        loop.close()
-
-
-def test_settling_without_a_scenario_loop_does_nothing() -> None:
-    settle_interrupted_loop(cast(pytest.Config, SimpleNamespace(stash=pytest.Stash())))
 
 
 @pytest.mark.asyncio

@@ -385,21 +385,24 @@ def test_ctrl_c_with_conversations_in_flight_keeps_the_finished_ones(
 # -- a worker crash under --dist each ------------------------------------------------------------
 
 
+_CRASH_ON_12 = (
+    # before the scenario runs (its fixture): no record, so it is lost
+    "\n\ndef pytest_runtest_logstart(nodeid, location):\n"
+    "    worker = os.environ.get('PYTEST_XDIST_WORKER')  # not the controller\n"
+    "    if worker and nodeid.endswith('[tau2_retail__12]'):\n"
+    "        os._exit(3)\n"
+)
+EACH_TASKS = ("0", "10", "12", "24", "25", "50")
+
+
 def test_a_worker_crash_under_dist_each_loses_only_its_scenario(bench: Bench) -> None:
     """xdist replaces the crashed worker; the replacement takes the dead worker's share (a
     share computed from its new id ``gw2`` did not exist: INTERNALERROR, 5 scenarios
     unaccounted) and runs what the dead one had not run. Only the crashed scenario is lost."""
     with (bench.path / "conftest.py").open("a", encoding="utf-8") as conftest:
-        conftest.write(
-            # before the scenario runs (its fixture): no record, so it is lost
-            "\n\ndef pytest_runtest_logstart(nodeid, location):\n"
-            "    worker = os.environ.get('PYTEST_XDIST_WORKER')  # not the controller\n"
-            "    if worker and nodeid.endswith('[tau2_retail__12]'):\n"
-            "        os._exit(3)\n"
-        )
-    tasks = ("0", "10", "12", "24", "25", "50")
+        conftest.write(_CRASH_ON_12)
     run = bench.run(
-        "-n", "2", "--dist", "each", f"--tau2-tasks={','.join(tasks)}",
+        "-n", "2", "--dist", "each", f"--tau2-tasks={','.join(EACH_TASKS)}",
         "--tau2-agent-model=builtin:noop", "--tau2-run-id=each",
     )  # fmt: skip
 
@@ -408,8 +411,45 @@ def test_a_worker_crash_under_dist_each_loses_only_its_scenario(bench: Bench) ->
     assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.output
     summary = bench.summary("each")
     assert summary["lost"] == [_scenario("12")]
-    assert summary["counts"]["expected"] == len(tasks)
-    assert summary["counts"]["reported"] == len(tasks) - 1
+    assert summary["counts"]["expected"] == len(EACH_TASKS)
+    assert summary["counts"]["reported"] == len(EACH_TASKS) - 1
     assert "LOST tau2_retail__12: no metrics.json (interrupted, or its process was lost)" in (
         run.stdout
     )
+
+
+@pytest.mark.parametrize("dist", ["each", "load"])
+def test_a_crashed_worker_that_is_not_replaced_loses_its_share_as_lost_scenarios(
+    bench: Bench, dist: str
+) -> None:
+    """With ``--max-worker-restart=0`` xdist does not replace the crashed worker: what it had
+    not run yet is lost, each scenario listed with the reason, and the run ends as under a
+    replaced crash (exit 1, summaries written). syrupy, loaded beside us, then warned that a
+    worker sent it no report: under ``filterwarnings = error`` a traceback and no summary."""
+    with (bench.path / "conftest.py").open("a", encoding="utf-8") as conftest:
+        conftest.write(_CRASH_ON_12)
+    run = bench.run(
+        "-n", "2", "--dist", dist, "--max-worker-restart=0", "--tau2-run-id=alone",
+        f"--tau2-tasks={','.join(EACH_TASKS)}", "--tau2-agent-model=builtin:noop",
+    )  # fmt: skip
+
+    assert "INTERNALERROR" not in run.output, run.output
+    assert "Traceback" not in run.output, run.output
+    assert "crashed and worker restarting disabled" in run.stdout
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.output
+    summary = bench.summary("alone")
+    lost = summary["lost"]
+    assert _scenario("12") in lost
+    assert summary["counts"]["expected"] == len(EACH_TASKS)
+    assert summary["counts"]["lost"] == len(lost)
+    assert summary["counts"]["reported"] == len(EACH_TASKS) - len(lost)
+    assert "LOST tau2_retail__12: no metrics.json (interrupted, or its process was lost)" in (
+        run.stdout
+    )
+    not_run = [scenario for scenario in lost if scenario != _scenario("12")]
+    if dist == "each":
+        # the crashed worker's share of the six (dealt as --tau2-shard 1/2 deals them)
+        assert not_run == [_scenario("24"), _scenario("25")]
+    for scenario in not_run:
+        assert f"LOST {scenario}: not run: its worker " in run.stdout
+        assert "crashed and no worker took it over" in run.stdout
