@@ -42,6 +42,7 @@ from tau2_retail.models.bounded import ACCEPT_ENCODING, ReplyTooLarge, read_boun
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.ramp import Ramp
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
 
@@ -113,6 +114,12 @@ class _Failure:
     retry_after: float | None = None
     fatal: EndpointError | None = None
     endpoint_level: bool = True
+    connection: bool = False  # no connection, or it broke before any reply
+
+    @property
+    def answered(self) -> bool:
+        """The endpoint sent a reply (an error status or a body we refuse)."""
+        return self.status is not None or not self.endpoint_level
 
 
 class _UnparseableReply(Exception):
@@ -156,9 +163,12 @@ class OpenAIChatModel:
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
             max_connections=connections, max_keepalive_connections=connections
         )
+        self.ramp = Ramp(maximum=connections)
+        """Attempts in flight on this client: ramps up to the connection limit (slow start)."""
         self.breaker = CircuitBreaker(
             where=self._where(),
             failures=config.breaker_failures,
+            window_seconds=config.breaker_window_seconds,
             probe_seconds=config.breaker_probe_seconds,
         )
         """Shared by every request of this client (one client per role and process)."""
@@ -259,7 +269,12 @@ class OpenAIChatModel:
                 raise
             attempts += 1
             started = self._clock()
-            outcome = await self._attempt(request, attempts)
+            async with self.ramp.slot():
+                outcome = await self._attempt(request, attempts)
+            if isinstance(outcome, AssistantTurn) or outcome.answered:
+                self.ramp.answered()
+            elif outcome.connection:
+                self.ramp.connection_failed()
             if isinstance(outcome, AssistantTurn):
                 self.breaker.record_success()
                 return replace(
@@ -335,7 +350,9 @@ class OpenAIChatModel:
         except (TimeoutError, openai.APITimeoutError) as e:
             return _Failure(detail=f"no complete reply within the {deadline:g} s timeout", cause=e)
         except openai.APIConnectionError as e:
-            return _Failure(detail=f"connection failed ({_cause_text(e)})", cause=e)
+            return _Failure(
+                detail=f"connection failed ({_cause_text(e)})", cause=e, connection=True
+            )
         try:
             content, tool_calls, usage, finish_reason = self._parse(payload)
         except _UnparseableReply as e:

@@ -256,6 +256,7 @@ class LoopbackOpenAIServer:
         latency: float = 0.0,
         port: int = 0,
         dialect: str = "openai",
+        backlog: int = 128,
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
@@ -265,6 +266,7 @@ class LoopbackOpenAIServer:
         self.responder = responder
         self._latency = latency
         self._requested_port = port
+        self._backlog = backlog
         self._requests: list[RecordedRequest] = []
         self._requests_lock = threading.Lock()
         self._port: int | None = None
@@ -372,7 +374,7 @@ class LoopbackOpenAIServer:
         )
         await runner.setup()
         self._runner = runner
-        site = web.TCPSite(runner, HOST, self._requested_port)
+        site = web.TCPSite(runner, HOST, self._requested_port, backlog=self._backlog)
         await site.start()
         port: int = runner.addresses[0][1]
         return port

@@ -742,7 +742,7 @@ async def test_a_huge_retry_after_is_not_waited_and_counts_toward_the_breaker(
     openai_server, make_model, sleeps
 ):
     openai_server.enqueue(*[HttpError.rate_limited(retry_after="3600")] * 2)
-    async with make_model(breaker_failures=2) as model:
+    async with make_model(breaker_failures=2, breaker_window_seconds=0) as model:
         with pytest.raises(EndpointError) as first:
             await model.complete(USER_HELLO)
         with pytest.raises(EndpointDown) as second:
@@ -760,7 +760,9 @@ async def test_the_breaker_fails_fast_after_k_failures_and_a_probe_closes_it(
     openai_server, make_model
 ):
     openai_server.enqueue(*[HttpError.server_error(503)] * 3)
-    async with make_model(max_retries=2, breaker_failures=3, breaker_probe_seconds=3600) as model:
+    async with make_model(
+        max_retries=2, breaker_failures=3, breaker_window_seconds=0, breaker_probe_seconds=3600
+    ) as model:
         with pytest.raises(EndpointDown) as opened:
             await model.complete(USER_HELLO)
         with pytest.raises(EndpointDown):
@@ -771,7 +773,9 @@ async def test_the_breaker_fails_fast_after_k_failures_and_a_probe_closes_it(
     assert "agent-model" in text
 
     openai_server.enqueue(HttpError.server_error(503), Completion(content="back"))
-    async with make_model(max_retries=0, breaker_failures=1, breaker_probe_seconds=0) as model:
+    async with make_model(
+        max_retries=0, breaker_failures=1, breaker_window_seconds=0, breaker_probe_seconds=0
+    ) as model:
         with pytest.raises(EndpointDown):
             await model.complete(USER_HELLO)
         turn = await model.complete(USER_HELLO)  # the probe goes out and succeeds
