@@ -207,12 +207,15 @@ class SlowDrip:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RawBody:
-    """A 200 with exactly this body and these headers (e.g. ``Content-Encoding: gzip`` beside
-    a compressed body), written in 64 KiB chunks; a client that stops reading ends it."""
+    """A reply with exactly this body and these headers (e.g. ``Content-Encoding: gzip`` beside
+    a compressed body), written in 64 KiB chunks; a client that stops reading ends it.
+    ``sent`` counts the bytes written (across every use of this record)."""
 
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
+    status: int = 200
     latency: float = 0.0
+    sent: list[int] = field(default_factory=list, compare=False)
 
 
 Reply: TypeAlias = (
@@ -478,15 +481,16 @@ class LoopbackOpenAIServer:
                         break
                 await response.write_eof()
                 return response
-            case RawBody(body=data, headers=headers):
+            case RawBody(body=data, headers=headers, status=status, sent=sent):
                 response = web.StreamResponse(
-                    status=200, headers={"Content-Type": "application/json", **headers}
+                    status=status, headers={"Content-Type": "application/json", **headers}
                 )
                 response.content_length = len(data)
                 await response.prepare(request)
                 try:
                     for start in range(0, len(data), 65536):
                         await response.write(data[start : start + 65536])
+                        sent.append(min(65536, len(data) - start))
                     await response.write_eof()
                 except ConnectionError:
                     pass  # the client stopped reading (a reply over its limit) and hung up
