@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tau2_retail.data.tasks import load_tasks, load_user_guidelines
 from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.data.tasks import load_tasks, load_user_guidelines
 from tau2_retail.testing.bench import make_bench
 from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
 from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
