@@ -267,7 +267,10 @@ def write_scenario_artifacts(
     )
     write_json_atomic(directory / "db_diff.json", outcome.db_diff)
     if outcome.judge is not None:
-        write_json_atomic(directory / JUDGE_FILE, outcome.judge.to_json())
+        judged = outcome.judge.to_json()
+        # its prompt holds the conversation (whole in the transcript); its replies stay whole
+        judged["judge_input"] = cut_long_texts(judged["judge_input"])
+        write_json_atomic(directory / JUDGE_FILE, judged)
     config_dir = directory / CONFIG_DIR
     write_text_atomic(config_dir / "agent_system_prompt.txt", agent_prompt)
     write_text_atomic(config_dir / "user_system_prompt.txt", user_prompt)

@@ -56,8 +56,10 @@ def test_a_huge_allowed_reply_is_stored_once(bench: Bench, endpoint: ScriptedEnd
     (metrics, conversation log, all_metrics, judge input, report) a marked cut."""
     size = 5 * MiB
     endpoint.agent["1"] = Completion(content="y" * size)
+    endpoint.agent["2"] = Completion(content="z" * MiB)  # judged: the prompt holds it
     run = bench.run(
-        "-n", "0", "--tau2-tasks=1", "--tau2-run-id=huge", *endpoint.args("agent"),
+        "-n", "0", "--tau2-tasks=1,2", "--tau2-run-id=huge", *endpoint.args("agent"),
+        *endpoint.args("judge"),
     )  # fmt: skip
     assert "Traceback" not in run.output
     run_dir = bench.run_dir("huge")
