@@ -16,6 +16,7 @@ from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointErro
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
 from tau2_retail.models.openai_client import BODY_EXCERPT_CHARS, MISSING_API_KEY
+from tau2_retail.models.ramp import DEFAULT_INITIAL_WINDOW
 from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
@@ -803,3 +804,14 @@ async def test_an_escaped_lone_surrogate_in_the_history_is_sent_as_u_fffd(
     async with make_model() as model:
         await model.complete(history)
     assert openai_server.requests[0].body["messages"][0]["content"] == "order \ufffd"
+
+
+@pytest.mark.asyncio
+async def test_attempts_in_flight_ramp_up_from_the_initial_window(openai_server, make_model):
+    """40 conversations at once: 16 attempts go out first, each reply lets one more in."""
+    openai_server.enqueue(*[Completion(content="ok", latency=0.2)] * 40)
+    async with make_model() as model:
+        turns = await asyncio.gather(*(model.complete(USER_HELLO) for _ in range(40)))
+        assert [turn.content for turn in turns] == ["ok"] * 40
+        assert model.ramp.peak < 40  # not all at once...
+        assert model.ramp.window == DEFAULT_INITIAL_WINDOW + 40  # ...and every reply widened it
