@@ -334,6 +334,13 @@ OPTIONS: tuple[Setting, ...] = (
         "scenarios end at once as infra errors (per process)",
     ),
     Setting(
+        "breaker_window_seconds",
+        _float_range(0, None),
+        "10",
+        "seconds without any successful reply, from the first of those failures, before an "
+        "endpoint counts as down (so a burst of refused connections is not 'down')",
+    ),
+    Setting(
         "breaker_probe_seconds",
         _float_range(0, None),
         "30",
@@ -545,6 +552,7 @@ class Tau2Settings:
     max_duration: float
     concurrency: int
     breaker_failures: int
+    breaker_window_seconds: float
     breaker_probe_seconds: float
     max_reply_bytes: int
     output_dir: str
@@ -619,6 +627,7 @@ def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> 
                 max_retries=values[f"{role}_max_retries"],
                 max_connections=values[f"{role}_max_connections"],
                 breaker_failures=values["breaker_failures"],
+                breaker_window_seconds=values["breaker_window_seconds"],
                 breaker_probe_seconds=values["breaker_probe_seconds"],
                 max_reply_bytes=values["max_reply_bytes"],
             )

@@ -7,18 +7,24 @@ no more than the limit (plus one chunk of at most 64 KiB) is ever held; past the
 reading and raises :class:`ReplyTooLarge`. The request asks for ``gzip, deflate`` only
 (:data:`ACCEPT_ENCODING`); a reply in any other encoding is refused the same way, since it could
 not be inflated within bounds.
+
+Error statuses (4xx/5xx) are read by the ``openai`` client itself, whole, before it raises:
+:func:`error_body_hook` is a response hook of its HTTP client that swaps such a response's
+stream for one that inflates it the same way and stops after ``max_bytes``, adding a marker
+(``… [error body cut: ...]``); the rest is never read (the connection is closed).
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
-from typing import Final, Protocol
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Any, Final, Protocol
 
 __all__ = [
     "ACCEPT_ENCODING",
     "DEFAULT_MAX_REPLY_BYTES",
     "ReplyTooLarge",
+    "error_body_hook",
     "read_bounded",
 ]
 
@@ -35,9 +41,12 @@ class ReplyTooLarge(Exception):
     """A reply body exceeded the limit (``inflated`` when only its decompressed size did), or
     came in an encoding that cannot be inflated within bounds."""
 
-    def __init__(self, message: str, *, limit: int, inflated: bool = False) -> None:
+    def __init__(
+        self, message: str, *, limit: int, inflated: bool = False, oversize: bool = False
+    ) -> None:
         self.limit = limit
         self.inflated = inflated
+        self.oversize = oversize
         super().__init__(message)
 
 
@@ -62,7 +71,14 @@ async def read_bounded(response: RawResponse, *, max_bytes: int) -> bytes:
     Raises :class:`ReplyTooLarge` as soon as more arrives (or inflates) than ``max_bytes``;
     the caller closes the response, which drops the connection.
     """
-    encoding = _encoding(response)
+    chunks = _inflate(response.aiter_raw(), _encoding(response), max_bytes)
+    return b"".join([part async for part in chunks])
+
+
+async def _inflate(
+    chunks: AsyncIterable[bytes], encoding: str, max_bytes: int
+) -> AsyncIterator[bytes]:
+    """The decompressed parts of a raw body; raises ``ReplyTooLarge`` past ``max_bytes``."""
     if encoding in ("identity", ""):
         decoder = None
     elif encoding in _WBITS:
@@ -76,14 +92,13 @@ async def read_bounded(response: RawResponse, *, max_bytes: int) -> bytes:
             limit=max_bytes,
             inflated=True,
         )
-    parts: list[bytes] = []
     total = 0
-    async for chunk in response.aiter_raw():
+    async for chunk in chunks:
         if decoder is None:
             total += len(chunk)
             if total > max_bytes:
                 raise _too_large(max_bytes, inflated=False)
-            parts.append(chunk)
+            yield chunk
             continue
         data = chunk
         while data:
@@ -97,15 +112,52 @@ async def read_bounded(response: RawResponse, *, max_bytes: int) -> bytes:
             total += len(out)
             if total > max_bytes:
                 raise _too_large(max_bytes, inflated=True)
-            parts.append(out)
+            yield out
     if decoder is not None:
         # every input byte was fed back until consumed: what is left is zlib's small buffer
         out = decoder.flush()
         total += len(out)
         if total > max_bytes:
             raise _too_large(max_bytes, inflated=True)
-        parts.append(out)
-    return b"".join(parts)
+        yield out
+
+
+def error_body_hook(stream_base: type, *, max_bytes: int) -> Callable[[Any], Awaitable[None]]:
+    """A response hook for the ``openai`` client's HTTP client (``event_hooks={"response":
+    [...]}``): an error status's body is read at most ``max_bytes`` long (inflated here, within
+    the same bound), then a marker; the rest is not read. ``stream_base`` is the HTTP library's
+    ``AsyncByteStream`` (``httpx`` or ``httpx2``, whichever the ``openai`` package uses)."""
+
+    class _CutStream(stream_base):  # type: ignore[misc]
+        def __init__(self, original: AsyncIterable[bytes], encoding: str) -> None:
+            self._original = original
+            self._encoding = encoding
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            try:
+                async for part in _inflate(self._original, self._encoding, max_bytes):
+                    yield part
+            except ReplyTooLarge as error:
+                why = (
+                    f"more than {max_bytes} bytes, the rest was not read"
+                    if error.oversize
+                    else str(error)
+                )
+                yield f"… [error body cut: {why}]".encode()
+
+        async def aclose(self) -> None:
+            await self._original.aclose()  # type: ignore[attr-defined]
+
+    async def hook(response: Any) -> None:
+        if response.status_code < 400:
+            return
+        encoding = _encoding(response)
+        response.stream = _CutStream(response.stream, encoding)
+        # inflated by the stream above: the library must not inflate it again (whole)
+        if "content-encoding" in response.headers:
+            del response.headers["content-encoding"]
+
+    return hook
 
 
 def _too_large(limit: int, *, inflated: bool) -> ReplyTooLarge:
@@ -115,4 +167,5 @@ def _too_large(limit: int, *, inflated: bool) -> ReplyTooLarge:
         "stopped reading",
         limit=limit,
         inflated=inflated,
+        oversize=True,
     )

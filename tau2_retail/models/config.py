@@ -18,7 +18,11 @@ from urllib.parse import urlsplit
 
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
-from tau2_retail.models.breaker import DEFAULT_BREAKER_FAILURES, DEFAULT_PROBE_SECONDS
+from tau2_retail.models.breaker import (
+    DEFAULT_BREAKER_FAILURES,
+    DEFAULT_BREAKER_WINDOW_SECONDS,
+    DEFAULT_PROBE_SECONDS,
+)
 from tau2_retail.models.secrets import strip_userinfo
 
 __all__ = ["DEFAULT_API_KEY_ENV", "NO_API_KEY", "OPENAI_DEFAULT_BASE_URL", "EndpointConfig"]
@@ -57,8 +61,9 @@ class EndpointConfig:
       from ``backoff_base_seconds`` capped at ``backoff_max_seconds``; a ``Retry-After`` above
       the cap is not waited for (the endpoint counts as down).
     - ``breaker_failures``: consecutive failed attempts after which the endpoint counts as
-      down and calls fail at once; ``breaker_probe_seconds``: how often a down endpoint is
-      probed again (see ``tau2_retail.models.breaker``).
+      down and calls fail at once, provided none succeeded for ``breaker_window_seconds``
+      since the first of them; ``breaker_probe_seconds``: how often a down endpoint is probed
+      again (see ``tau2_retail.models.breaker``).
     - ``max_connections``: open HTTP connections to the endpoint at most, shared by every
       conversation on the client (None: the ``openai`` package's default, 1000).
     - ``max_reply_bytes``: the largest reply body read, counted as it arrives and after
@@ -81,6 +86,7 @@ class EndpointConfig:
     backoff_max_seconds: float = 30.0
     max_connections: int | None = None
     breaker_failures: int = DEFAULT_BREAKER_FAILURES
+    breaker_window_seconds: float = DEFAULT_BREAKER_WINDOW_SECONDS
     breaker_probe_seconds: float = DEFAULT_PROBE_SECONDS
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
@@ -126,6 +132,8 @@ class EndpointConfig:
             _bad("backoff_max_seconds", self.backoff_max_seconds, "a number >= 0")
         if not (_is_int(self.breaker_failures) and self.breaker_failures >= 1):
             _bad("breaker_failures", self.breaker_failures, "an integer >= 1")
+        if not (_is_number(self.breaker_window_seconds) and self.breaker_window_seconds >= 0):
+            _bad("breaker_window_seconds", self.breaker_window_seconds, "a number >= 0")
         if not (_is_number(self.breaker_probe_seconds) and self.breaker_probe_seconds >= 0):
             _bad("breaker_probe_seconds", self.breaker_probe_seconds, "a number >= 0")
         if not (_is_int(self.max_reply_bytes) and self.max_reply_bytes >= 1024):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import importlib
 import itertools
 import json
 import os
@@ -38,10 +39,16 @@ import openai
 
 from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
 from tau2_retail.models.backoff import BackoffGate
-from tau2_retail.models.bounded import ACCEPT_ENCODING, ReplyTooLarge, read_bounded
+from tau2_retail.models.bounded import (
+    ACCEPT_ENCODING,
+    ReplyTooLarge,
+    error_body_hook,
+    read_bounded,
+)
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.ramp import Ramp
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
 
@@ -80,7 +87,8 @@ _RATE_LIMITED: Final = 429
 _DEFAULT_MAX_CONNECTIONS: Final = 1000
 FULL_BODY_CHARS: Final = 1_000_000
 """At most this much of an error body is kept whole for the artifacts (a hostile server could
-send gigabytes)."""
+send gigabytes): an error status's body is read this many bytes at most, then cut with a
+marker (``error_body_hook``), before the ``openai`` client reads it whole."""
 
 INVALID_REQUEST_MARKERS: Final = ("input should be", "validation error")
 """Lower-case phrases of a body saying the request itself is invalid: such a reply is not
@@ -113,6 +121,12 @@ class _Failure:
     retry_after: float | None = None
     fatal: EndpointError | None = None
     endpoint_level: bool = True
+    connection: bool = False  # no connection, or it broke before any reply
+
+    @property
+    def answered(self) -> bool:
+        """The endpoint sent a reply (an error status or a body we refuse)."""
+        return self.status is not None or not self.endpoint_level
 
 
 class _UnparseableReply(Exception):
@@ -156,9 +170,12 @@ class OpenAIChatModel:
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
             max_connections=connections, max_keepalive_connections=connections
         )
+        self.ramp = Ramp(maximum=connections)
+        """Attempts in flight on this client: ramps up to the connection limit (slow start)."""
         self.breaker = CircuitBreaker(
             where=self._where(),
             failures=config.breaker_failures,
+            window_seconds=config.breaker_window_seconds,
             probe_seconds=config.breaker_probe_seconds,
         )
         """Shared by every request of this client (one client per role and process)."""
@@ -168,7 +185,11 @@ class OpenAIChatModel:
             timeout=config.timeout_seconds,
             max_retries=0,
             http_client=openai.DefaultAsyncHttpxClient(
-                limits=limits, timeout=config.timeout_seconds
+                limits=limits,
+                timeout=config.timeout_seconds,
+                event_hooks={
+                    "response": [error_body_hook(_stream_base(), max_bytes=FULL_BODY_CHARS)]
+                },
             ),
         )
 
@@ -259,7 +280,12 @@ class OpenAIChatModel:
                 raise
             attempts += 1
             started = self._clock()
-            outcome = await self._attempt(request, attempts)
+            async with self.ramp.slot():
+                outcome = await self._attempt(request, attempts)
+            if isinstance(outcome, AssistantTurn) or outcome.answered:
+                self.ramp.answered()
+            elif outcome.connection:
+                self.ramp.connection_failed()
             if isinstance(outcome, AssistantTurn):
                 self.breaker.record_success()
                 return replace(
@@ -335,7 +361,9 @@ class OpenAIChatModel:
         except (TimeoutError, openai.APITimeoutError) as e:
             return _Failure(detail=f"no complete reply within the {deadline:g} s timeout", cause=e)
         except openai.APIConnectionError as e:
-            return _Failure(detail=f"connection failed ({_cause_text(e)})", cause=e)
+            return _Failure(
+                detail=f"connection failed ({_cause_text(e)})", cause=e, connection=True
+            )
         try:
             content, tool_calls, usage, finish_reason = self._parse(payload)
         except _UnparseableReply as e:
@@ -393,9 +421,9 @@ class OpenAIChatModel:
     def _status_failure(self, error: openai.APIStatusError, *, attempts: int) -> _Failure:
         """The failure of an HTTP error status; ``fatal`` is set when retrying cannot help."""
         status = error.status_code
-        text = error.response.text
+        text = error.response.text  # at most FULL_BODY_CHARS bytes and a marker (the hook)
         body = _excerpt(text, self._redact)
-        full_body = _full_body(text, self._redact)
+        full_body = valid_unicode(self._redact(text))
         invalid = any(m in text.lower() for m in INVALID_REQUEST_MARKERS)
         if status in RETRYABLE_STATUSES and not (status >= 500 and invalid):
             return _Failure(
@@ -498,6 +526,17 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return (when - datetime.now(UTC)).total_seconds()
+
+
+def _stream_base() -> type:
+    """The ``AsyncByteStream`` of the HTTP library the ``openai`` package uses (``httpx``, or
+    ``httpx2`` in recent releases), found from its own default limits so that this module does
+    not name the library."""
+    library = importlib.import_module(
+        type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
+    )
+    base: type = library.AsyncByteStream
+    return base
 
 
 def _full_body(text: str, redact: Callable[[str], str]) -> str:

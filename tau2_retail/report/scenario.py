@@ -18,6 +18,7 @@ from typing import Any
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.scoring import action_match
 from tau2_retail.results.artifacts import CONFIG_DIR, JUDGE_FILE
+from tau2_retail.results.long_text import cut_long_text
 from tau2_retail.tools.dispatch import Action
 
 __all__ = ["StringTable", "action_pairs", "record_differences", "scenario_detail"]
@@ -38,6 +39,7 @@ class StringTable:
         """``text`` itself when short (or None), else its index in :attr:`values`."""
         if text is None or len(text) < _INTERN_MIN_CHARS:
             return text
+        text = cut_long_text(text)  # transcript.json holds the whole of a huge one
         index = self._index.get(text)
         if index is None:
             index = self._index[text] = len(self.values)

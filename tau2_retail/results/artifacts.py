@@ -23,7 +23,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
+from tau2_retail.results.long_text import cut_long_text, cut_long_texts
 
 if TYPE_CHECKING:
     from tau2_retail.engine.harness import ScenarioPrompts
@@ -135,22 +136,28 @@ def _ending(outcome: ScenarioOutcome) -> str:
 
 
 def render_conversation_log(
-    messages: Sequence[Message], timestamps: Sequence[float], *, ending: str | None = None
+    messages: Sequence[Message],
+    timestamps: Sequence[float],
+    *,
+    ending: str | None = None,
+    cut: Callable[[str], str] = str,
 ) -> str:
     """The conversation as readable text: one block per message, blank line between blocks.
 
     ``[time] agent:`` / ``[time] user:`` with the text below, ``[time] agent -> name(args)``
     for each tool call, ``[time] tool name:`` (``(error)`` for failures) with the result below;
-    then, when ``ending`` is given, a last line ``=== ended: <ending>``.
+    then, when ``ending`` is given, a last line ``=== ended: <ending>``. ``cut`` shortens
+    each text and argument string (the log written beside the transcript cuts huge ones).
     """
     blocks: list[str] = []
     for message, seconds in zip(messages, timestamps, strict=True):
         stamp = f"[{_timestamp(seconds)}]"
-        text = message.content or ""
+        text = cut(message.content or "")
         if message.role is Role.ASSISTANT:
             lines = [f"{stamp} agent:\n{text}"] if text.strip() else []
             lines += [
-                f"{stamp} agent -> {call.name}({call.arguments})" for call in message.tool_calls
+                f"{stamp} agent -> {call.name}({cut(call.arguments)})"
+                for call in message.tool_calls
             ]
             blocks.append("\n".join(lines) if lines else f"{stamp} agent: (empty)")
         elif message.role is Role.TOOL:
@@ -244,7 +251,10 @@ def write_scenario_artifacts(
     write_text_atomic(
         directory / "conversation_log.txt",
         render_conversation_log(
-            conversation.messages, conversation.timestamps, ending=_ending(outcome)
+            conversation.messages,
+            conversation.timestamps,
+            ending=_ending(outcome),
+            cut=cut_long_text,
         ),
     )
     write_json_atomic(
@@ -257,13 +267,17 @@ def write_scenario_artifacts(
     )
     write_json_atomic(directory / "db_diff.json", outcome.db_diff)
     if outcome.judge is not None:
-        write_json_atomic(directory / JUDGE_FILE, outcome.judge.to_json())
+        judged = outcome.judge.to_json()
+        # its prompt holds the conversation (whole in the transcript); its replies stay whole
+        judged["judge_input"] = cut_long_texts(judged["judge_input"])
+        write_json_atomic(directory / JUDGE_FILE, judged)
     config_dir = directory / CONFIG_DIR
     write_text_atomic(config_dir / "agent_system_prompt.txt", agent_prompt)
     write_text_atomic(config_dir / "user_system_prompt.txt", user_prompt)
     write_text_atomic(config_dir / "tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
     write_json_atomic(config_dir / "scenario.json", _scenario_metadata(outcome, config))
-    write_json_atomic(directory / METRICS_FILE, outcome.metrics.to_json())
+    # the transcript is the one full copy of a huge text; the metrics cut it with a marker
+    write_json_atomic(directory / METRICS_FILE, cut_long_texts(outcome.metrics.to_json()))
 
 
 def write_outcome(

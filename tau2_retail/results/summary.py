@@ -43,6 +43,7 @@ from tau2_retail.errors import ArtifactError
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
+from tau2_retail.results.long_text import cut_long_texts
 from tau2_retail.results.records import (
     Counts,
     FlakyTask,
@@ -638,7 +639,7 @@ def write_run_summary(
         not_run=not_run,
     )
     ordered = sorted(metrics, key=ScenarioMetrics.sort_key)
-    write_json_atomic(run_dir / ALL_METRICS_FILE, [m.to_json() for m in ordered])
+    write_json_atomic(run_dir / ALL_METRICS_FILE, [cut_long_texts(m.to_json()) for m in ordered])
     write_json_atomic(run_dir / SUMMARY_JSON_FILE, summary.to_json())
     write_text_atomic(run_dir / SUMMARY_TEXT_FILE, render_summary_text(summary))
     return summary

@@ -207,12 +207,15 @@ class SlowDrip:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RawBody:
-    """A 200 with exactly this body and these headers (e.g. ``Content-Encoding: gzip`` beside
-    a compressed body), written in 64 KiB chunks; a client that stops reading ends it."""
+    """A reply with exactly this body and these headers (e.g. ``Content-Encoding: gzip`` beside
+    a compressed body), written in 64 KiB chunks; a client that stops reading ends it.
+    ``sent`` counts the bytes written (across every use of this record)."""
 
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
+    status: int = 200
     latency: float = 0.0
+    sent: list[int] = field(default_factory=list, compare=False)
 
 
 Reply: TypeAlias = (
@@ -256,6 +259,7 @@ class LoopbackOpenAIServer:
         latency: float = 0.0,
         port: int = 0,
         dialect: str = "openai",
+        backlog: int = 128,
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
@@ -265,6 +269,7 @@ class LoopbackOpenAIServer:
         self.responder = responder
         self._latency = latency
         self._requested_port = port
+        self._backlog = backlog
         self._requests: list[RecordedRequest] = []
         self._requests_lock = threading.Lock()
         self._port: int | None = None
@@ -372,7 +377,7 @@ class LoopbackOpenAIServer:
         )
         await runner.setup()
         self._runner = runner
-        site = web.TCPSite(runner, HOST, self._requested_port)
+        site = web.TCPSite(runner, HOST, self._requested_port, backlog=self._backlog)
         await site.start()
         port: int = runner.addresses[0][1]
         return port
@@ -476,15 +481,16 @@ class LoopbackOpenAIServer:
                         break
                 await response.write_eof()
                 return response
-            case RawBody(body=data, headers=headers):
+            case RawBody(body=data, headers=headers, status=status, sent=sent):
                 response = web.StreamResponse(
-                    status=200, headers={"Content-Type": "application/json", **headers}
+                    status=status, headers={"Content-Type": "application/json", **headers}
                 )
                 response.content_length = len(data)
                 await response.prepare(request)
                 try:
                     for start in range(0, len(data), 65536):
                         await response.write(data[start : start + 65536])
+                        sent.append(min(65536, len(data) - start))
                     await response.write_eof()
                 except ConnectionError:
                     pass  # the client stopped reading (a reply over its limit) and hung up

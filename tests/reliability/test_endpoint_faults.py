@@ -393,7 +393,8 @@ def test_a_down_endpoint_fails_fast_and_resume_completes_the_run(
     args = (
         "-n", "0", "--tau2-run-id=down", f"--tau2-tasks={','.join(tasks)}",
         *endpoint.args("agent", timeout=TIMEOUT, max_retries=1),
-        "--tau2-breaker-failures=2", "--tau2-breaker-probe-seconds=3600",
+        "--tau2-breaker-failures=2", "--tau2-breaker-window-seconds=0",
+        "--tau2-breaker-probe-seconds=3600",
     )  # fmt: skip
     run = bench.run(*args)
     assert run.returncode == 1, run.output

@@ -17,6 +17,7 @@ from tau2_retail.errors import EndpointError
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models.bounded import ReplyTooLarge, read_bounded
 from tau2_retail.models.messages import Message, Role
+from tau2_retail.models.openai_client import FULL_BODY_CHARS
 from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, RawBody
 
 MiB = 1024 * 1024
@@ -164,3 +165,26 @@ async def test_an_oversize_reply_is_an_infra_error_not_retried(
     assert ("inflates to" in message) is bomb
     assert failed.value.attempts == 1  # the same reply would come again
     assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+@pytest.mark.asyncio
+async def test_a_50_mb_error_body_is_read_1_mb_at_most_and_cut_with_a_marker(
+    openai_server: LoopbackOpenAIServer, make_model: Callable[..., OpenAIChatModel], encoding: str
+) -> None:
+    text = b'{"error": {"message": "' + b"x" * (50 * MiB) + b'"}}'
+    if encoding == "gzip":  # 50 MB in about 50 KB: the bomb must not be inflated whole either
+        huge = RawBody(body=gzip.compress(text), status=400, headers={"Content-Encoding": "gzip"})
+    else:
+        huge = RawBody(body=text, status=400)
+    openai_server.enqueue(huge)
+    async with make_model() as model:
+        with pytest.raises(EndpointError) as raised:
+            await model.complete(HELLO)
+    kept = raised.value.full_body
+    assert kept.endswith("… [error body cut: more than 1000000 bytes, the rest was not read]")
+    assert len(kept) < FULL_BODY_CHARS + 100
+    assert kept.startswith('{"error": {"message": "xxx')
+    if encoding == "identity":
+        # the server could write at most the socket buffers' worth beyond the megabyte
+        assert sum(huge.sent) < 10 * MiB

@@ -1,6 +1,9 @@
-"""The circuit breaker with a fake clock: opens after K failures, probes every T seconds."""
+"""The circuit breaker with a fake clock: opens after K failures over W seconds without a
+success, probes every T seconds."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import pytest
 
@@ -16,9 +19,14 @@ class Clock:
         return self.now
 
 
-def make(clock: Clock) -> CircuitBreaker:
+def make(clock: Clock, *, window: float = 0) -> CircuitBreaker:
     return CircuitBreaker(
-        where="model 'm' at http://h/v1", failures=3, probe_seconds=30, clock=clock, wall=lambda: 0
+        where="model 'm' at http://h/v1",
+        failures=3,
+        window_seconds=window,
+        probe_seconds=30,
+        clock=clock,
+        wall=lambda: clock.now + 1_000_000,
     )
 
 
@@ -56,3 +64,36 @@ def test_one_probe_per_interval_counted_from_the_last_failure():
     breaker.record_success()
     assert not breaker.is_open
     breaker.before_attempt()
+
+
+def test_a_burst_of_failures_is_busy_not_down_until_the_window_has_passed():
+    clock = Clock()
+    breaker = make(clock, window=10)
+    for _ in range(114):  # every conversation's first connection refused at once
+        breaker.before_attempt()
+        breaker.record_failure("connection failed (ConnectError)")
+    clock.now += 9.9
+    breaker.record_failure("connection failed (ConnectError)")
+    assert not breaker.is_open  # many failures, but not for long
+    breaker.record_success()  # a retry got through: the streak starts again
+    clock.now += 0.2
+    breaker.record_failure("connection failed (ConnectError)")
+    clock.now += 10
+    breaker.record_failure("connection failed (ConnectError)")
+    assert not breaker.is_open  # long enough, but only two failures
+    breaker.record_failure("HTTP 503")
+    assert breaker.is_open  # three failures over ten seconds, no success: down
+    # down since the first failure of the streak (wall = clock + 1e6 here)
+    since = datetime.fromtimestamp(100.0 + 9.9 + 0.2 + 1_000_000).strftime("%H:%M:%S")
+    assert f"is down since {since} (3 consecutive failures: HTTP 503)" in str(breaker.down())
+
+
+def test_the_window_is_measured_from_the_first_failure_not_the_last():
+    clock = Clock()
+    breaker = make(clock, window=10)
+    breaker.record_failure("refused")
+    clock.now += 6
+    breaker.record_failure("refused")
+    clock.now += 6
+    breaker.record_failure("refused")
+    assert breaker.is_open

@@ -16,6 +16,7 @@ from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointErro
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
 from tau2_retail.models.openai_client import BODY_EXCERPT_CHARS, MISSING_API_KEY
+from tau2_retail.models.ramp import DEFAULT_INITIAL_WINDOW
 from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
@@ -742,7 +743,7 @@ async def test_a_huge_retry_after_is_not_waited_and_counts_toward_the_breaker(
     openai_server, make_model, sleeps
 ):
     openai_server.enqueue(*[HttpError.rate_limited(retry_after="3600")] * 2)
-    async with make_model(breaker_failures=2) as model:
+    async with make_model(breaker_failures=2, breaker_window_seconds=0) as model:
         with pytest.raises(EndpointError) as first:
             await model.complete(USER_HELLO)
         with pytest.raises(EndpointDown) as second:
@@ -760,7 +761,9 @@ async def test_the_breaker_fails_fast_after_k_failures_and_a_probe_closes_it(
     openai_server, make_model
 ):
     openai_server.enqueue(*[HttpError.server_error(503)] * 3)
-    async with make_model(max_retries=2, breaker_failures=3, breaker_probe_seconds=3600) as model:
+    async with make_model(
+        max_retries=2, breaker_failures=3, breaker_window_seconds=0, breaker_probe_seconds=3600
+    ) as model:
         with pytest.raises(EndpointDown) as opened:
             await model.complete(USER_HELLO)
         with pytest.raises(EndpointDown):
@@ -771,7 +774,9 @@ async def test_the_breaker_fails_fast_after_k_failures_and_a_probe_closes_it(
     assert "agent-model" in text
 
     openai_server.enqueue(HttpError.server_error(503), Completion(content="back"))
-    async with make_model(max_retries=0, breaker_failures=1, breaker_probe_seconds=0) as model:
+    async with make_model(
+        max_retries=0, breaker_failures=1, breaker_window_seconds=0, breaker_probe_seconds=0
+    ) as model:
         with pytest.raises(EndpointDown):
             await model.complete(USER_HELLO)
         turn = await model.complete(USER_HELLO)  # the probe goes out and succeeds
@@ -799,3 +804,14 @@ async def test_an_escaped_lone_surrogate_in_the_history_is_sent_as_u_fffd(
     async with make_model() as model:
         await model.complete(history)
     assert openai_server.requests[0].body["messages"][0]["content"] == "order \ufffd"
+
+
+@pytest.mark.asyncio
+async def test_attempts_in_flight_ramp_up_from_the_initial_window(openai_server, make_model):
+    """40 conversations at once: 16 attempts go out first, each reply lets one more in."""
+    openai_server.enqueue(*[Completion(content="ok", latency=0.2)] * 40)
+    async with make_model() as model:
+        turns = await asyncio.gather(*(model.complete(USER_HELLO) for _ in range(40)))
+        assert [turn.content for turn in turns] == ["ok"] * 40
+        assert model.ramp.peak < 40  # not all at once...
+        assert model.ramp.window == DEFAULT_INITIAL_WINDOW + 40  # ...and every reply widened it
