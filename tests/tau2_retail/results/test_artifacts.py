@@ -29,6 +29,7 @@ from tau2_retail.results.artifacts import (
     write_scenario_artifacts,
 )
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
+from tau2_retail.testing.run_files import METRICS_KEYS
 from tau2_retail.tools.store import Store
 
 TOOLS = [
@@ -39,28 +40,6 @@ TOOLS = [
 ]
 CONFIG = {"agent_model": "builtin:oracle", "user_model": "builtin:customer", "api_key": "***"}
 
-METRICS_KEYS = {
-    "scenario_name",
-    "trial",
-    "seed",
-    "split",
-    "persona_name",
-    "total_turns",
-    "turns",
-    "duration_seconds",
-    "latency_stats",
-    "stop_reason",
-    "clean_exit",
-    "db_state_expected_hash",
-    "db_state_actual_hash",
-    "db_state_match",
-    "is_action_match",
-    "token_usage",
-    "success_breakdown",
-    "is_successful",
-    "is_task_successful",
-    "tau2_reward",
-}
 JUDGE_KEYS = {
     "score",
     "reason",
