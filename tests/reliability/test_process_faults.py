@@ -28,7 +28,6 @@ from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.loopback_server import Completion, Hang, HttpError, Reply
 from tau2_retail.testing.run_files import files_under, temp_files
 from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint, always
-from tau2_retail.testing.timeouts import scaled_timeout
 
 WAIT_SECONDS = 60.0
 ARTIFACTS = (
@@ -326,14 +325,7 @@ def test_sigterm_keeps_finished_artifacts_and_summarize_reads_them(
     assert len(finished) >= gate.after
     assert_artifacts_intact(run_dir, sorted(finished))
 
-    summarize = subprocess.run(
-        [sys.executable, "-m", "tau2_retail", "summarize", str(run_dir)],
-        env=bench.env,
-        capture_output=True,
-        text=True,
-        timeout=scaled_timeout(60),
-        check=False,
-    )
+    summarize = bench.python("-m", "tau2_retail", "summarize", str(run_dir))
     assert summarize.returncode == 0, summarize.stderr
     summary = bench.summary("terminated")
     assert {row["scenario_id"] for row in summary["scenarios"]} == finished

@@ -13,8 +13,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -22,7 +20,6 @@ import pytest
 from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.loopback_server import Hang, Reply
 from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint
-from tau2_retail.testing.timeouts import scaled_timeout
 
 WAIT_SECONDS = 60.0
 TASKS = ("0", "1", "5")
@@ -87,14 +84,7 @@ def test_a_live_run_owns_its_folder_and_a_killed_one_stays_described(
     assert "agent_model: stored 'test-agent', now 'other-agent'" in other_model.stderr
     assert not list(run_dir.glob("*/metrics.json"))
 
-    summarize = subprocess.run(
-        [sys.executable, "-m", "tau2_retail", "summarize", str(run_dir)],
-        env=bench.env,
-        capture_output=True,
-        text=True,
-        timeout=scaled_timeout(60),
-        check=False,
-    )
+    summarize = bench.python("-m", "tau2_retail", "summarize", str(run_dir))
     assert summarize.returncode == 0, summarize.stderr
     summary = bench.summary("live")
     assert summary["lost"] == [_scenario(task) for task in TASKS]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -102,14 +100,8 @@ def test_calculate_runs_no_code_and_refuses_exhaustion_in_bounded_time(
     sentinel = tmp_path / "pwned"
     attacks = _attacks(sentinel)
 
-    process = subprocess.run(
-        [sys.executable, "-c", _CALCULATE, str(MEMORY_LIMIT)],
-        input=json.dumps(attacks),
-        env=bench.env,
-        capture_output=True,
-        text=True,
-        timeout=scaled_timeout(120),
-        check=False,
+    process = bench.python(
+        "-c", _CALCULATE, str(MEMORY_LIMIT), input=json.dumps(attacks), timeout=120
     )
     assert process.returncode == 0, process.stderr
     results = [json.loads(line) for line in process.stdout.splitlines()]
