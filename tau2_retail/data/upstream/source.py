@@ -8,7 +8,6 @@ tau2-bench at the pinned commit. A construct the derivation needs and does not f
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,12 +114,6 @@ def string_literal(node: ast.AST | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None
-
-
-def calls_in(node: ast.AST) -> Iterator[ast.Call]:
-    """Every call inside ``node``, in source order."""
-    calls = [child for child in ast.walk(node) if isinstance(child, ast.Call)]
-    yield from sorted(calls, key=lambda call: (call.lineno, call.col_offset))
 
 
 def load_source(data_dir: Path, name: str) -> Source:
