@@ -14,8 +14,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -25,6 +23,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.child import ready_child
 from tau2_retail.testing.loopback_server import Completion, Hang, HttpError, Reply
 from tau2_retail.testing.run_files import files_under, temp_files
 from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint, always
@@ -178,21 +177,8 @@ def test_a_writer_killed_mid_write_leaves_no_half_file_under_a_real_name(
     values = [{"n": n, "blob": [str(n) * 64] * 20000} for n in range(3)]
     rng = random.Random(20261130)
     for _ in range(12):
-        writer = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(tmp_path)],
-            env=bench.env,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert writer.stdout is not None
-            assert writer.stdout.readline() == "ready\n"
+        with ready_child(_WRITER, str(tmp_path), env=bench.env):
             time.sleep(rng.uniform(0.01, 0.1))
-        finally:
-            writer.kill()
-            writer.wait()
-            if writer.stdout is not None:
-                writer.stdout.close()
         for path in tmp_path.glob("file*.json"):
             assert json.loads(path.read_text(encoding="utf-8")) in values, path
 
