@@ -26,7 +26,7 @@ from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.child import ready_child
 from tau2_retail.testing.loopback_server import Completion, Hang, HttpError, Reply
 from tau2_retail.testing.run_files import files_under, temp_files
-from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint, always
+from tau2_retail.testing.scripted_endpoint import HoldAgent, Request, ScriptedEndpoint, always
 
 WAIT_SECONDS = 60.0
 ARTIFACTS = (
@@ -82,16 +82,8 @@ CONFIG_DEBRIS = Path("scenario_config", ".tmp-tools.json.k1ll3d")
 def test_worker_killed_loses_only_its_scenario(
     bench: Bench, endpoint: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    reached = threading.Event()
-
-    def hold_victim(request: Request) -> Reply | None:
-        if request.role == "agent" and not resumed.is_set():
-            reached.set()
-            return Hang()
-        return None
-
-    resumed = threading.Event()
-    endpoint.faults[VICTIM] = hold_victim
+    victim = HoldAgent()
+    endpoint.faults[VICTIM] = victim
     pids = tmp_path / "pids"
     pids.mkdir()
     bench.env["RELIABILITY_PID_DIR"] = str(pids)
@@ -100,7 +92,7 @@ def test_worker_killed_loses_only_its_scenario(
         *endpoint.args("agent"),
     )  # fmt: skip
     try:
-        assert reached.wait(WAIT_SECONDS), "the victim scenario never reached the endpoint"
+        assert victim.held.wait(WAIT_SECONDS), "the victim scenario never reached the endpoint"
         worker = int((pids / f"test_tau2_retail[{_scenario(VICTIM)}]").read_text())
         assert worker != started.process.pid, "the victim must run in an xdist worker"
         os.kill(worker, signal.SIGKILL)
@@ -142,7 +134,7 @@ def test_worker_killed_loses_only_its_scenario(
         debris.write_text('{"messages": [{"role": "assis')
 
     # --tau2-resume runs the lost scenario only, and the run is whole
-    resumed.set()
+    victim.release.set()
     before = {path: path.stat().st_mtime_ns for path in files_under(run_dir / others[0])}
     rerun = bench.run(
         "-n", "2", "--tau2-resume=killed", f"--tau2-tasks={','.join(KILL_TASKS)}",
