@@ -26,6 +26,8 @@ from tau2_retail.tools.dispatch import Action, ToolResult, dispatch
 from tau2_retail.tools.records import deep_copy
 from tau2_retail.tools.store import Store
 
+from .values import NEW_ADDRESS
+
 
 def assert_error(result: ToolResult, message: str) -> None:
     assert result == ToolResult(content=f"Error: {message}", error=True)
@@ -198,14 +200,7 @@ class TestCancelPendingOrder:
 
 
 class TestModifyPendingOrderAddress:
-    NEW: ClassVar[dict[str, str]] = {
-        "address1": "1 Test Road",
-        "address2": "",
-        "city": "Boston",
-        "state": "MA",
-        "country": "USA",
-        "zip": "02101",
-    }
+    NEW: ClassVar[dict[str, str]] = NEW_ADDRESS
 
     def test_address_stored_in_field_order(self, call, store):
         # arguments arrive in signature order (state before country); storage is field order
