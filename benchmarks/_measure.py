@@ -181,7 +181,6 @@ class Run:
     argv: list[str]
     wall_s: float
     cpu_s: float
-    maxrss_mb: float
     returncode: int
     started: float  # time.monotonic() just before the process started
     output: str
@@ -264,7 +263,6 @@ def run_suite(
         argv=argv,
         wall_s=wall,
         cpu_s=usage.ru_utime + usage.ru_stime,
-        maxrss_mb=usage.ru_maxrss / 1024,
         returncode=process.returncode,
         started=started,
         output=output.decode("utf-8", "replace"),

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from tau2_retail.models.choice import ModelChoice  # noqa: E402
 from tau2_retail.models.config import EndpointConfig  # noqa: E402
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage  # noqa: E402
 from tau2_retail.models.wire import encode_messages  # noqa: E402
+from tau2_retail.testing.fake_models import FunctionModel  # noqa: E402
 from tau2_retail.testing.loopback_server import Completion  # noqa: E402
 from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint  # noqa: E402
 
@@ -66,27 +67,18 @@ def _script(endpoint: ScriptedEndpoint, task_id: str, wire: list[dict[str, Any]]
     return message
 
 
-class ScriptModel:
+def script_model(endpoint: ScriptedEndpoint, task_id: str) -> FunctionModel:
     """The model path: a ChatModel answering with the script (encodes as the client does)."""
 
-    name = "script"
-
-    def __init__(self, endpoint: ScriptedEndpoint, task_id: str) -> None:
-        self.endpoint, self.task_id = endpoint, task_id
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
-    ) -> AssistantTurn:
-        message = _script(self.endpoint, self.task_id, encode_messages(messages))
+    def answer(messages: Sequence[Message]) -> AssistantTurn:
+        message = _script(endpoint, task_id, encode_messages(messages))
         calls = tuple(
             ToolCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
             for c in message.get("tool_calls", ())
         )
         return AssistantTurn(content=message["content"], tool_calls=calls, usage=Usage(n_calls=1))
+
+    return FunctionModel("script", answer)
 
 
 class SyncTurn:
@@ -129,7 +121,7 @@ async def _run_all(
         async def one(task_id: str) -> ScenarioOutcome:
             agent = make(task_id)
             scenario = Scenario(task=bundle.tasks[task_id], trial=0, trials=1, seed=1)
-            if isinstance(agent, ScriptModel):
+            if isinstance(agent, FunctionModel):
                 from tau2_retail.engine.scenario import run_scenario
 
                 prompts = h.prompts(scenario.task)
@@ -270,7 +262,7 @@ def main() -> int:
                 "model path (in-process ChatModel)",
                 bundle,
                 task_ids,
-                lambda t: ScriptModel(endpoint, t),
+                lambda t: script_model(endpoint, t),
             )
         )
         rows.append(

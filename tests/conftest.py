@@ -81,6 +81,13 @@ def openai_server() -> Iterator[LoopbackOpenAIServer]:
         yield server
 
 
+def _pip(*args: str) -> None:
+    """``python -m pip ARGS`` quietly; a failure fails the test with pip's output."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", *args, "-q"], check=True, capture_output=True, timeout=300
+    )
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built once per run from this checkout.
@@ -94,23 +101,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with (shared / "tau2-wheel.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not list(out.glob("*.whl")):
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "wheel",
-                    "--no-deps",
-                    "--no-build-isolation",
-                    "-q",
-                    "-w",
-                    str(out),
-                    str(ROOT),
-                ],
-                check=True,
-                capture_output=True,
-                timeout=300,
-            )
+            _pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT))
     (built,) = out.glob("*.whl")
     return built
 
@@ -120,20 +111,5 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel unpacked into a folder of its own (dependencies come from this environment):
     put it first on ``PYTHONPATH`` and its modules and entry point win over this checkout's."""
     target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "-q",
-            "--target",
-            str(target),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    _pip("install", "--no-deps", "--target", str(target), str(wheel))
     return target

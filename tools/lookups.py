@@ -21,25 +21,23 @@ __all__ = [
 ]
 
 
+def _find(store: Store, table: str, key: str, missing: str) -> Record:
+    record = store.get(table, key)
+    if record is None:
+        raise ToolError(missing)
+    return record
+
+
 def find_order(store: Store, order_id: str) -> Record:
-    order = store.get("orders", order_id)
-    if order is None:
-        raise ToolError("Order not found")
-    return order
+    return _find(store, "orders", order_id, "Order not found")
 
 
 def find_user(store: Store, user_id: str) -> Record:
-    user = store.get("users", user_id)
-    if user is None:
-        raise ToolError("User not found")
-    return user
+    return _find(store, "users", user_id, "User not found")
 
 
 def find_product(store: Store, product_id: str) -> Record:
-    product = store.get("products", product_id)
-    if product is None:
-        raise ToolError("Product not found")
-    return product
+    return _find(store, "products", product_id, "Product not found")
 
 
 def find_item(store: Store, item_id: str) -> Record:

@@ -59,6 +59,7 @@ class ToolSpec:
 S = ParamKind.STRING
 A = ParamKind.STRING_ARRAY
 _ADDRESS = (("address1", S), ("address2", S), ("city", S), ("state", S), ("country", S), ("zip", S))
+_ITEM_SWAP = (("order_id", S), ("item_ids", A), ("new_item_ids", A), ("payment_method_id", S))
 
 
 def _calculate_tool(store: Store, *, expression: str) -> str:
@@ -73,93 +74,47 @@ def _end_conversation(store: Store) -> str:
     return END_CONVERSATION_RESULT
 
 
+def _named_after(
+    kind: ToolKind, run: Callable[..., str], *params: tuple[str, ParamKind]
+) -> ToolSpec:
+    """A tool named after its implementation (the reads and writes bear upstream's names)."""
+    return ToolSpec(name=run.__name__, kind=kind, params=params, run=run)
+
+
 _SPECS = (
     ToolSpec(
         name="calculate", kind=ToolKind.GENERIC, params=(("expression", S),), run=_calculate_tool
     ),
-    ToolSpec(
-        name="cancel_pending_order",
-        kind=ToolKind.WRITE,
-        params=(("order_id", S), ("reason", S)),
-        run=writes.cancel_pending_order,
+    _named_after(ToolKind.WRITE, writes.cancel_pending_order, ("order_id", S), ("reason", S)),
+    _named_after(ToolKind.WRITE, writes.exchange_delivered_order_items, *_ITEM_SWAP),
+    _named_after(
+        ToolKind.READ,
+        reads.find_user_id_by_name_zip,
+        ("first_name", S),
+        ("last_name", S),
+        ("zip", S),
     ),
-    ToolSpec(
-        name="exchange_delivered_order_items",
-        kind=ToolKind.WRITE,
-        params=(("order_id", S), ("item_ids", A), ("new_item_ids", A), ("payment_method_id", S)),
-        run=writes.exchange_delivered_order_items,
+    _named_after(ToolKind.READ, reads.find_user_id_by_email, ("email", S)),
+    _named_after(ToolKind.READ, reads.get_order_details, ("order_id", S)),
+    _named_after(ToolKind.READ, reads.get_product_details, ("product_id", S)),
+    _named_after(ToolKind.READ, reads.get_item_details, ("item_id", S)),
+    _named_after(ToolKind.READ, reads.get_user_details, ("user_id", S)),
+    _named_after(ToolKind.READ, reads.list_all_product_types),
+    _named_after(ToolKind.WRITE, writes.modify_pending_order_address, ("order_id", S), *_ADDRESS),
+    _named_after(ToolKind.WRITE, writes.modify_pending_order_items, *_ITEM_SWAP),
+    _named_after(
+        ToolKind.WRITE,
+        writes.modify_pending_order_payment,
+        ("order_id", S),
+        ("payment_method_id", S),
     ),
-    ToolSpec(
-        name="find_user_id_by_name_zip",
-        kind=ToolKind.READ,
-        params=(("first_name", S), ("last_name", S), ("zip", S)),
-        run=reads.find_user_id_by_name_zip,
-    ),
-    ToolSpec(
-        name="find_user_id_by_email",
-        kind=ToolKind.READ,
-        params=(("email", S),),
-        run=reads.find_user_id_by_email,
-    ),
-    ToolSpec(
-        name="get_order_details",
-        kind=ToolKind.READ,
-        params=(("order_id", S),),
-        run=reads.get_order_details,
-    ),
-    ToolSpec(
-        name="get_product_details",
-        kind=ToolKind.READ,
-        params=(("product_id", S),),
-        run=reads.get_product_details,
-    ),
-    ToolSpec(
-        name="get_item_details",
-        kind=ToolKind.READ,
-        params=(("item_id", S),),
-        run=reads.get_item_details,
-    ),
-    ToolSpec(
-        name="get_user_details",
-        kind=ToolKind.READ,
-        params=(("user_id", S),),
-        run=reads.get_user_details,
-    ),
-    ToolSpec(
-        name="list_all_product_types",
-        kind=ToolKind.READ,
-        params=(),
-        run=reads.list_all_product_types,
-    ),
-    ToolSpec(
-        name="modify_pending_order_address",
-        kind=ToolKind.WRITE,
-        params=(("order_id", S), *_ADDRESS),
-        run=writes.modify_pending_order_address,
-    ),
-    ToolSpec(
-        name="modify_pending_order_items",
-        kind=ToolKind.WRITE,
-        params=(("order_id", S), ("item_ids", A), ("new_item_ids", A), ("payment_method_id", S)),
-        run=writes.modify_pending_order_items,
-    ),
-    ToolSpec(
-        name="modify_pending_order_payment",
-        kind=ToolKind.WRITE,
-        params=(("order_id", S), ("payment_method_id", S)),
-        run=writes.modify_pending_order_payment,
-    ),
-    ToolSpec(
-        name="modify_user_address",
-        kind=ToolKind.WRITE,
-        params=(("user_id", S), *_ADDRESS),
-        run=writes.modify_user_address,
-    ),
-    ToolSpec(
-        name="return_delivered_order_items",
-        kind=ToolKind.WRITE,
-        params=(("order_id", S), ("item_ids", A), ("payment_method_id", S)),
-        run=writes.return_delivered_order_items,
+    _named_after(ToolKind.WRITE, writes.modify_user_address, ("user_id", S), *_ADDRESS),
+    _named_after(
+        ToolKind.WRITE,
+        writes.return_delivered_order_items,
+        ("order_id", S),
+        ("item_ids", A),
+        ("payment_method_id", S),
     ),
     ToolSpec(
         name=TRANSFER_TO_HUMAN_AGENTS,

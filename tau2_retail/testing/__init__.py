@@ -6,4 +6,6 @@
 - ``bench``: a project holding the benchmark module, run by ``python -m pytest`` (hermetic
   environment, scaled time limit) or in-process through pytester;
 - ``run_files``: readers of a run directory; ``timeouts``: ``TAU2_TEST_TIMEOUT_SCALE``;
+- ``fake_models``: chat models made of a function (a scripted agent, a fixed judge);
+- ``child``: a Python child process that says when it is ready (to be killed mid-work);
 - ``upstream_checkout``: a fake tau2-bench checkout made from a data folder."""

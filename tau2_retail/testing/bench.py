@@ -37,6 +37,7 @@ from tau2_retail.testing.timeouts import scaled_timeout
 __all__ = [
     "BENCHMARK_MODULE",
     "RUN_TIMEOUT_SECONDS",
+    "USER_INI",
     "Bench",
     "Output",
     "Run",
@@ -49,19 +50,27 @@ __all__ = [
 RUN_TIMEOUT_SECONDS: Final = 240.0
 """The unscaled limit of one benchmark run in a subprocess (see ``scaled_timeout``)."""
 
-INI: Final = """\
+USER_INI: Final = """\
 [pytest]
 testpaths = test_scenarios.py
 asyncio_mode = strict
 asyncio_default_fixture_loop_scope = function
+strict = true
 filterwarnings =
     error
+"""
+"""The ``pytest.ini`` of a user's project that holds the benchmark module."""
+
+INI: Final = (
+    USER_INI
+    + """\
     # in-process runs: this process imported the installed plugin before the inner pytest
     ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning
-strict = true
 # an endpoint agent with the scripted customer must be asked for explicitly
 tau2_user_model = builtin:customer
 """
+)
+"""The bench's ``pytest.ini``: a user's, plus what in-process runs and endpoint tests need."""
 
 _HERMETIC_PREFIXES: Final = (
     "TAU2_",
@@ -262,21 +271,35 @@ class Bench(RunFiles):
         scaled ``timeout``); ``--tau2-output-dir`` is the project's unless told otherwise."""
         command, junit = self.command(*args, output_dir=output_dir)
         started = time.monotonic()
-        process = subprocess.run(
-            command,
-            cwd=self.path,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=scaled_timeout(timeout),
-            check=False,
-        )
+        process = self._complete(command, timeout=timeout)
         return Run(
             process.returncode,
             Output(process.stdout),
             Output(process.stderr),
             junit,
             time.monotonic() - started,
+        )
+
+    def python(
+        self, *args: str, input: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        """``python ARGS`` (e.g. ``-m tau2_retail summarize DIR``) in the project, with the
+        runs' environment, to the end (killed, and the test failed, after the scaled
+        ``timeout``); output captured as text."""
+        return self._complete([sys.executable, *args], input=input, timeout=timeout)
+
+    def _complete(
+        self, command: list[str], *, input: str | None = None, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command,
+            cwd=self.path,
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=scaled_timeout(timeout),
+            check=False,
         )
 
     def start(self, *args: str) -> Started:

@@ -86,7 +86,14 @@ class ReplyToolCall:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Completion:
+class _Delayed:
+    """What every reply has: ``latency``, the seconds the server waits before it answers."""
+
+    latency: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion(_Delayed):
     """A 200 chat completion with text and/or tool calls.
 
     Token counts default to rough estimates (request message characters // 4 for the prompt,
@@ -100,18 +107,16 @@ class Completion:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     include_usage: bool = True
-    latency: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HttpError:
+class HttpError(_Delayed):
     """An HTTP error status with a raw body and optional headers (e.g. ``Retry-After``)."""
 
     status: int
     body: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     content_type: str = "application/json"
-    latency: float = 0.0
 
     @classmethod
     def openai(
@@ -166,47 +171,40 @@ class HttpError:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Hang:
+class Hang(_Delayed):
     """Answer nothing for ``seconds`` (longer than any client timeout); ends early on ``stop()``."""
 
     seconds: float = 3600.0
-    latency: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Drop:
+class Drop(_Delayed):
     """Close the connection without sending any response."""
 
-    latency: float = 0.0
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class InvalidJson:
+class InvalidJson(_Delayed):
     """A 200 whose body is not JSON (by default it still claims ``application/json``)."""
 
     body: str = "<html>upstream proxy says hello</html>"
     content_type: str = "application/json"
-    latency: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NoChoices:
+class NoChoices(_Delayed):
     """A 200 completion object whose ``choices`` list is empty."""
 
-    latency: float = 0.0
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SlowDrip:
+class SlowDrip(_Delayed):
     """Send the status and headers at once, then ``reply``'s body one byte per ``interval``."""
 
     reply: Completion = field(default_factory=lambda: Completion(content="drip"))
     interval: float = 1.0
-    latency: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RawBody:
+class RawBody(_Delayed):
     """A reply with exactly this body and these headers (e.g. ``Content-Encoding: gzip`` beside
     a compressed body), written in 64 KiB chunks; a client that stops reading ends it.
     ``sent`` counts the bytes written (across every use of this record)."""
@@ -214,7 +212,6 @@ class RawBody:
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
     status: int = 200
-    latency: float = 0.0
     sent: list[int] = field(default_factory=list, compare=False)
 
 

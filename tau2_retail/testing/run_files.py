@@ -9,7 +9,33 @@ from typing import Any
 
 from tau2_retail.results.atomic import TEMP_PREFIX
 
-__all__ = ["RunFiles", "file_digests", "files_under", "temp_files"]
+__all__ = ["METRICS_KEYS", "RunFiles", "file_digests", "files_under", "temp_files"]
+
+# the keys every scenario's metrics.json holds (the artifact format; more may follow)
+METRICS_KEYS = frozenset(
+    {
+        "scenario_name",
+        "trial",
+        "seed",
+        "split",
+        "persona_name",
+        "total_turns",
+        "turns",
+        "duration_seconds",
+        "latency_stats",
+        "stop_reason",
+        "clean_exit",
+        "db_state_expected_hash",
+        "db_state_actual_hash",
+        "db_state_match",
+        "is_action_match",
+        "token_usage",
+        "success_breakdown",
+        "is_successful",
+        "is_task_successful",
+        "tau2_reward",
+    }
+)
 
 
 class RunFiles:

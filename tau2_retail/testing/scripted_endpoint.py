@@ -37,6 +37,7 @@ from tau2_retail.engine.prompts import user_system_prompt
 from tau2_retail.models.builtin import CUSTOMER_DONE, CUSTOMER_YES, ScriptedCustomer
 from tau2_retail.testing.loopback_server import (
     Completion,
+    Hang,
     HttpError,
     LoopbackOpenAIServer,
     Reply,
@@ -50,6 +51,7 @@ __all__ = [
     "SERVER_ERROR",
     "AgentBehaviour",
     "Fault",
+    "HoldAgent",
     "Request",
     "ScriptedEndpoint",
     "always",
@@ -97,6 +99,23 @@ def once(reply: Reply, *, role: str = "agent") -> Fault:
 def always(reply: Reply, *, role: str = "agent") -> Fault:
     """``reply`` to every request of ``role``."""
     return lambda request: reply if request.role == role else None
+
+
+class HoldAgent:
+    """A fault: the agent's requests hang (see ``Hang``) until ``release`` is set; ``held`` is
+    set when the first one arrives."""
+
+    __slots__ = ("held", "release")
+
+    def __init__(self) -> None:
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, request: Request) -> Reply | None:
+        if request.role == "agent" and not self.release.is_set():
+            self.held.set()
+            return Hang()
+        return None
 
 
 def is_gold_call(call: Mapping[str, Any]) -> bool:

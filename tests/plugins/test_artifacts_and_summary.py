@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
+from tau2_retail.testing.run_files import METRICS_KEYS
 
 from .conftest import CHAT, END, SEED_DB_TASKS, SERVER_ERROR, Bench, ScriptedEndpoint
 
@@ -40,28 +41,6 @@ FILES = {
     "scenario_config/user_system_prompt.txt",
     "scenario_config/tools.json",
     "scenario_config/scenario.json",
-}
-METRICS_KEYS = {
-    "scenario_name",
-    "trial",
-    "seed",
-    "split",
-    "persona_name",
-    "total_turns",
-    "turns",
-    "duration_seconds",
-    "latency_stats",
-    "stop_reason",
-    "clean_exit",
-    "db_state_expected_hash",
-    "db_state_actual_hash",
-    "db_state_match",
-    "is_action_match",
-    "token_usage",
-    "success_breakdown",
-    "is_successful",
-    "is_task_successful",
-    "tau2_reward",
 }
 
 # the NL assertions of the mixed run: task 24's 1 (not met) and another task's 2 (met), so the

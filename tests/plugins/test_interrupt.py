@@ -6,18 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Bench, distributed
+from tau2_retail.testing.bench import USER_INI
 
-# the project's ini without the ``-p no:syrupy ...`` of the other plugin tests
-_USER_INI = """\
-[pytest]
-testpaths = test_scenarios.py
-asyncio_mode = strict
-asyncio_default_fixture_loop_scope = function
-filterwarnings =
-    error
-strict = true
-"""
+from .conftest import Bench, distributed
 
 # Ctrl-C as a CI runner sends it: SIGINT to the main pytest process (xdist stops its workers)
 _SIGINT = """\
@@ -37,7 +28,8 @@ TASKS = "0,1,2,3,5,6,7,8,9,11"
 def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
     bench: Bench, xdist: tuple[str, ...]
 ) -> None:
-    (bench.path / "pytest.ini").write_text(_USER_INI, encoding="utf-8")
+    # a user's ini, without the ``-p no:syrupy ...`` of the other plugin tests
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
     (bench.path / "conftest.py").write_text(_SIGINT, encoding="utf-8")
 
     result = bench.run(*xdist, f"--tau2-tasks={TASKS}", "--tau2-run-id=int")
@@ -97,7 +89,8 @@ def pytest_runtest_makereport(item, call):
 
 
 def test_ctrl_c_inside_an_old_style_hook_wrapper_is_an_interruption(bench: Bench) -> None:
-    (bench.path / "pytest.ini").write_text(_USER_INI, encoding="utf-8")
+    # a user's ini, without the ``-p no:syrupy ...`` of the other plugin tests
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
     (bench.path / "conftest.py").write_text(_SIGINT_IN_A_WRAPPER, encoding="utf-8")
 
     result = bench.run(
@@ -125,7 +118,8 @@ def pytest_configure(config):
 
 
 def test_ctrl_c_while_the_workers_start_is_exit_2_without_a_traceback(bench: Bench) -> None:
-    (bench.path / "pytest.ini").write_text(_USER_INI, encoding="utf-8")
+    # a user's ini, without the ``-p no:syrupy ...`` of the other plugin tests
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
     (bench.path / "conftest.py").write_text(_SIGINT_AT_WORKER_START, encoding="utf-8")
 
     result = bench.run("-n", "2", "--tau2-tasks=0,1", "--tau2-run-id=early")

@@ -14,8 +14,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -25,10 +23,10 @@ from typing import Any
 import pytest
 
 from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.child import ready_child
 from tau2_retail.testing.loopback_server import Completion, Hang, HttpError, Reply
 from tau2_retail.testing.run_files import files_under, temp_files
-from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint, always
-from tau2_retail.testing.timeouts import scaled_timeout
+from tau2_retail.testing.scripted_endpoint import HoldAgent, Request, ScriptedEndpoint, always
 
 WAIT_SECONDS = 60.0
 ARTIFACTS = (
@@ -84,16 +82,8 @@ CONFIG_DEBRIS = Path("scenario_config", ".tmp-tools.json.k1ll3d")
 def test_worker_killed_loses_only_its_scenario(
     bench: Bench, endpoint: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    reached = threading.Event()
-
-    def hold_victim(request: Request) -> Reply | None:
-        if request.role == "agent" and not resumed.is_set():
-            reached.set()
-            return Hang()
-        return None
-
-    resumed = threading.Event()
-    endpoint.faults[VICTIM] = hold_victim
+    victim = HoldAgent()
+    endpoint.faults[VICTIM] = victim
     pids = tmp_path / "pids"
     pids.mkdir()
     bench.env["RELIABILITY_PID_DIR"] = str(pids)
@@ -102,7 +92,7 @@ def test_worker_killed_loses_only_its_scenario(
         *endpoint.args("agent"),
     )  # fmt: skip
     try:
-        assert reached.wait(WAIT_SECONDS), "the victim scenario never reached the endpoint"
+        assert victim.held.wait(WAIT_SECONDS), "the victim scenario never reached the endpoint"
         worker = int((pids / f"test_tau2_retail[{_scenario(VICTIM)}]").read_text())
         assert worker != started.process.pid, "the victim must run in an xdist worker"
         os.kill(worker, signal.SIGKILL)
@@ -144,7 +134,7 @@ def test_worker_killed_loses_only_its_scenario(
         debris.write_text('{"messages": [{"role": "assis')
 
     # --tau2-resume runs the lost scenario only, and the run is whole
-    resumed.set()
+    victim.release.set()
     before = {path: path.stat().st_mtime_ns for path in files_under(run_dir / others[0])}
     rerun = bench.run(
         "-n", "2", "--tau2-resume=killed", f"--tau2-tasks={','.join(KILL_TASKS)}",
@@ -179,21 +169,8 @@ def test_a_writer_killed_mid_write_leaves_no_half_file_under_a_real_name(
     values = [{"n": n, "blob": [str(n) * 64] * 20000} for n in range(3)]
     rng = random.Random(20261130)
     for _ in range(12):
-        writer = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(tmp_path)],
-            env=bench.env,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert writer.stdout is not None
-            assert writer.stdout.readline() == "ready\n"
+        with ready_child(_WRITER, str(tmp_path), env=bench.env):
             time.sleep(rng.uniform(0.01, 0.1))
-        finally:
-            writer.kill()
-            writer.wait()
-            if writer.stdout is not None:
-                writer.stdout.close()
         for path in tmp_path.glob("file*.json"):
             assert json.loads(path.read_text(encoding="utf-8")) in values, path
 
@@ -326,14 +303,7 @@ def test_sigterm_keeps_finished_artifacts_and_summarize_reads_them(
     assert len(finished) >= gate.after
     assert_artifacts_intact(run_dir, sorted(finished))
 
-    summarize = subprocess.run(
-        [sys.executable, "-m", "tau2_retail", "summarize", str(run_dir)],
-        env=bench.env,
-        capture_output=True,
-        text=True,
-        timeout=scaled_timeout(60),
-        check=False,
-    )
+    summarize = bench.python("-m", "tau2_retail", "summarize", str(run_dir))
     assert summarize.returncode == 0, summarize.stderr
     summary = bench.summary("terminated")
     assert {row["scenario_id"] for row in summary["scenarios"]} == finished

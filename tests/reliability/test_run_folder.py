@@ -13,16 +13,11 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
-import threading
 
 import pytest
 
 from tau2_retail.testing.bench import Bench
-from tau2_retail.testing.loopback_server import Hang, Reply
-from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint
-from tau2_retail.testing.timeouts import scaled_timeout
+from tau2_retail.testing.scripted_endpoint import HoldAgent, ScriptedEndpoint
 
 WAIT_SECONDS = 60.0
 TASKS = ("0", "1", "5")
@@ -39,21 +34,13 @@ def _error_lines(output: str) -> list[str]:
 def test_a_live_run_owns_its_folder_and_a_killed_one_stays_described(
     bench: Bench, endpoint: ScriptedEndpoint
 ) -> None:
-    held = threading.Event()
-    release = threading.Event()
-
-    def hold_first(request: Request) -> Reply | None:
-        if request.role == "agent" and not release.is_set():
-            held.set()
-            return Hang()
-        return None
-
-    endpoint.faults[TASKS[0]] = hold_first
+    first = HoldAgent()
+    endpoint.faults[TASKS[0]] = first
     common = ("-n", "0", f"--tau2-tasks={','.join(TASKS)}", *endpoint.agent_args())
     started = bench.start(*common, "--tau2-run-id=live")
     run_dir = bench.run_dir("live")
     try:
-        assert held.wait(WAIT_SECONDS), "the first scenario never reached the endpoint"
+        assert first.held.wait(WAIT_SECONDS), "the first scenario never reached the endpoint"
         # described before the first scenario ended: the settings and the expected list
         run_args = json.loads((run_dir / "run_args.json").read_text(encoding="utf-8"))
         assert run_args["expected"] == [_scenario(task) for task in TASKS]
@@ -87,14 +74,7 @@ def test_a_live_run_owns_its_folder_and_a_killed_one_stays_described(
     assert "agent_model: stored 'test-agent', now 'other-agent'" in other_model.stderr
     assert not list(run_dir.glob("*/metrics.json"))
 
-    summarize = subprocess.run(
-        [sys.executable, "-m", "tau2_retail", "summarize", str(run_dir)],
-        env=bench.env,
-        capture_output=True,
-        text=True,
-        timeout=scaled_timeout(60),
-        check=False,
-    )
+    summarize = bench.python("-m", "tau2_retail", "summarize", str(run_dir))
     assert summarize.returncode == 0, summarize.stderr
     summary = bench.summary("live")
     assert summary["lost"] == [_scenario(task) for task in TASKS]
@@ -102,7 +82,7 @@ def test_a_live_run_owns_its_folder_and_a_killed_one_stays_described(
     assert "Lost scenarios (no metrics; excluded from rates): 3" in summarize.stdout
 
     # the same settings resume and complete the run
-    release.set()
+    first.release.set()
     resumed = bench.run(*common, "--tau2-resume=live")
     assert resumed.returncode == pytest.ExitCode.OK, resumed.output
     final = bench.summary("live")

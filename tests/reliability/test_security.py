@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,9 +28,10 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import ScriptedCustomer
-from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.messages import AssistantTurn, ToolCall, Usage
 from tau2_retail.results.artifacts import write_scenario_artifacts
 from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.fake_models import scripted_agent
 from tau2_retail.testing.loopback_server import Completion, HttpError, Reply, ReplyToolCall
 from tau2_retail.testing.run_files import file_digests, files_under
 from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint, once
@@ -102,14 +101,8 @@ def test_calculate_runs_no_code_and_refuses_exhaustion_in_bounded_time(
     sentinel = tmp_path / "pwned"
     attacks = _attacks(sentinel)
 
-    process = subprocess.run(
-        [sys.executable, "-c", _CALCULATE, str(MEMORY_LIMIT)],
-        input=json.dumps(attacks),
-        env=bench.env,
-        capture_output=True,
-        text=True,
-        timeout=scaled_timeout(120),
-        check=False,
+    process = bench.python(
+        "-c", _CALCULATE, str(MEMORY_LIMIT), input=json.dumps(attacks), timeout=120
     )
     assert process.returncode == 0, process.stderr
     results = [json.loads(line) for line in process.stdout.splitlines()]
@@ -320,27 +313,6 @@ ARGUMENT_TEXTS = st.one_of(
 TOOL_NAMES = st.sampled_from(AGENT_TOOL_NAMES) | st.text(max_size=20)
 
 
-class _Agent:
-    """Sends the given turns, then ends the conversation."""
-
-    name = "scripted"
-
-    def __init__(self, turns: Sequence[AssistantTurn]) -> None:
-        self.turns = list(turns)
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
-    ) -> AssistantTurn:
-        if self.turns:
-            return self.turns.pop(0)
-        end = ToolCall(id="end", name="end_conversation", arguments="{}")
-        return AssistantTurn(content=None, tool_calls=(end,), usage=Usage(n_calls=1))
-
-
 @pytest.fixture(scope="module")
 def engine(data_dir: Path, tasks: Mapping[str, Task]) -> dict[str, Any]:
     task = tasks["0"]
@@ -380,7 +352,7 @@ def test_any_tool_call_gives_a_result_through_conversation_artifacts_and_xdist(
     outcome = asyncio.run(
         run_scenario(
             Scenario(task=task, trial=0, trials=1, seed=1),
-            agent=_Agent(turns),
+            agent=scripted_agent("scripted", turns),
             user=ScriptedCustomer(task),
             judge_model=None,
             gold=engine["gold"],

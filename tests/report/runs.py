@@ -29,6 +29,7 @@ from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
 from tau2_retail.results.records import RunConfiguration
 from tau2_retail.results.summary import write_run_summary
+from tau2_retail.testing.fake_models import FunctionModel, scripted_agent
 from tau2_retail.tools.schemas import tool_schemas
 from tau2_retail.tools.store import Store
 
@@ -42,78 +43,39 @@ HOSTILE = (
 JUDGE_REASON = f"The agent said {HOSTILE}"
 
 
-class ScriptedModel:
-    """An agent that sends the given turns in order, then ends the conversation."""
-
-    def __init__(self, name: str, turns: Sequence[AssistantTurn]) -> None:
-        self.name = name
-        self._turns = list(turns)
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
-    ) -> AssistantTurn:
-        usage = Usage(n_calls=1, prompt=200, completion=20)
-        if self._turns:
-            turn = self._turns.pop(0)
-            return AssistantTurn(content=turn.content, tool_calls=turn.tool_calls, usage=usage)
-        end = ToolCall(id="call_end", name="end_conversation", arguments="{}")
-        return AssistantTurn(content=None, tool_calls=(end,), usage=usage)
-
-
-class FailingModel:
+def _down(messages: Sequence[Message]) -> AssistantTurn:
     """An endpoint that is down: every call is an infra error."""
-
-    name = "test:down"
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
-    ) -> AssistantTurn:
-        raise EndpointError("connection refused (test endpoint is down)")
+    raise EndpointError("connection refused (test endpoint is down)")
 
 
-class ScriptedJudge:
-    """A judge that meets the first assertion and fails the others, with markup in reasons."""
-
-    name = "test:judge"
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
-    ) -> AssistantTurn:
-        # out-of-range indices are dropped by the judge's normalization
-        verdicts = [
-            {"index": n, "passed": n == 1, "reason": JUDGE_REASON if n == 1 else "not said"}
-            for n in range(1, 6)
-        ]
-        reply = {"score": 0.5, "reason": f"overall: {HOSTILE}", "nl_assertion_verdicts": verdicts}
-        return AssistantTurn(
-            content=json.dumps(reply), usage=Usage(n_calls=1, prompt=300, completion=40)
-        )
+def _judge(messages: Sequence[Message]) -> AssistantTurn:
+    """Meets the first assertion and fails the others, with markup in reasons."""
+    # out-of-range indices are dropped by the judge's normalization
+    verdicts = [
+        {"index": n, "passed": n == 1, "reason": JUDGE_REASON if n == 1 else "not said"}
+        for n in range(1, 6)
+    ]
+    reply = {"score": 0.5, "reason": f"overall: {HOSTILE}", "nl_assertion_verdicts": verdicts}
+    return AssistantTurn(
+        content=json.dumps(reply), usage=Usage(n_calls=1, prompt=300, completion=40)
+    )
 
 
-def _hostile_agent() -> ScriptedModel:
+def _hostile_agent() -> FunctionModel:
+    usage = Usage(n_calls=1, prompt=200, completion=20)
     lookup = ToolCall(
         id="call_1",
         name="get_order_details",
         arguments=json.dumps({"order_id": HOSTILE}),
     )
-    return ScriptedModel(
+    end = ToolCall(id="call_end", name="end_conversation", arguments="{}")
+    return scripted_agent(
         "test:hostile",
         [
-            AssistantTurn(content=HOSTILE, tool_calls=(lookup,)),
-            AssistantTurn(content=f"Here is what I found: {HOSTILE}"),
+            AssistantTurn(content=HOSTILE, tool_calls=(lookup,), usage=usage),
+            AssistantTurn(content=f"Here is what I found: {HOSTILE}", usage=usage),
         ],
+        end=AssistantTurn(content=None, tool_calls=(end,), usage=usage),
     )
 
 
@@ -121,7 +83,7 @@ def _agent(kind: str, task: Any) -> Any:
     if kind == "hostile":
         return _hostile_agent()
     if kind == "infra":
-        return FailingModel()
+        return FunctionModel("test:down", _down)
     return builtin_model(f"builtin:{kind}", task, role="agent")
 
 
@@ -186,7 +148,7 @@ def _write_run(
                     scenario,
                     agent=_agent(kind, task),
                     user=builtin_model("builtin:customer", task, role="user"),
-                    judge_model=ScriptedJudge() if judge else None,
+                    judge_model=FunctionModel("test:judge", _judge) if judge else None,
                     gold=book[task_id],
                     store=Store(seed),
                     agent_prompt=policy,

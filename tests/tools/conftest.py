@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import ToolResult, dispatch
+from tau2_retail.tools.registry import TOOLS, ToolKind
 from tau2_retail.tools.store import Store
 
 
@@ -72,16 +73,9 @@ def write_calls(seed: SeedDatabase) -> st.SearchStrategy[tuple[str, dict[str, An
     texts = st.sampled_from(["1 Main St", "", "Springfield", "IL", "USA", "62701"]) | st.text(
         max_size=8
     )
+    # the registry's write tools (test_registry pins them by name)
     names = st.sampled_from(
-        [
-            "cancel_pending_order",
-            "exchange_delivered_order_items",
-            "modify_pending_order_address",
-            "modify_pending_order_items",
-            "modify_pending_order_payment",
-            "modify_user_address",
-            "return_delivered_order_items",
-        ]
+        sorted(name for name, spec in TOOLS.items() if spec.kind is ToolKind.WRITE)
     )
 
     @st.composite

@@ -95,22 +95,16 @@ def test_same_text_is_case_insensitive_only():
 
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
-def test_order_spellings_find_the_same_order(seed, order_ids, data):
+def test_spellings_find_the_same_record(seed, order_ids, user_ids, data):
     order_id = data.draw(st.sampled_from(order_ids))
-    spelled = data.draw(spoken_order_id(order_id))
-    assert normalize_order_id(spelled) == order_id
-    result = dispatch(Store(seed), "get_order_details", {"order_id": spelled})
-    assert json.loads(result.content)["order_id"] == order_id
-
-
-@settings(max_examples=300, deadline=None)
-@given(data=st.data())
-def test_user_spellings_find_the_same_user(seed, user_ids, data):
     user_id = data.draw(st.sampled_from(user_ids))
-    spelled = data.draw(spoken_user_id(user_id))
-    assert normalize_user_id(spelled) == user_id
-    result = dispatch(Store(seed), "get_user_details", {"user_id": spelled})
-    assert json.loads(result.content)["user_id"] == user_id
+    order_text = data.draw(spoken_order_id(order_id))
+    user_text = data.draw(spoken_user_id(user_id))
+    assert (normalize_order_id(order_text), normalize_user_id(user_text)) == (order_id, user_id)
+    order = dispatch(Store(seed), "get_order_details", {"order_id": order_text})
+    user = dispatch(Store(seed), "get_user_details", {"user_id": user_text})
+    assert json.loads(order.content)["order_id"] == order_id
+    assert json.loads(user.content)["user_id"] == user_id
 
 
 @settings(max_examples=300, deadline=None)

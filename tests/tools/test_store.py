@@ -19,18 +19,11 @@ from hypothesis import strategies as st
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import dispatch
 from tau2_retail.tools.normalize import normalize_order_id, normalize_user_id
-from tau2_retail.tools.records import deep_copy
+from tau2_retail.tools.records import ORDER_OPTIONAL_FIELDS, deep_copy
 from tau2_retail.tools.store import Store
 
-OPTIONAL_ORDER_FIELDS = (
-    "cancel_reason",
-    "exchange_items",
-    "exchange_new_items",
-    "exchange_payment_method_id",
-    "exchange_price_difference",
-    "return_items",
-    "return_payment_method_id",
-)
+from .values import NEW_ADDRESS
+
 # the expected database of these tasks is the seed (retail_domain.md §6)
 SEED_STATE_TASKS = {"10", "12", "24", "25", "50", "57", "62", "65", "67", "68", "105"}
 CANCEL_GIFT_CARD = ("cancel_pending_order", {"order_id": "#W3897284", "reason": "no longer needed"})
@@ -51,7 +44,7 @@ def _canonical(value: Any) -> Any:
 def reference_hash(tables: dict[str, dict[str, Any]]) -> str:
     whole = {
         table: {
-            key: {**record, **{f: record.get(f) for f in OPTIONAL_ORDER_FIELDS}}
+            key: {**record, **{f: record.get(f) for f in ORDER_OPTIONAL_FIELDS}}
             if table == "orders"
             else record
             for key, record in records.items()
@@ -251,15 +244,7 @@ class TestIsolation:
         assert store.tables() == ("orders", "products", "users")
 
 
-_ADDRESS_CALL = {
-    "user_id": "daiki_kim_3197",
-    "address1": "1 Test Road",
-    "address2": "",
-    "city": "Boston",
-    "state": "MA",
-    "country": "USA",
-    "zip": "02101",
-}
+_ADDRESS_CALL = {"user_id": "daiki_kim_3197", **NEW_ADDRESS}
 
 
 class TestDiffAndEquality:

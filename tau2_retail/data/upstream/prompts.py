@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tau2_retail.data.upstream.source import Source
+from tau2_retail.data.upstream.source import Source, string_literal
 from tau2_retail.data.upstream.strings import Evaluator, render_str_method
 
 __all__ = [
@@ -188,8 +188,7 @@ def _trajectory_line(judge: Source, value: ast.expr, where: str) -> tuple[str, a
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
         and value.func.attr == "join"
-        and isinstance(value.func.value, ast.Constant)
-        and isinstance(value.func.value.value, str)
+        and (separator := string_literal(value.func.value)) is not None
         and len(value.args) == 1
         and isinstance(value.args[0], ast.ListComp)
         and isinstance(value.args[0].elt, ast.JoinedStr)
@@ -200,7 +199,7 @@ def _trajectory_line(judge: Source, value: ast.expr, where: str) -> tuple[str, a
         target = comprehension.generators[0].target
         assert isinstance(target, ast.Name)  # checked above; narrows for mypy
         assert isinstance(comprehension.elt, ast.JoinedStr)
-        return value.func.value.value, comprehension.elt, target.id
+        return separator, comprehension.elt, target.id
     raise judge.missing(f'trajectory_str = "<sep>".join([f"..." for message in ...]) in {where}')
 
 
@@ -214,10 +213,9 @@ def _reply_keys(judge: Source, method: ast.FunctionDef, where: str) -> JudgeRepl
             if (
                 keyword.arg
                 and isinstance(item, ast.Subscript)
-                and isinstance(item.slice, ast.Constant)
-                and isinstance(item.slice.value, str)
+                and (key := string_literal(item.slice)) is not None
             ):
-                keys[keyword.arg] = item.slice.value
+                keys[keyword.arg] = key
         iterated = node.generators[0].iter if node.generators else None
         results = None
         if (
@@ -225,10 +223,8 @@ def _reply_keys(judge: Source, method: ast.FunctionDef, where: str) -> JudgeRepl
             and isinstance(iterated.func, ast.Attribute)
             and iterated.func.attr == "get"
             and iterated.args
-            and isinstance(iterated.args[0], ast.Constant)
-            and isinstance(iterated.args[0].value, str)
         ):
-            results = iterated.args[0].value
+            results = string_literal(iterated.args[0])
         if results and {"nl_assertion", "met", "justification"} <= keys.keys():
             return JudgeReplyKeys(
                 results=results,

@@ -8,7 +8,6 @@ tau2-bench at the pinned commit. A construct the derivation needs and does not f
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ __all__ = [
     "USER_SOURCE",
     "Source",
     "load_source",
+    "string_literal",
 ]
 
 AGENT_SOURCE = "upstream/src/tau2/agent/llm_agent.py"
@@ -95,25 +95,25 @@ class Source:
 
     def string_constant(self, node: ast.expr, what: str) -> str:
         """A string literal, or a string literal followed by ``.strip()``."""
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
+        if (text := string_literal(node)) is not None:
+            return text
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "strip"
             and not node.args
             and not node.keywords
-            and isinstance(node.func.value, ast.Constant)
-            and isinstance(node.func.value.value, str)
+            and (text := string_literal(node.func.value)) is not None
         ):
-            return node.func.value.value.strip()
+            return text.strip()
         raise self.missing(f"{what} as a string literal")
 
 
-def calls_in(node: ast.AST) -> Iterator[ast.Call]:
-    """Every call inside ``node``, in source order."""
-    calls = [child for child in ast.walk(node) if isinstance(child, ast.Call)]
-    yield from sorted(calls, key=lambda call: (call.lineno, call.col_offset))
+def string_literal(node: ast.AST | None) -> str | None:
+    """The text of a string literal node; None for any other node."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
 
 
 def load_source(data_dir: Path, name: str) -> Source:

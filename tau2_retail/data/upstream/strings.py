@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tau2_retail.data.upstream.source import Source
+from tau2_retail.data.upstream.source import Source, string_literal
 from tau2_retail.errors import UpstreamSourceError
 
 __all__ = ["Evaluator", "render_str_method"]
@@ -88,8 +88,8 @@ class Evaluator:
         return self.source.string_constant(node, f"the module constant {name}")
 
     def _fstring_part(self, part: ast.expr) -> str:
-        if isinstance(part, ast.Constant) and isinstance(part.value, str):
-            return part.value
+        if (text := string_literal(part)) is not None:
+            return text
         if isinstance(part, ast.FormattedValue) and part.format_spec is None:
             value = self.value(part.value)
             if part.conversion == ord("r"):

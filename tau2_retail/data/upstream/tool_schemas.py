@@ -16,7 +16,7 @@ import ast
 from typing import Any
 
 from tau2_retail.data.upstream.docstrings import parse_google_docstring
-from tau2_retail.data.upstream.source import Source
+from tau2_retail.data.upstream.source import Source, string_literal
 
 __all__ = ["derive_tool_schemas"]
 
@@ -34,11 +34,10 @@ def _model_title(tool_source: Source) -> str:
             and isinstance(node.func, ast.Name)
             and node.func.id == "create_model"
             and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
+            and (title := string_literal(node.args[0])) is not None
             and any(keyword.arg is None for keyword in node.keywords)
         ):
-            return node.args[0].value
+            return title
     raise tool_source.missing("create_model(<name>, **params) in Tool.parse_data")
 
 
@@ -50,10 +49,9 @@ def _description_joiner(tool_source: Source) -> str:
             isinstance(node, ast.BinOp)
             and isinstance(node.op, ast.Add)
             and isinstance(node.left, ast.BinOp)
-            and isinstance(node.left.right, ast.Constant)
-            and isinstance(node.left.right.value, str)
+            and (joiner := string_literal(node.left.right)) is not None
         ):
-            return node.left.right.value
+            return joiner
     raise tool_source.missing("short_desc + <separator> + long_desc in Tool._get_description")
 
 
@@ -69,14 +67,11 @@ def _envelope(tool_source: Source) -> tuple[str, tuple[str, ...]]:
             if isinstance(key, ast.Constant)
         }
         kind, function = outer.get("type"), outer.get("function")
-        if (
-            isinstance(kind, ast.Constant)
-            and isinstance(kind.value, str)
-            and isinstance(function, ast.Dict)
-        ):
+        kind_text = string_literal(kind)
+        if kind_text is not None and isinstance(function, ast.Dict):
             keys = tuple(k.value for k in function.keys if isinstance(k, ast.Constant))
             if keys == ("name", "description", "parameters"):
-                return kind.value, keys
+                return kind_text, keys
     raise tool_source.missing(
         'the {"type": ..., "function": {"name", "description", "parameters"}} '
         "literal in Tool.openai_schema"

@@ -71,6 +71,26 @@ def saved(outcome: ScenarioOutcome) -> Mapping[str, Any]:
     return json.loads(json.dumps(outcome.conversation.to_json()))
 
 
+async def rejudged(
+    outcome: ScenarioOutcome,
+    book: GoldBook,
+    judge: OpenAIChatModel,
+    *,
+    transcript: Mapping[str, Any] | None = None,
+    expected_db_hash: str | None = None,
+) -> ScenarioOutcome:
+    """``rejudge`` of the outcome's saved transcript, expecting the database it reached
+    (unless told another transcript or hash)."""
+    return await rejudge(
+        outcome.scenario,
+        transcript=saved(outcome) if transcript is None else transcript,
+        judge_model=judge,
+        gold=book[outcome.scenario.task.id],
+        seed=book.seed,
+        expected_db_hash=expected_db_hash or outcome.metrics.db_state_actual_hash,
+    )
+
+
 @pytest.mark.asyncio
 async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_it(
     book, judged_task
@@ -99,14 +119,7 @@ async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_
 
     with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
-            again = await rejudge(
-                outcome.scenario,
-                transcript=saved(outcome),
-                judge_model=judge,
-                gold=book[judged_task.id],
-                seed=book.seed,
-                expected_db_hash=metrics.db_state_actual_hash,
-            )
+            again = await rejudged(outcome, book, judge)
         assert len(server.requests) == 1  # only the judge: the conversation did not run again
     assert not again.is_infra_error
     assert not again.metrics.needs_judging
@@ -122,22 +135,10 @@ async def test_rejudge_refuses_a_transcript_that_does_not_replay(book, judged_ta
         async with judge_model(server) as judge:
             outcome = await run(judged_task, book, judge)
             with pytest.raises(SavedConversationError):
-                await rejudge(
-                    outcome.scenario,
-                    transcript=saved(outcome),
-                    judge_model=judge,
-                    gold=book[judged_task.id],
-                    seed=book.seed,
-                    expected_db_hash="0" * 64,
-                )
+                await rejudged(outcome, book, judge, expected_db_hash="0" * 64)
             with pytest.raises(SavedConversationError):
-                await rejudge(
-                    outcome.scenario,
-                    transcript={"messages": "nope"},
-                    judge_model=judge,
-                    gold=book[judged_task.id],
-                    seed=book.seed,
-                    expected_db_hash="0" * 64,
+                await rejudged(
+                    outcome, book, judge, transcript={"messages": "nope"}, expected_db_hash="0" * 64
                 )
 
 
@@ -177,14 +178,7 @@ async def test_a_prose_judge_is_an_infra_error_of_the_judge_and_rejudge_scores_i
 
     with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
-            again = await rejudge(
-                outcome.scenario,
-                transcript=saved(outcome),
-                judge_model=judge,
-                gold=book[judged_task.id],
-                seed=book.seed,
-                expected_db_hash=metrics.db_state_actual_hash,
-            )
+            again = await rejudged(outcome, book, judge)
     assert not again.is_infra_error
     assert again.metrics.is_successful is True
     assert "judge_unreadable_replies" not in again.metrics.to_json()

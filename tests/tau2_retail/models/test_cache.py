@@ -204,6 +204,20 @@ async def test_a_cache_of_another_format_misses(
     assert len(openai_server.requests) == 2
 
 
+async def both_from_the_endpoint(
+    openai_server: LoopbackOpenAIServer,
+    client: OpenAIChatModel,
+    cache: ResponseCache,
+    first: str,
+    second: str,
+) -> None:
+    """The same request twice gets the endpoint's two replies: the cache served neither."""
+    openai_server.enqueue(Completion(content=first), Completion(content=second))
+    model = CachedChatModel(client, cache, role="agent", trial=0)
+    assert (await model.complete(HELLO)).content == first
+    assert (await model.complete(HELLO)).content == second
+
+
 @pytest.mark.asyncio
 async def test_a_corrupted_file_turns_the_cache_off_with_one_warning(
     openai_server: LoopbackOpenAIServer,
@@ -214,11 +228,8 @@ async def test_a_corrupted_file_turns_the_cache_off_with_one_warning(
 ) -> None:
     path = tmp_path / "cache.sqlite"
     path.write_bytes(b"\x00garbage" * 512)
-    openai_server.enqueue(Completion(content="one"), Completion(content="two"))
     cache = make_cache()
-    model = CachedChatModel(client, cache, role="agent", trial=0)
-    assert (await model.complete(HELLO)).content == "one"
-    assert (await model.complete(HELLO)).content == "two"
+    await both_from_the_endpoint(openai_server, client, cache, "one", "two")
     await client.close()
     assert len(warnings) == 1
     assert warnings[0].startswith(f"tau2: response cache {path} unusable (DatabaseError: ")
@@ -239,10 +250,7 @@ async def test_a_locked_file_turns_the_cache_off_with_one_warning(
     holder = sqlite3.connect(tmp_path / "cache.sqlite", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        openai_server.enqueue(Completion(content="answered"), Completion(content="again"))
-        model = CachedChatModel(client, cache, role="agent", trial=0)
-        assert (await model.complete(HELLO)).content == "answered"
-        assert (await model.complete(HELLO)).content == "again"
+        await both_from_the_endpoint(openai_server, client, cache, "answered", "again")
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -267,10 +275,7 @@ async def test_a_full_file_turns_the_cache_off_with_one_warning(
         return connection
 
     monkeypatch.setattr(cache_module, "_connect", full)
-    openai_server.enqueue(Completion(content="x" * 10_000), Completion(content="y"))
-    model = CachedChatModel(client, make_cache(), role="agent", trial=0)
-    assert (await model.complete(HELLO)).content == "x" * 10_000
-    assert (await model.complete(HELLO)).content == "y"
+    await both_from_the_endpoint(openai_server, client, make_cache(), "x" * 10_000, "y")
     await client.close()
     assert len(warnings) == 1
     assert "database or disk is full" in warnings[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ from tau2_retail.results.artifacts import (
     write_scenario_artifacts,
 )
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
+from tau2_retail.testing.fake_models import FunctionModel
+from tau2_retail.testing.run_files import METRICS_KEYS
 from tau2_retail.tools.store import Store
 
 TOOLS = [
@@ -39,28 +41,6 @@ TOOLS = [
 ]
 CONFIG = {"agent_model": "builtin:oracle", "user_model": "builtin:customer", "api_key": "***"}
 
-METRICS_KEYS = {
-    "scenario_name",
-    "trial",
-    "seed",
-    "split",
-    "persona_name",
-    "total_turns",
-    "turns",
-    "duration_seconds",
-    "latency_stats",
-    "stop_reason",
-    "clean_exit",
-    "db_state_expected_hash",
-    "db_state_actual_hash",
-    "db_state_match",
-    "is_action_match",
-    "token_usage",
-    "success_breakdown",
-    "is_successful",
-    "is_task_successful",
-    "tau2_reward",
-}
 JUDGE_KEYS = {
     "score",
     "reason",
@@ -73,23 +53,10 @@ JUDGE_KEYS = {
 TASK_WITH_ASSERTION = "2"  # 11 gold actions, one NL assertion
 
 
-class ScriptedJudge:
+def fixed_judge(reply: str) -> FunctionModel:
     """A judge model that always sends the same reply."""
-
-    name = "test:judge"
-
-    def __init__(self, reply: str) -> None:
-        self.reply = reply
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
-    ) -> AssistantTurn:
-        usage = Usage(n_calls=1, prompt=120, completion=30)
-        return AssistantTurn(content=self.reply, usage=usage)
+    usage = Usage(n_calls=1, prompt=120, completion=30)
+    return FunctionModel("test:judge", lambda messages: AssistantTurn(content=reply, usage=usage))
 
 
 Runner = Callable[..., tuple[ScenarioOutcome, str, str]]
@@ -120,7 +87,7 @@ def run(data_dir: Path) -> Runner:
                 scenario,
                 agent=builtin_model(agent, task, role="agent"),
                 user=builtin_model("builtin:customer", task, role="user"),
-                judge_model=None if judge_reply is None else ScriptedJudge(judge_reply),
+                judge_model=None if judge_reply is None else fixed_judge(judge_reply),
                 gold=book[task_id],
                 store=Store(seed),
                 agent_prompt=policy,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
-from tau2_retail.results.gate import evaluate_gate, flipped_to_fail, pair_runs
+from tau2_retail.results.gate import GateVerdict, evaluate_gate, flipped_to_fail, pair_runs
 from tau2_retail.results.records import (
     Counts,
     Mean,
@@ -16,6 +17,13 @@ from tau2_retail.results.records import (
     ScenarioRow,
     SignalRate,
 )
+
+
+def gate(current: RunSummary, **options: Any) -> GateVerdict:
+    """The verdict of ``evaluate_gate`` (no threshold and no infra error allowed by default)."""
+    verdict = evaluate_gate(current, **{"min_pass_rate": None, "max_infra_errors": 0, **options})
+    assert verdict is not None
+    return verdict
 
 
 def summary(statuses: Sequence[str], *, lost: int = 0, profile: str = "default") -> RunSummary:
@@ -69,31 +77,25 @@ def test_no_gate_without_a_threshold_or_a_baseline() -> None:
 
 def test_threshold_pass_and_fail() -> None:
     half = summary(["PASS", "FAIL"])
-    verdict = evaluate_gate(half, min_pass_rate=0.5, max_infra_errors=0)
-    assert verdict is not None
+    verdict = gate(half, min_pass_rate=0.5)
     assert verdict.passed
     assert verdict.line == (
         "tau2 gate: profile default, success rate 50.00% [9.5, 90.5] (threshold 50.00%), "
         "infra errors 0 (max 0): PASS"
     )
-    failed = evaluate_gate(half, min_pass_rate=0.51, max_infra_errors=0)
-    assert failed is not None
+    failed = gate(half, min_pass_rate=0.51)
     assert not failed.passed
     assert failed.line.endswith(": FAIL")
 
 
 def test_lost_and_infra_errors_count_against_the_limit() -> None:
-    verdict = evaluate_gate(
-        summary(["PASS", "INFRA"], lost=1), min_pass_rate=0.5, max_infra_errors=1
-    )
-    assert verdict is not None
+    verdict = gate(summary(["PASS", "INFRA"], lost=1), min_pass_rate=0.5, max_infra_errors=1)
     assert not verdict.passed
     assert "infra errors 2 (max 1)" in verdict.line
 
 
 def test_no_scored_scenario_fails_the_threshold() -> None:
-    verdict = evaluate_gate(summary(["INFRA"]), min_pass_rate=0.0, max_infra_errors=5)
-    assert verdict is not None
+    verdict = gate(summary(["INFRA"]), min_pass_rate=0.0, max_infra_errors=5)
     assert not verdict.passed
     assert "success rate n/a" in verdict.line
 
@@ -102,14 +104,10 @@ def test_baseline_regression_lists_flips_and_both_rates() -> None:
     baseline = summary(["PASS", "PASS", "PASS", "FAIL"])
     current = summary(["PASS", "FAIL", "PASS", "PASS"])
     assert flipped_to_fail(current, baseline) == ("tau2_retail__1",)
-    same = evaluate_gate(current, min_pass_rate=None, max_infra_errors=0, baseline=baseline)
-    assert same is not None
+    same = gate(current, baseline=baseline)
     assert same.passed  # 75% against 75%: no drop
     worse = summary(["PASS", "FAIL", "FAIL", "FAIL"])
-    verdict = evaluate_gate(
-        worse, min_pass_rate=None, max_infra_errors=0, baseline=baseline, max_regression=0.25
-    )
-    assert verdict is not None
+    verdict = gate(worse, baseline=baseline, max_regression=0.25)
     assert not verdict.passed  # a drop of 50 points > 25
     assert verdict.flipped == ("tau2_retail__1", "tau2_retail__2")
     assert verdict.line == (
@@ -117,27 +115,18 @@ def test_baseline_regression_lists_flips_and_both_rates() -> None:
         "-50.00%, max regression 25.00%), 2 flipped pass->fail, 0 fail->pass of 4 paired, "
         "p=0.25, infra errors 0 (max 0): FAIL"
     )
-    tolerated = evaluate_gate(
-        worse, min_pass_rate=None, max_infra_errors=0, baseline=baseline, max_regression=0.5
-    )
-    assert tolerated is not None
+    tolerated = gate(worse, baseline=baseline, max_regression=0.5)
     assert tolerated.passed
 
 
 def test_an_interrupted_session_is_not_gated() -> None:
-    verdict = evaluate_gate(
-        summary(["PASS"]), min_pass_rate=0.5, max_infra_errors=0, session_problem="interrupted"
-    )
-    assert verdict is not None
+    verdict = gate(summary(["PASS"]), min_pass_rate=0.5, session_problem="interrupted")
     assert not verdict.passed
     assert verdict.line == "tau2 gate: not applied (the session ended interrupted)"
 
 
 def test_the_line_names_the_tau2_profile_and_its_measure() -> None:
-    verdict = evaluate_gate(
-        summary(["PASS", "FAIL"], profile="tau2"), min_pass_rate=0.5, max_infra_errors=0
-    )
-    assert verdict is not None
+    verdict = gate(summary(["PASS", "FAIL"], profile="tau2"), min_pass_rate=0.5)
     assert verdict.passed
     assert verdict.line == (
         "tau2 gate: profile tau2, success rate (upstream reward 1) 50.00% [9.5, 90.5] "
@@ -147,10 +136,7 @@ def test_the_line_names_the_tau2_profile_and_its_measure() -> None:
 
 def test_a_baseline_of_another_profile_fails_the_gate() -> None:
     baseline = summary(["FAIL", "FAIL"], profile="tau2")
-    verdict = evaluate_gate(
-        summary(["PASS", "PASS"]), min_pass_rate=None, max_infra_errors=0, baseline=baseline
-    )
-    assert verdict is not None
+    verdict = gate(summary(["PASS", "PASS"]), baseline=baseline)
     assert not verdict.passed
     assert verdict.line == (
         "tau2 gate: profile default, baseline of profile tau2: their rates are not comparable; "
@@ -165,15 +151,7 @@ def test_a_drop_that_is_not_significant_passes_with_alpha() -> None:
     # the oracle passes 6 tasks, noop 3 of them (the done-when figures of issue 19)
     baseline = summary(["PASS"] * 6)
     current = summary(["PASS", "FAIL", "PASS", "FAIL", "PASS", "FAIL"])
-    verdict = evaluate_gate(
-        current,
-        min_pass_rate=None,
-        max_infra_errors=0,
-        baseline=baseline,
-        max_regression=0.0,
-        regression_alpha=0.05,
-    )
-    assert verdict is not None
+    verdict = gate(current, baseline=baseline, max_regression=0.0, regression_alpha=0.05)
     assert verdict.passed
     assert verdict.paired is not None
     assert verdict.paired.p_value == 0.125
@@ -183,14 +161,10 @@ def test_a_drop_that_is_not_significant_passes_with_alpha() -> None:
         "paired, p=0.125 (not significant at alpha 0.05), infra errors 0 (max 0): PASS"
     )
     # the same drop without alpha fails, as before
-    plain = evaluate_gate(current, min_pass_rate=None, max_infra_errors=0, baseline=baseline)
-    assert plain is not None
+    plain = gate(current, baseline=baseline)
     assert not plain.passed
     # a looser alpha makes it significant
-    loose = evaluate_gate(
-        current, min_pass_rate=None, max_infra_errors=0, baseline=baseline, regression_alpha=0.2
-    )
-    assert loose is not None
+    loose = gate(current, baseline=baseline, regression_alpha=0.2)
     assert not loose.passed
     assert "p=0.125 (significant at alpha 0.2)" in loose.line
 
@@ -198,25 +172,9 @@ def test_a_drop_that_is_not_significant_passes_with_alpha() -> None:
 def test_a_significant_drop_within_max_regression_passes() -> None:
     baseline = summary(["PASS"] * 20)
     current = summary(["PASS"] * 14 + ["FAIL"] * 6)  # p = 2**-6: significant, a 30-point drop
-    within = evaluate_gate(
-        current,
-        min_pass_rate=None,
-        max_infra_errors=0,
-        baseline=baseline,
-        max_regression=0.3,
-        regression_alpha=0.05,
-    )
-    assert within is not None
+    within = gate(current, baseline=baseline, max_regression=0.3, regression_alpha=0.05)
     assert within.passed
-    beyond = evaluate_gate(
-        current,
-        min_pass_rate=None,
-        max_infra_errors=0,
-        baseline=baseline,
-        max_regression=0.25,
-        regression_alpha=0.05,
-    )
-    assert beyond is not None
+    beyond = gate(current, baseline=baseline, max_regression=0.25, regression_alpha=0.05)
     assert not beyond.passed
     assert "p=0.0156 (significant at alpha 0.05)" in beyond.line
 
@@ -224,16 +182,13 @@ def test_a_significant_drop_within_max_regression_passes() -> None:
 def test_with_alpha_the_threshold_gates_on_the_upper_bound() -> None:
     # 1 of 4: the point estimate 25% is below 50%, the interval [4.6, 69.9] reaches above it
     current = summary(["PASS", "FAIL", "FAIL", "FAIL"])
-    plain = evaluate_gate(current, min_pass_rate=0.5, max_infra_errors=0)
-    assert plain is not None
+    plain = gate(current, min_pass_rate=0.5)
     assert not plain.passed
-    honest = evaluate_gate(current, min_pass_rate=0.5, max_infra_errors=0, regression_alpha=0.05)
-    assert honest is not None
+    honest = gate(current, min_pass_rate=0.5, regression_alpha=0.05)
     assert honest.passed
     assert "(threshold 50.00% on the 95% interval's upper bound)" in honest.line
     # above 69.9%, the whole interval is below the threshold
-    below = evaluate_gate(current, min_pass_rate=0.7, max_infra_errors=0, regression_alpha=0.05)
-    assert below is not None
+    below = gate(current, min_pass_rate=0.7, regression_alpha=0.05)
     assert not below.passed
 
 
@@ -252,13 +207,8 @@ def test_pairs_are_matched_by_task_and_trial_and_skip_infra() -> None:
 
 
 def test_with_alpha_a_run_without_scored_scenarios_still_fails_against_a_baseline() -> None:
-    verdict = evaluate_gate(
-        summary(["INFRA"]),
-        min_pass_rate=None,
-        max_infra_errors=5,
-        baseline=summary(["PASS"]),
-        regression_alpha=0.05,
+    verdict = gate(
+        summary(["INFRA"]), max_infra_errors=5, baseline=summary(["PASS"]), regression_alpha=0.05
     )
-    assert verdict is not None
     assert not verdict.passed
     assert "0 fail->pass of 0 paired, p=1 (not significant at alpha 0.05)" in verdict.line

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tau2_retail.errors import ArtifactError, RunInUse
 from tau2_retail.results.lock import LOCK_FILE, LockHolder, RunLock
+from tau2_retail.testing.child import ready_child
 
 _HOLD = """
 import sys
@@ -44,23 +43,11 @@ def test_a_second_holder_is_refused_with_the_first_ones_pid_and_host(tmp_path: P
 
 
 def test_the_os_releases_the_lock_of_a_killed_process(tmp_path: Path) -> None:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(tmp_path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline() == "ready\n"
-        with pytest.raises(RunInUse, match=f"pid {holder.pid} on host"):
-            RunLock.acquire(tmp_path)
-    finally:
-        holder.kill()
-        holder.wait()
-        for stream in (holder.stdin, holder.stdout):
-            if stream is not None:
-                stream.close()
+    with (
+        ready_child(_HOLD, str(tmp_path)) as holder,
+        pytest.raises(RunInUse, match=f"pid {holder.pid} on host"),
+    ):
+        RunLock.acquire(tmp_path)
     # the lock file still names the dead process: the file is no lock, the flock was
     RunLock.acquire(tmp_path).release()
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.merge import GateSettings, ShardRun, merge_shards, merged_gate
-from tau2_retail.results.records import RunArgs, RunConfiguration
+from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import build_summary
 
 from .test_summary import metric
@@ -33,6 +35,17 @@ def shard(name: str, tasks: list[str], **settings: Any) -> ShardRun:
         metrics=tuple(scenarios),
         incomplete={},
     )
+
+
+def summary_of(metrics: Sequence[ScenarioMetrics], **options: Any) -> RunSummary:
+    """The summary of these metrics: one trial, no configuration, every scenario expected."""
+    defaults = {"expected": None, "trials": 1, "configuration": None, "versions": {}}
+    return build_summary(metrics, **{**defaults, **options})
+
+
+def gate_of(settings: dict[str, Any]) -> GateSettings:
+    """The gate settings of a run made with these settings."""
+    return GateSettings.of(RunConfiguration.of_models(agent="a", settings=settings))
 
 
 def test_where_and_how_a_shard_ran_may_differ() -> None:
@@ -78,15 +91,9 @@ def test_a_different_measuring_setting_is_refused() -> None:
 
 
 def test_without_a_threshold_the_merged_gate_is_pytests_rule() -> None:
-    gate = GateSettings.of(RunConfiguration.of_models(agent="a", settings={}))
-    passing = build_summary([metric("1")], expected=None, trials=1, configuration=None, versions={})
-    failing = build_summary(
-        [metric("1"), metric("2", db=False)],
-        expected=None,
-        trials=1,
-        configuration=None,
-        versions={},
-    )
+    gate = gate_of({})
+    passing = summary_of([metric("1")])
+    failing = summary_of([metric("1"), metric("2", db=False)])
 
     assert merged_gate(passing, gate, baseline=None).passed
     verdict = merged_gate(failing, gate, baseline=None)
@@ -98,18 +105,8 @@ def test_without_a_threshold_the_merged_gate_is_pytests_rule() -> None:
 
 
 def test_with_a_threshold_the_merged_gate_is_the_runs_gate() -> None:
-    gate = GateSettings.of(
-        RunConfiguration.of_models(
-            agent="a", settings={"min_pass_rate": 0.5, "max_infra_errors": 0}
-        )
-    )
-    summary = build_summary(
-        [metric("1"), metric("2", db=False)],
-        expected=None,
-        trials=1,
-        configuration=None,
-        versions={},
-    )
+    gate = gate_of({"min_pass_rate": 0.5, "max_infra_errors": 0})
+    summary = summary_of([metric("1"), metric("2", db=False)])
 
     verdict = merged_gate(summary, gate, baseline=None)
 
@@ -121,21 +118,9 @@ def test_with_a_threshold_the_merged_gate_is_the_runs_gate() -> None:
 
 
 def test_with_a_baseline_the_merged_gate_compares_against_it() -> None:
-    gate = GateSettings.of(
-        RunConfiguration.of_models(
-            agent="a", settings={"baseline": "earlier", "max_infra_errors": 0}
-        )
-    )
-    baseline = build_summary(
-        [metric("1"), metric("2")], expected=None, trials=1, configuration=None, versions={}
-    )
-    summary = build_summary(
-        [metric("1"), metric("2", db=False)],
-        expected=None,
-        trials=1,
-        configuration=None,
-        versions={},
-    )
+    gate = gate_of({"baseline": "earlier", "max_infra_errors": 0})
+    baseline = summary_of([metric("1"), metric("2")])
+    summary = summary_of([metric("1"), metric("2", db=False)])
 
     verdict = merged_gate(summary, gate, baseline=baseline)
 
@@ -153,17 +138,14 @@ def test_a_shards_cache_and_budget_may_differ_and_its_scenarios_not_run_stay_not
     )
 
     assert merged.not_run == ("tau2_retail__4", "tau2_retail__5")
-    summary = build_summary(
+    summary = summary_of(
         merged.metrics,
         expected=[*merged.args.expected, *merged.not_run],
-        trials=1,
-        configuration=None,
-        versions={},
         lost=merged.lost,
         not_run=merged.not_run,
     )
     assert (summary.counts.lost, summary.counts.not_run) == (0, 2)
-    gate = GateSettings.of(RunConfiguration.of_models(agent="a", settings={}))
+    gate = gate_of({})
     verdict = merged_gate(summary, gate, baseline=None)
     assert not verdict.passed
     assert verdict.line == (
