@@ -1,0 +1,74 @@
+"""A run written before the record codec (``data/run_before_codec``) still reads, resumes and
+summarizes, and every record re-encodes to the same bytes.
+
+The folder is a trimmed copy of a real run (scripted agent and judge at a loopback endpoint,
+prices, a response cache, 2 trials of tasks 0, 1, 3 and 10) written by commit 877ba10, with
+prose, tool arguments and machine paths replaced (the formatting is the writer's own).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.engine.conversation import ConversationResult
+from tau2_retail.results.artifacts import read_metrics
+from tau2_retail.results.atomic import dumps_json
+from tau2_retail.results.summary import read_run_args, read_summary, summarize
+from tools.database import SeedDatabase
+from tools.store import Store
+
+OLD_RUN = Path(__file__).parent / "data" / "run_before_codec"
+
+
+def _files(name: str) -> list[Path]:
+    return sorted(OLD_RUN.rglob(name))
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "path", _files("metrics.json"), ids=lambda p: str(p.parent.relative_to(OLD_RUN))
+)
+def test_metrics_reencode_byte_identically(path: Path) -> None:
+    assert dumps_json(read_metrics(path).to_json()) == _text(path)
+
+
+def test_all_metrics_reencode_byte_identically() -> None:
+    path = OLD_RUN / "all_metrics.json"
+    records = [read_metrics(p) for p in _files("metrics.json")]
+    records.sort(key=lambda m: m.sort_key())
+    assert dumps_json([m.to_json() for m in records]) == _text(path)
+
+
+def test_run_files_reencode_byte_identically() -> None:
+    run_args = read_run_args(OLD_RUN)
+    summary = read_summary(OLD_RUN)
+    assert run_args is not None
+    assert summary is not None
+    assert dumps_json(run_args.to_json()) == _text(OLD_RUN / "run_args.json")
+    assert dumps_json(summary.to_json()) == _text(OLD_RUN / "summary.json")
+
+
+@pytest.mark.parametrize(
+    "path", _files("transcript.json"), ids=lambda p: str(p.parent.relative_to(OLD_RUN))
+)
+def test_transcripts_reencode_byte_identically(path: Path) -> None:
+    store = Store(SeedDatabase.from_json('{"orders": {}, "products": {}, "users": {}}'))
+    conversation = ConversationResult.from_json(json.loads(_text(path)), store)
+    assert dumps_json(conversation.to_json()) == _text(path)
+
+
+def test_summarize_rebuilds_the_old_summary(tmp_path: Path) -> None:
+    run_dir = tmp_path / "old"
+    shutil.copytree(OLD_RUN, run_dir)
+    (run_dir / "summary.json").unlink()
+    (run_dir / "all_metrics.json").unlink()
+    summarize(run_dir)
+    assert _text(run_dir / "summary.json") == _text(OLD_RUN / "summary.json")
+    assert _text(run_dir / "all_metrics.json") == _text(OLD_RUN / "all_metrics.json")
