@@ -11,14 +11,17 @@ model sends raises out of here. The clock is injectable so limits are tested wit
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
+from tau2_retail import codec
+from tau2_retail.codec import Omitted
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.toolbox import ScenarioToolbox
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
@@ -147,60 +150,70 @@ class ConversationResult:
     agent_traceback: str = ""
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], store: Store) -> ConversationResult:
-        """The inverse of ``to_json`` (``store`` is the final database, rebuilt by the caller).
-
-        Raises ``KeyError``/``ValueError``/``TypeError`` on a record that is not one.
-        """
-        messages = [Message.from_json(m) for m in data["messages"]]
-        requests = {
-            role: RequestStats(
-                requests=int(stats["requests"]),
-                attempts=int(stats["attempts"]),
-                failed=int(stats["failed"]),
-                wait_seconds=float(stats["wait_seconds"]),
-            )
-            for role, stats in data.get("requests", {}).items()
-        }
+    def from_json(
+        cls, data: object, store: Store, where: str = "transcript.json"
+    ) -> ConversationResult:
+        """The conversation of a saved ``transcript.json`` value (``store`` is the final
+        database, rebuilt by the caller); :class:`ArtifactError` names the field."""
+        saved = codec.decode_value(Transcript, data, where)
         return cls(
-            messages=tuple(messages),
-            timestamps=tuple(float(m["timestamp"]) for m in data["messages"]),
-            stop_reason=StopReason(data["stop_reason"]),
-            detail=str(data["detail"]),
-            actions=tuple(
-                Action(name=a["name"], arguments=dict(a["arguments"])) for a in data["actions"]
-            ),
+            messages=tuple(Message(**_message_fields(m)) for m in saved.messages),
+            timestamps=tuple(m.timestamp for m in saved.messages),
+            stop_reason=saved.stop_reason,
+            detail=saved.detail,
+            actions=saved.actions,
             store=store,
-            usage={role: Usage.from_json(u) for role, u in data["usage"].items()},
-            latencies=tuple((str(role), float(seconds)) for role, seconds in data["latencies"]),
-            started_at=float(data["started_at"]),
-            duration_seconds=float(data["duration_seconds"]),
-            steps=int(data["steps"]),
-            tool_errors=int(data["tool_errors"]),
-            requests=requests,
-            error_body=str(data.get("error_body", "")),
-            agent_traceback=str(data.get("agent_traceback", "")),
+            usage=saved.usage,
+            latencies=saved.latencies,
+            started_at=saved.started_at,
+            duration_seconds=saved.duration_seconds,
+            steps=saved.steps,
+            tool_errors=saved.tool_errors,
+            requests=saved.requests,
+            error_body=saved.error_body,
+            agent_traceback=saved.agent_traceback or "",
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "messages": [
-                {**message.to_json(), "timestamp": timestamp}
-                for message, timestamp in zip(self.messages, self.timestamps, strict=True)
-            ],
-            "stop_reason": self.stop_reason.value,
-            "detail": self.detail,
-            "actions": [action.to_json() for action in self.actions],
-            "usage": {role: usage.to_json() for role, usage in self.usage.items()},
-            "latencies": [[role, seconds] for role, seconds in self.latencies],
-            "started_at": self.started_at,
-            "duration_seconds": self.duration_seconds,
-            "steps": self.steps,
-            "tool_errors": self.tool_errors,
-            "requests": {role: stats.to_json() for role, stats in self.requests.items()},
-            "error_body": self.error_body,
-            **({"agent_traceback": self.agent_traceback} if self.agent_traceback else {}),
-        }
+        """The ``transcript.json`` value: each message with its timestamp."""
+        messages = tuple(
+            TimedMessage(**_message_fields(message), timestamp=timestamp)
+            for message, timestamp in zip(self.messages, self.timestamps, strict=True)
+        )
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Transcript)}
+        written = fields | {"messages": messages, "agent_traceback": self.agent_traceback or None}
+        transcript: dict[str, Any] = codec.encode(Transcript(**written))
+        return transcript
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimedMessage(Message):
+    """A message of ``transcript.json``: the message and when it joined the conversation."""
+
+    timestamp: float
+
+
+def _message_fields(message: Message) -> dict[str, Any]:
+    return {f.name: getattr(message, f.name) for f in dataclasses.fields(Message)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript:
+    """``transcript.json``: a :class:`ConversationResult` without its database."""
+
+    messages: tuple[TimedMessage, ...]
+    stop_reason: StopReason
+    detail: str
+    actions: tuple[Action, ...]
+    usage: Mapping[str, Usage]
+    latencies: tuple[tuple[str, float], ...]
+    started_at: float
+    duration_seconds: float
+    steps: int
+    tool_errors: int
+    requests: Mapping[str, RequestStats] = field(default_factory=dict)
+    error_body: str = ""
+    agent_traceback: Annotated[str | None, Omitted] = None
 
 
 _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})

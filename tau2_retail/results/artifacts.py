@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Message, Role
@@ -257,13 +258,13 @@ def write_scenario_artifacts(
     )
     write_json_atomic(directory / "db_diff.json", outcome.db_diff)
     if outcome.judge is not None:
-        write_json_atomic(directory / JUDGE_FILE, outcome.judge.to_json())
+        write_json_atomic(directory / JUDGE_FILE, codec.encode(outcome.judge))
     config_dir = directory / CONFIG_DIR
     write_text_atomic(config_dir / "agent_system_prompt.txt", agent_prompt)
     write_text_atomic(config_dir / "user_system_prompt.txt", user_prompt)
     write_text_atomic(config_dir / "tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
     write_json_atomic(config_dir / "scenario.json", _scenario_metadata(outcome, config))
-    write_json_atomic(directory / METRICS_FILE, outcome.metrics.to_json())
+    write_json_atomic(directory / METRICS_FILE, codec.encode(outcome.metrics))
 
 
 def write_outcome(
@@ -294,13 +295,7 @@ def write_outcome(
 def read_metrics(path: Path) -> ScenarioMetrics:
     """Parse one ``metrics.json``; :class:`ArtifactError` naming the file when it is unusable
     (unreadable, empty, truncated, or a key missing or of the wrong type)."""
-    try:
-        value = json.loads(Path(path).read_bytes())
-    except OSError as error:
-        raise ArtifactError(f"cannot read {path}: {error}") from error
-    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
-        raise ArtifactError(f"{path}: not valid JSON ({error})") from error
-    return ScenarioMetrics.from_json(value, str(path))
+    return codec.read(ScenarioMetrics, path)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.engine.conversation import ConversationResult
+from tau2_retail.engine.judge import JudgeResult, Verdict
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.results.artifacts import read_metrics
 from tau2_retail.results.atomic import dumps_json
 from tau2_retail.results.summary import read_run_args, read_summary, summarize
@@ -36,14 +39,14 @@ def _text(path: Path) -> str:
     "path", _files("metrics.json"), ids=lambda p: str(p.parent.relative_to(OLD_RUN))
 )
 def test_metrics_reencode_byte_identically(path: Path) -> None:
-    assert dumps_json(read_metrics(path).to_json()) == _text(path)
+    assert dumps_json(codec.encode(read_metrics(path))) == _text(path)
 
 
 def test_all_metrics_reencode_byte_identically() -> None:
     path = OLD_RUN / "all_metrics.json"
     records = [read_metrics(p) for p in _files("metrics.json")]
     records.sort(key=lambda m: m.sort_key())
-    assert dumps_json([m.to_json() for m in records]) == _text(path)
+    assert dumps_json(codec.encode(records, list[ScenarioMetrics])) == _text(path)
 
 
 def test_run_files_reencode_byte_identically() -> None:
@@ -51,8 +54,8 @@ def test_run_files_reencode_byte_identically() -> None:
     summary = read_summary(OLD_RUN)
     assert run_args is not None
     assert summary is not None
-    assert dumps_json(run_args.to_json()) == _text(OLD_RUN / "run_args.json")
-    assert dumps_json(summary.to_json()) == _text(OLD_RUN / "summary.json")
+    assert dumps_json(codec.encode(run_args)) == _text(OLD_RUN / "run_args.json")
+    assert dumps_json(codec.encode(summary)) == _text(OLD_RUN / "summary.json")
 
 
 @pytest.mark.parametrize(
@@ -72,3 +75,30 @@ def test_summarize_rebuilds_the_old_summary(tmp_path: Path) -> None:
     summarize(run_dir)
     assert _text(run_dir / "summary.json") == _text(OLD_RUN / "summary.json")
     assert _text(run_dir / "all_metrics.json") == _text(OLD_RUN / "all_metrics.json")
+
+
+@pytest.mark.parametrize(
+    "path", _files("judge_result.json"), ids=lambda p: str(p.parent.relative_to(OLD_RUN))
+)
+def test_judge_results_are_written_as_before(path: Path) -> None:
+    """``judge_result.json`` is only written: the judgement it records writes the same bytes."""
+    saved = json.loads(_text(path))
+    judgement = JudgeResult(
+        score=saved["score"],
+        reason=saved["reason"],
+        system_prompt=saved["judge_input"]["system_prompt"],
+        user_content=saved["judge_input"]["user_content"],
+        verdicts=tuple(Verdict(**verdict) for verdict in saved["nl_assertion_verdicts"]),
+        raw_reply=saved["raw_reply"],
+    )
+    assert dumps_json(codec.encode(judgement)) == _text(path)
+
+
+def test_all_metrics_read_as_one_list() -> None:
+    records = codec.read(list[ScenarioMetrics], OLD_RUN / "all_metrics.json")
+    assert [m.scenario_id for m in records] == sorted(
+        (m.scenario_id for m in records), key=lambda i: (int(i.split("__")[1].split("-")[0]), i)
+    )
+    assert dumps_json(codec.encode(records, list[ScenarioMetrics])) == _text(
+        OLD_RUN / "all_metrics.json"
+    )
