@@ -23,7 +23,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import computed_field
 
-from tau2_retail.codec import Omitted, encode, rounded
+from tau2_retail.codec import Omitted, rounded
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.messages import Usage
 
@@ -121,10 +121,6 @@ class PriceTable:
         if price is None:
             return None if usage.n_calls - usage.cache_hits > 0 else 0.0
         return price.cost(usage)
-
-    def to_json(self) -> dict[str, Any]:
-        """``{model: price}``, by model name (the form ``--tau2-prices`` takes)."""
-        return {name: encode(price) for name, price in sorted(self.models.items())}
 
     @classmethod
     def parse(cls, raw: str | Mapping[str, Any]) -> PriceTable:

@@ -3,9 +3,10 @@
 The key spellings are the field names here and readers use attributes (mypy checks them);
 :mod:`tau2_retail.codec` reads and writes every record, and its errors name the file and the
 key. Derived keys (a rate, its interval, ``models``) are fields computed after ``__init__``:
-written, and recomputed on reading. Two shapes are not one object per record and keep a small
-hook each: an interval (``ci95`` as ``[low, high]`` beside ``ci95_method``) and the summary's
-``signals``, ``tau2_reward`` and ``cost`` objects. The per-scenario record is
+written, and recomputed on reading. Two shapes are not one object per record: an interval is
+written as ``"ci95": [low, high]`` beside ``ci95_method``, and the summary nests its signals and
+folds ``not_scorable`` and ``unpriced_models`` into ``tau2_reward`` and ``cost``; the summary's
+one serializer and one reader (:class:`RunSummary`) handle both. The per-scenario record is
 :class:`tau2_retail.engine.metrics.ScenarioMetrics`.
 """
 
@@ -198,11 +199,6 @@ class Rate:
     ci95_method: Annotated[str | None, Omitted] = field(init=False, default=None)
     interval: Annotated[Interval | None, Field(exclude=True)] = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _read_interval(cls, data: Any) -> Any:
-        return _recorded_interval(data, "interval")
-
     def __post_init__(self) -> None:
         object.__setattr__(self, "rate", self.passed / self.total if self.total else None)
         _interval_fields(self, self.interval or wilson_interval(self.passed, self.total))
@@ -255,11 +251,6 @@ class PassHatK:
     ci95: _Ci95 = None
     ci95_method: Annotated[str | None, Omitted] = field(init=False, default=None)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _read_interval(cls, data: Any) -> Any:
-        return _recorded_interval(data, "ci95")
-
     def __post_init__(self) -> None:
         _interval_fields(self, self.ci95)
 
@@ -274,11 +265,6 @@ class GroupRate:
     ci95: _Ci95 = field(init=False, default=None)
     ci95_method: Annotated[str | None, Omitted] = field(init=False, default=None)
     interval: Annotated[Interval | None, Field(exclude=True)] = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_interval(cls, data: Any) -> Any:
-        return _recorded_interval(data, "interval")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "success_rate", self.succeeded / self.n)
@@ -372,11 +358,12 @@ def _signal_fields(data: Any) -> Any:
     """The inverse of :func:`_signal_json`."""
     if not isinstance(data, dict):
         return data
+    rate = _recorded_interval(data, "interval")
     if "applicable" not in data:
-        return {"rate": data, "gating": data.get("gating")}
+        return {"rate": rate, "gating": data.get("gating")}
     if data["applicable"] is False:
         return {"rate": None, "reason": data.get("reason")}
-    return {"rate": data} | {k: data.get(k) for k in ("scenarios", "scenarios_passed")}
+    return {"rate": rate} | {k: data.get(k) for k in ("scenarios", "scenarios_passed")}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -449,6 +436,14 @@ class RunSummary:
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        for key in ("success_rate", "task_success_rate"):
+            if key in data:
+                data[key] = _recorded_interval(data[key], "interval")
+        for key in ("by_split", "by_persona"):
+            if isinstance(groups := data.get(key), dict):
+                data[key] = {k: _recorded_interval(g, "interval") for k, g in groups.items()}
+        if isinstance(entries := data.get("pass_hat_k"), list):
+            data["pass_hat_k"] = [_recorded_interval(entry, "ci95") for entry in entries]
         signals = data.pop("signals", None)
         if isinstance(signals, dict):
             data |= {f: _signal_fields(signals.get(name)) for name, f in _SIGNALS}
