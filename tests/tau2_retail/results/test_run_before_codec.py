@@ -3,7 +3,8 @@ summarizes, and every record re-encodes to the same bytes.
 
 The folder is a trimmed copy of a real run (scripted agent and judge at a loopback endpoint,
 prices, a response cache, 2 trials of tasks 0, 1, 3 and 10) written by commit 877ba10, with
-prose, tool arguments and machine paths replaced (the formatting is the writer's own).
+prose, tool arguments and machine paths replaced (the formatting is the writer's own). Its
+transcripts are those of tasks 1 and 3 only (``summarize`` and ``merge`` read no transcript).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail import codec
+from tau2_retail.cli.main import main
 from tau2_retail.engine.conversation import ConversationResult
 from tau2_retail.engine.judge import JudgeResult, Verdict
 from tau2_retail.engine.metrics import ScenarioMetrics
@@ -101,4 +103,21 @@ def test_all_metrics_read_as_one_list() -> None:
     )
     assert dumps_json(codec.encode(records, list[ScenarioMetrics])) == _text(
         OLD_RUN / "all_metrics.json"
+    )
+
+
+def test_the_old_run_merges_as_one_shard(tmp_path: Path) -> None:
+    shard = tmp_path / "old"
+    shutil.copytree(OLD_RUN, shard)
+    into = tmp_path / "merged"
+    assert main(["merge", str(shard), "--into", str(into)]) == 1  # 2 scenarios failed
+    assert _text(into / "all_metrics.json") == _text(OLD_RUN / "all_metrics.json")
+    merged, old = read_summary(into), read_summary(OLD_RUN)
+    assert merged is not None
+    assert old is not None
+    assert merged.scenarios == old.scenarios
+    assert (merged.counts, merged.success_rate, merged.cost) == (
+        old.counts,
+        old.success_rate,
+        old.cost,
     )
