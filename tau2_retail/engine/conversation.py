@@ -130,78 +130,12 @@ class SystemClock:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConversationResult:
-    """Everything one conversation produced. ``store`` is the final database (not JSON)."""
+class _Recorded:
+    """What a :class:`ConversationResult` and its ``transcript.json`` (:class:`Transcript`)
+    share, in the file's order. ``agent_traceback`` is None when the agent's code raised
+    nothing."""
 
     messages: tuple[Message, ...]
-    timestamps: tuple[float, ...]
-    stop_reason: StopReason
-    detail: str
-    actions: tuple[Action, ...]
-    store: Store = field(repr=False, compare=False)
-    usage: Mapping[str, Usage]
-    latencies: tuple[tuple[str, float], ...]
-    started_at: float
-    duration_seconds: float
-    steps: int
-    tool_errors: int
-    requests: Mapping[str, RequestStats] = field(default_factory=dict)
-    error_body: str = ""
-    agent_traceback: str = ""
-
-    @classmethod
-    def from_json(
-        cls, data: object, store: Store, where: str = "transcript.json"
-    ) -> ConversationResult:
-        """The conversation of a saved ``transcript.json`` value (``store`` is the final
-        database, rebuilt by the caller); :class:`ArtifactError` names the field."""
-        saved = codec.decode_value(Transcript, data, where)
-        return cls(
-            messages=tuple(Message(**_message_fields(m)) for m in saved.messages),
-            timestamps=tuple(m.timestamp for m in saved.messages),
-            stop_reason=saved.stop_reason,
-            detail=saved.detail,
-            actions=saved.actions,
-            store=store,
-            usage=saved.usage,
-            latencies=saved.latencies,
-            started_at=saved.started_at,
-            duration_seconds=saved.duration_seconds,
-            steps=saved.steps,
-            tool_errors=saved.tool_errors,
-            requests=saved.requests,
-            error_body=saved.error_body,
-            agent_traceback=saved.agent_traceback or "",
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``transcript.json`` value: each message with its timestamp."""
-        messages = tuple(
-            TimedMessage(**_message_fields(message), timestamp=timestamp)
-            for message, timestamp in zip(self.messages, self.timestamps, strict=True)
-        )
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Transcript)}
-        written = fields | {"messages": messages, "agent_traceback": self.agent_traceback or None}
-        transcript: dict[str, Any] = codec.encode(Transcript(**written))
-        return transcript
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TimedMessage(Message):
-    """A message of ``transcript.json``: the message and when it joined the conversation."""
-
-    timestamp: float
-
-
-def _message_fields(message: Message) -> dict[str, Any]:
-    return {f.name: getattr(message, f.name) for f in dataclasses.fields(Message)}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Transcript:
-    """``transcript.json``: a :class:`ConversationResult` without its database."""
-
-    messages: tuple[TimedMessage, ...]
     stop_reason: StopReason
     detail: str
     actions: tuple[Action, ...]
@@ -214,6 +148,64 @@ class Transcript:
     requests: Mapping[str, RequestStats] = field(default_factory=dict)
     error_body: str = ""
     agent_traceback: Annotated[str | None, Omitted] = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationResult(_Recorded):
+    """Everything one conversation produced: ``timestamps`` has one wall-clock time per
+    message; ``store`` is the final database (not JSON)."""
+
+    timestamps: tuple[float, ...]
+    store: Store = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.agent_traceback:
+            object.__setattr__(self, "agent_traceback", None)
+
+    @classmethod
+    def from_json(
+        cls, data: object, store: Store, where: str = "transcript.json"
+    ) -> ConversationResult:
+        """The conversation of a saved ``transcript.json`` value (``store`` is the final
+        database, rebuilt by the caller); :class:`ArtifactError` names the field."""
+        saved = codec.decode_value(Transcript, data, where)
+        return cls(
+            **_shared(saved)
+            | {"messages": tuple(Message(**_shared(m, Message)) for m in saved.messages)},
+            timestamps=tuple(m.timestamp for m in saved.messages),
+            store=store,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``transcript.json`` value: each message with its timestamp."""
+        messages = tuple(
+            TimedMessage(**_shared(message, Message), timestamp=timestamp)
+            for message, timestamp in zip(self.messages, self.timestamps, strict=True)
+        )
+        transcript: dict[str, Any] = codec.encode(
+            Transcript(**_shared(self) | {"messages": messages})
+        )
+        return transcript
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimedMessage(Message):
+    """A message of ``transcript.json``: the message and when it joined the conversation."""
+
+    timestamp: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript(_Recorded):
+    """``transcript.json``: a :class:`ConversationResult` without its database, each message
+    with its timestamp."""
+
+    messages: tuple[TimedMessage, ...]
+
+
+def _shared(record: object, kind: type = _Recorded) -> dict[str, Any]:
+    """The values of ``record`` for the fields of ``kind`` (one of its bases)."""
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(kind)}
 
 
 _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})
