@@ -4,7 +4,9 @@ transcripts, judge results and cache entries.
 The records stay frozen dataclasses; pydantic's ``TypeAdapter`` reads and writes them all with
 one set of rules, so no record carries a hand-written ``to_json``/``from_json``:
 
-- keys are the field names, in field order, then the derived values (``computed_field``);
+- keys are the field names (or their ``serialization_alias``), in field order; a derived key
+  (a rate, ``retries``) is a ``field(init=False)`` set in ``__post_init__``: written, and
+  recomputed when read; ``Field(exclude=True)`` keeps a field out of the file;
 - a field marked :data:`Omitted` is left out while it is unset (None, False, 0, empty) and
   reads as its default when absent; every other field is always written, and a field with a
   default also reads as that default when absent (files written before it existed);
@@ -13,7 +15,10 @@ one set of rules, so no record carries a hand-written ``to_json``/``from_json``:
 - a failure is an :class:`~tau2_retail.errors.ArtifactError` naming the file and the field.
 
 The text form (indent, key order, final newline) is :func:`tau2_retail.results.atomic.dumps_json`;
-:func:`encode` gives the JSON value it formats, so artifacts stay byte-compatible.
+:func:`encode` gives the JSON value it formats, so artifacts stay byte-compatible. A record
+whose file has another shape than its fields keeps one hook pair (``model_serializer`` and
+``model_validator``): ``RunSummary`` only. ``tools`` (standard library only) keeps its own two
+``to_json``.
 """
 
 from __future__ import annotations
