@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tau2_retail import codec
 from tau2_retail.data.gold import Gold
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles
@@ -168,7 +169,7 @@ async def tau2_scheduler(
     the conversations still running are cancelled.
     """
     session = request.session
-    configuration = tau2_run.configuration.to_json()
+    configuration = codec.encode(tau2_run.configuration)
     remember_session_loop(session.config, asyncio.get_running_loop())
     agents = session.config.stash[AGENTS_KEY]
 

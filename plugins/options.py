@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.data.files import default_cache_dir
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
@@ -29,7 +30,7 @@ from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.choice import ROLES, ModelChoice, choose_model
 from tau2_retail.models.config import NO_API_KEY, EndpointConfig
-from tau2_retail.models.prices import PriceTable
+from tau2_retail.models.prices import ModelPrice, PriceTable
 from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.plugins.agents import AgentSource, load_agent_source
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
@@ -661,8 +662,8 @@ def plain_setting(value: Any) -> Any:
         return list(value)
     if isinstance(value, ProfileName | CacheMode):
         return value.value
-    if isinstance(value, PriceTable):
-        return value.to_json()
+    if isinstance(value, PriceTable):  # {model: price}, the form --tau2-prices takes
+        return codec.encode(dict(sorted(value.models.items())), dict[str, ModelPrice])
     return value
 
 

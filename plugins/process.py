@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.errors import ArtifactError, Tau2Error, Tau2InfraError
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode, ResponseCache
@@ -135,7 +136,7 @@ class Tau2Process:
         settings = self.settings
 
         def record(model: ModelSettings) -> ModelRecord:
-            data = redact(model.to_json())
+            data = redact(codec.encode(model))
             return ModelRecord(model=data["model"], endpoint=data["endpoint"])
 
         agent = record(settings.agent)

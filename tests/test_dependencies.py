@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNTIME = {"openai", "pytest", "pytest-xdist", "pytest-asyncio"}
+RUNTIME = {"openai", "pydantic", "pytest", "pytest-xdist", "pytest-asyncio"}
 TEST_ONLY = {"hypothesis", "syrupy", "aiohttp", "scipy"}
 # What the installed distribution ships (tau2_retail.testing is a helper for tests and
 # benchmarks: it may import test-only packages).

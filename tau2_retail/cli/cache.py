@@ -7,6 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from tau2_retail import codec
 from tau2_retail.cli.common import SubParsers
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.cache import cache_stats, prune_cache
@@ -76,7 +77,7 @@ def cache_command(args: argparse.Namespace) -> int:
         if args.action == "stats":
             stats = cache_stats(path)
             if args.json:
-                print(json.dumps(stats.to_json(), indent=2))
+                print(json.dumps(codec.encode(stats), indent=2))
                 return 0
             print(
                 f"cache {path}: {_size(stats.size_bytes)}, {stats.entries} entries, "

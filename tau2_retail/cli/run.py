@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from tau2_retail import codec
 from tau2_retail.cli.common import SubParsers, add_data_dir
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import Task, trial_seeds
@@ -468,12 +469,12 @@ def _report(outcome: ScenarioOutcome) -> list[str]:
 
 def _json_document(outcome: ScenarioOutcome) -> dict[str, Any]:
     document: dict[str, Any] = {
-        "metrics": outcome.metrics.to_json(),
+        "metrics": codec.encode(outcome.metrics),
         "transcript": outcome.conversation.to_json()["messages"],
         "actions": [action.to_json() for action in outcome.conversation.actions],
     }
     if outcome.judge is not None:
-        document["judge"] = outcome.judge.to_json()
+        document["judge"] = codec.encode(outcome.judge)
     return document
 
 

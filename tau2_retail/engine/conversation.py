@@ -11,14 +11,17 @@ model sends raises out of here. The clock is injectable so limits are tested wit
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
+from tau2_retail import codec
+from tau2_retail.codec import Omitted
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.toolbox import ScenarioToolbox
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
@@ -127,15 +130,15 @@ class SystemClock:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConversationResult:
-    """Everything one conversation produced. ``store`` is the final database (not JSON)."""
+class _Recorded:
+    """What a :class:`ConversationResult` and its ``transcript.json`` (:class:`Transcript`)
+    share, in the file's order. ``agent_traceback`` is None when the agent's code raised
+    nothing."""
 
     messages: tuple[Message, ...]
-    timestamps: tuple[float, ...]
     stop_reason: StopReason
     detail: str
     actions: tuple[Action, ...]
-    store: Store = field(repr=False, compare=False)
     usage: Mapping[str, Usage]
     latencies: tuple[tuple[str, float], ...]
     started_at: float
@@ -144,63 +147,65 @@ class ConversationResult:
     tool_errors: int
     requests: Mapping[str, RequestStats] = field(default_factory=dict)
     error_body: str = ""
-    agent_traceback: str = ""
+    agent_traceback: Annotated[str | None, Omitted] = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationResult(_Recorded):
+    """Everything one conversation produced: ``timestamps`` has one wall-clock time per
+    message; ``store`` is the final database (not JSON)."""
+
+    timestamps: tuple[float, ...]
+    store: Store = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.agent_traceback:
+            object.__setattr__(self, "agent_traceback", None)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], store: Store) -> ConversationResult:
-        """The inverse of ``to_json`` (``store`` is the final database, rebuilt by the caller).
-
-        Raises ``KeyError``/``ValueError``/``TypeError`` on a record that is not one.
-        """
-        messages = [Message.from_json(m) for m in data["messages"]]
-        requests = {
-            role: RequestStats(
-                requests=int(stats["requests"]),
-                attempts=int(stats["attempts"]),
-                failed=int(stats["failed"]),
-                wait_seconds=float(stats["wait_seconds"]),
-            )
-            for role, stats in data.get("requests", {}).items()
-        }
+    def from_json(
+        cls, data: object, store: Store, where: str = "transcript.json"
+    ) -> ConversationResult:
+        """The conversation of a saved ``transcript.json`` value (``store`` is the final
+        database, rebuilt by the caller); :class:`ArtifactError` names the field."""
+        saved = codec.decode_value(Transcript, data, where)
         return cls(
-            messages=tuple(messages),
-            timestamps=tuple(float(m["timestamp"]) for m in data["messages"]),
-            stop_reason=StopReason(data["stop_reason"]),
-            detail=str(data["detail"]),
-            actions=tuple(
-                Action(name=a["name"], arguments=dict(a["arguments"])) for a in data["actions"]
-            ),
+            **_shared(saved)
+            | {"messages": tuple(Message(**_shared(m, Message)) for m in saved.messages)},
+            timestamps=tuple(m.timestamp for m in saved.messages),
             store=store,
-            usage={role: Usage.from_json(u) for role, u in data["usage"].items()},
-            latencies=tuple((str(role), float(seconds)) for role, seconds in data["latencies"]),
-            started_at=float(data["started_at"]),
-            duration_seconds=float(data["duration_seconds"]),
-            steps=int(data["steps"]),
-            tool_errors=int(data["tool_errors"]),
-            requests=requests,
-            error_body=str(data.get("error_body", "")),
-            agent_traceback=str(data.get("agent_traceback", "")),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "messages": [
-                {**message.to_json(), "timestamp": timestamp}
-                for message, timestamp in zip(self.messages, self.timestamps, strict=True)
-            ],
-            "stop_reason": self.stop_reason.value,
-            "detail": self.detail,
-            "actions": [action.to_json() for action in self.actions],
-            "usage": {role: usage.to_json() for role, usage in self.usage.items()},
-            "latencies": [[role, seconds] for role, seconds in self.latencies],
-            "started_at": self.started_at,
-            "duration_seconds": self.duration_seconds,
-            "steps": self.steps,
-            "tool_errors": self.tool_errors,
-            "requests": {role: stats.to_json() for role, stats in self.requests.items()},
-            "error_body": self.error_body,
-            **({"agent_traceback": self.agent_traceback} if self.agent_traceback else {}),
-        }
+        """The ``transcript.json`` value: each message with its timestamp."""
+        messages = tuple(
+            TimedMessage(**_shared(message, Message), timestamp=timestamp)
+            for message, timestamp in zip(self.messages, self.timestamps, strict=True)
+        )
+        transcript: dict[str, Any] = codec.encode(
+            Transcript(**_shared(self) | {"messages": messages})
+        )
+        return transcript
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimedMessage(Message):
+    """A message of ``transcript.json``: the message and when it joined the conversation."""
+
+    timestamp: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript(_Recorded):
+    """``transcript.json``: a :class:`ConversationResult` without its database, each message
+    with its timestamp."""
+
+    messages: tuple[TimedMessage, ...]
+
+
+def _shared(record: object, kind: type = _Recorded) -> dict[str, Any]:
+    """The values of ``record`` for the fields of ``kind`` (one of its bases)."""
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(kind)}
 
 
 _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})

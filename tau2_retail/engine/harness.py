@@ -183,7 +183,7 @@ class Harness:
                 cost[role] = 0.0
                 continue
             model = None if choice.endpoint is None else choice.endpoint.model
-            cost[role] = prices.cost(model, usage.as_usage())
+            cost[role] = prices.cost(model, usage)
         return replace(outcome, metrics=replace(metrics, cost=RoleCosts(**cost)))
 
     async def run(

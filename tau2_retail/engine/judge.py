@@ -42,8 +42,11 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeGuard
+from typing import Annotated, Any, Final, TypeGuard
 
+from pydantic import Field
+
+from tau2_retail.codec import Omitted
 from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
@@ -131,14 +134,17 @@ class Verdict:
     passed: bool
     reason: str
 
-    def to_json(self) -> dict[str, Any]:
-        """``{index, assertion, passed, reason}`` as in ``judge_result.json``."""
-        return {
-            "index": self.index,
-            "assertion": self.assertion,
-            "passed": self.passed,
-            "reason": self.reason,
-        }
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeInput:
+    """The exact prompt the judge was given."""
+
+    system_prompt: str
+    user_content: str
+
+
+_NOT_WRITTEN: Final = Field(exclude=True)
+_NO_INPUT: Final = JudgeInput(system_prompt="", user_content="")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,55 +160,43 @@ class JudgeResult:
     is an infra error of the judge role).
     """
 
+    # the keys of judge_result.json (spec §6), in order; error and the rest only when set
     score: float
     reason: str
-    system_prompt: str
-    user_content: str
-    verdicts: tuple[Verdict, ...]
-    usage: Usage = field(default_factory=Usage)
-    error: str | None = None
-    raw_reply: str | None = None
-    attempts: int = 0
-    wait_seconds: float = 0.0
-    requests: int = 1
-    unreadable_replies: tuple[str, ...] = ()
-    unreadable: bool = False
+    judge_input: JudgeInput = field(init=False, default=_NO_INPUT)
+    verdicts: Annotated[tuple[Verdict, ...], Field(serialization_alias="nl_assertion_verdicts")]
+    #: how many assertions were judged met
+    pass_count: Annotated[int, Field(serialization_alias="nl_assertion_pass_count")] = field(
+        init=False, default=0
+    )
+    #: how many assertions were judged
+    total: Annotated[int, Field(serialization_alias="nl_assertion_total")] = field(
+        init=False, default=0
+    )
+    #: ``pass_count / total`` (0.0 when there is nothing to judge)
+    pass_rate: Annotated[float, Field(serialization_alias="nl_assertion_pass_rate")] = field(
+        init=False, default=0.0
+    )
+    error: Annotated[str | None, Omitted] = None
+    raw_reply: Annotated[str | None, Omitted] = None
+    unreadable_replies: Annotated[tuple[str, ...], Omitted] = ()
+    unreadable: Annotated[bool, Omitted] = False
+    # not written
+    system_prompt: Annotated[str, _NOT_WRITTEN]
+    user_content: Annotated[str, _NOT_WRITTEN]
+    usage: Annotated[Usage, _NOT_WRITTEN] = field(default_factory=Usage)
+    attempts: Annotated[int, _NOT_WRITTEN] = 0
+    wait_seconds: Annotated[float, _NOT_WRITTEN] = 0.0
+    requests: Annotated[int, _NOT_WRITTEN] = 1
 
-    @property
-    def pass_count(self) -> int:
-        """How many assertions were judged met."""
-        return sum(verdict.passed for verdict in self.verdicts)
-
-    @property
-    def total(self) -> int:
-        """How many assertions were judged."""
-        return len(self.verdicts)
-
-    @property
-    def pass_rate(self) -> float:
-        """``pass_count / total`` (0.0 when there is nothing to judge)."""
-        return self.pass_count / self.total if self.verdicts else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        """The content of ``judge_result.json`` (spec §6), plus ``error`` when set."""
-        data: dict[str, Any] = {
-            "score": self.score,
-            "reason": self.reason,
-            "judge_input": {"system_prompt": self.system_prompt, "user_content": self.user_content},
-            "nl_assertion_verdicts": [verdict.to_json() for verdict in self.verdicts],
-            "nl_assertion_pass_count": self.pass_count,
-            "nl_assertion_total": self.total,
-            "nl_assertion_pass_rate": self.pass_rate,
-        }
-        if self.error is not None:
-            data["error"] = self.error
-        if self.raw_reply is not None:
-            data["raw_reply"] = self.raw_reply
-        if self.unreadable_replies:
-            data["unreadable_replies"] = list(self.unreadable_replies)
-        if self.unreadable:
-            data["unreadable"] = True
-        return data
+    def __post_init__(self) -> None:
+        judge_input = JudgeInput(system_prompt=self.system_prompt, user_content=self.user_content)
+        passed = sum(verdict.passed for verdict in self.verdicts)
+        total = len(self.verdicts)
+        object.__setattr__(self, "judge_input", judge_input)
+        object.__setattr__(self, "pass_count", passed)
+        object.__setattr__(self, "total", total)
+        object.__setattr__(self, "pass_rate", passed / total if total else 0.0)
 
 
 class _UnreadableJudgement(ValueError):

@@ -24,7 +24,7 @@ from tau2_retail.engine.conversation import (
     StopReason,
     run_conversation,
 )
-from tau2_retail.engine.metrics import LatencyStats, ScenarioMetrics, Turn, UsageCounts
+from tau2_retail.engine.metrics import LatencyStats, ScenarioMetrics, Turn
 from tau2_retail.engine.profiles import SCORED_ENDINGS, Profile, ProfileName, upstream_reward
 from tau2_retail.engine.scoring import (
     Signal,
@@ -35,7 +35,7 @@ from tau2_retail.engine.scoring import (
     success,
     tau2_reward,
 )
-from tau2_retail.errors import EndpointError, SavedConversationError
+from tau2_retail.errors import ArtifactError, EndpointError, SavedConversationError
 from tau2_retail.models.messages import Message, RequestStats, Role, Usage
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.database import SeedDatabase
@@ -312,7 +312,7 @@ def build_metrics(
         nl_assertion_pass_count=nl_count,
         nl_assertion_pass_rate=nl_rate,
         judge_score=judgement.score if judgement is not None else None,
-        token_usage={role: UsageCounts.of(u) for role, u in usage.items()},
+        token_usage=dict(usage),
         requests={role: requests[role] for role in _ROLES if role in requests},
         success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
         is_successful=is_successful,
@@ -467,8 +467,8 @@ async def rejudge(
     rules = profile.rules if profile is not None else ConversationRules()
     try:
         conversation = ConversationResult.from_json(transcript, store)
-    except (KeyError, TypeError, ValueError) as error:
-        raise SavedConversationError(f"unreadable transcript: {error!r}") from error
+    except ArtifactError as error:
+        raise SavedConversationError(f"unreadable transcript: {error}") from error
     for action in conversation.actions:
         result = dispatch(
             store,

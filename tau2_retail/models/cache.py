@@ -34,13 +34,14 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from tau2_retail.errors import CacheMiss
+from tau2_retail import codec
+from tau2_retail.errors import ArtifactError, CacheMiss
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -131,23 +132,27 @@ def _connect(path: Path, *, read_only: bool, busy_seconds: float) -> sqlite3.Con
     return connection
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachedReply:
+    """A cache entry's ``reply``: what the endpoint answered (tool calls always written)."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+
+
 def _reply_json(turn: AssistantTurn) -> str:
-    return json.dumps(
-        {
-            "content": turn.content,
-            "tool_calls": [call.to_json() for call in turn.tool_calls],
-            "usage": turn.usage.to_json(),
-        },
-        ensure_ascii=False,
-    )
+    reply = CachedReply(content=turn.content, tool_calls=turn.tool_calls, usage=turn.usage)
+    return json.dumps(codec.encode(reply), ensure_ascii=False)
 
 
 def _turn_from_reply(text: str) -> AssistantTurn:
-    data = json.loads(text)
-    usage = Usage.from_json(data["usage"])
+    """The turn of a cache entry; ``ArtifactError`` when the entry is damaged."""
+    reply = codec.decode(CachedReply, text, "response cache entry")
+    usage = reply.usage
     return AssistantTurn(
-        content=data["content"],
-        tool_calls=tuple(ToolCall.from_json(call) for call in data["tool_calls"]),
+        content=reply.content,
+        tool_calls=reply.tool_calls,
         usage=Usage(
             n_calls=1,
             prompt=usage.prompt,
@@ -248,7 +253,7 @@ class ResponseCache:
             return None
         try:
             turn = _turn_from_reply(row[0])
-        except (ValueError, KeyError, TypeError):
+        except ArtifactError:
             self.misses += 1  # a damaged row: asked again (and overwritten) like a miss
             return None
         self.hits += 1
@@ -348,18 +353,7 @@ class CacheStats:
     other_format: int
     by_role: Mapping[str, int]
     by_model: Mapping[str, int]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "size_bytes": self.size_bytes,
-            "entries": self.entries,
-            "hits": self.hits,
-            "other_format": self.other_format,
-            "by_role": dict(self.by_role),
-            "by_model": dict(self.by_model),
-            "format": CACHE_FORMAT,
-        }
+    format: int = field(init=False, default=CACHE_FORMAT)
 
 
 def _size(path: Path) -> int:

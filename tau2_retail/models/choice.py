@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Annotated, Final
+
+from pydantic import Field
 
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, is_builtin
@@ -24,7 +26,7 @@ ROLES: Final = ("agent", "user", "judge")
 class ModelChoice:
     """The model of one role: ``endpoint`` is None exactly for a built-in model."""
 
-    name: str
+    name: Annotated[str, Field(serialization_alias="model")]
     endpoint: EndpointConfig | None
 
     @property
@@ -36,12 +38,6 @@ class ModelChoice:
             return self.name
         where = self.endpoint.base_url or "the openai default base URL"
         return f"{self.name} at {where}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "model": self.name,
-            "endpoint": self.endpoint.to_json() if self.endpoint and not self.is_builtin else None,
-        }
 
 
 def choose_model(role: str, name: str, endpoint: Callable[[str], EndpointConfig]) -> ModelChoice:

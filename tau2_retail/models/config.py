@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 from urllib.parse import urlsplit
 
@@ -185,26 +185,6 @@ class EndpointConfig:
         where = self.base_url or environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
         state = "empty" if self.api_key_env in environ else "unset"
         return f"{where} needs an API key, but the variable {self.api_key_env} is {state}"
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON values (safe to print: the key itself is never part of the config)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)} | {
-            "extra_body": json.loads(json.dumps(self.extra_body))
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> EndpointConfig:
-        """The inverse of ``to_json``; unknown keys raise ``ConfigError``."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(
-                f"EndpointConfig: unknown field(s) {', '.join(unknown)}; "
-                f"accepted: {', '.join(sorted(known))}"
-            )
-        if "model" not in data:
-            raise ConfigError("EndpointConfig: the field 'model' is required")
-        return cls(**data)
 
 
 def _is_str(value: object) -> bool:

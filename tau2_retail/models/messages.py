@@ -1,20 +1,20 @@
 """Chat messages, tool calls and usage: the plain values every layer above ``tools`` shares.
 
-They are frozen and JSON-able (``to_json``/``from_json``) so results cross xdist process
-boundaries and land in artifacts unchanged. ``to_openai`` renders the wire form of the
-Chat Completions API.
+They are frozen and JSON-able (:mod:`tau2_retail.codec` reads and writes them) so results
+cross xdist process boundaries and land in artifacts unchanged. ``to_openai`` renders the wire
+form of the Chat Completions API.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
+
+from tau2_retail.codec import Omitted, rounded
 
 __all__ = [
     "STOP_TOKENS",
-    "USAGE_EXTRAS",
     "AssistantTurn",
     "Message",
     "RequestStats",
@@ -42,13 +42,6 @@ class ToolCall:
     name: str
     arguments: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ToolCall:
-        return cls(id=data["id"], name=data["name"], arguments=data["arguments"])
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
@@ -56,13 +49,13 @@ class Message:
 
     role: Role
     content: str | None = None
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str | None = None
-    name: str | None = None
-    error: bool = False
+    tool_calls: Annotated[tuple[ToolCall, ...], Omitted] = ()
+    tool_call_id: Annotated[str | None, Omitted] = None
+    name: Annotated[str | None, Omitted] = None
+    error: Annotated[bool, Omitted] = False
     #: why the endpoint stopped generating this assistant message (``stop``, ``length``,
     #: ``tool_calls``, ...), as it said; recorded in the transcript, never sent back
-    finish_reason: str | None = None
+    finish_reason: Annotated[str | None, Omitted] = None
 
     def to_openai(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"role": self.role.value}
@@ -84,32 +77,6 @@ class Message:
             ]
         return wire
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"role": self.role.value, "content": self.content}
-        if self.tool_calls:
-            data["tool_calls"] = [call.to_json() for call in self.tool_calls]
-        if self.tool_call_id is not None:
-            data["tool_call_id"] = self.tool_call_id
-        if self.name is not None:
-            data["name"] = self.name
-        if self.error:
-            data["error"] = True
-        if self.finish_reason is not None:
-            data["finish_reason"] = self.finish_reason
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Message:
-        return cls(
-            role=Role(data["role"]),
-            content=data.get("content"),
-            tool_calls=tuple(ToolCall.from_json(c) for c in data.get("tool_calls", ())),
-            tool_call_id=data.get("tool_call_id"),
-            name=data.get("name"),
-            error=bool(data.get("error", False)),
-            finish_reason=data.get("finish_reason"),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
@@ -125,10 +92,11 @@ class Usage:
     n_calls: int = 0
     prompt: int = 0
     completion: int = 0
-    cached_prompt: int = 0
-    cache_hits: int = 0
-    hit_prompt: int = 0
-    hit_completion: int = 0
+    # written only when set: records of runs without a cache or prices keep their old shape
+    cached_prompt: Annotated[int, Omitted] = 0
+    cache_hits: Annotated[int, Omitted] = 0
+    hit_prompt: Annotated[int, Omitted] = 0
+    hit_completion: Annotated[int, Omitted] = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -141,41 +109,24 @@ class Usage:
             hit_completion=self.hit_completion + other.hit_completion,
         )
 
-    def to_json(self) -> dict[str, int]:
-        out = {"n_calls": self.n_calls, "prompt": self.prompt, "completion": self.completion}
-        # written only when set: records of runs without a cache keep their old shape
-        for name in USAGE_EXTRAS:
-            value: int = getattr(self, name)
-            if value:
-                out[name] = value
-        return out
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Usage:
-        return cls(
-            n_calls=int(data["n_calls"]),
-            prompt=int(data["prompt"]),
-            completion=int(data["completion"]),
-            **{name: int(data.get(name, 0)) for name in USAGE_EXTRAS},
-        )
-
-
-USAGE_EXTRAS = ("cached_prompt", "cache_hits", "hit_prompt", "hit_completion")
-"""The ``Usage`` counts a record holds only when they are not zero."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestStats:
     """What requests to one role cost: calls, attempts on the wire, and seconds spent waiting.
 
-    ``retries`` is ``attempts - requests``; ``wait_seconds`` is the backoff and ``Retry-After``
-    time between attempts; ``failed`` counts requests that failed after their attempts.
+    ``retries`` is ``attempts - requests`` (derived: written, never read); ``wait_seconds`` is
+    the backoff and ``Retry-After`` time between attempts (written to the millisecond);
+    ``failed`` counts requests that failed after their attempts.
     """
 
     requests: int = 0
     attempts: int = 0
+    retries: int = field(init=False, default=0)
     failed: int = 0
-    wait_seconds: float = 0.0
+    wait_seconds: Annotated[float, rounded(3)] = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "retries", self.attempts - self.requests)
 
     def __add__(self, other: RequestStats) -> RequestStats:
         return RequestStats(
@@ -184,15 +135,6 @@ class RequestStats:
             failed=self.failed + other.failed,
             wait_seconds=self.wait_seconds + other.wait_seconds,
         )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "attempts": self.attempts,
-            "retries": self.attempts - self.requests,
-            "failed": self.failed,
-            "wait_seconds": round(self.wait_seconds, 3),
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,8 +19,11 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
+from pydantic import computed_field
+
+from tau2_retail.codec import Omitted, rounded
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.messages import Usage
 
@@ -31,6 +34,11 @@ COST_ROLES: Final = ("agent", "user", "judge")
 _PER_TOKENS: Final = 1_000_000
 _PRICE_KEYS: Final = ("input", "output", "cached_input")
 _EXAMPLE: Final = '{"my-model": {"input": 0.15, "output": 0.6}}'
+_MICRO: Final = rounded(6)
+
+
+def _round6(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,7 +47,7 @@ class ModelPrice:
 
     input: float
     output: float
-    cached_input: float | None = None
+    cached_input: Annotated[float | None, Omitted] = None
 
     def cost(self, usage: Usage) -> float:
         """What ``usage`` was billed: cache hits excluded, provider-cached input at its price."""
@@ -50,21 +58,16 @@ class ModelPrice:
         dollars = (prompt - cached) * self.input + cached * cached_price + completion * self.output
         return dollars / _PER_TOKENS
 
-    def to_json(self) -> dict[str, float]:
-        out = {"input": self.input, "output": self.output}
-        if self.cached_input is not None:
-            out["cached_input"] = self.cached_input
-        return out
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoleCosts:
     """A scenario's (or a run's) cost per role in USD; None for a role whose model has no
     price. ``total`` is None when any role's cost is unknown."""
 
-    agent: float | None = 0.0
-    user: float | None = 0.0
-    judge: float | None = 0.0
+    # written in micro-dollars: enough for a single short completion, no float noise in the file
+    agent: Annotated[float | None, _MICRO] = 0.0
+    user: Annotated[float | None, _MICRO] = 0.0
+    judge: Annotated[float | None, _MICRO] = 0.0
 
     def role(self, role: str) -> float | None:
         value: float | None = getattr(self, role)
@@ -87,24 +90,18 @@ class RoleCosts:
             judge=plus(self.judge, other.judge),
         )
 
-    def to_json(self) -> dict[str, Any]:
-        def rounded(value: float | None) -> float | None:
-            # micro-dollars: enough for a single short completion, no float noise in the file
-            return None if value is None else round(value, 6)
+    @computed_field(alias="total")  # type: ignore[prop-decorator]
+    @property
+    def written_total(self) -> float | None:
+        """The total as written: the sum of the rounded parts (a reader summing them gets the
+        same figure)."""
+        values = [_round6(self.role(role)) for role in COST_ROLES]
+        return None if None in values else _round6(sum(v for v in values if v is not None))
 
-        roles = {role: rounded(self.role(role)) for role in COST_ROLES}
-        values = list(roles.values())
-        # the total of the rounded parts: a reader summing them gets the same figure
-        total = None if None in values else rounded(sum(v for v in values if v is not None))
-        return {**roles, "total": total, "currency": CURRENCY}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RoleCosts:
-        def value(role: str) -> float | None:
-            raw = data.get(role)
-            return None if raw is None else float(raw)
-
-        return cls(agent=value("agent"), user=value("user"), judge=value("judge"))
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def currency(self) -> str:
+        return CURRENCY
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,9 +121,6 @@ class PriceTable:
         if price is None:
             return None if usage.n_calls - usage.cache_hits > 0 else 0.0
         return price.cost(usage)
-
-    def to_json(self) -> dict[str, Any]:
-        return {name: price.to_json() for name, price in sorted(self.models.items())}
 
     @classmethod
     def parse(cls, raw: str | Mapping[str, Any]) -> PriceTable:

@@ -35,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError, ReportError
 from tau2_retail.models.builtin import is_builtin
@@ -123,7 +124,7 @@ def _load_summary(run_dir: Path) -> RunSummary:
             f"`python -m tau2_retail summarize {run_dir}`"
         )
     try:
-        return RunSummary.from_json(_read_json(path), str(path))
+        return codec.read(RunSummary, path)
     except ArtifactError as error:
         raise ReportError(
             f"{error} (is it a summary.json of this suite? "
@@ -135,11 +136,8 @@ def _load_metrics(run_dir: Path) -> dict[str, ScenarioMetrics]:
     """Every scenario's metrics by scenario id: ``all_metrics.json``, else the folders."""
     path = run_dir / ALL_METRICS_FILE
     if path.is_file():
-        loaded = _read_json(path)
-        if not isinstance(loaded, list):
-            raise ReportError(f"{path}: expected a JSON array, got {type(loaded).__name__}")
         try:
-            records = [ScenarioMetrics.from_json(item, str(path)) for item in loaded]
+            records = codec.read(list[ScenarioMetrics], path)
         except ArtifactError as error:
             raise ReportError(str(error)) from None
     else:
@@ -277,7 +275,7 @@ class ReportData:
 def _overview(summary: RunSummary) -> dict[str, Any]:
     return {
         key: value
-        for key, value in summary.to_json().items()
+        for key, value in codec.encode(summary).items()
         if key not in ("scenarios", "configuration")
     }
 

@@ -15,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail import codec
+from tau2_retail.engine.metrics import LatencyStats, ScenarioMetrics
 from tau2_retail.engine.scoring import action_match
+from tau2_retail.models.messages import Usage
 from tau2_retail.results.artifacts import CONFIG_DIR, JUDGE_FILE
 from tau2_retail.results.long_text import cut_long_text
 from tau2_retail.tools.dispatch import Action
@@ -295,8 +297,8 @@ def scenario_detail(
         "id": scenario_id,
         "folder": folder.relative_to(run_dir).as_posix() if folder is not None else None,
         "stop_detail": metrics.stop_detail if metrics else "",
-        "usage": {r: u.to_json() for r, u in metrics.token_usage.items()} if metrics else {},
-        "latency": {r: s.to_json() for r, s in metrics.latency_stats.items()} if metrics else {},
+        "usage": codec.encode(metrics.token_usage, dict[str, Usage]) if metrics else {},
+        "latency": codec.encode(metrics.latency_stats, dict[str, LatencyStats]) if metrics else {},
         "hashes": (
             [metrics.db_state_expected_hash, metrics.db_state_actual_hash]
             if metrics

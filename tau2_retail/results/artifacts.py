@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Message, Role
@@ -267,7 +268,7 @@ def write_scenario_artifacts(
     )
     write_json_atomic(directory / "db_diff.json", outcome.db_diff)
     if outcome.judge is not None:
-        judged = outcome.judge.to_json()
+        judged = codec.encode(outcome.judge)
         # its prompt holds the conversation (whole in the transcript); its replies stay whole
         judged["judge_input"] = cut_long_texts(judged["judge_input"])
         write_json_atomic(directory / JUDGE_FILE, judged)
@@ -277,7 +278,7 @@ def write_scenario_artifacts(
     write_text_atomic(config_dir / "tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
     write_json_atomic(config_dir / "scenario.json", _scenario_metadata(outcome, config))
     # the transcript is the one full copy of a huge text; the metrics cut it with a marker
-    write_json_atomic(directory / METRICS_FILE, cut_long_texts(outcome.metrics.to_json()))
+    write_json_atomic(directory / METRICS_FILE, cut_long_texts(codec.encode(outcome.metrics)))
 
 
 def write_outcome(
@@ -308,13 +309,7 @@ def write_outcome(
 def read_metrics(path: Path) -> ScenarioMetrics:
     """Parse one ``metrics.json``; :class:`ArtifactError` naming the file when it is unusable
     (unreadable, empty, truncated, or a key missing or of the wrong type)."""
-    try:
-        value = json.loads(Path(path).read_bytes())
-    except OSError as error:
-        raise ArtifactError(f"cannot read {path}: {error}") from error
-    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
-        raise ArtifactError(f"{path}: not valid JSON ({error})") from error
-    return ScenarioMetrics.from_json(value, str(path))
+    return codec.read(ScenarioMetrics, path)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

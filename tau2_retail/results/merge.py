@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tau2_retail.engine.metrics import Fields, ScenarioMetrics
+from tau2_retail import codec
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
@@ -112,9 +113,9 @@ def _comparable(configuration: RunConfiguration) -> dict[str, Any]:
     }
     return {
         "settings": settings,
-        "agent": configuration.agent.to_json(),
-        "user": configuration.user.to_json(),
-        "judge": configuration.judge.to_json() if configuration.judge else None,
+        "agent": codec.encode(configuration.agent),
+        "user": codec.encode(configuration.user),
+        "judge": codec.encode(configuration.judge) if configuration.judge else None,
     }
 
 
@@ -207,30 +208,26 @@ def copy_scenarios(shards: Sequence[ShardRun], into: Path) -> None:
 class GateSettings:
     """The gate options a run recorded (``--tau2-min-pass-rate`` and the like)."""
 
-    min_pass_rate: float | None
-    max_infra_errors: int
-    baseline: str
-    max_regression: float | None
+    min_pass_rate: float | None = None
+    max_infra_errors: int = 0
+    baseline: str = ""
+    max_regression: float | None = None
     regression_alpha: float | None = None
 
     @classmethod
     def of(cls, configuration: RunConfiguration) -> GateSettings:
         """The recorded gate settings (runs recorded before ``regression_alpha`` read None);
         ``ArtifactError`` for a ``regression_alpha`` outside 0 < A < 1."""
-        f = Fields(dict(configuration.settings), f"{RUN_ARGS_FILE}: configuration.settings")
-        alpha = f.opt_number("regression_alpha")
+        where = f"{RUN_ARGS_FILE}: configuration.settings"
+        settings = {k: v for k, v in configuration.settings.items() if v is not None}
+        gate = codec.decode_value(cls, settings, where)
+        alpha = gate.regression_alpha
         if alpha is not None and not 0 < alpha < 1:
             raise ArtifactError(
-                f"{f.where}: regression_alpha {alpha!r} is not valid for --tau2-regression-alpha; "
+                f"{where}: regression_alpha {alpha!r} is not valid for --tau2-regression-alpha; "
                 "expected a number > 0 and < 1, e.g. 0.05"
             )
-        return cls(
-            min_pass_rate=f.opt_number("min_pass_rate"),
-            max_infra_errors=f.integer("max_infra_errors") if f.has("max_infra_errors") else 0,
-            baseline=f.opt_text("baseline") or "",
-            max_regression=f.opt_number("max_regression"),
-            regression_alpha=alpha,
-        )
+        return gate
 
 
 def merged_gate(

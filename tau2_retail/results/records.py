@@ -1,18 +1,32 @@
 """The run files as typed records: ``run_args.json`` and ``summary.json``.
 
-Each record has one ``to_json`` and one ``from_json``; the key spellings live here and readers
-use attributes (mypy checks them). ``from_json`` raises :class:`ArtifactError` naming the file
-and the key. The per-scenario record is :class:`tau2_retail.engine.metrics.ScenarioMetrics`.
+The key spellings are the field names here and readers use attributes (mypy checks them);
+:mod:`tau2_retail.codec` reads and writes every record, and its errors name the file and the
+key. Derived keys (a rate, its interval, ``models``) are fields computed after ``__init__``:
+written, and recomputed on reading. Two shapes are not one object per record: an interval is
+written as ``"ci95": [low, high]`` beside ``ci95_method``, and the summary nests its signals and
+folds ``not_scorable`` and ``unpriced_models`` into ``tau2_reward`` and ``cost``; the summary's
+one serializer and one reader (:class:`RunSummary`) handle both. The per-scenario record is
+:class:`tau2_retail.engine.metrics.ScenarioMetrics`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from tau2_retail.engine.metrics import Fields, UsageCounts
+from pydantic import (
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from tau2_retail.codec import Items, Omitted
 from tau2_retail.engine.profiles import ProfileName
+from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
 
@@ -61,23 +75,7 @@ class ModelRecord:
 
     model: str
     endpoint: Mapping[str, Any] | None
-    code: Mapping[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data = {"model": self.model, "endpoint": dict(self.endpoint) if self.endpoint else None}
-        if self.code:
-            data["code"] = dict(self.code)
-        return data
-
-    @classmethod
-    def from_json(cls, f: Fields) -> ModelRecord:
-        endpoint = f.opt_obj("endpoint")
-        code = f.opt_obj("code")
-        return cls(
-            model=f.text("model"),
-            endpoint=endpoint.raw if endpoint else None,
-            code=code.raw if code else None,
-        )
+    code: Annotated[Mapping[str, Any] | None, Omitted] = None
 
     def identity(self, role: str) -> dict[str, Any]:
         """What a resumed run must share: the model and endpoint, or the agent's code (its
@@ -136,28 +134,6 @@ class RunConfiguration:
         value = self.settings.get("profile")
         return str(value) if value else None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "settings": dict(self.settings),
-            "sources": dict(self.sources),
-            "agent": self.agent.to_json(),
-            "user": self.user.to_json(),
-            "judge": self.judge.to_json() if self.judge else None,
-        }
-
-    @classmethod
-    def from_json(cls, f: Fields) -> RunConfiguration:
-        judge = f.opt_obj("judge")
-        return cls(
-            run_id=f.text("run_id"),
-            settings=f.obj("settings").raw,
-            sources={k: str(v) for k, v in f.obj("sources").raw.items()},
-            agent=ModelRecord.from_json(f.obj("agent")),
-            user=ModelRecord.from_json(f.obj("user")),
-            judge=ModelRecord.from_json(judge) if judge else None,
-        )
-
     def identity(self) -> dict[str, Any]:
         """What a resumed run must share with this one: models, endpoints, the scenario set."""
         out: dict[str, Any] = {
@@ -175,56 +151,37 @@ class RunArgs:
 
     argv: tuple[str, ...]
     configuration: RunConfiguration
-    trials: int
+    trials: Annotated[int, Field(ge=1)]
     expected: tuple[str, ...]
     versions: Mapping[str, str]
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "argv": list(self.argv),
-            "configuration": self.configuration.to_json(),
-            "trials": self.trials,
-            "expected": list(self.expected),
-            "versions": dict(self.versions),
-        }
 
-    @classmethod
-    def from_json(cls, raw: object, where: str = "run_args.json") -> RunArgs:
-        f = Fields(raw, where)
-        trials = f.integer("trials")
-        if trials < 1:
-            f.fail("trials", "an integer >= 1")
-        return cls(
-            argv=f.texts("argv"),
-            configuration=RunConfiguration.from_json(f.obj("configuration")),
-            trials=trials,
-            expected=f.texts("expected"),
-            versions={k: str(v) for k, v in f.obj("versions").raw.items()},
-        )
+def _bounds(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval.low, interval.high]
 
 
-def _interval_json(interval: Interval | None) -> dict[str, Any]:
-    if interval is None:
-        return {"ci95": None}
-    return {"ci95": [interval.low, interval.high], "ci95_method": interval.method}
+_Ci95 = Annotated[Interval | None, PlainSerializer(_bounds)]
+"""An interval written as ``"ci95": [low, high]`` beside its ``"ci95_method"``."""
 
 
-def _interval_of(f: Fields, *, derived: bool = False) -> Interval | None:
-    """The recorded ``ci95`` (None when absent: a summary written before intervals).
+def _recorded_interval(data: Any, key: str) -> Any:
+    """``data`` with ``ci95``/``ci95_method`` read into the field ``key`` (absent in summaries
+    written before intervals). For ``key="interval"`` the record derives a Wilson interval
+    itself, so a recorded Wilson interval reads as None (a record read back equals the one
+    written)."""
+    if not isinstance(data, dict):
+        return data
+    bounds, method = data.get("ci95"), data.get("ci95_method") or WILSON
+    if bounds is None or (key == "interval" and method == WILSON):
+        return data
+    if isinstance(bounds, list) and len(bounds) == 2:
+        bounds = {"low": bounds[0], "high": bounds[1], "method": method}
+    return {**data, key: bounds}
 
-    ``derived``: the record computes a Wilson interval itself, so a recorded one reads as None
-    (a record read back equals the one written).
-    """
-    if not f.has("ci95") or (derived and (f.opt_text("ci95_method") or WILSON) == WILSON):
-        return None
-    bounds = f.array("ci95")
-    if len(bounds) != 2 or not all(
-        isinstance(b, int | float) and not isinstance(b, bool) for b in bounds
-    ):
-        f.fail("ci95", "[low, high]")
-    return Interval(
-        low=float(bounds[0]), high=float(bounds[1]), method=f.opt_text("ci95_method") or WILSON
-    )
+
+def _interval_fields(record: Any, interval: Interval | None) -> None:
+    object.__setattr__(record, "ci95", interval)
+    object.__setattr__(record, "ci95_method", interval.method if interval else None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,47 +194,23 @@ class Rate:
 
     passed: int
     total: int
-    interval: Interval | None = None
+    rate: float | None = field(init=False, default=None)
+    ci95: _Ci95 = field(init=False, default=None)
+    ci95_method: Annotated[str | None, Omitted] = field(init=False, default=None)
+    interval: Annotated[Interval | None, Field(exclude=True)] = None
 
-    @property
-    def rate(self) -> float | None:
-        return self.passed / self.total if self.total else None
-
-    @property
-    def ci95(self) -> Interval | None:
-        return self.interval or wilson_interval(self.passed, self.total)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "total": self.total,
-            "rate": self.rate,
-            **_interval_json(self.ci95),
-        }
-
-    @classmethod
-    def from_json(cls, f: Fields) -> Rate:
-        return cls(
-            passed=f.integer("passed"),
-            total=f.integer("total"),
-            interval=_interval_of(f, derived=True),
-        )
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", self.passed / self.total if self.total else None)
+        _interval_fields(self, self.interval or wilson_interval(self.passed, self.total))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignalRate:
+    """A scenario signal's rate; written as ``{"gating", <the rate's keys>, "excluded"}``
+    (``excluded`` only when not gating) inside the summary's ``signals``."""
+
     rate: Rate
     gating: bool
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"gating": self.gating, **self.rate.to_json()}
-        if not self.gating:
-            out["excluded"] = True
-        return out
-
-    @classmethod
-    def from_json(cls, f: Fields) -> SignalRate:
-        return cls(rate=Rate.from_json(f), gating=f.flag("gating"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -288,33 +221,6 @@ class NlSignal:
     reason: str = ""
     scenarios: int = 0
     scenarios_passed: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        if self.rate is None:
-            return {
-                "applicable": False,
-                "reason": self.reason,
-                "gating": True,
-                "unit": "assertions",
-            }
-        return {
-            "applicable": True,
-            "gating": True,
-            "unit": "assertions",
-            **self.rate.to_json(),
-            "scenarios": self.scenarios,
-            "scenarios_passed": self.scenarios_passed,
-        }
-
-    @classmethod
-    def from_json(cls, f: Fields) -> NlSignal:
-        if not f.flag("applicable"):
-            return cls(rate=None, reason=f.text("reason"))
-        return cls(
-            rate=Rate.from_json(f),
-            scenarios=f.integer("scenarios"),
-            scenarios_passed=f.integer("scenarios_passed"),
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,34 +237,7 @@ class Counts:
     failed: int
     infra_errors: int
     lost: int
-    not_run: int = 0
-
-    def to_json(self) -> dict[str, int]:
-        out = {
-            "expected": self.expected,
-            "reported": self.reported,
-            "scored": self.scored,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "infra_errors": self.infra_errors,
-            "lost": self.lost,
-        }
-        if self.not_run:
-            out["not_run"] = self.not_run
-        return out
-
-    @classmethod
-    def from_json(cls, f: Fields) -> Counts:
-        return cls(
-            expected=f.integer("expected"),
-            reported=f.integer("reported"),
-            scored=f.integer("scored"),
-            succeeded=f.integer("succeeded"),
-            failed=f.integer("failed"),
-            infra_errors=f.integer("infra_errors"),
-            lost=f.integer("lost"),
-            not_run=f.opt_integer("not_run") or 0,
-        )
+    not_run: Annotated[int, Omitted] = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -369,19 +248,11 @@ class PassHatK:
     k: int
     value: float | None
     tasks: int
-    ci95: Interval | None = None
+    ci95: _Ci95 = None
+    ci95_method: Annotated[str | None, Omitted] = field(init=False, default=None)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"k": self.k, "value": self.value, "tasks": self.tasks, **_interval_json(self.ci95)}
-
-    @classmethod
-    def from_json(cls, f: Fields) -> PassHatK:
-        return cls(
-            k=f.integer("k"),
-            value=f.opt_number("value"),
-            tasks=f.integer("tasks"),
-            ci95=_interval_of(f),
-        )
+    def __post_init__(self) -> None:
+        _interval_fields(self, self.ci95)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -390,27 +261,18 @@ class GroupRate:
 
     n: int
     succeeded: int
-    interval: Interval | None = None
+    success_rate: float = field(init=False, default=0.0)
+    ci95: _Ci95 = field(init=False, default=None)
+    ci95_method: Annotated[str | None, Omitted] = field(init=False, default=None)
+    interval: Annotated[Interval | None, Field(exclude=True)] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "success_rate", self.succeeded / self.n)
+        _interval_fields(self, self.as_rate.ci95)
 
     @property
     def as_rate(self) -> Rate:
         return Rate(passed=self.succeeded, total=self.n, interval=self.interval)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "succeeded": self.succeeded,
-            "success_rate": self.succeeded / self.n,
-            **_interval_json(self.as_rate.ci95),
-        }
-
-    @classmethod
-    def from_json(cls, f: Fields) -> GroupRate:
-        return cls(
-            n=f.integer("n"),
-            succeeded=f.integer("succeeded"),
-            interval=_interval_of(f, derived=True),
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -421,27 +283,11 @@ class FlakyTask:
     passed: int
     trials: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "passed": self.passed, "trials": self.trials}
-
-    @classmethod
-    def from_json(cls, f: Fields) -> FlakyTask:
-        return cls(
-            task_id=f.text("task_id"), passed=f.integer("passed"), trials=f.integer("trials")
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Mean:
     mean: float | None
     n: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "n": self.n}
-
-    @classmethod
-    def from_json(cls, f: Fields) -> Mean:
-        return cls(mean=f.opt_number("mean"), n=f.integer("n"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -451,21 +297,10 @@ class JudgeReplies:
 
     total: int = 0
     unreadable: int = 0
+    follows_format: bool = field(init=False, default=True)
 
-    @property
-    def follows_format(self) -> bool:
-        return 2 * self.unreadable <= self.total
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "unreadable": self.unreadable,
-            "follows_format": self.follows_format,
-        }
-
-    @classmethod
-    def from_json(cls, f: Fields) -> JudgeReplies:
-        return cls(total=f.integer("total"), unreadable=f.integer("unreadable"))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "follows_format", 2 * self.unreadable <= self.total)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -473,17 +308,10 @@ class InfraErrorRow:
     scenario_id: str
     detail: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"scenario_id": self.scenario_id, "detail": self.detail}
-
-    @classmethod
-    def from_json(cls, f: Fields) -> InfraErrorRow:
-        return cls(scenario_id=f.text("scenario_id"), detail=f.text("detail"))
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScenarioRow:
-    """One scenario's line of the summary."""
+    """One scenario's line of the summary (``cost`` only in a run with prices)."""
 
     scenario_id: str
     task_id: str
@@ -502,36 +330,40 @@ class ScenarioRow:
     stop_reason: str
     total_turns: int
     duration_seconds: float
-    cost: float | None = None
+    cost: Annotated[float | None, Omitted] = None
 
-    def to_json(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__slots__}
-        if self.cost is None:  # a run without prices keeps the old row
-            del out["cost"]
-        return out
 
-    @classmethod
-    def from_json(cls, f: Fields) -> ScenarioRow:
-        return cls(
-            scenario_id=f.text("scenario_id"),
-            task_id=f.text("task_id"),
-            trial=f.integer("trial"),
-            status=f.text("status"),
-            is_successful=f.flag("is_successful"),
-            is_task_successful=f.flag("is_task_successful"),
-            db_state_match=f.flag("db_state_match"),
-            clean_exit=f.flag("clean_exit"),
-            nl_assertion_pass_rate=f.opt_number("nl_assertion_pass_rate"),
-            nl_assertion_pass_count=f.opt_integer("nl_assertion_pass_count"),
-            nl_assertion_total=f.integer("nl_assertion_total"),
-            is_action_match=f.flag("is_action_match"),
-            judge_score=f.opt_number("judge_score"),
-            tau2_reward=f.opt_number("tau2_reward"),
-            stop_reason=f.text("stop_reason"),
-            total_turns=f.integer("total_turns"),
-            duration_seconds=f.number("duration_seconds"),
-            cost=f.opt_number("cost"),
-        )
+#: The summary's ``signals`` object: its keys and the fields that hold them.
+_SIGNALS = (
+    ("DB_STATE_MATCH", "db_state_match"),
+    ("CLEAN_EXIT", "clean_exit"),
+    ("NL_ASSERTION", "nl_assertion"),
+    ("ACTION_MATCH", "action_match"),
+)
+_NL = {"gating": True, "unit": "assertions"}
+
+
+def _signal_json(written: dict[str, Any]) -> dict[str, Any]:
+    """A signal's file form from its written fields (``rate`` inline)."""
+    if "gating" in written:  # a SignalRate
+        out = {"gating": written["gating"], **written["rate"]}
+        return out | ({} if written["gating"] else {"excluded": True})
+    if written["rate"] is None:
+        return {"applicable": False, "reason": written["reason"], **_NL}
+    scenarios = {k: written[k] for k in ("scenarios", "scenarios_passed")}
+    return {"applicable": True, **_NL, **written["rate"], **scenarios}
+
+
+def _signal_fields(data: Any) -> Any:
+    """The inverse of :func:`_signal_json`."""
+    if not isinstance(data, dict):
+        return data
+    rate = _recorded_interval(data, "interval")
+    if "applicable" not in data:
+        return {"rate": rate, "gating": data.get("gating")}
+    if data["applicable"] is False:
+        return {"rate": None, "reason": data.get("reason")}
+    return {"rate": rate} | {k: data.get(k) for k in ("scenarios", "scenarios_passed")}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -541,12 +373,15 @@ class RunSummary:
     ``profile``: ``default``, ``tau2`` (``mixed`` when the scenarios disagree); summaries
     written before profiles existed read as ``default``. ``tau2_reward_not_scorable``: scored
     scenarios without a tau2 reward (tau2 profile: an NL component and no judge), recorded as
-    ``tau2_reward.not_scorable`` in the tau2 profile.
+    ``tau2_reward.not_scorable`` in the tau2 profile. ``cost`` and ``unpriced_models`` are
+    written as one ``cost`` object, in a run with prices. Fields with defaults are absent from
+    summaries written before they existed.
     """
 
-    profile: str
+    profile: str = ProfileName.DEFAULT.value
     configuration: RunConfiguration | None
     versions: Mapping[str, str]
+    models: Mapping[str, str | None] = field(init=False, default_factory=dict)
     trials: int
     counts: Counts
     success_rate: Rate
@@ -557,115 +392,65 @@ class RunSummary:
     action_match: SignalRate
     judge_score: Mean
     tau2_reward: Mean
-    tau2_reward_not_scorable: int = 0
-    pass_hat_k: tuple[PassHatK, ...]
+    pass_hat_k: Items[PassHatK]
     stop_reasons: Mapping[str, int]
-    token_usage: Mapping[str, UsageCounts]
+    token_usage: Mapping[str, Usage]
     by_split: Mapping[str, GroupRate]
     by_persona: Mapping[str, GroupRate]
-    infra_errors: tuple[InfraErrorRow, ...]
-    lost: tuple[str, ...]
+    infra_errors: Items[InfraErrorRow]
+    lost: Items[str]
     lost_reasons: Mapping[str, str] = field(default_factory=dict)
     judge_replies: JudgeReplies = field(default_factory=JudgeReplies)
-    flaky_tasks: tuple[FlakyTask, ...] = ()
-    scenarios: tuple[ScenarioRow, ...]
-    cost: RoleCosts | None = None
-    unpriced_models: tuple[str, ...] = ()
-    not_run: tuple[str, ...] = ()
+    flaky_tasks: Items[FlakyTask] = ()
+    scenarios: Items[ScenarioRow]
+    cost: Annotated[RoleCosts | None, Omitted] = None
+    not_run: Annotated[Items[str], Omitted] = ()
+    tau2_reward_not_scorable: Annotated[int, Field(exclude=True)] = 0
+    unpriced_models: Annotated[Items[str], Field(exclude=True)] = ()
+
+    def __post_init__(self) -> None:
+        roles = ("agent", "user", "judge")
+        object.__setattr__(self, "models", {role: self.model(role) for role in roles})
 
     def model(self, role: str) -> str | None:
         return self.configuration.model(role) if self.configuration else None
 
-    def to_json(self) -> dict[str, Any]:
-        reward = self.tau2_reward.to_json()
-        if self.profile == ProfileName.TAU2:
-            reward["not_scorable"] = self.tau2_reward_not_scorable
-        return {
-            "profile": self.profile,
-            "configuration": self.configuration.to_json() if self.configuration else None,
-            "versions": dict(self.versions),
-            "models": {role: self.model(role) for role in ("agent", "user", "judge")},
-            "trials": self.trials,
-            "counts": self.counts.to_json(),
-            "success_rate": self.success_rate.to_json(),
-            "task_success_rate": self.task_success_rate.to_json(),
-            "signals": {
-                "DB_STATE_MATCH": self.db_state_match.to_json(),
-                "CLEAN_EXIT": self.clean_exit.to_json(),
-                "NL_ASSERTION": self.nl_assertion.to_json(),
-                "ACTION_MATCH": self.action_match.to_json(),
-            },
-            "judge_score": self.judge_score.to_json(),
-            "tau2_reward": reward,
-            "pass_hat_k": [entry.to_json() for entry in self.pass_hat_k],
-            "stop_reasons": dict(self.stop_reasons),
-            "token_usage": {role: usage.to_json() for role, usage in self.token_usage.items()},
-            "by_split": {name: group.to_json() for name, group in self.by_split.items()},
-            "by_persona": {name: group.to_json() for name, group in self.by_persona.items()},
-            "infra_errors": [row.to_json() for row in self.infra_errors],
-            "lost": list(self.lost),
-            "lost_reasons": dict(self.lost_reasons),
-            "judge_replies": self.judge_replies.to_json(),
-            "flaky_tasks": [task.to_json() for task in self.flaky_tasks],
-            "scenarios": [row.to_json() for row in self.scenarios],
-        } | self._optional_json()
-
-    def _optional_json(self) -> dict[str, Any]:
+    @model_serializer(mode="wrap")
+    def _file_form(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        written: dict[str, Any] = handler(self)
         out: dict[str, Any] = {}
-        if self.cost is not None:
-            out["cost"] = self.cost.to_json() | {"unpriced_models": list(self.unpriced_models)}
-        if self.not_run:
-            out["not_run"] = list(self.not_run)
+        for key, value in written.items():
+            if key == "db_state_match":
+                out["signals"] = {name: _signal_json(written[f]) for name, f in _SIGNALS}
+            elif key == "tau2_reward" and self.profile == ProfileName.TAU2:
+                out[key] = value | {"not_scorable": self.tau2_reward_not_scorable}
+            elif key == "cost":
+                out[key] = value | {"unpriced_models": list(self.unpriced_models)}
+            elif key not in ("clean_exit", "nl_assertion", "action_match"):
+                out[key] = value
         return out
 
+    @model_validator(mode="before")
     @classmethod
-    def from_json(cls, raw: object, where: str = "summary.json") -> RunSummary:
-        f = Fields(raw, where)
-        signals = f.obj("signals")
-        configuration = f.opt_obj("configuration")
-        reward = f.obj("tau2_reward")
-        cost = f.opt_obj("cost")
-        return cls(
-            profile=f.opt_text("profile") or ProfileName.DEFAULT.value,
-            configuration=RunConfiguration.from_json(configuration) if configuration else None,
-            versions={k: str(v) for k, v in f.obj("versions").raw.items()},
-            trials=f.integer("trials"),
-            counts=Counts.from_json(f.obj("counts")),
-            success_rate=Rate.from_json(f.obj("success_rate")),
-            task_success_rate=Rate.from_json(f.obj("task_success_rate")),
-            db_state_match=SignalRate.from_json(signals.obj("DB_STATE_MATCH")),
-            clean_exit=SignalRate.from_json(signals.obj("CLEAN_EXIT")),
-            nl_assertion=NlSignal.from_json(signals.obj("NL_ASSERTION")),
-            action_match=SignalRate.from_json(signals.obj("ACTION_MATCH")),
-            judge_score=Mean.from_json(f.obj("judge_score")),
-            tau2_reward=Mean.from_json(reward),
-            tau2_reward_not_scorable=reward.opt_integer("not_scorable") or 0,
-            pass_hat_k=tuple(PassHatK.from_json(e) for e in f.objects("pass_hat_k")),
-            stop_reasons={k: int(v) for k, v in f.obj("stop_reasons").raw.items()},
-            token_usage={r: UsageCounts.from_json(u) for r, u in f.obj("token_usage").items()},
-            by_split={k: GroupRate.from_json(g) for k, g in f.obj("by_split").items()},
-            by_persona={k: GroupRate.from_json(g) for k, g in f.obj("by_persona").items()},
-            infra_errors=tuple(InfraErrorRow.from_json(e) for e in f.objects("infra_errors")),
-            lost=f.texts("lost"),
-            lost_reasons=(
-                {k: str(v) for k, v in f.obj("lost_reasons").raw.items()}
-                if f.has("lost_reasons")
-                else {}
-            ),
-            # absent in summaries written before unreadable judge replies were counted
-            judge_replies=(
-                JudgeReplies.from_json(f.obj("judge_replies"))
-                if f.has("judge_replies")
-                else JudgeReplies()
-            ),
-            flaky_tasks=(
-                tuple(FlakyTask.from_json(e) for e in f.objects("flaky_tasks"))
-                if f.has("flaky_tasks")
-                else ()
-            ),
-            scenarios=tuple(ScenarioRow.from_json(row) for row in f.objects("scenarios")),
-            # absent in summaries written before prices and budgets existed
-            cost=RoleCosts.from_json(cost.raw) if cost else None,
-            unpriced_models=cost.texts("unpriced_models") if cost else (),
-            not_run=f.texts("not_run") if f.has("not_run") else (),
-        )
+    def _fields_of_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key in ("success_rate", "task_success_rate"):
+            if key in data:
+                data[key] = _recorded_interval(data[key], "interval")
+        for key in ("by_split", "by_persona"):
+            if isinstance(groups := data.get(key), dict):
+                data[key] = {k: _recorded_interval(g, "interval") for k, g in groups.items()}
+        if isinstance(entries := data.get("pass_hat_k"), list):
+            data["pass_hat_k"] = [_recorded_interval(entry, "ci95") for entry in entries]
+        signals = data.pop("signals", None)
+        if isinstance(signals, dict):
+            data |= {f: _signal_fields(signals.get(name)) for name, f in _SIGNALS}
+        reward = data.get("tau2_reward")
+        if isinstance(reward, dict) and reward.get("not_scorable") is not None:
+            data["tau2_reward_not_scorable"] = reward["not_scorable"]
+        cost = data.get("cost")
+        if isinstance(cost, dict):
+            data["unpriced_models"] = cost.get("unpriced_models", [])
+        return data

@@ -31,15 +31,16 @@ gives ``summarize`` the trials, the expected scenarios, the configuration and th
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from tau2_retail.engine.metrics import ScenarioMetrics, UsageCounts
+from tau2_retail import codec
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.errors import ArtifactError
+from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
@@ -182,11 +183,11 @@ def _group_rates(scored: Iterable[ScenarioMetrics], key: str) -> dict[str, Group
     return out
 
 
-def _token_usage(metrics: Sequence[ScenarioMetrics]) -> dict[str, UsageCounts]:
-    totals = {role: UsageCounts() for role in _ROLES}
+def _token_usage(metrics: Sequence[ScenarioMetrics]) -> dict[str, Usage]:
+    totals = {role: Usage() for role in _ROLES}
     for record in metrics:
         for role, usage in record.token_usage.items():
-            totals[role] = totals.get(role, UsageCounts()) + usage
+            totals[role] = totals.get(role, Usage()) + usage
     return totals
 
 
@@ -639,24 +640,18 @@ def write_run_summary(
         not_run=not_run,
     )
     ordered = sorted(metrics, key=ScenarioMetrics.sort_key)
-    write_json_atomic(run_dir / ALL_METRICS_FILE, [cut_long_texts(m.to_json()) for m in ordered])
-    write_json_atomic(run_dir / SUMMARY_JSON_FILE, summary.to_json())
+    write_json_atomic(
+        run_dir / ALL_METRICS_FILE,
+        cut_long_texts(codec.encode(ordered, list[ScenarioMetrics])),
+    )
+    write_json_atomic(run_dir / SUMMARY_JSON_FILE, codec.encode(summary))
     write_text_atomic(run_dir / SUMMARY_TEXT_FILE, render_summary_text(summary))
     return summary
 
 
 def write_run_args(run_dir: Path, args: RunArgs) -> None:
     """Write ``run_args.json`` atomically (secrets already redacted by the caller)."""
-    write_json_atomic(Path(run_dir) / RUN_ARGS_FILE, args.to_json())
-
-
-def _read_json(path: Path) -> object:
-    try:
-        return json.loads(path.read_bytes())
-    except OSError as error:
-        raise ArtifactError(f"cannot read {path}: {error}") from error
-    except ValueError as error:
-        raise ArtifactError(f"{path}: not valid JSON ({error})") from error
+    write_json_atomic(Path(run_dir) / RUN_ARGS_FILE, codec.encode(args))
 
 
 def read_run_args(run_dir: Path) -> RunArgs | None:
@@ -664,7 +659,7 @@ def read_run_args(run_dir: Path) -> RunArgs | None:
     path = Path(run_dir) / RUN_ARGS_FILE
     if not path.is_file():
         return None
-    return RunArgs.from_json(_read_json(path), str(path))
+    return codec.read(RunArgs, path)
 
 
 def read_summary(run_dir: Path) -> RunSummary | None:
@@ -672,7 +667,7 @@ def read_summary(run_dir: Path) -> RunSummary | None:
     path = Path(run_dir) / SUMMARY_JSON_FILE
     if not path.is_file():
         return None
-    return RunSummary.from_json(_read_json(path), str(path))
+    return codec.read(RunSummary, path)
 
 
 def summarize(run_dir: Path) -> RunSummary:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.cli.main import main
 from tau2_retail.data.tasks import Task
 from tau2_retail.results.records import RunArgs, RunConfiguration
@@ -78,7 +79,7 @@ def _stored_run(
         expected=(),
         versions={},
     )
-    (run_dir / "run_args.json").write_text(json.dumps(stored.to_json()), encoding="utf-8")
+    (run_dir / "run_args.json").write_text(json.dumps(codec.encode(stored)), encoding="utf-8")
 
 
 def test_resume_refuses_other_models_naming_the_keys_and_the_fix(bench: Bench) -> None:

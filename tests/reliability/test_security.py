@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tau2_retail import codec
 from tau2_retail.data.gold import GoldBook, replay_calls
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_policy, load_user_guidelines
@@ -367,8 +368,10 @@ def test_any_tool_call_gives_a_result_through_conversation_artifacts_and_xdist(
     tool_messages = [m for m in outcome.conversation.messages if m.role.value == "tool"]
     assert len(tool_messages) >= 1
     # the record is plain JSON values: it crosses any boundary (execnet, a file) intact
-    record = outcome.metrics.to_json()
-    assert ScenarioMetrics.from_json(execnet.loads(execnet.dumps(record))) == outcome.metrics
+    record = codec.encode(outcome.metrics)
+    assert (
+        codec.decode_value(ScenarioMetrics, execnet.loads(execnet.dumps(record))) == outcome.metrics
+    )
     folder = tmp_path_factory.mktemp("artifacts")
     write_scenario_artifacts(
         folder,

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tau2_retail import codec
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
@@ -162,17 +163,18 @@ def _write_run(
                 agent_prompt=policy,
                 user_prompt=user_system_prompt(guidelines, task),
                 tools=tools,
-                config=configuration.to_json(),
+                config=codec.encode(configuration),
             )
             metrics.append(outcome.metrics)
     expected = [
         scenario_id(task_id, trial, n_trials) for task_id in plan for trial in range(n_trials)
     ]
-    return write_run_summary(
+    summary = write_run_summary(
         run_dir,
         metrics,
         expected=expected,
         trials=n_trials,
         configuration=configuration,
         versions={"python": platform.python_version()},
-    ).to_json()
+    )
+    return codec.encode(summary)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.report.compare import compare_summaries
@@ -293,12 +294,12 @@ def _priced_copy(run: Path, target: Path) -> Path:
     reported again."""
     shutil.copytree(run, target)
     for number, path in enumerate(sorted(target.rglob("metrics.json"))):
-        metrics = ScenarioMetrics.from_json(json.loads(path.read_text(encoding="utf-8")))
+        metrics = codec.decode_value(ScenarioMetrics, json.loads(path.read_text(encoding="utf-8")))
         # not in scenario order, so that sorting by cost differs from sorting by scenario
         agent = ((number * 7) % 11 + 1) / 1000
         cost = RoleCosts(agent=agent, user=agent / 10, judge=0.0005)
         priced = dataclasses.replace(metrics, cost=cost)
-        path.write_text(json.dumps(priced.to_json()), encoding="utf-8")
+        path.write_text(json.dumps(codec.encode(priced)), encoding="utf-8")
     summarize(target)
     write_report(target)
     return target
@@ -410,7 +411,8 @@ def test_a_model_that_answers_markup_gets_text_not_code(mixed_run: Path, open_re
 def test_comparing_two_runs(mixed_run: Path, baseline_run: Path, open_report: Open) -> None:
     path, _ = write_report(mixed_run, against=baseline_run)
     comparison = compare_summaries(
-        RunSummary.from_json(_summary(mixed_run)), RunSummary.from_json(_summary(baseline_run))
+        codec.decode_value(RunSummary, _summary(mixed_run)),
+        codec.decode_value(RunSummary, _summary(baseline_run)),
     )
     opened = open_report(path)
     section = opened.page.locator("#comparison")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.cli.main import main
 from tau2_retail.cli.run import (
     EXIT_FAILED,
@@ -114,7 +115,10 @@ def test_the_json_output_holds_metrics_and_transcript(data_dir, capsys):
     assert transcript[0]["role"] == "assistant"
     assert transcript[0]["content"] == "Hi! How can I help you today?"
     assert transcript[-1]["content"] == "Conversation ended."
-    assert [Message.from_json(m).role for m in transcript][-2:] == [Role.ASSISTANT, Role.TOOL]
+    assert [codec.decode_value(Message, m).role for m in transcript][-2:] == [
+        Role.ASSISTANT,
+        Role.TOOL,
+    ]
     assert [a["name"] for a in document["actions"]] == ["exchange_delivered_order_items"]
     assert "judge" not in document
 

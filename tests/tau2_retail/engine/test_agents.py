@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from openai import OpenAI
 
+from tau2_retail import codec
 from tau2_retail.data.tasks import load_user_guidelines
 from tau2_retail.engine.conversation import TOOLBOX_STOPPED, Limits, StopReason
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
@@ -140,7 +141,7 @@ def test_a_turn_agent_is_sent_exactly_what_an_endpoint_model_is(bundle, endpoint
 def _comparable(outcome: ScenarioOutcome, *, keep_agent_usage: bool) -> dict[str, Any]:
     """``metrics.json`` without timings (and, for a loop agent, without its own request counts:
     its model calls happen inside ``converse``)."""
-    data = outcome.metrics.to_json()
+    data = codec.encode(outcome.metrics)
     for key in ("duration_seconds", "latency_stats"):
         data.pop(key)
     data["turns"] = [{k: v for k, v in turn.items() if k != "timestamp"} for turn in data["turns"]]

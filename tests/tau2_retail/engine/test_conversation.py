@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tau2_retail import codec
 from tau2_retail.data.seed import load_seed
 from tau2_retail.engine.conversation import (
     ConversationResult,
@@ -547,7 +548,7 @@ async def test_the_result_is_frozen_and_json_round_trips(store):
     data = result.to_json()
     assert json.loads(json.dumps(data)) == data
     assert data["stop_reason"] == "agent_exit"
-    assert [Message.from_json(m) for m in data["messages"]] == list(result.messages)
+    assert [codec.decode_value(Message, m) for m in data["messages"]] == list(result.messages)
     assert [m["timestamp"] for m in data["messages"]] == list(result.timestamps)
     assert data["tool_errors"] == 1
     assert data["steps"] == result.steps
@@ -890,14 +891,14 @@ async def test_request_stats_count_attempts_failures_and_waits(store):
     )
     result = await converse(store, agent, user_says("Hi.", "More."))
     assert result.stop_reason is StopReason.INFRA_ERROR
-    assert result.requests["agent"].to_json() == {
+    assert codec.encode(result.requests["agent"]) == {
         "requests": 2,
         "attempts": 8,
         "retries": 6,
         "failed": 1,
         "wait_seconds": 11.5,
     }
-    assert result.requests["user"].to_json()["attempts"] == 2
+    assert codec.encode(result.requests["user"])["attempts"] == 2
     assert result.to_json()["requests"]["agent"]["failed"] == 1
 
 

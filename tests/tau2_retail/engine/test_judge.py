@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tau2_retail import codec
 from tau2_retail.engine.judge import (
     JUDGE_SYSTEM_PROMPT,
     MAX_RENDERED_CHARS,
@@ -394,7 +395,7 @@ def test_result_json_has_the_artifact_shape():
         score=0.5, reason="half", system_prompt="S", user_content="U", verdicts=verdicts
     )
     assert (result.pass_count, result.total, result.pass_rate) == (1, 2, 0.5)
-    assert result.to_json() == {
+    assert codec.encode(result) == {
         "score": 0.5,
         "reason": "half",
         "judge_input": {"system_prompt": "S", "user_content": "U"},
@@ -409,7 +410,7 @@ def test_result_json_has_the_artifact_shape():
     failed = JudgeResult(
         score=0.0, reason="r", system_prompt="S", user_content="U", verdicts=(), error="boom"
     )
-    assert failed.to_json()["error"] == "boom"
+    assert codec.encode(failed)["error"] == "boom"
     assert failed.pass_rate == 0.0
 
 
@@ -471,7 +472,7 @@ def assert_judge_error(result: JudgeResult, *fragments: str) -> None:
     assert outcomes(result.verdicts) == [(n, False, reason) for n in (1, 2, 3)]
     assert [v.assertion for v in result.verdicts] == list(ASSERTIONS)
     assert result.pass_rate == 0.0
-    assert result.to_json()["error"] == result.error
+    assert codec.encode(result)["error"] == result.error
 
 
 @pytest.mark.asyncio
@@ -495,7 +496,7 @@ async def test_all_true_through_the_endpoint(openai_server, make_judge):
         {"role": "system", "content": system},
         {"role": "user", "content": user},
     ]
-    assert "error" not in result.to_json()
+    assert "error" not in codec.encode(result)
 
 
 @pytest.mark.asyncio
@@ -562,7 +563,7 @@ def assert_judge_failure(result: JudgeResult, replies: list[str], *fragments: st
     assert result.unreadable is True
     assert result.unreadable_replies == tuple(replies)
     assert result.requests == len(replies)
-    data = result.to_json()
+    data = codec.encode(result)
     assert (data["unreadable"], data["unreadable_replies"]) == (True, replies)
     assert data["raw_reply"] == replies[-1]
 
@@ -608,8 +609,8 @@ async def test_prose_once_then_json_is_a_normal_result(openai_server, make_judge
     assert result.unreadable_replies == (prose,)
     assert (result.requests, result.attempts) == (2, 2)
     assert result.usage == Usage(n_calls=2, prompt=100, completion=89)
-    assert result.to_json()["unreadable_replies"] == [prose]
-    assert "unreadable" not in result.to_json()
+    assert codec.encode(result)["unreadable_replies"] == [prose]
+    assert "unreadable" not in codec.encode(result)
     assert len(openai_server.requests) == 2
 
 
@@ -621,7 +622,7 @@ async def test_json_in_a_fence_is_read_without_asking_again(openai_server, make_
     assert result.pass_rate == 1.0
     assert result.requests == 1
     assert len(openai_server.requests) == 1
-    assert "unreadable_replies" not in result.to_json()
+    assert "unreadable_replies" not in codec.encode(result)
 
 
 @pytest.mark.asyncio
@@ -710,7 +711,7 @@ async def test_an_unparseable_reply_is_kept_whole_in_the_result(openai_server, m
 async def test_a_reply_without_verdicts_keeps_its_raw_text(openai_server, make_judge):
     openai_server.enqueue(Completion(content='{"score": 0.5}'))
     result = await judge(make_judge)
-    assert result.to_json()["raw_reply"] == '{"score": 0.5}'
+    assert codec.encode(result)["raw_reply"] == '{"score": 0.5}'
     assert [v.reason for v in result.verdicts] == [MISSING_VERDICT_REASON] * 3
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.tasks import Task
 from tau2_retail.engine.scenario import (
@@ -108,14 +109,17 @@ async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_
     assert metrics.stop_reason == "agent_exit"  # the conversation itself ended well
     assert "judge: model 'judge'" in metrics.stop_detail
     assert "HTTP 503" in outcome.infra_detail
-    assert metrics.to_json()["requests"]["judge"] == {
+    assert codec.encode(metrics)["requests"]["judge"] == {
         "requests": 1,
         "attempts": 2,
         "retries": 1,
         "failed": 1,
         "wait_seconds": round(metrics.requests["judge"].wait_seconds, 3),
     }
-    assert (metrics.to_json()["infra_role"], metrics.to_json()["needs_judging"]) == ("judge", True)
+    assert (codec.encode(metrics)["infra_role"], codec.encode(metrics)["needs_judging"]) == (
+        "judge",
+        True,
+    )
 
     with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
@@ -123,7 +127,7 @@ async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_
         assert len(server.requests) == 1  # only the judge: the conversation did not run again
     assert not again.is_infra_error
     assert not again.metrics.needs_judging
-    assert "needs_judging" not in again.metrics.to_json()
+    assert "needs_judging" not in codec.encode(again.metrics)
     assert again.metrics.is_successful is True
     assert again.metrics.nl_assertion_pass_rate == 1.0
     assert again.conversation.to_json() == outcome.conversation.to_json()
@@ -169,19 +173,19 @@ async def test_a_prose_judge_is_an_infra_error_of_the_judge_and_rejudge_scores_i
     assert metrics.judge_unreadable_replies == 2
     assert metrics.token_usage["judge"].n_calls == 2
     assert metrics.token_usage["judge"].completion == 14
-    judge_json = metrics.to_json()
+    judge_json = codec.encode(metrics)
     assert judge_json["judge_unreadable_replies"] == 2
     assert judge_json["requests"]["judge"]["requests"] == 2
     assert judge_json["requests"]["judge"]["failed"] == 0
     assert outcome.judge is not None
-    assert outcome.judge.to_json()["unreadable_replies"] == [prose.content] * 2
+    assert codec.encode(outcome.judge)["unreadable_replies"] == [prose.content] * 2
 
     with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
             again = await rejudged(outcome, book, judge)
     assert not again.is_infra_error
     assert again.metrics.is_successful is True
-    assert "judge_unreadable_replies" not in again.metrics.to_json()
+    assert "judge_unreadable_replies" not in codec.encode(again.metrics)
 
 
 @pytest.mark.asyncio

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from tau2_retail.errors import ConfigError
+from tau2_retail import codec
+from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models import EndpointConfig
 
 
@@ -30,7 +31,7 @@ def test_json_round_trip():
         max_tokens=1024,
         extra_body={"chat_template_kwargs": {"enable_thinking": False}},
     )
-    assert EndpointConfig.from_json(config.to_json()) == config
+    assert codec.decode_value(EndpointConfig, codec.encode(config)) == config
 
 
 def test_extra_body_is_a_private_copy():
@@ -72,11 +73,13 @@ def test_a_key_pasted_as_the_variable_name_is_rejected_without_echoing_it():
     assert key not in str(caught.value)
 
 
-def test_from_json_rejects_unknown_and_missing_fields():
-    with pytest.raises(ConfigError, match=r"unknown field.*temprature"):
-        EndpointConfig.from_json({"model": "m", "temprature": 0.0})
-    with pytest.raises(ConfigError, match="'model' is required"):
-        EndpointConfig.from_json({})
+def test_a_recorded_config_is_checked_when_read():
+    with pytest.raises(ArtifactError, match="'model' is missing"):
+        codec.decode_value(EndpointConfig, {}, "run_args.json")
+    with pytest.raises(ArtifactError, match="'temperature' must be a number, got '0'"):
+        codec.decode_value(EndpointConfig, {"model": "m", "temperature": "0"}, "run_args.json")
+    with pytest.raises(ConfigError, match=r"temperature: got -1\.0"):
+        codec.decode_value(EndpointConfig, {"model": "m", "temperature": -1}, "run_args.json")
 
 
 @pytest.mark.parametrize(

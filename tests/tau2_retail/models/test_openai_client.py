@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
@@ -555,7 +556,7 @@ def test_config_repr_and_json_hold_the_variable_name_only(monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
     config = EndpointConfig(model="m", base_url="http://127.0.0.1:9/v1", api_key_env=KEY_ENV)
     assert SECRET not in repr(config)
-    assert SECRET not in json.dumps(config.to_json())
+    assert SECRET not in json.dumps(codec.encode(config))
     assert KEY_ENV in repr(config)
 
 
@@ -790,7 +791,7 @@ async def test_a_url_password_is_neither_kept_nor_sent_as_basic_auth(openai_serv
     url = openai_server.base_url.replace("http://", "http://alice:CANARY-PW@")
     async with make_model(base_url=url) as model:
         await model.complete(USER_HELLO)
-        assert "CANARY-PW" not in repr(model) + json.dumps(model.config.to_json())
+        assert "CANARY-PW" not in repr(model) + json.dumps(codec.encode(model.config))
     (request,) = openai_server.requests
     assert request.header("Authorization") == f"Bearer {SECRET}"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import ModelPrice, PriceTable, RoleCosts
@@ -44,7 +45,7 @@ def test_a_model_without_a_price_has_an_unknown_cost_and_a_builtin_costs_nothing
 
 def test_role_costs_add_up_and_an_unknown_role_makes_the_total_unknown() -> None:
     run = RoleCosts(agent=0.1, user=0.2, judge=0.0) + RoleCosts(agent=0.3, user=0.0, judge=0.5)
-    assert run.to_json() == {
+    assert codec.encode(run) == {
         "agent": 0.4,
         "user": 0.2,
         "judge": 0.5,
@@ -54,7 +55,7 @@ def test_role_costs_add_up_and_an_unknown_role_makes_the_total_unknown() -> None
     unknown = run + RoleCosts(agent=0.1, user=0.1, judge=None)
     assert unknown.judge is None
     assert unknown.total is None
-    back = RoleCosts.from_json(unknown.to_json())
+    back = codec.decode_value(RoleCosts, codec.encode(unknown))
     assert back.agent == pytest.approx(0.5)
     assert back.user == pytest.approx(0.3)
     assert back.judge is None
@@ -62,9 +63,9 @@ def test_role_costs_add_up_and_an_unknown_role_makes_the_total_unknown() -> None
 
 def test_the_total_in_json_is_the_sum_of_its_rounded_parts() -> None:
     cost = RoleCosts(agent=0.0000014, user=0.0000014, judge=0.0000014)
-    data = cost.to_json()
+    data = codec.encode(cost)
     assert data["total"] == pytest.approx(data["agent"] + data["user"] + data["judge"])
-    assert RoleCosts.from_json(data).total == pytest.approx(data["total"])
+    assert codec.decode_value(RoleCosts, data).total == pytest.approx(data["total"])
 
 
 @pytest.mark.parametrize(
@@ -90,5 +91,5 @@ def test_a_table_round_trips_through_json() -> None:
     table = PriceTable.parse(
         {"a": {"input": 1, "output": 2, "cached_input": 0.5}, "b": {"input": 0, "output": 0}}
     )
-    assert PriceTable.parse(table.to_json()) == table
+    assert PriceTable.parse(codec.encode(table.models, dict[str, ModelPrice])) == table
     assert table.price("a") == ModelPrice(input=1.0, output=2.0, cached_input=0.5)

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tau2_retail import codec
 from tau2_retail.report.compare import compare_summaries, comparison_lines
 from tau2_retail.report.page import (
     REPORT_FILE,
@@ -350,7 +351,7 @@ def test_a_run_without_summary_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="expected a JSON object"):
         build_report_data(tmp_path)
     (tmp_path / "summary.json").write_text('{"counts": {}}', encoding="utf-8")
-    with pytest.raises(ReportError, match=r"signals: expected a JSON object.*summarize"):
+    with pytest.raises(ReportError, match=r"'configuration' is missing.*summarize"):
         build_report_data(tmp_path)
     with pytest.raises(ReportError, match="is not a directory"):
         build_report_data(tmp_path / "nowhere")
@@ -395,7 +396,9 @@ def test_action_pairs_follow_the_action_match_rule() -> None:
 def test_compare_lists_flips_and_rate_differences(runs: dict[str, Path]) -> None:
     current = _json(runs["mixed"] / "summary.json")
     baseline = _json(runs["baseline"] / "summary.json")
-    comparison = compare_summaries(RunSummary.from_json(current), RunSummary.from_json(baseline))
+    comparison = compare_summaries(
+        codec.decode_value(RunSummary, current), codec.decode_value(RunSummary, baseline)
+    )
     flips = {f["id"]: f for f in comparison["flips"]}
     assert flips["tau2_retail__0-trial2"]["kind"] == "broken"
     assert flips["tau2_retail__0-trial2"]["signals"] == [

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
@@ -168,8 +169,8 @@ def test_artifacts_of_a_passing_scenario(run: Runner, tmp_path: Path) -> None:
         "transcript.json",
     ]
     metrics = _json(directory / "metrics.json")
-    assert metrics == outcome.metrics.to_json()
-    assert ScenarioMetrics.from_json(metrics) == outcome.metrics
+    assert metrics == codec.encode(outcome.metrics)
+    assert codec.decode_value(ScenarioMetrics, metrics) == outcome.metrics
     assert metrics.keys() >= METRICS_KEYS
     assert _json(directory / "transcript.json") == outcome.conversation.to_json()
     assert _json(directory / "db_diff.json") == {}
@@ -268,7 +269,7 @@ def test_judge_result_when_a_judge_ran(run: Runner, tmp_path: Path) -> None:
     assert outcome.judge is not None
     _write(tmp_path, outcome, agent_prompt, user_prompt)
     judged = _json(tmp_path / "judge_result.json")
-    assert judged == outcome.judge.to_json()
+    assert judged == codec.encode(outcome.judge)
     assert judged.keys() >= JUDGE_KEYS
     assert judged["judge_input"].keys() == {"system_prompt", "user_content"}
     assert judged["nl_assertion_total"] == 1
@@ -440,14 +441,14 @@ def test_request_stats_infra_role_and_needs_judging_round_trip(run: Runner, tmp_
         "wait_seconds": 2.5,
     }
     assert (raw["infra_role"], raw["needs_judging"]) == ("judge", True)
-    assert ScenarioMetrics.from_json(raw) == pending.metrics
+    assert codec.decode_value(ScenarioMetrics, raw) == pending.metrics
     saved = load_pending_judgement(tmp_path)
     assert saved is not None
     assert saved.db_hash == outcome.metrics.db_state_actual_hash
     assert saved.transcript == _json(tmp_path / "transcript.json")
     # a record written before request stats were kept still reads
     del raw["requests"], raw["infra_role"], raw["needs_judging"]
-    old = ScenarioMetrics.from_json(raw)
+    old = codec.decode_value(ScenarioMetrics, raw)
     assert (old.requests, old.infra_role, old.needs_judging) == ({}, None, False)
 
 

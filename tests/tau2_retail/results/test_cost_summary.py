@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tau2_retail.engine.metrics import ScenarioMetrics, UsageCounts
+from tau2_retail import codec
+from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.summary import build_summary, render_summary_text, summarize
@@ -29,7 +31,7 @@ def test_the_run_cost_is_the_sum_of_its_scenarios_by_role() -> None:
         configuration=CONFIGURATION,
         versions=VERSIONS,
     )
-    assert summary.to_json()["cost"] == {
+    assert codec.encode(summary)["cost"] == {
         "agent": 0.75,
         "user": 0.375,
         "judge": 0.0,
@@ -41,7 +43,7 @@ def test_the_run_cost_is_the_sum_of_its_scenarios_by_role() -> None:
     text = render_summary_text(summary)
     assert "  Cost (USD): $1.1250 total (agent $0.7500, user $0.3750, judge $0.0000)" in text
     assert "cost       stop reason" in text
-    assert RunSummary.from_json(summary.to_json()) == summary
+    assert codec.decode_value(RunSummary, codec.encode(summary)) == summary
 
 
 def test_a_role_without_a_price_is_unknown_and_named() -> None:
@@ -52,7 +54,7 @@ def test_a_role_without_a_price_is_unknown_and_named() -> None:
         configuration=CONFIGURATION,
         versions=VERSIONS,
     )
-    cost = summary.to_json()["cost"]
+    cost = codec.encode(summary)["cost"]
     assert (cost["judge"], cost["total"], cost["unpriced_models"]) == (None, None, ["gpt-judge"])
     assert "no price for model(s) gpt-judge: add them to --tau2-prices" in render_summary_text(
         summary
@@ -73,9 +75,11 @@ def test_a_scenario_recorded_without_a_cost_makes_the_run_cost_unknown() -> None
 
 
 def test_a_run_without_prices_keeps_the_old_shape() -> None:
-    data = build_summary(
-        [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
-    ).to_json()
+    data = codec.encode(
+        build_summary(
+            [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+        )
+    )
     assert "cost" not in data
     assert "not_run" not in data
     assert "not_run" not in data["counts"]
@@ -104,12 +108,12 @@ def test_scenarios_not_run_are_listed_and_left_out_of_the_rates_and_the_lost() -
 
 
 def test_cache_hits_are_counted_per_role() -> None:
-    hits = UsageCounts(n_calls=3, prompt=300, completion=30, cache_hits=2, hit_prompt=200)
+    hits = Usage(n_calls=3, prompt=300, completion=30, cache_hits=2, hit_prompt=200)
     records = [dataclasses.replace(metric(n), token_usage={"agent": hits}) for n in "01"]
-    back = ScenarioMetrics.from_json(records[0].to_json())
+    back = codec.decode_value(ScenarioMetrics, codec.encode(records[0]))
     assert back.token_usage["agent"] == hits
     summary = build_summary(records, expected=None, trials=1, configuration=None, versions={})
-    assert summary.to_json()["token_usage"]["agent"] == {
+    assert codec.encode(summary)["token_usage"]["agent"] == {
         "n_calls": 6,
         "prompt": 600,
         "completion": 60,
@@ -126,7 +130,7 @@ def test_summarize_keeps_the_scenarios_not_run(tmp_path: Path) -> None:
     record = priced("0", 0.1, 0.1, 0.0)
     folder = run / record.scenario_name
     folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps(record.to_json()))
+    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
     write_summary(
         run,
         [record],

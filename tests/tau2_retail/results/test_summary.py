@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
+from tau2_retail import codec
 from tau2_retail.cli.main import main
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
@@ -107,22 +108,24 @@ def metric(
         record["nl_assertion_pass_rate"] = nl[0] / nl[1]
     if judge_score is not None:
         record["judge_score"] = judge_score
-    return ScenarioMetrics.from_json(record)
+    return codec.decode_value(ScenarioMetrics, record)
 
 
 def build_summary(
     metrics: list[ScenarioMetrics], *, configuration: RunConfiguration | None, **options: Any
 ) -> dict[str, Any]:
     """The summary as its JSON, which these tests pin key by key."""
-    return summary_module.build_summary(metrics, configuration=configuration, **options).to_json()
+    return codec.encode(
+        summary_module.build_summary(metrics, configuration=configuration, **options)
+    )
 
 
 def write_run_summary(run_dir: Path, metrics: list[ScenarioMetrics], **options: Any) -> Any:
-    return summary_module.write_run_summary(run_dir, metrics, **options).to_json()
+    return codec.encode(summary_module.write_run_summary(run_dir, metrics, **options))
 
 
 def render_summary_text(summary: dict[str, Any]) -> str:
-    return summary_module.render_summary_text(RunSummary.from_json(summary))
+    return summary_module.render_summary_text(codec.decode_value(RunSummary, summary))
 
 
 def mixed() -> list[ScenarioMetrics]:
@@ -202,7 +205,7 @@ def test_counts_and_rates_by_hand() -> None:
         {"scenario_id": "tau2_retail__6", "detail": "agent: connection refused"}
     ]
     assert summary["lost"] == ["tau2_retail__7", "tau2_retail__8"]
-    assert summary["configuration"] == CONFIGURATION.to_json()
+    assert summary["configuration"] == codec.encode(CONFIGURATION)
     assert summary["versions"] == VERSIONS
     assert summary["models"] == {"agent": "gpt-test", "user": "gpt-user", "judge": "gpt-judge"}
 
@@ -426,7 +429,7 @@ def test_write_run_summary(tmp_path: Path) -> None:
     assert json.loads((run / "summary.json").read_text()) == summary
     all_metrics = json.loads((run / "all_metrics.json").read_text())
     assert [m["task_id"] for m in all_metrics] == ["0", "1", "2", "3", "4", "5", "6"]
-    assert all_metrics[0] == metric("0").to_json()
+    assert all_metrics[0] == codec.encode(metric("0"))
     assert (run / "all_summary.txt").read_text() == render_summary_text(summary)
     assert sorted(p.name for p in run.iterdir()) == [
         "all_metrics.json",
@@ -587,7 +590,7 @@ def test_summarize_without_run_args_infers_trials(
     for record in [*_trials("0", [True, False]), *_trials("1", [True, True])]:
         directory = scenario_dir(tmp_path, record.scenario_name, record.trial - 1, 2)
         directory.mkdir(parents=True)
-        (directory / "metrics.json").write_text(json.dumps(record.to_json()))
+        (directory / "metrics.json").write_text(json.dumps(codec.encode(record)))
     assert main(["summarize", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "Trials:      2" in out
@@ -632,7 +635,7 @@ def test_summarize_with_broken_run_args_exits_2(
 ) -> None:
     directory = tmp_path / "tau2_retail__0"
     directory.mkdir()
-    (directory / "metrics.json").write_text(json.dumps(metric("0").to_json()))
+    (directory / "metrics.json").write_text(json.dumps(codec.encode(metric("0"))))
     (tmp_path / "run_args.json").write_text('{"trials": "two"}')
     assert main(["summarize", str(tmp_path)]) == 2
     assert "run_args.json: 'trials' must be an integer, got 'two'" in capsys.readouterr().err
@@ -675,8 +678,8 @@ def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
         (0.75, 2),
         (0.0, 1),
     ]
-    assert RunSummary.from_json(summary).to_json() == summary
-    lines = summary_module.headline_lines(RunSummary.from_json(summary))
+    assert codec.encode(codec.decode_value(RunSummary, summary)) == summary
+    lines = summary_module.headline_lines(codec.decode_value(RunSummary, summary))
     assert lines[:4] == [
         "tau2 reward (upstream): mean 0.6667 over 3 scenarios; 1 not scorable without a judge",
         # pass^1: task 0 gives 1/2, task 1 gives 1: the bootstrap over the two tasks
@@ -710,14 +713,14 @@ def test_profile_comes_from_the_metrics_or_the_configuration() -> None:
 
 
 def test_records_written_before_profiles_read_as_the_default_profile() -> None:
-    record = metric("0").to_json()
+    record = codec.encode(metric("0"))
     del record["profile"]
-    assert ScenarioMetrics.from_json(record).profile == "default"
+    assert codec.decode_value(ScenarioMetrics, record).profile == "default"
     summary = build_summary(
         [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
     )
     del summary["profile"]
-    assert RunSummary.from_json(summary).profile == "default"
+    assert codec.decode_value(RunSummary, summary).profile == "default"
 
 
 def test_summarize_counts_an_empty_metrics_file_as_lost_with_its_reason(
@@ -757,10 +760,10 @@ def _judged(task_id: str, *, replies: int, unreadable: int, infra: bool = False)
     record = metric(task_id, nl=None if infra else (1, 1), judge_score=None if infra else 1.0)
     stats = {"requests": replies, "attempts": replies, "failed": 0, "wait_seconds": 0.0}
     requests = {"judge": stats}
-    raw = record.to_json() | {"requests": requests, "judge_unreadable_replies": unreadable}
+    raw = codec.encode(record) | {"requests": requests, "judge_unreadable_replies": unreadable}
     if infra:
         raw |= {"infra_error": True, "infra_role": "judge", "needs_judging": True}
-    return ScenarioMetrics.from_json(raw)
+    return codec.decode_value(ScenarioMetrics, raw)
 
 
 def _judge_summary(metrics: list[ScenarioMetrics], profile: str = "default") -> RunSummary:
@@ -780,7 +783,7 @@ def test_a_judge_whose_replies_mostly_cannot_be_read_is_named_in_the_summary() -
         _judged("3", replies=1, unreadable=0),
     ]
     summary = _judge_summary(records)
-    assert summary.to_json()["judge_replies"] == {
+    assert codec.encode(summary)["judge_replies"] == {
         "total": 6,
         "unreadable": 4,
         "follows_format": False,
@@ -793,7 +796,7 @@ def test_a_judge_whose_replies_mostly_cannot_be_read_is_named_in_the_summary() -
     )
     assert line in summary_module.render_summary_text(summary).splitlines()
     assert summary.counts.infra_errors == 2
-    assert RunSummary.from_json(summary.to_json()) == summary
+    assert codec.decode_value(RunSummary, codec.encode(summary)) == summary
 
 
 def test_a_few_unreadable_judge_replies_are_counted_not_alarmed() -> None:
@@ -816,9 +819,9 @@ def test_all_readable_judge_replies_say_nothing() -> None:
     summary = _judge_summary([_judged("0", replies=1, unreadable=0)])
     assert summary_module.judge_format_line(summary) is None
     assert "Judge:" not in summary_module.render_summary_text(summary)
-    older = summary.to_json()
+    older = codec.encode(summary)
     del older["judge_replies"]  # a summary written before the count existed
-    assert RunSummary.from_json(older).judge_replies.total == 0
+    assert codec.decode_value(RunSummary, older).judge_replies.total == 0
 
 
 def test_a_misplaced_metrics_json_is_never_counted_and_summarize_refuses_the_run(
@@ -829,7 +832,7 @@ def test_a_misplaced_metrics_json_is_never_counted_and_summarize_refuses_the_run
     for task in ("0", "1"):
         folder = tmp_path / f"tau2_retail__{task}"
         folder.mkdir()
-        (folder / "metrics.json").write_text(json.dumps(metric("0").to_json()))
+        (folder / "metrics.json").write_text(json.dumps(codec.encode(metric("0"))))
 
     loaded = load_run_metrics(tmp_path)
     assert [m.scenario_id for m in loaded.records] == ["tau2_retail__0"]
@@ -863,16 +866,16 @@ def _without_intervals(value: Any) -> Any:
 def test_a_summary_written_before_intervals_reads_and_serves_as_a_baseline() -> None:
     records = [*_trials("0", [True, False]), *_trials("1", [True, True])]
     current = build_summary(records, expected=None, trials=2, configuration=None, versions={})
-    old = RunSummary.from_json(_without_intervals(current))
+    old = codec.decode_value(RunSummary, _without_intervals(current))
 
     # its rates get Wilson intervals (the clustered ones were not recorded), no flaky task
     assert old.success_rate.ci95 is not None
     assert old.success_rate.ci95.method == "wilson"
     assert old.flaky_tasks == ()
     assert old.pass_hat_k[0].ci95 is None
-    assert "pass^1: 0.7500 (2 tasks)" in render_summary_text(old.to_json())
+    assert "pass^1: 0.7500 (2 tasks)" in render_summary_text(codec.encode(old))
     verdict = evaluate_gate(
-        RunSummary.from_json(current),
+        codec.decode_value(RunSummary, current),
         min_pass_rate=None,
         max_infra_errors=0,
         baseline=old,
@@ -886,7 +889,7 @@ def test_a_summary_written_before_intervals_reads_and_serves_as_a_baseline() -> 
 def test_a_summary_read_back_equals_the_one_written() -> None:
     records = [*_trials("0", [True, False]), *_trials("1", [True, True]), metric("2")]
     current = build_summary(records, expected=None, trials=2, configuration=None, versions={})
-    assert RunSummary.from_json(current).to_json() == current
+    assert codec.encode(codec.decode_value(RunSummary, current)) == current
     assert current["flaky_tasks"] == [{"task_id": "0", "passed": 1, "trials": 2}]
     assert "Flaky tasks (trials disagree): 1\n  task 0: 1/2 trials passed\n" in (
         render_summary_text(current)
