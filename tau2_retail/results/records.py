@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tau2_retail.engine.metrics import Fields, UsageCounts
-from tau2_retail.engine.profiles import ProfileName
+from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
 
@@ -578,7 +578,7 @@ class RunSummary:
 
     def to_json(self) -> dict[str, Any]:
         reward = self.tau2_reward.to_json()
-        if self.profile == ProfileName.TAU2:
+        if policy_for(self.profile).reward_is_headline:
             reward["not_scorable"] = self.tau2_reward_not_scorable
         return {
             "profile": self.profile,

@@ -22,6 +22,7 @@ import pytest_asyncio
 from tau2_retail.data.seed import load_seed
 from tau2_retail.engine.conversation import (
     ConversationResult,
+    Ending,
     Limits,
     StopReason,
     SystemClock,
@@ -543,7 +544,7 @@ async def test_the_result_is_frozen_and_json_round_trips(store):
     agent = Scripted("agent", [act(lookup(), unknown()), say("Done."), act(end())])
     result = await converse(store, agent, user_says("Hi.", "Bye ###STOP###"))
     with pytest.raises(dataclasses.FrozenInstanceError):
-        result.stop_reason = StopReason.TIMEOUT  # type: ignore[misc]
+        result.ending = Ending(reason=StopReason.TIMEOUT)  # type: ignore[misc]
     data = result.to_json()
     assert json.loads(json.dumps(data)) == data
     assert data["stop_reason"] == "agent_exit"
@@ -854,6 +855,66 @@ async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reason)
         result = await converse(Store(seed_db), agent, user)
         assert result.stop_reason is reason
         assert result.detail == f"{side}: {error}"
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (EndpointError("boom"), StopReason.INFRA_ERROR),
+        (ContextWindowExceeded("too long"), StopReason.CONTEXT_WINDOW_EXCEEDED),
+    ],
+)
+@pytest.mark.asyncio
+async def test_the_failed_role_is_typed_where_the_conversation_ends(seed_db, error, reason):
+    # issue 20: the role is decided where the model failed, never read back out of the text
+    for side in ("agent", "user"):
+        agent = Scripted("agent", [error] if side == "agent" else [])
+        user = Scripted("user", [say("Hi.")] if side == "agent" else [error])
+        store = Store(seed_db)
+        result = await converse(store, agent, user)
+        assert result.ending == Ending(reason=reason, detail=f"{side}: {error}", failed_role=side)
+        # the transcript records the reason and the text only; read back, the ending is whole
+        again = ConversationResult.from_json(json.loads(json.dumps(result.to_json())), store)
+        assert again.ending == result.ending
+
+
+@pytest.mark.asyncio
+async def test_limits_and_stops_have_no_failed_role_and_empty_agents_fail_the_agent(store):
+    ended = await converse(store, Scripted("agent", [act(end())]), user_says("Hi."))
+    assert ended.ending == Ending(reason=StopReason.AGENT_EXIT)
+    capped = await converse(
+        store, Scripted("agent", [say("a")] * 3), user_says("u", "u"), limits=Limits(max_steps=3)
+    )
+    assert (capped.stop_reason, capped.ending.failed_role) == (StopReason.MAX_STEPS, None)
+    empty = await converse(store, Scripted("agent", [say(""), say("")]), user_says("Hi."))
+    assert empty.ending == Ending(
+        reason=StopReason.AGENT_ERROR,
+        detail="the agent returned an empty message twice",
+        failed_role="agent",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "detail", "failed_role"),
+    [
+        ("infra_error", "agent: model 'm' at http://127.0.0.1:1/v1 failed", "agent"),
+        ("infra_error", "user: the simulator returned an empty message twice", "user"),
+        ("infra_error", "agent: x; agent: the agent's close() raised", "agent"),
+        ("infra_error", "connection failed", "agent"),  # once recorded without the role
+        ("context_window_exceeded", "user: too long", "user"),
+        ("context_window_exceeded", "the conversation grew to 2,000,001 characters", None),
+        ("agent_error", "the agent returned an empty message twice", "agent"),
+        ("agent_error", "agent: ValueError: no", "agent"),
+        ("max_steps", "200 routed messages", None),
+        ("user_stop", "grace turn cut short: 3 tool errors", None),
+        ("agent_exit", "", None),
+    ],
+)
+def test_a_recorded_ending_reads_back_typed(
+    reason: str, detail: str, failed_role: str | None
+) -> None:
+    ending = Ending.from_record(reason, detail)
+    assert ending == Ending(reason=StopReason(reason), detail=detail, failed_role=failed_role)
 
 
 @pytest.mark.asyncio
