@@ -24,7 +24,7 @@ from tau2_retail.engine.conversation import (
     run_conversation,
 )
 from tau2_retail.engine.metrics import ROLES, LatencyStats, ScenarioMetrics, Turn, UsageCounts
-from tau2_retail.engine.profiles import Profile, ProfilePolicy
+from tau2_retail.engine.profiles import Profile, ProfilePolicy, ScenarioFacts
 from tau2_retail.engine.scoring import (
     Signal,
     SignalState,
@@ -211,13 +211,15 @@ def build_metrics(
         nl_passed = judgement is not None and judgement.pass_count == judgement.total
     actions_matched = action_match(gold.actions, conversation.actions)
     score = policy.score(
-        task=task,
-        stop_reason=ending.reason,
-        db_match=db_match,
-        nl_passed=nl_passed,
-        judgement=judgement,
-        judge_configured=judge_configured,
-        actions_matched=actions_matched,
+        ScenarioFacts(
+            task=task,
+            stop_reason=ending.reason,
+            db_match=db_match,
+            nl_passed=nl_passed,
+            judgement=judgement,
+            judge_configured=judge_configured,
+            actions_matched=actions_matched,
+        )
     )
     verdict = score.verdict
     usage: dict[str, Usage] = {

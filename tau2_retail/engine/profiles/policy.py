@@ -33,6 +33,7 @@ __all__ = [
     "DefaultPolicy",
     "ProfileName",
     "ProfilePolicy",
+    "ScenarioFacts",
     "Score",
     "Tau2Policy",
     "parse_profile_name",
@@ -93,6 +94,23 @@ def upstream_reward(
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ScenarioFacts:
+    """What the harness observed of one scenario, for its profile to score.
+
+    ``nl_passed``: whether every assertion was met (None when they were not judged);
+    ``judgement``: the readable judgement (None without one).
+    """
+
+    task: Task
+    stop_reason: StopReason
+    db_match: bool
+    nl_passed: bool | None
+    judgement: JudgeResult | None
+    judge_configured: bool
+    actions_matched: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Score:
     """How one scenario scored in its profile: our signals' verdict, the tau2 reward (None
     when it cannot be computed) and whether the scenario succeeded."""
@@ -130,19 +148,8 @@ class ProfilePolicy(ABC):
         return bool(task.nl_assertions)
 
     @abstractmethod
-    def score(
-        self,
-        *,
-        task: Task,
-        stop_reason: StopReason,
-        db_match: bool,
-        nl_passed: bool | None,
-        judgement: JudgeResult | None,
-        judge_configured: bool,
-        actions_matched: bool,
-    ) -> Score:
-        """The scenario's score; ``nl_passed`` is None when the assertions were not judged,
-        ``judgement`` the readable judgement (None without one)."""
+    def score(self, facts: ScenarioFacts) -> Score:
+        """The scenario's score from what the harness observed."""
 
     @abstractmethod
     def ending_fails(self, stop_reason: str) -> bool:
@@ -174,28 +181,17 @@ class DefaultPolicy(ProfilePolicy):
         "each asked again once; still unreadable, an infra error of the judge role"
     )
 
-    def score(
-        self,
-        *,
-        task: Task,
-        stop_reason: StopReason,
-        db_match: bool,
-        nl_passed: bool | None,
-        judgement: JudgeResult | None,
-        judge_configured: bool,
-        actions_matched: bool,
-    ) -> Score:
+    def score(self, facts: ScenarioFacts) -> Score:
         verdict = success(
-            db_match=db_match,
-            clean_exit=stop_reason is StopReason.AGENT_EXIT,
-            nl_passed=nl_passed,
-            actions_matched=actions_matched,
+            db_match=facts.db_match,
+            clean_exit=facts.stop_reason is StopReason.AGENT_EXIT,
+            nl_passed=facts.nl_passed,
+            actions_matched=facts.actions_matched,
         )
-        return Score(
-            verdict=verdict,
-            reward=tau2_reward(stop_reason=stop_reason, db_match=db_match, nl_passed=nl_passed),
-            is_successful=verdict.is_successful,
+        reward = tau2_reward(
+            stop_reason=facts.stop_reason, db_match=facts.db_match, nl_passed=facts.nl_passed
         )
+        return Score(verdict=verdict, reward=reward, is_successful=verdict.is_successful)
 
     def ending_fails(self, stop_reason: str) -> bool:
         # CLEAN_EXIT: only the agent's own exit is clean
@@ -233,26 +229,19 @@ class Tau2Policy(ProfilePolicy):
     def judges(self, task: Task) -> bool:
         return bool(task.nl_assertions) and "NL_ASSERTION" in task.reward_basis
 
-    def score(
-        self,
-        *,
-        task: Task,
-        stop_reason: StopReason,
-        db_match: bool,
-        nl_passed: bool | None,
-        judgement: JudgeResult | None,
-        judge_configured: bool,
-        actions_matched: bool,
-    ) -> Score:
+    def score(self, facts: ScenarioFacts) -> Score:
         verdict = success(
-            db_match=db_match, clean_exit=None, nl_passed=nl_passed, actions_matched=actions_matched
+            db_match=facts.db_match,
+            clean_exit=None,
+            nl_passed=facts.nl_passed,
+            actions_matched=facts.actions_matched,
         )
         reward = upstream_reward(
-            task=task,
-            stop_reason=stop_reason,
-            db_match=db_match,
-            judge=judgement,
-            judge_configured=judge_configured,
+            task=facts.task,
+            stop_reason=facts.stop_reason,
+            db_match=facts.db_match,
+            judge=facts.judgement,
+            judge_configured=facts.judge_configured,
         )
         # without a reward (an NL component and no judge): our task success decides
         is_successful = reward == 1.0 if reward is not None else verdict.is_task_successful

@@ -28,10 +28,9 @@ from tau2_retail.engine.conversation import ConversationRules
 from tau2_retail.engine.judge import JudgeResult, judge_scenario
 from tau2_retail.engine.profiles.policy import (
     REWARD_BASES,
-    DefaultPolicy,
     ProfileName,
     ProfilePolicy,
-    Tau2Policy,
+    policy_for,
 )
 from tau2_retail.engine.profiles.tau2_judge import judge_upstream
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
@@ -103,7 +102,7 @@ def _load_default(
     data_dir: Path, *, agent_notes: bool, tasks: Mapping[str, Task] | None
 ) -> Profile:
     return Profile(
-        policy=DefaultPolicy(),
+        policy=policy_for(ProfileName.DEFAULT),
         agent_prompt=agent_system_prompt(load_policy(data_dir), additional_notes=agent_notes),
         tools=tuple(tool_schemas()),
         rules=ConversationRules(),
@@ -117,7 +116,7 @@ def _load_tau2(data_dir: Path, *, agent_notes: bool, tasks: Mapping[str, Task] |
         _check_reward_bases(tasks)
     upstream = load_upstream_texts(data_dir)
     return Profile(
-        policy=Tau2Policy(),
+        policy=policy_for(ProfileName.TAU2),
         agent_prompt=upstream.agent_system_prompt,
         tools=upstream.tools,
         rules=ConversationRules(

@@ -839,14 +839,16 @@ async def test_wire_empty_agent_message_twice_is_agent_error(store, wire_agent, 
 
 # -- scripted exceptions map to the same endings ---------------------------------------------------
 
-
-@pytest.mark.parametrize(
+MODEL_ERRORS = pytest.mark.parametrize(
     ("error", "reason"),
     [
         (EndpointError("boom"), StopReason.INFRA_ERROR),
         (ContextWindowExceeded("too long"), StopReason.CONTEXT_WINDOW_EXCEEDED),
     ],
 )
+
+
+@MODEL_ERRORS
 @pytest.mark.asyncio
 async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reason):
     for side in ("agent", "user"):
@@ -857,13 +859,7 @@ async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reason)
         assert result.detail == f"{side}: {error}"
 
 
-@pytest.mark.parametrize(
-    ("error", "reason"),
-    [
-        (EndpointError("boom"), StopReason.INFRA_ERROR),
-        (ContextWindowExceeded("too long"), StopReason.CONTEXT_WINDOW_EXCEEDED),
-    ],
-)
+@MODEL_ERRORS
 @pytest.mark.asyncio
 async def test_the_failed_role_is_typed_where_the_conversation_ends(seed_db, error, reason):
     # issue 20: the role is decided where the model failed, never read back out of the text

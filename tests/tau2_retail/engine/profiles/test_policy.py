@@ -9,7 +9,7 @@ import pytest
 
 from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import StopReason
-from tau2_retail.engine.profiles import ProfileName, ProfilePolicy, policy_for
+from tau2_retail.engine.profiles import ProfileName, ProfilePolicy, ScenarioFacts, policy_for
 
 DEFAULT = policy_for(ProfileName.DEFAULT)
 TAU2 = policy_for(ProfileName.TAU2)
@@ -58,7 +58,7 @@ def _score(policy: ProfilePolicy, task: Task, **values: object) -> tuple[object,
         "judge_configured": False,
         "actions_matched": True,
     }
-    score = policy.score(**(arguments | values))  # type: ignore[arg-type]
+    score = policy.score(ScenarioFacts(**(arguments | values)))  # type: ignore[arg-type]
     failed = tuple(score.verdict.breakdown["failed"])
     return score.is_successful, score.reward, failed
 
