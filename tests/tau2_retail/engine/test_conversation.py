@@ -848,13 +848,18 @@ MODEL_ERRORS = pytest.mark.parametrize(
 )
 
 
+async def fail_on(side: str, error: Exception, store: Store) -> ConversationResult:
+    """A conversation whose ``side`` model raises ``error`` (the user first says hi)."""
+    agent = Scripted("agent", [error] if side == "agent" else [])
+    user = Scripted("user", [say("Hi.")] if side == "agent" else [error])
+    return await converse(store, agent, user)
+
+
 @MODEL_ERRORS
 @pytest.mark.asyncio
 async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reason):
     for side in ("agent", "user"):
-        agent = Scripted("agent", [error] if side == "agent" else [])
-        user = Scripted("user", [say("Hi.")] if side == "agent" else [error])
-        result = await converse(Store(seed_db), agent, user)
+        result = await fail_on(side, error, Store(seed_db))
         assert result.stop_reason is reason
         assert result.detail == f"{side}: {error}"
 
@@ -864,10 +869,8 @@ async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reason)
 async def test_the_failed_role_is_typed_where_the_conversation_ends(seed_db, error, reason):
     # issue 20: the role is decided where the model failed, never read back out of the text
     for side in ("agent", "user"):
-        agent = Scripted("agent", [error] if side == "agent" else [])
-        user = Scripted("user", [say("Hi.")] if side == "agent" else [error])
         store = Store(seed_db)
-        result = await converse(store, agent, user)
+        result = await fail_on(side, error, store)
         assert result.ending == Ending(reason=reason, detail=f"{side}: {error}", failed_role=side)
         # the transcript records the reason and the text only; read back, the ending is whole
         again = ConversationResult.from_json(json.loads(json.dumps(result.to_json())), store)
