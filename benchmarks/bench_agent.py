@@ -123,8 +123,6 @@ async def _run_all(
             scenario = Scenario(task=bundle.tasks[task_id], trial=0, trials=1, seed=1)
             if isinstance(agent, FunctionModel):
                 from tau2_retail.engine.scenario import run_scenario
-
-                prompts = h.prompts(scenario.task)
                 from tau2_retail.models.builtin import builtin_model
                 from tau2_retail.tools.store import Store
 
@@ -135,9 +133,6 @@ async def _run_all(
                     judge_model=None,
                     gold=bundle.golds[task_id],
                     store=Store(bundle.golds.seed),
-                    agent_prompt=prompts.agent,
-                    user_prompt=prompts.user,
-                    tools=prompts.tools,
                     profile=bundle.profile,
                 )
             runner = (

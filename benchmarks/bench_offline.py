@@ -151,6 +151,7 @@ def in_process_harness(repeats: int) -> dict[str, float]:
     from tau2_retail.data.gold import GoldBook
     from tau2_retail.data.seed import load_seed
     from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
+    from tau2_retail.engine.profiles import ProfileName, load_profile
     from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
     from tau2_retail.engine.scenario import Scenario, run_scenario
     from tau2_retail.models.builtin import builtin_model
@@ -164,6 +165,7 @@ def in_process_harness(repeats: int) -> dict[str, float]:
     agent_prompt = agent_system_prompt(load_policy(data_dir), additional_notes=True)
     guidelines = load_user_guidelines(data_dir)
     tools = tool_schemas()
+    profile = load_profile(ProfileName.DEFAULT, data_dir)
     for task_id in tasks:
         _ = book[task_id].db_hash
     scenario_ms: list[float] = []
@@ -181,9 +183,7 @@ def in_process_harness(repeats: int) -> dict[str, float]:
                 judge_model=None,
                 gold=book[task.id],
                 store=Store(book.seed),
-                agent_prompt=agent_prompt,
-                user_prompt=user_prompt,
-                tools=tools,
+                profile=profile,
             )
             middle = time.perf_counter()
             write_scenario_artifacts(

@@ -22,7 +22,7 @@ import pytest
 
 from tau2_retail import codec
 from tau2_retail.data.files import default_cache_dir
-from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
+from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName, policy_for
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.agent import parse_agent_spec
 from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
@@ -709,7 +709,7 @@ def resolve_settings(config: pytest.Config) -> Tau2Settings:
             f"--tau2-resume {values['resume']!r} and --tau2-run-id {values['run_id']!r} "
             "disagree; give only --tau2-resume RUN_ID to continue a run"
         )
-    if values["profile"] is ProfileName.TAU2 and sources["agent_notes"] != "default":
+    if not policy_for(values["profile"]).takes_agent_notes and sources["agent_notes"] != "default":
         raise pytest.UsageError(
             f"{sources['agent_notes']}: --tau2-agent-notes applies to the default profile only; "
             "the tau2 profile sends upstream's agent prompt (drop the option, or use "

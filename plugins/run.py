@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.engine.profiles import SCORED_ENDINGS, ProfileName
+from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.errors import ArtifactError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode
@@ -144,15 +144,7 @@ def resume_arguments(args: Sequence[str]) -> list[str]:
 
 def profile_line(profile: ProfileName) -> str:
     """The run header's line naming the profile and what it means."""
-    if profile is ProfileName.TAU2:
-        return (
-            "tau2: profile tau2: upstream tau2-bench's prompts, tools, endings and reward "
-            "(pinned sources; identifier normalization off); headline: tau2 reward / pass^k"
-        )
-    return (
-        "tau2: profile default: policy + our notes, our tool descriptions + end_conversation, "
-        "our judge; headline: success rate (DB_STATE_MATCH, CLEAN_EXIT, NL_ASSERTION)"
-    )
+    return f"tau2: profile {profile.value}: {policy_for(profile).description}"
 
 
 class Tau2Run:
@@ -750,7 +742,8 @@ class Tau2Run:
             lines.append(self.offline_banner())
         rates = headline_lines(summary)
         pass_k = pass_hat_k_line(summary)
-        if pass_k and summary.profile != ProfileName.TAU2:  # tau2: headline_lines has pass^k
+        # a headline of upstream's reward already shows pass^k
+        if pass_k and not policy_for(summary.profile).reward_is_headline:
             rates.insert(1, pass_k)
         if summary.nl_assertion.rate is None and settings.judge is None:
             with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
@@ -839,7 +832,8 @@ class Tau2Run:
 
 def failure_reason(row: ScenarioRow, profile: str = ProfileName.DEFAULT) -> str:
     """A short reason a scenario failed: its stop, its DB, its NL verdicts (the stop when it
-    is not ``agent_exit``; in the tau2 profile, when upstream does not score that ending)."""
+    costs the scenario in ``profile``: in ours when it is not ``agent_exit``, in tau2's when
+    upstream does not score that ending)."""
     parts = []
     if not row.db_state_match:
         parts.append("DB differs")
@@ -848,10 +842,7 @@ def failure_reason(row: ScenarioRow, profile: str = ProfileName.DEFAULT) -> str:
     ):
         missing = row.nl_assertion_total - row.nl_assertion_pass_count
         parts.append(f"NL {missing}/{row.nl_assertion_total} not met")
-    if profile == ProfileName.TAU2:
-        if row.stop_reason not in SCORED_ENDINGS:
-            parts.append(f"stop {row.stop_reason}")
-    elif not row.clean_exit:
+    if policy_for(profile).ending_fails(row.stop_reason):
         parts.append(f"stop {row.stop_reason}")
     return ", ".join(parts) or "failed"
 

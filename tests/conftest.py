@@ -23,6 +23,7 @@ from tau2_retail.data.files import load_manifest, resolve_data_dir
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_tasks
+from tau2_retail.engine.profiles import Profile, ProfileName, load_profile
 from tau2_retail.errors import DataError
 from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
 
@@ -61,6 +62,12 @@ def tasks(data_dir: Path) -> Mapping[str, Task]:
 def book(data_dir: Path, tasks: Mapping[str, Task]) -> GoldBook:
     """The gold results of the tasks, each replayed once per test process."""
     return GoldBook(seed=load_seed(data_dir), tasks=tasks)
+
+
+@pytest.fixture(scope="session")
+def default_profile(data_dir: Path) -> Profile:
+    """Our profile: the policy with our notes, our tools, our user prompt and judge."""
+    return load_profile(ProfileName.DEFAULT, data_dir)
 
 
 @pytest.fixture

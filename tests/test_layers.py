@@ -120,3 +120,100 @@ def test_the_runtime_never_imports_test_only_packages() -> None:
         and any(n.split(".")[0] == "aiohttp" for n in _imported_modules(path))
     ]
     assert not offenders
+
+
+# -- the profile is a strategy ------------------------------------------------------------------
+
+PROFILES = PACKAGE / "engine" / "profiles"
+# the per-profile implementations: only their package names them
+_PROFILE_CLASSES = frozenset({"DefaultPolicy", "Tau2Policy"})
+
+
+def _names_a_profile(node: ast.expr) -> bool:
+    """``profile``, ``summary.profile``, ``settings.profile_name``, ``ProfileName.X``."""
+    if isinstance(node, ast.Name):
+        return "profile" in node.id.lower()
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "ProfileName":
+            return True
+        return "profile" in node.attr.lower()
+    return False
+
+
+def _is_a_profile_constant(node: ast.expr) -> bool:
+    """A literal (``"tau2"``), a ``ProfileName`` member, or a collection of them."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.Attribute):
+        if node.attr == "value":  # ProfileName.TAU2.value
+            return _is_a_profile_constant(node.value)
+        return isinstance(node.value, ast.Name) and node.value.id == "ProfileName"
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_is_a_profile_constant(element) for element in node.elts)
+    return False
+
+
+def profile_questions(source: str, where: str) -> list[str]:
+    """Each place in ``source`` that asks which profile it is, instead of asking the profile:
+    a comparison of a profile with a given one, ``ProfileName.TAU2``, or a profile's class."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=where)):
+        line = f"{where}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(map(_names_a_profile, operands)) and any(map(_is_a_profile_constant, operands)):
+                found.append(f"{line}: compares a profile with a given one")
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "ProfileName"
+            and node.attr != "DEFAULT"
+        ):
+            found.append(f"{line}: names ProfileName.{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in _PROFILE_CLASSES:
+            found.append(f"{line}: names the profile class {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in ("is_tau2", "is_default"):
+            found.append(f"{line}: asks .{node.attr}")
+    return found
+
+
+def test_only_the_profiles_know_which_profile_is_running() -> None:
+    """Issue 20, item 1: a profile owns its decisions (prompts, tools, requests, judge,
+    endings, score, failure reasons, headline); the rest asks it, never "is this tau2?"."""
+    found = []
+    for path in _sources():
+        if path.is_relative_to(PROFILES):
+            continue
+        found += profile_questions(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE)))
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if summary.profile == ProfileName.TAU2: pass",
+        "tau2 = profile is ProfileName.TAU2",
+        "if self.metrics.profile != 'tau2': pass",
+        "if self.metrics.profile == ProfileName.TAU2.value: pass",
+        "if settings.profile in ('tau2', 'default'): pass",
+        "if isinstance(policy, Tau2Policy): pass",
+        "x = ProfileName.TAU2",
+        "if profile.is_tau2: pass",
+    ],
+)
+def test_the_profile_guard_sees_each_form_of_the_question(source: str) -> None:
+    assert profile_questions(source, "example.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if profile is None: pass",
+        "if baseline.profile != summary.profile: pass",
+        "if policy_for(summary.profile).reward_is_headline: pass",
+        "profile = configured or ProfileName.DEFAULT.value",
+        "if name == 'profile': pass",
+    ],
+)
+def test_the_profile_guard_lets_the_profile_be_asked(source: str) -> None:
+    assert not profile_questions(source, "example.py")

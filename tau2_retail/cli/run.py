@@ -22,7 +22,7 @@ from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import Task, trial_seeds
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import Harness, Roles, load_bundle
-from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
+from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName, policy_for
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import ConfigError, DataError
@@ -503,7 +503,7 @@ def run_command(args: argparse.Namespace) -> int:
     if base_seed < 0:
         raise ConfigError(f"--seed: got {base_seed}; expected an integer >= 0")
     profile = ProfileName(args.profile)
-    if profile is ProfileName.TAU2 and args.no_agent_notes:
+    if args.no_agent_notes and not policy_for(profile).takes_agent_notes:
         raise ConfigError(
             "--no-agent-notes applies to the default profile only; the tau2 profile sends "
             "upstream's agent prompt (drop the option)"

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Protocol
 
 from tau2_retail import codec
 from tau2_retail.codec import Omitted
+from tau2_retail.engine.metrics import ROLES
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.toolbox import ScenarioToolbox
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
@@ -44,6 +45,7 @@ __all__ = [
     "Clock",
     "ConversationResult",
     "ConversationRules",
+    "Ending",
     "Limits",
     "MessageListener",
     "StopReason",
@@ -68,6 +70,51 @@ class StopReason(StrEnum):
     AGENT_ERROR = "agent_error"
     CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
     INFRA_ERROR = "infra_error"
+
+
+# endings that a role's model (or its endpoint) caused: their detail is recorded "role: ..."
+_ROLE_ENDINGS = frozenset(
+    {StopReason.INFRA_ERROR, StopReason.CONTEXT_WINDOW_EXCEEDED, StopReason.AGENT_ERROR}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ending:
+    """How a conversation ended: the reason, its detail as recorded, and the role whose model
+    or endpoint failed (None when no role failed: a limit, a stop, the agent's exit).
+
+    ``detail`` is the text the artifacts record (``transcript.json``'s ``detail``,
+    ``metrics.json``'s ``stop_detail``), e.g. ``"agent: HTTP 500: ..."``; ``failed_role`` is
+    the typed truth the harness decides by, set where the conversation ends.
+    """
+
+    reason: StopReason
+    detail: str = ""
+    failed_role: str | None = None
+
+    @classmethod
+    def failure(cls, reason: StopReason, role: str, message: str) -> Ending:
+        """The ending caused by ``role``, recorded as ``"role: message"``."""
+        return cls(reason=reason, detail=f"{role}: {message}", failed_role=role)
+
+    @classmethod
+    def from_record(cls, reason: str, detail: str) -> Ending:
+        """The ending of a saved transcript (which records ``stop_reason`` and ``detail`` only):
+        the failed role is the detail's ``role:`` prefix; an infra error without one was the
+        agent's (the only role whose failures were once recorded without it)."""
+        stop = StopReason(reason)
+        role = None
+        if stop in _ROLE_ENDINGS:
+            prefix = detail.partition(":")[0]
+            if prefix in ROLES:
+                role = prefix
+            elif stop is not StopReason.CONTEXT_WINDOW_EXCEEDED:
+                role = "agent"
+        return cls(reason=stop, detail=detail, failed_role=role)
+
+    def noting(self, note: str) -> Ending:
+        """This ending with ``note`` appended to its detail (``"; "``-separated)."""
+        return dataclasses.replace(self, detail="; ".join(filter(None, (self.detail, note))))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,10 +204,27 @@ class ConversationResult(_Recorded):
 
     timestamps: tuple[float, ...]
     store: Store = field(repr=False, compare=False)
+    failed_role: str | None = None
 
     def __post_init__(self) -> None:
         if not self.agent_traceback:
             object.__setattr__(self, "agent_traceback", None)
+
+    @classmethod
+    def ended(cls, ending: Ending, **recorded: Any) -> ConversationResult:
+        """A result that ended with ``ending`` (its reason and detail are what the transcript
+        records; the failed role is kept beside them, never parsed back out of the detail)."""
+        return cls(
+            stop_reason=ending.reason,
+            detail=ending.detail,
+            failed_role=ending.failed_role,
+            **recorded,
+        )
+
+    @property
+    def ending(self) -> Ending:
+        """How the conversation ended, typed."""
+        return Ending(reason=self.stop_reason, detail=self.detail, failed_role=self.failed_role)
 
     @classmethod
     def from_json(
@@ -173,6 +237,7 @@ class ConversationResult(_Recorded):
             **_shared(saved)
             | {"messages": tuple(Message(**_shared(m, Message)) for m in saved.messages)},
             timestamps=tuple(m.timestamp for m in saved.messages),
+            failed_role=Ending.from_record(saved.stop_reason, saved.detail).failed_role,
             store=store,
         )
 
@@ -208,20 +273,27 @@ def _shared(record: object, kind: type = _Recorded) -> dict[str, Any]:
     return {f.name: getattr(record, f.name) for f in dataclasses.fields(kind)}
 
 
+_EMPTY_AGENT = Ending(
+    reason=StopReason.AGENT_ERROR,
+    detail="the agent returned an empty message twice",
+    failed_role="agent",
+)
 _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})
 
 
 class _Stopped(Exception):
-    """Ends the loop; carries the reason (internal control flow only)."""
+    """Ends the loop; carries the ending (internal control flow only)."""
 
-    def __init__(
-        self, reason: StopReason, detail: str = "", *, body: str = "", traceback: str = ""
-    ) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
+    def __init__(self, ending: Ending, *, body: str = "", traceback: str = "") -> None:
+        super().__init__(ending.detail)
+        self.ending = ending
         self.body = body
         self.traceback = traceback
+
+    @classmethod
+    def by(cls, reason: StopReason, detail: str) -> _Stopped:
+        """A stop that no role's failure caused (a limit)."""
+        return cls(Ending(reason=reason, detail=detail))
 
 
 def has_stop_token(text: str | None) -> bool:
@@ -294,13 +366,13 @@ class _Conversation:
     def check_limits(self) -> None:
         elapsed = self.clock.monotonic() - self.started
         if elapsed >= self.limits.max_duration_seconds:
-            raise _Stopped(
+            raise _Stopped.by(
                 StopReason.TIMEOUT, f"{elapsed:.1f} s >= {self.limits.max_duration_seconds} s"
             )
         if self.steps >= self.limits.max_steps:
-            raise _Stopped(StopReason.MAX_STEPS, f"{self.steps} routed messages")
+            raise _Stopped.by(StopReason.MAX_STEPS, f"{self.steps} routed messages")
         if self.history_chars > self.limits.max_history_chars:
-            raise _Stopped(
+            raise _Stopped.by(
                 StopReason.CONTEXT_WINDOW_EXCEEDED,
                 f"the conversation grew to {self.history_chars:,} characters, beyond the "
                 f"{self.limits.max_history_chars:,}-character limit (the agent's output, not an "
@@ -320,7 +392,9 @@ class _Conversation:
                 if isinstance(error, ContextWindowExceeded)
                 else StopReason.INFRA_ERROR
             )
-            raise _Stopped(reason, f"{role}: {error}", body=error.full_body) from error
+            raise _Stopped(
+                Ending.failure(reason, role, str(error)), body=error.full_body
+            ) from error
         except AgentFailed as error:
             raise self.agent_failed(error) from error
         self.usage[role] = self.usage[role] + turn.usage
@@ -350,7 +424,9 @@ class _Conversation:
             turn = await self.complete("user", self.user, self.user_view())
         if not (turn.content and turn.content.strip()):
             raise _Stopped(
-                StopReason.INFRA_ERROR, "user: the simulator returned an empty message twice"
+                Ending.failure(
+                    StopReason.INFRA_ERROR, "user", "the simulator returned an empty message twice"
+                )
             )
         message = Message(role=Role.USER, content=turn.content, finish_reason=turn.finish_reason)
         self.record(message)
@@ -360,7 +436,8 @@ class _Conversation:
     def agent_failed(self, error: AgentFailed) -> _Stopped:
         self.requests["agent"] += RequestStats(requests=1, attempts=1, failed=1)
         return _Stopped(
-            StopReason.AGENT_ERROR, f"agent: {error.detail}", traceback=error.traceback_text
+            Ending.failure(StopReason.AGENT_ERROR, "agent", error.detail),
+            traceback=error.traceback_text,
         )
 
     async def agent_turn(self) -> bool:
@@ -373,9 +450,7 @@ class _Conversation:
             turn = await self.complete("agent", self.agent, [self.agent_system, *self.messages])
             if turn.is_empty:
                 if retried_empty or not self.rules.retry_empty_agent:
-                    raise _Stopped(
-                        StopReason.AGENT_ERROR, "the agent returned an empty message twice"
-                    )
+                    raise _Stopped(_EMPTY_AGENT)
                 retried_empty = True
                 continue
             # The retry is per empty message: a good reply earns the next empty one a retry too.
@@ -389,7 +464,7 @@ class _Conversation:
             if exited:
                 return True
             if self.tool_errors >= self.limits.max_errors:
-                raise _Stopped(StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors")
+                raise _Stopped.by(StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors")
 
     async def loop_turn(self, agent: AgentRunner) -> bool:
         """A loop-style agent's turn: it runs its tools through the toolbox (each call is
@@ -403,7 +478,9 @@ class _Conversation:
                 text = await agent.converse([self.agent_system, *self.messages], self.toolbox)
             except EndpointError as error:  # AgentInfraError: the agent's backend is down
                 self.requests["agent"] += RequestStats(requests=1, attempts=1, failed=1)
-                raise _Stopped(StopReason.INFRA_ERROR, f"agent: {error}") from error
+                raise _Stopped(
+                    Ending.failure(StopReason.INFRA_ERROR, "agent", str(error))
+                ) from error
             except AgentFailed as error:
                 raise self.agent_failed(error) from error
             self.requests["agent"] += RequestStats(requests=1, attempts=1)
@@ -420,7 +497,7 @@ class _Conversation:
             if ended:
                 return True
             if retried_empty or not self.rules.retry_empty_agent:
-                raise _Stopped(StopReason.AGENT_ERROR, "the agent returned an empty message twice")
+                raise _Stopped(_EMPTY_AGENT)
             retried_empty = True
 
     def toolbox_call(self, name: str, arguments: str, call_id: str | None = None) -> str:
@@ -448,7 +525,7 @@ class _Conversation:
             if exited:
                 self.toolbox_ended = True
             elif self.tool_errors >= self.limits.max_errors:
-                self.toolbox_stop = _Stopped(
+                self.toolbox_stop = _Stopped.by(
                     StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors"
                 )
             return result
@@ -486,15 +563,15 @@ class _Conversation:
                 return True
         return False
 
-    async def converse(self) -> tuple[StopReason, str]:
+    async def converse(self) -> Ending:
         if isinstance(self.agent, AgentRunner):
             try:
                 self.agent.start()
             except AgentFailed as error:
                 self.agent_traceback = error.traceback_text
-                return StopReason.AGENT_ERROR, f"agent: {error.detail}"
+                return Ending.failure(StopReason.AGENT_ERROR, "agent", error.detail)
             except EndpointError as error:  # AgentInfraError raised by the factory
-                return StopReason.INFRA_ERROR, f"agent: {error}"
+                return Ending.failure(StopReason.INFRA_ERROR, "agent", str(error))
         self.record(Message(role=Role.ASSISTANT, content=self.rules.greeting))
         if self.rules.greeting_is_a_step:
             self.steps += 1
@@ -505,27 +582,31 @@ class _Conversation:
                 user_stopped = has_stop_token(message.content)
                 if user_stopped and not self.rules.user_grace_turn:
                     if self.steps >= self.limits.max_steps:
-                        return StopReason.MAX_STEPS, f"{self.steps} routed messages"
-                    return StopReason.USER_STOP, ""
+                        return Ending(
+                            reason=StopReason.MAX_STEPS, detail=f"{self.steps} routed messages"
+                        )
+                    return Ending(reason=StopReason.USER_STOP)
                 if await self.agent_turn():
-                    return StopReason.AGENT_EXIT, ""
+                    return Ending(reason=StopReason.AGENT_EXIT)
                 if user_stopped:
-                    return StopReason.USER_STOP, ""
+                    return Ending(reason=StopReason.USER_STOP)
         except _Stopped as stop:
-            if user_stopped and stop.reason in _GRACE_LIMITS:
+            if user_stopped and stop.ending.reason in _GRACE_LIMITS:
                 # The user had already ended the conversation (upstream stops right there);
                 # a limit reached during our grace turn does not change that ending.
-                return StopReason.USER_STOP, f"grace turn cut short: {stop.detail}"
+                return Ending(
+                    reason=StopReason.USER_STOP,
+                    detail=f"grace turn cut short: {stop.ending.detail}",
+                )
             self.error_body = stop.body
             self.agent_traceback = stop.traceback
-            return stop.reason, stop.detail
+            return stop.ending
 
-    def result(self, reason: StopReason, detail: str) -> ConversationResult:
-        return ConversationResult(
+    def result(self, ending: Ending) -> ConversationResult:
+        return ConversationResult.ended(
+            ending,
             messages=tuple(self.messages),
             timestamps=tuple(self.timestamps),
-            stop_reason=reason,
-            detail=detail,
             actions=tuple(self.actions),
             store=self.store,
             usage=dict(self.usage),
@@ -575,14 +656,16 @@ async def run_conversation(
     try:
         # The clock checks between turns are exact; this bounds a single call that hangs.
         async with asyncio.timeout(limits.max_duration_seconds):
-            reason, detail = await conversation.converse()
+            ending = await conversation.converse()
     except TimeoutError:
-        reason = StopReason.TIMEOUT
-        detail = f"a model call outlived the {limits.max_duration_seconds} s limit"
+        ending = Ending(
+            reason=StopReason.TIMEOUT,
+            detail=f"a model call outlived the {limits.max_duration_seconds} s limit",
+        )
     finally:
         conversation.close_toolbox()
     if isinstance(agent, AgentRunner):
         problem = await agent.close()
         if problem:
-            detail = "; ".join(filter(None, (detail, f"agent: {problem}")))
-    return conversation.result(reason, detail)
+            ending = ending.noting(f"agent: {problem}")
+    return conversation.result(ending)

@@ -29,7 +29,7 @@ from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.engine.conversation import Limits, MessageListener
-from tau2_retail.engine.profiles import Profile, ProfileName, load_profile, request_config
+from tau2_retail.engine.profiles import Profile, ProfileName, load_profile
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.agent import AgentRunner
@@ -154,9 +154,8 @@ class Harness:
             assert choice.endpoint is not None  # built-ins never get here
             from tau2_retail.models.openai_client import OpenAIChatModel
 
-            profile = self.bundle.profile.name
             client = self._clients[role] = OpenAIChatModel(
-                request_config(profile, role, choice.endpoint)
+                self.bundle.profile.policy.request_config(role, choice.endpoint)
             )
         return client
 
@@ -201,7 +200,6 @@ class Harness:
         """
         task = scenario.task
         roles = self.roles
-        prompts = self.prompts(task)
         judge = roles.judge
         outcome = await run_scenario(
             scenario,
@@ -210,12 +208,9 @@ class Harness:
             judge_model=None if judge is None else self._model("judge", judge, scenario),
             gold=self.bundle.golds[task.id],
             store=Store(self.bundle.golds.seed) if store is None else store,
-            agent_prompt=prompts.agent,
-            user_prompt=prompts.user,
-            tools=prompts.tools,
+            profile=self.bundle.profile,
             limits=self.limits,
             on_message=on_message,
-            profile=self.bundle.profile,
         )
         return self.costs(outcome)
 
@@ -239,7 +234,7 @@ class Harness:
             gold=self.bundle.golds[task.id],
             seed=self.bundle.golds.seed,
             expected_db_hash=expected_db_hash,
-            limits=self.limits,
             profile=self.bundle.profile,
+            limits=self.limits,
         )
         return self.costs(outcome)

@@ -18,22 +18,19 @@ from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import (
     Clock,
     ConversationResult,
-    ConversationRules,
     Limits,
     MessageListener,
     StopReason,
     run_conversation,
 )
-from tau2_retail.engine.metrics import LatencyStats, ScenarioMetrics, Turn
-from tau2_retail.engine.profiles import SCORED_ENDINGS, Profile, ProfileName, upstream_reward
+from tau2_retail.engine.metrics import ROLES, LatencyStats, ScenarioMetrics, Turn
+from tau2_retail.engine.profiles import Profile, ProfilePolicy, ScenarioFacts
 from tau2_retail.engine.scoring import (
     Signal,
     SignalState,
     action_match,
     db_difference,
     describe_db_difference,
-    success,
-    tau2_reward,
 )
 from tau2_retail.errors import ArtifactError, EndpointError, SavedConversationError
 from tau2_retail.models.messages import Message, RequestStats, Role, Usage
@@ -53,8 +50,6 @@ __all__ = [
     "run_scenario",
     "scenario_id",
 ]
-
-_ROLES = ("agent", "user", "judge")
 
 
 def scenario_id(task_id: str, trial: int, trials: int) -> str:
@@ -83,9 +78,10 @@ class Scenario:
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class ScenarioOutcome:
-    """What one scenario produced and how it scored."""
+    """What one scenario produced and how it scored (``policy``: its profile's decisions)."""
 
     scenario: Scenario
+    policy: ProfilePolicy
     conversation: ConversationResult
     gold: Gold
     judge: JudgeResult | None
@@ -112,18 +108,11 @@ class ScenarioOutcome:
         """What failed, naming the role (``agent: ...``, ``judge: ...``)."""
         return self.metrics.stop_detail
 
-    def _ending_failed(self) -> bool:
-        """Whether the ending costs the scenario: not ``agent_exit`` in the default profile
-        (CLEAN_EXIT); in the tau2 profile, an ending upstream does not score."""
-        if self.metrics.profile == ProfileName.TAU2.value:
-            return self.conversation.stop_reason not in SCORED_ENDINGS
-        return not self.metrics.clean_exit
-
     def short_reason(self) -> str:
         """Why the scenario failed, in a few words (empty when it succeeded), e.g.
         ``stop max_steps; DB: 2 records differ; NL 1/3 not met``."""
         parts = []
-        if self._ending_failed():
+        if self.policy.ending_fails(self.conversation.stop_reason):
             parts.append(f"stop {self.conversation.stop_reason.value}")
         if not self.metrics.db_state_match:
             differing = sum(len(records) for records in self.db_diff.values())
@@ -156,12 +145,11 @@ class ScenarioOutcome:
         if self.conversation.agent_traceback:
             # the agent's own code raised: its traceback, as pytest shows a test's
             failures.append("The agent raised:\n" + self.conversation.agent_traceback.rstrip())
-        if self.metrics.profile == ProfileName.TAU2.value and self._ending_failed():
-            failures.append(
-                f"tau2 reward 0: the conversation ended with "
-                f"{self.conversation.stop_reason.value}{detail}; upstream scores only "
-                "conversations ended by user_stop or agent_stop"
+        failures.extend(
+            self.policy.ending_failures(
+                self.conversation.stop_reason.value, self.conversation.detail
             )
+        )
         return failures
 
 
@@ -204,14 +192,11 @@ def build_metrics(
     judge: JudgeResult | None,
     judge_configured: bool,
     db_match: bool,
-    profile: ProfileName = ProfileName.DEFAULT,
+    policy: ProfilePolicy,
     judge_error: EndpointError | None = None,
 ) -> ScenarioMetrics:
-    """The ``metrics.json`` record of spec §6, with the profile's reward.
+    """The ``metrics.json`` record of spec §6, scored by the profile's ``policy``.
 
-    In the tau2 profile ``tau2_reward`` is upstream's reward (None when a task's NL component
-    needs a judge and none is configured), CLEAN_EXIT is not applicable, and a scenario is
-    successful when that reward is 1 (when it is None: when DB_STATE_MATCH passed).
     ``judge_error`` is the judge's outage, and a ``judge`` marked ``unreadable`` its failure
     to answer in a readable form: the scenario is then an infra error of the judge role, marked
     ``needs_judging`` for resume (the unreadable judgement's tokens still count).
@@ -219,36 +204,24 @@ def build_metrics(
     task = scenario.task
     judge_failed = judge is not None and judge.unreadable
     judgement = None if judge_failed else judge
-    tau2 = profile is ProfileName.TAU2
-    clean_exit = conversation.stop_reason is StopReason.AGENT_EXIT
-    judged = bool(task.nl_assertions) and (not tau2 or "NL_ASSERTION" in task.reward_basis)
-    nl_applicable = judged and judge_configured
+    ending = conversation.ending
+    nl_applicable = policy.judges(task) and judge_configured
     nl_passed: bool | None = None
     if nl_applicable:
         nl_passed = judgement is not None and judgement.pass_count == judgement.total
     actions_matched = action_match(gold.actions, conversation.actions)
-    verdict = success(
-        db_match=db_match,
-        clean_exit=None if tau2 else clean_exit,
-        nl_passed=nl_passed,
-        actions_matched=actions_matched,
-    )
-    reward: float | None
-    if tau2:
-        reward = upstream_reward(
+    score = policy.score(
+        ScenarioFacts(
             task=task,
-            stop_reason=conversation.stop_reason,
+            stop_reason=ending.reason,
             db_match=db_match,
-            judge=judgement,
+            nl_passed=nl_passed,
+            judgement=judgement,
             judge_configured=judge_configured,
+            actions_matched=actions_matched,
         )
-    else:
-        reward = tau2_reward(
-            stop_reason=conversation.stop_reason, db_match=db_match, nl_passed=nl_passed
-        )
-    is_successful = verdict.is_successful
-    if tau2:
-        is_successful = reward == 1.0 if reward is not None else verdict.is_task_successful
+    )
+    verdict = score.verdict
     usage: dict[str, Usage] = {
         "agent": conversation.usage.get("agent", Usage()),
         "user": conversation.usage.get("user", Usage()),
@@ -271,10 +244,9 @@ def build_metrics(
             wait_seconds=judge_error.wait_seconds,
         )
     infra_role = None
-    detail = conversation.detail
-    if conversation.stop_reason is StopReason.INFRA_ERROR:
-        role = detail.partition(":")[0]
-        infra_role = role if role in _ROLES else "agent"
+    detail = ending.detail
+    if ending.reason is StopReason.INFRA_ERROR:
+        infra_role = ending.failed_role or "agent"
     elif judge_error is not None:
         infra_role = "judge"
         detail = "; ".join(filter(None, (detail, f"judge: {judge_error}")))
@@ -286,7 +258,7 @@ def build_metrics(
         nl_count = judgement.pass_count if judgement is not None else 0
         nl_rate = judgement.pass_rate if judgement is not None else 0.0
     return ScenarioMetrics(
-        profile=profile.value,
+        profile=policy.name.value,
         scenario_name=scenario.name,
         scenario_id=scenario.id,
         task_id=task.id,
@@ -298,12 +270,12 @@ def build_metrics(
         turns=turns,
         duration_seconds=conversation.duration_seconds,
         latency_stats=_latency_stats(conversation.latencies),
-        stop_reason=conversation.stop_reason.value,
+        stop_reason=ending.reason.value,
         stop_detail=detail,
         infra_error=infra_role is not None,
         infra_role=infra_role,
         needs_judging=judge_error is not None or judge_failed,
-        clean_exit=clean_exit,
+        clean_exit=ending.reason is StopReason.AGENT_EXIT,
         db_state_expected_hash=gold.db_hash,
         db_state_actual_hash=gold.db_hash if db_match else conversation.store.hash(),
         db_state_match=db_match,
@@ -313,11 +285,11 @@ def build_metrics(
         nl_assertion_pass_rate=nl_rate,
         judge_score=judgement.score if judgement is not None else None,
         token_usage=dict(usage),
-        requests={role: requests[role] for role in _ROLES if role in requests},
+        requests={role: requests[role] for role in ROLES if role in requests},
         success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
-        is_successful=is_successful,
+        is_successful=score.is_successful,
         is_task_successful=verdict.is_task_successful,
-        tau2_reward=reward,
+        tau2_reward=score.reward,
         judge_unreadable_replies=len(judge.unreadable_replies) if judge is not None else 0,
     )
 
@@ -330,32 +302,28 @@ async def run_scenario(
     judge_model: ChatModel | None,
     gold: Gold,
     store: Store,
-    agent_prompt: str,
-    user_prompt: str,
-    tools: Sequence[Mapping[str, Any]],
+    profile: Profile,
     limits: Limits | None = None,
     clock: Clock | None = None,
     on_message: MessageListener | None = None,
-    profile: Profile | None = None,
 ) -> ScenarioOutcome:
     """Run the conversation on ``store``, judge it when a judge is given, score it.
 
-    ``on_message`` sees each conversation message as it is recorded. ``profile`` (default:
-    ours) gives the routing rules, the judge and the reward; the caller passes the profile's
-    prompts and tools.
+    ``profile`` gives the prompts, the tools, the routing rules, the judge and the score.
+    ``on_message`` sees each conversation message as it is recorded.
     """
     conversation = await run_conversation(
         agent=agent,
         user=user,
-        agent_prompt=agent_prompt,
-        user_prompt=user_prompt,
-        tools=tools,
+        agent_prompt=profile.agent_prompt,
+        user_prompt=profile.user_prompt(scenario.task),
+        tools=profile.tools,
         store=store,
         limits=limits,
         seed=scenario.seed,
         clock=clock,
         on_message=on_message,
-        rules=profile.rules if profile is not None else None,
+        rules=profile.rules,
     )
     return await _judge_and_score(
         scenario,
@@ -368,35 +336,6 @@ async def run_scenario(
     )
 
 
-async def _judge(
-    judge_model: ChatModel,
-    scenario: Scenario,
-    conversation: ConversationResult,
-    gold: Gold,
-    profile: Profile | None,
-) -> JudgeResult:
-    """The judgement of the profile's judge (ours without a profile)."""
-    if profile is not None:
-        return await profile.judge(
-            judge_model,
-            task=scenario.task,
-            messages=conversation.messages,
-            reference_actions=gold.actions,
-            recorded_actions=conversation.actions,
-            seed=scenario.seed,
-        )
-    from tau2_retail.engine.judge import judge_scenario
-
-    return await judge_scenario(
-        judge_model,
-        assertions=scenario.task.nl_assertions,
-        messages=conversation.messages,
-        reference_actions=gold.actions,
-        recorded_actions=conversation.actions,
-        seed=scenario.seed,
-    )
-
-
 async def _judge_and_score(
     scenario: Scenario,
     *,
@@ -405,18 +344,24 @@ async def _judge_and_score(
     gold: Gold,
     store: Store,
     limits: Limits,
-    profile: Profile | None,
+    profile: Profile,
 ) -> ScenarioOutcome:
     judge = None
     judge_error: EndpointError | None = None
     infra = conversation.stop_reason is StopReason.INFRA_ERROR
     task = scenario.task
-    judges = profile.judges(task) if profile is not None else bool(task.nl_assertions)
-    if judge_model is not None and judges and not infra:
+    if judge_model is not None and profile.policy.judges(task) and not infra:
         try:
             # Each request has its own deadline; this bounds the judge's retries as a whole.
             async with asyncio.timeout(limits.max_duration_seconds):
-                judge = await _judge(judge_model, scenario, conversation, gold, profile)
+                judge = await profile.judge(
+                    judge_model,
+                    task=task,
+                    messages=conversation.messages,
+                    reference_actions=gold.actions,
+                    recorded_actions=conversation.actions,
+                    seed=scenario.seed,
+                )
         except EndpointError as error:
             judge_error = error
         except TimeoutError:
@@ -431,11 +376,12 @@ async def _judge_and_score(
         judge=judge,
         judge_configured=judge_model is not None,
         db_match=not db_diff,
-        profile=profile.name if profile is not None else ProfileName.DEFAULT,
+        policy=profile.policy,
         judge_error=judge_error,
     )
     return ScenarioOutcome(
         scenario=scenario,
+        policy=profile.policy,
         conversation=conversation,
         gold=gold,
         judge=judge,
@@ -452,8 +398,8 @@ async def rejudge(
     gold: Gold,
     seed: SeedDatabase,
     expected_db_hash: str,
+    profile: Profile,
     limits: Limits | None = None,
-    profile: Profile | None = None,
 ) -> ScenarioOutcome:
     """Judge a finished conversation again from its saved ``transcript.json``.
 
@@ -464,7 +410,7 @@ async def rejudge(
     database: the caller then runs the scenario from the start.
     """
     store = Store(seed)
-    rules = profile.rules if profile is not None else ConversationRules()
+    rules = profile.rules
     try:
         conversation = ConversationResult.from_json(transcript, store)
     except ArtifactError as error:

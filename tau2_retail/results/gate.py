@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tau2_retail.engine.profiles import ProfileName
+from tau2_retail.engine.profiles import policy_for
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.stats import PairedComparison, paired_comparison
 
@@ -109,9 +109,7 @@ def evaluate_gate(
     if summary.configuration is not None and summary.configuration.agent.code:
         parts.insert(0, f"agent {summary.configuration.agent.model}")
     ok = True
-    tau2 = summary.profile == ProfileName.TAU2
-    measure = "success rate (upstream reward 1)" if tau2 else "success rate"
-    shown = f"{measure} {_percent(rate)}"
+    shown = f"{policy_for(summary.profile).success_measure} {_percent(rate)}"
     interval = summary.success_rate.ci95
     if interval is not None:
         shown += f" {interval.percent_text()}"

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from tau2_retail.codec import Items, Omitted
-from tau2_retail.engine.profiles import ProfileName
+from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
@@ -422,7 +422,7 @@ class RunSummary:
         for key, value in written.items():
             if key == "db_state_match":
                 out["signals"] = {name: _signal_json(written[f]) for name, f in _SIGNALS}
-            elif key == "tau2_reward" and self.profile == ProfileName.TAU2:
+            elif key == "tau2_reward" and policy_for(self.profile).reward_is_headline:
                 out[key] = value | {"not_scorable": self.tau2_reward_not_scorable}
             elif key == "cost":
                 out[key] = value | {"unpriced_models": list(self.unpriced_models)}

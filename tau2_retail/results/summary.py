@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.engine.profiles import ProfileName
+from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
@@ -259,10 +259,7 @@ def judge_format_line(summary: RunSummary) -> str | None:
     if not replies.unreadable:
         return None
     counted = f"{replies.unreadable} of {replies.total} judge replies could not be read"
-    if summary.profile == ProfileName.TAU2:
-        consequence = "scored as upstream does (NL not met)"
-    else:
-        consequence = "each asked again once; still unreadable, an infra error of the judge role"
+    consequence = policy_for(summary.profile).judge_unreadable_consequence
     if replies.follows_format:
         return f"Judge: {counted} ({consequence})"
     return (
@@ -323,16 +320,16 @@ def build_summary(
     success = _rate(scored, lambda m: m.is_successful)
 
     profile = _run_profile(ordered, configuration)
-    tau2 = profile == ProfileName.TAU2
+    policy = policy_for(profile)
     by_task: dict[str, list[bool]] = {}
     for record in scored:
-        if not tau2:
-            by_task.setdefault(record.task_id, []).append(record.is_successful)
-        elif record.tau2_reward is not None:
-            # upstream's pass^k reads the reward: a trial without one (no judge) is not counted
-            by_task.setdefault(record.task_id, []).append(record.tau2_reward == 1.0)
+        counted = policy.pass_k_outcome(
+            is_successful=record.is_successful, reward=record.tau2_reward
+        )
+        if counted is not None:
+            by_task.setdefault(record.task_id, []).append(counted)
     pass_k = []
-    if trials > 1 or tau2:
+    if trials > 1 or policy.reward_is_headline:
         for k in range(1, trials + 1):
             value, tasks = pass_hat_k(by_task, k)
             _, interval = pass_hat_k_interval(
@@ -515,21 +512,22 @@ def flaky_lines(summary: RunSummary) -> list[str]:
 def headline_lines(summary: RunSummary) -> list[str]:
     """The overall and per-signal rates: the lines a terminal summary shows.
 
-    In the tau2 profile upstream's reward and pass^k come first; our signals follow, labelled.
+    When the profile's headline is upstream's reward (tau2), the reward and pass^k come first;
+    our signals follow, labelled.
     """
     out: list[str] = []
-    tau2 = summary.profile == ProfileName.TAU2
-    if tau2:
+    policy = policy_for(summary.profile)
+    if policy.reward_is_headline:
         out.append(_reward_line(summary))
         out.extend(_pass_k_lines(summary))
-        out.append("Our signals (beside upstream's reward; CLEAN_EXIT not applicable):")
+        out.append(policy.signals_label)
     out.append(f"Overall success rate: {_percent(summary.success_rate, 'scenarios')}")
     out.append(
         f"Task success rate (CLEAN_EXIT ignored): "
         f"{_percent(summary.task_success_rate, 'scenarios')}"
     )
     out.append(f"DB-State match: {_percent(summary.db_state_match.rate, 'scenarios')}")
-    if not tau2:
+    if policy.clean_exit_applies:
         out.append(f"Clean exit: {_percent(summary.clean_exit.rate, 'scenarios')}")
     nl = summary.nl_assertion
     if nl.rate is not None:
@@ -571,7 +569,7 @@ def render_summary_text(summary: RunSummary) -> str:
     judge = summary.judge_score
     if judge.mean is not None:
         out.append(f"Judge score (informational): mean {judge.mean:.3f} over {judge.n}")
-    if summary.profile != ProfileName.TAU2:
+    if not policy_for(summary.profile).reward_is_headline:
         reward = summary.tau2_reward
         if reward.mean is not None:
             out.append(f"tau2 reward (informational): mean {reward.mean:.4f} over {reward.n}")

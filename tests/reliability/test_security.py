@@ -26,6 +26,7 @@ from tau2_retail.data.tasks import Task, load_policy, load_user_guidelines
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
 from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.profiles import ProfileName, load_profile
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import ScriptedCustomer
@@ -324,6 +325,7 @@ def engine(data_dir: Path, tasks: Mapping[str, Task]) -> dict[str, Any]:
         "agent_prompt": agent_system_prompt(load_policy(data_dir)),
         "user_prompt": user_system_prompt(load_user_guidelines(data_dir), task),
         "tools": tool_schemas(),
+        "profile": load_profile(ProfileName.DEFAULT, data_dir),
     }
 
 
@@ -358,9 +360,7 @@ def test_any_tool_call_gives_a_result_through_conversation_artifacts_and_xdist(
             judge_model=None,
             gold=engine["gold"],
             store=Store(engine["seed"]),
-            agent_prompt=engine["agent_prompt"],
-            user_prompt=engine["user_prompt"],
-            tools=engine["tools"],
+            profile=engine["profile"],
             limits=Limits(max_errors=100),
         )
     )

@@ -22,6 +22,7 @@ from tau2_retail import codec
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
+from tau2_retail.engine.profiles import ProfileName, load_profile
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, run_scenario, scenario_id
 from tau2_retail.errors import EndpointError
@@ -120,6 +121,7 @@ def _write_run(
     policy = agent_system_prompt(load_policy(data_dir))
     guidelines = load_user_guidelines(data_dir)
     tools = tool_schemas()
+    profile = load_profile(ProfileName.DEFAULT, data_dir)
     configuration = RunConfiguration.of_models(
         agent=agent_model,
         judge="test:judge" if judge else None,
@@ -152,9 +154,7 @@ def _write_run(
                     judge_model=FunctionModel("test:judge", _judge) if judge else None,
                     gold=book[task_id],
                     store=Store(seed),
-                    agent_prompt=policy,
-                    user_prompt=user_system_prompt(guidelines, task),
-                    tools=tools,
+                    profile=profile,
                 )
             )
             write_scenario_artifacts(

@@ -226,9 +226,6 @@ def test_no_task_field_reaches_the_agent(bundle, style):
             judge_model=None,
             gold=bundle.golds[task.id],
             store=Store(bundle.golds.seed),
-            agent_prompt=profile.agent_prompt,
-            user_prompt=profile.user_prompt(task),
-            tools=profile.tools,
             profile=profile,
         )
 

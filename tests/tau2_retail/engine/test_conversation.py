@@ -23,6 +23,7 @@ from tau2_retail import codec
 from tau2_retail.data.seed import load_seed
 from tau2_retail.engine.conversation import (
     ConversationResult,
+    Ending,
     Limits,
     StopReason,
     SystemClock,
@@ -839,22 +840,81 @@ async def test_wire_empty_agent_message_twice_is_agent_error(store, wire_agent, 
 
 # -- scripted exceptions map to the same endings ---------------------------------------------------
 
-
-@pytest.mark.parametrize(
+MODEL_ERRORS = pytest.mark.parametrize(
     ("error", "reason"),
     [
         (EndpointError("boom"), StopReason.INFRA_ERROR),
         (ContextWindowExceeded("too long"), StopReason.CONTEXT_WINDOW_EXCEEDED),
     ],
 )
+
+
+async def fail_on(side: str, error: Exception, store: Store) -> ConversationResult:
+    """A conversation whose ``side`` model raises ``error`` (the user first says hi)."""
+    agent = Scripted("agent", [error] if side == "agent" else [])
+    user = Scripted("user", [say("Hi.")] if side == "agent" else [error])
+    return await converse(store, agent, user)
+
+
+@MODEL_ERRORS
 @pytest.mark.asyncio
 async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reason):
     for side in ("agent", "user"):
-        agent = Scripted("agent", [error] if side == "agent" else [])
-        user = Scripted("user", [say("Hi.")] if side == "agent" else [error])
-        result = await converse(Store(seed_db), agent, user)
+        result = await fail_on(side, error, Store(seed_db))
         assert result.stop_reason is reason
         assert result.detail == f"{side}: {error}"
+
+
+@MODEL_ERRORS
+@pytest.mark.asyncio
+async def test_the_failed_role_is_typed_where_the_conversation_ends(seed_db, error, reason):
+    # issue 20: the role is decided where the model failed, never read back out of the text
+    for side in ("agent", "user"):
+        store = Store(seed_db)
+        result = await fail_on(side, error, store)
+        assert result.ending == Ending(reason=reason, detail=f"{side}: {error}", failed_role=side)
+        # the transcript records the reason and the text only; read back, the ending is whole
+        again = ConversationResult.from_json(json.loads(json.dumps(result.to_json())), store)
+        assert again.ending == result.ending
+
+
+@pytest.mark.asyncio
+async def test_limits_and_stops_have_no_failed_role_and_empty_agents_fail_the_agent(store):
+    ended = await converse(store, Scripted("agent", [act(end())]), user_says("Hi."))
+    assert ended.ending == Ending(reason=StopReason.AGENT_EXIT)
+    capped = await converse(
+        store, Scripted("agent", [say("a")] * 3), user_says("u", "u"), limits=Limits(max_steps=3)
+    )
+    assert (capped.stop_reason, capped.ending.failed_role) == (StopReason.MAX_STEPS, None)
+    empty = await converse(store, Scripted("agent", [say(""), say("")]), user_says("Hi."))
+    assert empty.ending == Ending(
+        reason=StopReason.AGENT_ERROR,
+        detail="the agent returned an empty message twice",
+        failed_role="agent",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "detail", "failed_role"),
+    [
+        ("infra_error", "agent: model 'm' at http://127.0.0.1:1/v1 failed", "agent"),
+        ("infra_error", "user: the simulator returned an empty message twice", "user"),
+        ("infra_error", "agent: x; agent: the agent's close() raised", "agent"),
+        ("infra_error", "connection failed", "agent"),  # once recorded without the role
+        ("context_window_exceeded", "user: too long", "user"),
+        ("context_window_exceeded", "the conversation grew to 2,000,001 characters", None),
+        ("agent_error", "the agent returned an empty message twice", "agent"),
+        ("agent_error", "agent: ValueError: no", "agent"),
+        ("max_steps", "200 routed messages", None),
+        ("user_stop", "grace turn cut short: 3 tool errors", None),
+        ("agent_exit", "", None),
+    ],
+)
+def test_a_recorded_ending_reads_back_typed(
+    reason: str, detail: str, failed_role: str | None
+) -> None:
+    ending = Ending.from_record(reason, detail)
+    assert ending == Ending(reason=StopReason(reason), detail=detail, failed_role=failed_role)
 
 
 @pytest.mark.asyncio

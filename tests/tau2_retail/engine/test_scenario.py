@@ -12,6 +12,7 @@ import pytest
 from tau2_retail import codec
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.tasks import Task
+from tau2_retail.engine.profiles import Profile
 from tau2_retail.engine.scenario import (
     SavedConversationError,
     Scenario,
@@ -19,11 +20,11 @@ from tau2_retail.engine.scenario import (
     rejudge,
     run_scenario,
 )
+from tau2_retail.errors import EndpointError
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.testing.loopback_server import Completion, HttpError, LoopbackOpenAIServer
-from tau2_retail.tools.schemas import tool_schemas
 from tau2_retail.tools.store import Store
 
 
@@ -53,7 +54,9 @@ def all_met(task: Task) -> Completion:
     )
 
 
-async def run(task: Task, book: GoldBook, judge: OpenAIChatModel) -> ScenarioOutcome:
+async def run(
+    task: Task, book: GoldBook, judge: OpenAIChatModel, profile: Profile
+) -> ScenarioOutcome:
     scenario = Scenario(task=task, trial=0, trials=1, seed=300)
     return await run_scenario(
         scenario,
@@ -62,9 +65,7 @@ async def run(task: Task, book: GoldBook, judge: OpenAIChatModel) -> ScenarioOut
         judge_model=judge,
         gold=book[task.id],
         store=Store(book.seed),
-        agent_prompt="agent",
-        user_prompt="user",
-        tools=tool_schemas(),
+        profile=profile,
     )
 
 
@@ -76,6 +77,7 @@ async def rejudged(
     outcome: ScenarioOutcome,
     book: GoldBook,
     judge: OpenAIChatModel,
+    profile: Profile,
     *,
     transcript: Mapping[str, Any] | None = None,
     expected_db_hash: str | None = None,
@@ -89,16 +91,17 @@ async def rejudged(
         gold=book[outcome.scenario.task.id],
         seed=book.seed,
         expected_db_hash=expected_db_hash or outcome.metrics.db_state_actual_hash,
+        profile=profile,
     )
 
 
 @pytest.mark.asyncio
 async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_it(
-    book, judged_task
+    book, judged_task, default_profile
 ):
     with LoopbackOpenAIServer(replies=[HttpError.server_error(503)] * 2) as server:
         async with judge_model(server) as judge:
-            outcome = await run(judged_task, book, judge)
+            outcome = await run(judged_task, book, judge, default_profile)
     metrics = outcome.metrics
     assert outcome.is_infra_error
     assert (metrics.infra_error, metrics.infra_role, metrics.needs_judging) == (
@@ -123,7 +126,7 @@ async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_
 
     with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
-            again = await rejudged(outcome, book, judge)
+            again = await rejudged(outcome, book, judge, default_profile)
         assert len(server.requests) == 1  # only the judge: the conversation did not run again
     assert not again.is_infra_error
     assert not again.metrics.needs_judging
@@ -134,28 +137,35 @@ async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_
 
 
 @pytest.mark.asyncio
-async def test_rejudge_refuses_a_transcript_that_does_not_replay(book, judged_task):
+async def test_rejudge_refuses_a_transcript_that_does_not_replay(
+    book, judged_task, default_profile
+):
     with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
-            outcome = await run(judged_task, book, judge)
+            outcome = await run(judged_task, book, judge, default_profile)
             with pytest.raises(SavedConversationError):
-                await rejudged(outcome, book, judge, expected_db_hash="0" * 64)
+                await rejudged(outcome, book, judge, default_profile, expected_db_hash="0" * 64)
             with pytest.raises(SavedConversationError):
                 await rejudged(
-                    outcome, book, judge, transcript={"messages": "nope"}, expected_db_hash="0" * 64
+                    outcome,
+                    book,
+                    judge,
+                    default_profile,
+                    transcript={"messages": "nope"},
+                    expected_db_hash="0" * 64,
                 )
 
 
 @pytest.mark.asyncio
 async def test_a_prose_judge_is_an_infra_error_of_the_judge_and_rejudge_scores_it(
-    book, judged_task
+    book, judged_task, default_profile
 ):
     # Issue 18, item 2: a reply that cannot be read twice is the judge's failure, not the
     # agent's; its tokens count, the replies are kept, and resume judges it again.
     prose = Completion(content="The agent did everything right.", completion_tokens=7)
     with LoopbackOpenAIServer(replies=[prose, prose]) as server:
         async with judge_model(server) as judge:
-            outcome = await run(judged_task, book, judge)
+            outcome = await run(judged_task, book, judge, default_profile)
         assert len(server.requests) == 2
     metrics = outcome.metrics
     assert outcome.is_infra_error
@@ -182,21 +192,55 @@ async def test_a_prose_judge_is_an_infra_error_of_the_judge_and_rejudge_scores_i
 
     with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
-            again = await rejudged(outcome, book, judge)
+            again = await rejudged(outcome, book, judge, default_profile)
     assert not again.is_infra_error
     assert again.metrics.is_successful is True
     assert "judge_unreadable_replies" not in codec.encode(again.metrics)
 
 
 @pytest.mark.asyncio
-async def test_prose_once_then_json_scores_the_agent(book, judged_task):
+async def test_prose_once_then_json_scores_the_agent(book, judged_task, default_profile):
     prose = Completion(content="Looks good to me.")
     with LoopbackOpenAIServer(replies=[prose, all_met(judged_task)]) as server:
         async with judge_model(server) as judge:
-            outcome = await run(judged_task, book, judge)
+            outcome = await run(judged_task, book, judge, default_profile)
     metrics = outcome.metrics
     assert not outcome.is_infra_error
     assert (metrics.is_successful, metrics.nl_assertion_pass_rate) == (True, 1.0)
     assert metrics.judge_unreadable_replies == 1
     assert metrics.requests["judge"].requests == 2
     assert metrics.needs_judging is False
+
+
+class DownUser:
+    """A user endpoint that is down (its client gave up after retries)."""
+
+    name = "down"
+
+    async def complete(self, messages, *, tools=None, seed=None):
+        raise EndpointError("model 'u' at http://127.0.0.1:9/v1 failed after 3 attempt(s)")
+
+
+@pytest.mark.asyncio
+async def test_the_infra_role_is_the_endings_failed_role(book, judged_task, default_profile):
+    # issue 20: the role comes typed from where the conversation ended; metrics.json records
+    # the same text as before ("user: ...")
+    outcome = await run_scenario(
+        Scenario(task=judged_task, trial=0, trials=1, seed=300),
+        agent=builtin_model("builtin:oracle", judged_task, role="agent"),
+        user=DownUser(),
+        judge_model=None,
+        gold=book[judged_task.id],
+        store=Store(book.seed),
+        profile=default_profile,
+    )
+    assert outcome.conversation.ending.failed_role == "user"
+    record = codec.encode(outcome.metrics)
+    assert (record["stop_reason"], record["infra_error"], record["infra_role"]) == (
+        "infra_error",
+        True,
+        "user",
+    )
+    assert record["stop_detail"] == (
+        "user: model 'u' at http://127.0.0.1:9/v1 failed after 3 attempt(s)"
+    )

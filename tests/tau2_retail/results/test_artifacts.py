@@ -15,6 +15,7 @@ from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
 from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.profiles import ProfileName, load_profile
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
 from tau2_retail.errors import ArtifactError
@@ -71,6 +72,7 @@ def run(data_dir: Path) -> Runner:
     book = GoldBook(seed=seed, tasks=tasks)
     policy = agent_system_prompt(load_policy(data_dir))
     guidelines = load_user_guidelines(data_dir)
+    profile = load_profile(ProfileName.DEFAULT, data_dir)
 
     def runner(
         task_id: str,
@@ -91,9 +93,7 @@ def run(data_dir: Path) -> Runner:
                 judge_model=None if judge_reply is None else fixed_judge(judge_reply),
                 gold=book[task_id],
                 store=Store(seed),
-                agent_prompt=policy,
-                user_prompt=user_prompt,
-                tools=TOOLS,
+                profile=profile,
             )
         )
         return outcome, policy, user_prompt

@@ -23,6 +23,7 @@ from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
 from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.profiles import ProfileName, load_profile
 from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import builtin_model
@@ -525,6 +526,7 @@ def real_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     book = GoldBook(seed=seed, tasks=tasks)
     policy = agent_system_prompt(load_policy(data_dir))
     guidelines = load_user_guidelines(data_dir)
+    profile = load_profile(ProfileName.DEFAULT, data_dir)
     for task_id, agent in (("0", "builtin:oracle"), ("1", "builtin:oracle"), ("3", "builtin:noop")):
         task = tasks[task_id]
         user_prompt = user_system_prompt(guidelines, task)
@@ -537,9 +539,7 @@ def real_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
                 judge_model=None,
                 gold=book[task_id],
                 store=Store(seed),
-                agent_prompt=policy,
-                user_prompt=user_prompt,
-                tools=[],
+                profile=profile,
             )
         )
         write_scenario_artifacts(

@@ -20,7 +20,7 @@ from tau2_retail.engine.profiles import (
     ProfileName,
     load_profile,
     parse_profile_name,
-    request_config,
+    policy_for,
     upstream_reward,
 )
 from tau2_retail.engine.profiles.tau2_judge import NO_RESULT_REASON, judge_upstream
@@ -133,14 +133,15 @@ def test_profile_names_are_checked() -> None:
 
 def test_tau2_requests_default_to_upstreams_parameters() -> None:
     config = EndpointConfig(model="m")
-    agent = request_config(ProfileName.TAU2, "agent", config)
-    user = request_config(ProfileName.TAU2, "user", config)
+    tau2 = policy_for(ProfileName.TAU2)
+    agent = tau2.request_config("agent", config)
+    user = tau2.request_config("user", config)
     assert (agent.temperature, agent.extra_body) == (0.0, {"tool_choice": "auto"})
     assert (user.temperature, user.extra_body) == (0.0, {})
     configured = dataclasses.replace(config, temperature=0.7, extra_body={"tool_choice": "none"})
-    kept = request_config(ProfileName.TAU2, "agent", configured)
+    kept = tau2.request_config("agent", configured)
     assert (kept.temperature, kept.extra_body) == (0.7, {"tool_choice": "none"})
-    assert request_config(ProfileName.DEFAULT, "agent", config) == config
+    assert policy_for(ProfileName.DEFAULT).request_config("agent", config) == config
 
 
 # -- tools ---------------------------------------------------------------------------------------
