@@ -6,21 +6,11 @@ import argparse
 import sqlite3
 from pathlib import Path
 
-from tau2_retail.cli.common import Argument, Command, print_json
+from tau2_retail.cli.common import Argument, Command, at_least, print_json
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.cache import cache_stats, prune_cache
 
 __all__ = ["COMMAND", "cache_command"]
-
-
-def _days(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of days") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"got {value:g}; expected a number of days >= 0")
-    return value
 
 
 def _size(size: int) -> str:
@@ -92,7 +82,7 @@ COMMAND = Command(
                 _PATH,
                 Argument(
                     "--older-than",
-                    type=_days,
+                    type=at_least(0, "a number of days", float),
                     metavar="DAYS",
                     help="also remove the entries not used for this many days",
                 ),

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 __all__ = [
     "DATA_DIR",
@@ -24,11 +24,13 @@ __all__ = [
     "ParserSource",
     "SubParsers",
     "add_data_dir",
+    "at_least",
     "print_json",
 ]
 
 SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler: TypeAlias = Callable[[argparse.Namespace], int]
+Number = TypeVar("Number", int, float)
 
 
 class Argument:
@@ -95,6 +97,24 @@ DATA_DIR = Argument(
     "installed)",
 )
 RUN_DIR = Argument("run_dir", metavar="RUN_DIR", help="a run directory, e.g. tau2_runs/<run id>")
+
+
+def at_least(
+    minimum: Number, what: str, convert: Callable[[str], Number]
+) -> Callable[[str], Number]:
+    """An argparse ``type``: ``convert`` the text, refusing a value below ``minimum``
+    (``at_least(0, "a number of days", float)``; ``what`` names the value in the messages)."""
+
+    def parse(raw: str) -> Number:
+        try:
+            value = convert(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not {what}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"got {value:g}; expected {what} >= {minimum:g}")
+        return value
+
+    return parse
 
 
 def add_data_dir(parser: argparse.ArgumentParser) -> None:
