@@ -350,6 +350,16 @@ def machine() -> dict[str, Any]:
     }
 
 
+def machine_line(figures: Mapping[str, Any]) -> str:
+    """The report's first line: the machine and the load at the start and at the end."""
+    m = figures["machine"]
+    return (
+        f"\nmachine: {m['cpus']} cores ({m['cpu_model']}), {m['memory_gb']} GB, Python "
+        f"{m['python']}; load average {m['load_average_at_start'][0]:.2f} at start, "
+        f"{figures['load_average_at_end'][0]:.2f} at end"
+    )
+
+
 def median(values: Iterable[float]) -> float:
     data = list(values)
     return statistics.median(data) if data else float("nan")

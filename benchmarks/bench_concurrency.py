@@ -52,12 +52,13 @@ from _measure import (
     completions_from_metrics,
     load_average,
     machine,
+    machine_line,
     run_suite,
     table,
     verdict,
     write_json,
 )
-from bench_server import AGENT_MODEL, COMPLETIONS_PER_SCENARIO, USER_MODEL, ServerProcess
+from bench_server import COMPLETIONS_PER_SCENARIO, ServerProcess, run_args
 
 RUNS = {
     "c114": {"workers": 0, "concurrency": 114, "trials": 1},
@@ -109,12 +110,7 @@ def _pytest_args(label: str, spec: dict[str, int], server: ServerProcess, out: P
         "no:cacheprovider",
         "-n",
         str(spec["workers"]),
-        f"--tau2-output-dir={out}",
-        f"--tau2-run-id={label}",
-        f"--tau2-agent-model={AGENT_MODEL}",
-        f"--tau2-agent-base-url={server.base_url}",
-        f"--tau2-user-model={USER_MODEL}",
-        f"--tau2-user-base-url={server.base_url}",
+        *run_args(server, out, label),
         f"--tau2-trials={spec['trials']}",
         f"--tau2-concurrency={spec['concurrency']}",
     ]
@@ -269,11 +265,9 @@ def main() -> int:
 
 
 def report(figures: dict[str, Any]) -> None:
-    m = figures["machine"]
     print(
-        f"\nmachine: {m['cpus']} cores, Python {m['python']}, load average "
-        f"{m['load_average_at_start'][0]:.2f} at start, {figures['load_average_at_end'][0]:.2f} "
-        f"at end; latency {figures['latency_s']} s; interpreter {figures['python']}\n"
+        f"{machine_line(figures)}; latency {figures['latency_s']} s; "
+        f"interpreter {figures['python']}\n"
     )
     runs = figures["runs"]
     print(

@@ -47,6 +47,7 @@ from _measure import (
     artifact_sizes,
     load_average,
     machine,
+    machine_line,
     median,
     percentile,
     run_suite,
@@ -338,12 +339,7 @@ def main() -> int:
 
 
 def report(figures: dict[str, Any]) -> None:
-    m = figures["machine"]
-    print(
-        f"\nmachine: {m['cpus']} cores ({m['cpu_model']}), {m['memory_gb']} GB, Python "
-        f"{m['python']}; load average {m['load_average_at_start'][0]:.2f} at start, "
-        f"{figures['load_average_at_end'][0]:.2f} at end"
-    )
+    print(machine_line(figures))
     print("\nWall time from the command to its exit (median of the repeats)\n")
     print(
         table(

@@ -72,6 +72,7 @@ from _measure import (
     completions_from_metrics,
     load_average,
     machine,
+    machine_line,
     median,
     run_suite,
     table,
@@ -231,6 +232,18 @@ class ServerProcess:
 # -- the measurements -------------------------------------------------------------------------
 
 
+def run_args(server: ServerProcess, out: Path, label: str) -> list[str]:
+    """The pytest options of a run whose agent and user are the server's scripted models."""
+    return [
+        f"--tau2-output-dir={out}",
+        f"--tau2-run-id={label}",
+        f"--tau2-agent-model={AGENT_MODEL}",
+        f"--tau2-agent-base-url={server.base_url}",
+        f"--tau2-user-model={USER_MODEL}",
+        f"--tau2-user-base-url={server.base_url}",
+    ]
+
+
 def measure(
     server: ServerProcess,
     *,
@@ -249,12 +262,7 @@ def measure(
         "-q",
         "-n",
         str(workers),
-        f"--tau2-output-dir={out}",
-        f"--tau2-run-id={label}",
-        f"--tau2-agent-model={AGENT_MODEL}",
-        f"--tau2-agent-base-url={server.base_url}",
-        f"--tau2-user-model={USER_MODEL}",
-        f"--tau2-user-base-url={server.base_url}",
+        *run_args(server, out, label),
         "--tau2-trials",
         str(trials),
     ]
@@ -437,12 +445,9 @@ def grouped(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def report(figures: dict[str, Any]) -> None:
-    m = figures["machine"]
     print(
-        f"\nmachine: {m['cpus']} cores ({m['cpu_model']}), {m['memory_gb']} GB, Python "
-        f"{m['python']}; load average {m['load_average_at_start'][0]:.2f} at start, "
-        f"{figures['load_average_at_end'][0]:.2f} at end; latency {figures['latency_s']} s per "
-        f"completion, {figures['completions_per_scenario']} completions per scenario\n"
+        f"{machine_line(figures)}; latency {figures['latency_s']} s per completion, "
+        f"{figures['completions_per_scenario']} completions per scenario\n"
     )
     rows = grouped(figures["runs"])
     figures["table"] = rows

@@ -3,62 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 from pathlib import Path
 
 from tau2_retail import codec
-from tau2_retail.cli.common import SubParsers
+from tau2_retail.cli.common import Argument, Command, at_least, print_json
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.cache import cache_stats, prune_cache
 
-__all__ = ["add_parser", "cache_command"]
-
-
-def _days(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of days") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"got {value:g}; expected a number of days >= 0")
-    return value
-
-
-def add_parser(commands: SubParsers) -> None:
-    cache = commands.add_parser(
-        "cache",
-        help="size, entries and hits of a response cache file (--tau2-cache); prune it",
-        description="Inspect or prune the SQLite file of the response cache a run wrote with "
-        "--tau2-cache PATH.",
-        epilog="exit status: 0 done, 2 no such file or not a cache file",
-    )
-    actions = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
-    stats = actions.add_parser(
-        "stats",
-        help="size, entries (by role and model) and hits",
-        description="Print the size, the entries (by role and by model) and the hits of a "
-        "response cache file.",
-        epilog="exit status: 0 printed, 2 no such file or not a cache file",
-    )
-    stats.add_argument("path", metavar="PATH", help="the cache file")
-    stats.add_argument("--json", action="store_true", help="print JSON instead of text")
-    prune = actions.add_parser(
-        "prune",
-        help="remove entries of other request formats (and, with --older-than, unused ones); "
-        "compact the file",
-        description="Remove the entries no run can be served from (another request format) "
-        "and, with --older-than, those unused for that many days; then compact the file.",
-        epilog="exit status: 0 pruned, 2 no such file or not a cache file",
-    )
-    prune.add_argument("path", metavar="PATH", help="the cache file")
-    prune.add_argument(
-        "--older-than",
-        type=_days,
-        metavar="DAYS",
-        help="also remove the entries not used for this many days",
-    )
-    cache.set_defaults(handler=cache_command)
+__all__ = ["COMMAND", "cache_command"]
 
 
 def _size(size: int) -> str:
@@ -77,7 +30,7 @@ def cache_command(args: argparse.Namespace) -> int:
         if args.action == "stats":
             stats = cache_stats(path)
             if args.json:
-                print(json.dumps(codec.encode(stats), indent=2))
+                print_json(codec.encode(stats), indent=2)
                 return 0
             print(
                 f"cache {path}: {_size(stats.size_bytes)}, {stats.entries} entries, "
@@ -97,3 +50,45 @@ def cache_command(args: argparse.Namespace) -> int:
         raise ArtifactError(f"{path}: not a usable cache file ({error})") from error
     print(f"cache {path}: removed {removed} entries; {_size(before)} -> {_size(after)}")
     return 0
+
+
+_PATH = Argument("path", metavar="PATH", help="the cache file")
+
+COMMAND = Command(
+    name="cache",
+    help="size, entries and hits of a response cache file (--tau2-cache); prune it",
+    description="Inspect or prune the SQLite file of the response cache a run wrote with "
+    "--tau2-cache PATH.",
+    epilog="exit status: 0 done, 2 no such file or not a cache file",
+    actions=(
+        Command(
+            name="stats",
+            help="size, entries (by role and model) and hits",
+            description="Print the size, the entries (by role and by model) and the hits of a "
+            "response cache file.",
+            epilog="exit status: 0 printed, 2 no such file or not a cache file",
+            arguments=(
+                _PATH,
+                Argument("--json", action="store_true", help="print JSON instead of text"),
+            ),
+        ),
+        Command(
+            name="prune",
+            help="remove entries of other request formats (and, with --older-than, unused "
+            "ones); compact the file",
+            description="Remove the entries no run can be served from (another request format) "
+            "and, with --older-than, those unused for that many days; then compact the file.",
+            epilog="exit status: 0 pruned, 2 no such file or not a cache file",
+            arguments=(
+                _PATH,
+                Argument(
+                    "--older-than",
+                    type=at_least(0, "a number of days", float),
+                    metavar="DAYS",
+                    help="also remove the entries not used for this many days",
+                ),
+            ),
+        ),
+    ),
+    handler=cache_command,
+)

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tau2_retail.cli.common import SubParsers
+from tau2_retail.cli.common import Argument, Command
 from tau2_retail.data.files import (
     CheckStatus,
     combined_digest,
@@ -24,7 +24,7 @@ from tau2_retail.data.files import (
 from tau2_retail.data.upstream import load_upstream_texts
 from tau2_retail.errors import DataError
 
-__all__ = ["FETCH_EPILOG", "add_parser", "fetch_command", "verify_command"]
+__all__ = ["COMMAND", "FETCH_EPILOG", "fetch_command", "verify_command"]
 
 FETCH_EPILOG = """\
 examples:
@@ -38,56 +38,6 @@ a file with another sha256 is refused, naming the file and both digests, and not
 written for it.
 
 exit status: 0 all files present and verified, 2 a download or check failed"""
-
-
-def add_parser(commands: SubParsers) -> None:
-    data = commands.add_parser(
-        "data",
-        help="fetch or verify the pinned upstream data files",
-        description="The upstream tau2 files this suite reads, pinned by sha256 in the manifest.",
-    )
-    actions = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
-    fetch_parser = actions.add_parser(
-        "fetch",
-        help="download the pinned files into the cache and verify them",
-        description="Download (or copy) the pinned files; each is checked against its sha256 "
-        "before it is kept.",
-        epilog=FETCH_EPILOG.format(commit=_pinned_commit()),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    fetch_parser.add_argument(
-        "--from",
-        dest="source_dir",
-        metavar="DIR",
-        help="copy from a local folder instead of downloading: a tau2-bench checkout at the "
-        "pinned commit (its root, or its data/tau2/domains/retail folder), or a data folder "
-        "such as $TAU2_DATA_DIR",
-    )
-    fetch_parser.add_argument(
-        "--dest",
-        metavar="DIR",
-        help="target folder (default: the data cache: fixtures/cache in a checkout, "
-        "$XDG_CACHE_HOME/tau2_retail or ~/.cache/tau2_retail when installed)",
-    )
-    fetch_parser.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="address prefix of the upstream paths instead of the pinned commit's: an "
-        "http(s):// mirror, or file:///PATH of a tau2-bench checkout",
-    )
-    fetch_parser.set_defaults(handler=fetch_command)
-    verify = actions.add_parser(
-        "verify",
-        help="check a folder against the manifest",
-        description="Compare each file's sha256 with the manifest.",
-        epilog="exit status: 0 every file matches, 1 a file is missing or different",
-    )
-    verify.add_argument(
-        "folder",
-        nargs="?",
-        help="folder to check (default: $TAU2_DATA_DIR, else the data cache)",
-    )
-    verify.set_defaults(handler=verify_command)
 
 
 def _pinned_commit() -> str:
@@ -136,3 +86,57 @@ def verify_command(args: argparse.Namespace) -> int:
         f"{len(texts.user_system_prompts)} user prompts)"
     )
     return 0
+
+
+COMMAND = Command(
+    name="data",
+    help="fetch or verify the pinned upstream data files",
+    description="The upstream tau2 files this suite reads, pinned by sha256 in the manifest.",
+    actions=(
+        Command(
+            name="fetch",
+            help="download the pinned files into the cache and verify them",
+            description="Download (or copy) the pinned files; each is checked against its "
+            "sha256 before it is kept.",
+            epilog=lambda: FETCH_EPILOG.format(commit=_pinned_commit()),
+            raw_epilog=True,
+            arguments=(
+                Argument(
+                    "--from",
+                    dest="source_dir",
+                    metavar="DIR",
+                    help="copy from a local folder instead of downloading: a tau2-bench "
+                    "checkout at the pinned commit (its root, or its data/tau2/domains/retail "
+                    "folder), or a data folder such as $TAU2_DATA_DIR",
+                ),
+                Argument(
+                    "--dest",
+                    metavar="DIR",
+                    help="target folder (default: the data cache: fixtures/cache in a checkout, "
+                    "$XDG_CACHE_HOME/tau2_retail or ~/.cache/tau2_retail when installed)",
+                ),
+                Argument(
+                    "--base-url",
+                    metavar="URL",
+                    help="address prefix of the upstream paths instead of the pinned commit's: "
+                    "an http(s):// mirror, or file:///PATH of a tau2-bench checkout",
+                ),
+            ),
+            handler=fetch_command,
+        ),
+        Command(
+            name="verify",
+            help="check a folder against the manifest",
+            description="Compare each file's sha256 with the manifest.",
+            epilog="exit status: 0 every file matches, 1 a file is missing or different",
+            arguments=(
+                Argument(
+                    "folder",
+                    nargs="?",
+                    help="folder to check (default: $TAU2_DATA_DIR, else the data cache)",
+                ),
+            ),
+            handler=verify_command,
+        ),
+    ),
+)

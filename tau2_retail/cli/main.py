@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from tau2_retail.cli import cache, data, gold, merge, replay, report, run, summarize, tasks
+from tau2_retail.cli.common import Handler, ParserSource
 from tau2_retail.errors import Tau2Error
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_PIPE_CLOSED", "build_parser", "main"]
@@ -35,7 +36,17 @@ exit status:
 `python -m tau2_retail COMMAND --help` describes each command's options.
 """
 
-Handler = Callable[[argparse.Namespace], int]
+COMMANDS: Final[Sequence[ParserSource]] = (
+    data.COMMAND,
+    tasks.COMMAND,
+    gold.COMMAND,
+    replay.COMMAND,
+    run,  # builds its own sub-parser until it declares a Command
+    summarize.COMMAND,
+    merge.COMMAND,
+    report.COMMAND,
+    cache.COMMAND,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (data, tasks, gold, replay, run, summarize, merge, report, cache):
-        module.add_parser(commands)
+    for command in COMMANDS:
+        command.add_parser(commands)
     return parser
 
 

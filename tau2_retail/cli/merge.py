@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tau2_retail.cli.common import SubParsers
+from tau2_retail.cli.common import Argument, Command
 from tau2_retail.errors import ArtifactError
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.artifacts import validate_name
@@ -31,23 +31,7 @@ from tau2_retail.results.summary import (
     write_run_summary,
 )
 
-__all__ = ["add_parser", "merge_command"]
-
-
-def add_parser(commands: SubParsers) -> None:
-    merge = commands.add_parser(
-        "merge",
-        help="merge the run directories of shards (--tau2-shard I/N) into one run",
-        description="Copy the scenario folders of shard runs into one run directory and write "
-        "its summaries and report, equal to those of a single run of the same scenarios; "
-        "shards of different configurations or with a scenario in common are refused.",
-        epilog="exit status: 0 the gate passes, 1 it fails, 2 the shards cannot be merged",
-    )
-    merge.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="a shard's run directory")
-    merge.add_argument(
-        "--into", required=True, metavar="RUN_DIR", help="the merged run directory (new or empty)"
-    )
-    merge.set_defaults(handler=merge_command)
+__all__ = ["COMMAND", "merge_command"]
 
 
 def merge_command(args: argparse.Namespace) -> int:
@@ -90,3 +74,23 @@ def merge_command(args: argparse.Namespace) -> int:
         print(f"flipped pass->fail against the baseline: {scenario_id}")
     print(verdict.line)
     return 0 if verdict.passed else 1
+
+
+COMMAND = Command(
+    name="merge",
+    help="merge the run directories of shards (--tau2-shard I/N) into one run",
+    description="Copy the scenario folders of shard runs into one run directory and write "
+    "its summaries and report, equal to those of a single run of the same scenarios; "
+    "shards of different configurations or with a scenario in common are refused.",
+    epilog="exit status: 0 the gate passes, 1 it fails, 2 the shards cannot be merged",
+    arguments=(
+        Argument("run_dirs", metavar="RUN_DIR", nargs="+", help="a shard's run directory"),
+        Argument(
+            "--into",
+            required=True,
+            metavar="RUN_DIR",
+            help="the merged run directory (new or empty)",
+        ),
+    ),
+    handler=merge_command,
+)

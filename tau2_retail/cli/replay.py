@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tau2_retail.cli.common import SubParsers, add_data_dir
+from tau2_retail.cli.common import DATA_DIR, Argument, Command, print_json
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.seed import load_seed
 from tau2_retail.errors import DataError
@@ -22,24 +22,7 @@ from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import ToolResult, dispatch, dispatch_json
 from tau2_retail.tools.store import Store
 
-__all__ = ["add_parser", "replay_command", "replay_sequence"]
-
-
-def add_parser(commands: SubParsers) -> None:
-    replay = commands.add_parser(
-        "replay",
-        help="apply tool-call sequences to fresh databases",
-        description="Apply tool calls to a fresh copy of the seed database and print, per "
-        "sequence, each call's output, the database diff and its hash, as JSON.",
-        epilog="exit status: 0 replayed (tool errors are outputs), 2 unreadable or malformed input",
-    )
-    add_data_dir(replay)
-    replay.add_argument(
-        "file",
-        help="JSON file ('-' for stdin): a list of {name, arguments} calls, or "
-        '{"sequences": [[...], ...]}',
-    )
-    replay.set_defaults(handler=replay_command)
+__all__ = ["COMMAND", "replay_command", "replay_sequence"]
 
 
 def _call(store: Store, call: Any, where: str) -> ToolResult:
@@ -89,6 +72,23 @@ def replay_command(args: argparse.Namespace) -> int:
         raise DataError(
             f"{args.file}: expected a list of calls or an object with a 'sequences' list"
         )
-    json.dump(result, sys.stdout)
-    sys.stdout.write("\n")
+    print_json(result)
     return 0
+
+
+COMMAND = Command(
+    name="replay",
+    help="apply tool-call sequences to fresh databases",
+    description="Apply tool calls to a fresh copy of the seed database and print, per "
+    "sequence, each call's output, the database diff and its hash, as JSON.",
+    epilog="exit status: 0 replayed (tool errors are outputs), 2 unreadable or malformed input",
+    arguments=(
+        DATA_DIR,
+        Argument(
+            "file",
+            help="JSON file ('-' for stdin): a list of {name, arguments} calls, or "
+            '{"sequences": [[...], ...]}',
+        ),
+    ),
+    handler=replay_command,
+)

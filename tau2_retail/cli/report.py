@@ -6,38 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from tau2_retail.cli.common import SubParsers
+from tau2_retail.cli.common import RUN_DIR, Argument, Command
 from tau2_retail.report.compare import comparison_lines
 from tau2_retail.report.page import write_report
 
-__all__ = ["add_parser", "report_command"]
-
-
-def add_parser(commands: SubParsers) -> None:
-    report = commands.add_parser(
-        "report",
-        help="write a run's self-contained HTML report",
-        description="Write one HTML file (no network needed to open it) with the run's rates, "
-        "every scenario's conversation and signals, optionally compared with another run.",
-        epilog="exit status: 0 written, 2 not a run directory or an unreadable artifact",
-    )
-    report.add_argument(
-        "run_dir", metavar="RUN_DIR", help="a run directory, e.g. tau2_runs/<run id>"
-    )
-    report.add_argument(
-        "--against", metavar="OTHER_RUN", help="compare with this run: flipped scenarios, rates"
-    )
-    report.add_argument(
-        "--force",
-        action="store_true",
-        help="compare with --against even when the two runs used different profiles",
-    )
-    report.add_argument(
-        "--output",
-        metavar="FILE",
-        help="where to write (default: RUN_DIR/report.html, or RUN_DIR/report-vs-OTHER.html)",
-    )
-    report.set_defaults(handler=report_command)
+__all__ = ["COMMAND", "report_command"]
 
 
 def report_command(args: argparse.Namespace) -> int:
@@ -51,3 +24,31 @@ def report_command(args: argparse.Namespace) -> int:
     if comparison is not None:
         sys.stdout.write("\n".join(comparison_lines(comparison)) + "\n")
     return 0
+
+
+COMMAND = Command(
+    name="report",
+    help="write a run's self-contained HTML report",
+    description="Write one HTML file (no network needed to open it) with the run's rates, "
+    "every scenario's conversation and signals, optionally compared with another run.",
+    epilog="exit status: 0 written, 2 not a run directory or an unreadable artifact",
+    arguments=(
+        RUN_DIR,
+        Argument(
+            "--against",
+            metavar="OTHER_RUN",
+            help="compare with this run: flipped scenarios, rates",
+        ),
+        Argument(
+            "--force",
+            action="store_true",
+            help="compare with --against even when the two runs used different profiles",
+        ),
+        Argument(
+            "--output",
+            metavar="FILE",
+            help="where to write (default: RUN_DIR/report.html, or RUN_DIR/report-vs-OTHER.html)",
+        ),
+    ),
+    handler=report_command,
+)

@@ -6,25 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from tau2_retail.cli.common import SubParsers
+from tau2_retail.cli.common import RUN_DIR, Command
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.summary import render_summary_text, summarize
 
-__all__ = ["add_parser", "summarize_command"]
-
-
-def add_parser(commands: SubParsers) -> None:
-    summarize = commands.add_parser(
-        "summarize",
-        help="rebuild a run's summaries from its artifacts",
-        description="Rewrite all_metrics.json, summary.json and all_summary.txt of a run "
-        "directory from its scenarios' metrics.json files, and print the summary.",
-        epilog="exit status: 0 written, 2 not a run directory or an unreadable artifact",
-    )
-    summarize.add_argument(
-        "run_dir", metavar="RUN_DIR", help="a run directory, e.g. tau2_runs/<run id>"
-    )
-    summarize.set_defaults(handler=summarize_command)
+__all__ = ["COMMAND", "summarize_command"]
 
 
 def summarize_command(args: argparse.Namespace) -> int:
@@ -34,3 +20,14 @@ def summarize_command(args: argparse.Namespace) -> int:
     summary = summarize(run_dir)
     sys.stdout.write(render_summary_text(summary))
     return 0
+
+
+COMMAND = Command(
+    name="summarize",
+    help="rebuild a run's summaries from its artifacts",
+    description="Rewrite all_metrics.json, summary.json and all_summary.txt of a run "
+    "directory from its scenarios' metrics.json files, and print the summary.",
+    epilog="exit status: 0 written, 2 not a run directory or an unreadable artifact",
+    arguments=(RUN_DIR,),
+    handler=summarize_command,
+)

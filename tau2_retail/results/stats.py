@@ -93,9 +93,6 @@ class Interval:
     high: float
     method: str
 
-    def contains(self, value: float) -> bool:
-        return self.low - 1e-12 <= value <= self.high + 1e-12
-
     def percent_text(self) -> str:
         """``[53.1, 70.6]``: the bounds in percent, one decimal."""
         return f"[{fixed(100 * self.low, 1)}, {fixed(100 * self.high, 1)}]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -36,16 +37,20 @@ ITEMS = [FakeItem(f"test[{name}]") for name in "abcdef"]
 
 
 def make(
-    conversations: Conversations, *, limit: int, stop: list[bool] | None = None
-) -> ScenarioScheduler[str]:
+    *, limit: int, stop: list[bool] | None = None, admit: Callable[[], bool] = lambda: True
+) -> tuple[Conversations, ScenarioScheduler[str]]:
+    """The scripted conversations and a scheduler of ITEMS that starts them."""
+    conversations = Conversations()
     stop = stop if stop is not None else [False]
-    return ScenarioScheduler(
+    scheduler: ScenarioScheduler[str] = ScenarioScheduler(
         limit=limit,
         start=conversations.start,  # type: ignore[arg-type]
         upcoming=lambda item: ITEMS[ITEMS.index(item) + 1 :],  # type: ignore[arg-type,index]
         wanted=lambda item: True,
         stopping=lambda: stop[0],
+        admit=admit,
     )
+    return conversations, scheduler
 
 
 async def settle() -> None:
@@ -55,8 +60,7 @@ async def settle() -> None:
 
 @pytest.mark.asyncio
 async def test_the_first_outcome_starts_the_next_scenarios_up_to_the_limit() -> None:
-    conversations = Conversations()
-    scheduler = make(conversations, limit=3)
+    conversations, scheduler = make(limit=3)
     waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
     await settle()
 
@@ -74,8 +78,7 @@ async def test_the_first_outcome_starts_the_next_scenarios_up_to_the_limit() -> 
 
 @pytest.mark.asyncio
 async def test_a_limit_of_one_runs_only_the_scenario_under_test() -> None:
-    conversations = Conversations()
-    scheduler = make(conversations, limit=1)
+    conversations, scheduler = make(limit=1)
     conversations.release("test[a]")
 
     assert await scheduler.outcome(ITEMS[0]) == "outcome of test[a]"  # type: ignore[arg-type]
@@ -87,9 +90,8 @@ async def test_a_limit_of_one_runs_only_the_scenario_under_test() -> None:
 
 @pytest.mark.asyncio
 async def test_nothing_new_starts_once_pytest_is_stopping() -> None:
-    conversations = Conversations()
     stop = [False]
-    scheduler = make(conversations, limit=2, stop=stop)
+    conversations, scheduler = make(limit=2, stop=stop)
     waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
     await settle()
     stop[0] = True  # e.g. -x after a failure
@@ -105,8 +107,7 @@ async def test_nothing_new_starts_once_pytest_is_stopping() -> None:
 
 @pytest.mark.asyncio
 async def test_close_cancels_the_scenarios_still_running() -> None:
-    conversations = Conversations()
-    scheduler = make(conversations, limit=3)
+    conversations, scheduler = make(limit=3)
     conversations.release("test[a]")
     await scheduler.outcome(ITEMS[0])  # type: ignore[arg-type]
     await settle()
@@ -119,16 +120,8 @@ async def test_close_cancels_the_scenarios_still_running() -> None:
 
 @pytest.mark.asyncio
 async def test_once_admit_refuses_nothing_new_starts_and_those_in_flight_finish() -> None:
-    conversations = Conversations()
     spent = [False]
-    scheduler = ScenarioScheduler(
-        limit=3,
-        start=conversations.start,  # type: ignore[arg-type]
-        upcoming=lambda item: ITEMS[ITEMS.index(item) + 1 :],  # type: ignore[arg-type,index]
-        wanted=lambda item: True,
-        stopping=lambda: False,
-        admit=lambda: not spent[0],
-    )
+    conversations, scheduler = make(limit=3, admit=lambda: not spent[0])
     waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
     await settle()
     assert conversations.started == ["test[a]", "test[b]", "test[c]"]

@@ -41,51 +41,44 @@ def ours(expression: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("expression", "content"),
+    ("expression", "content", "error"),
     [
-        ("2 + 2", "4.0"),
-        ("10/3", "3.33"),
-        ("100 - 33.333", "66.67"),
-        ("(120.50 - 30) * 0.9", "81.45"),
-        ("7 // 2", "3.0"),
-        ("-2 ** 2", "-4.0"),
-        ("2 ** -1", "0.5"),
-        ("  2+2", "4.0"),
-        ("1/3*3", "1.0"),
-        ("00", "0.0"),
-        ("10.0**308*10", "inf"),
+        # results are bare strings
+        ("2 + 2", "4.0", False),
+        ("10/3", "3.33", False),
+        ("100 - 33.333", "66.67", False),
+        ("(120.50 - 30) * 0.9", "81.45", False),
+        ("7 // 2", "3.0", False),
+        ("-2 ** 2", "-4.0", False),
+        ("2 ** -1", "0.5", False),
+        ("  2+2", "4.0", False),
+        ("1/3*3", "1.0", False),
+        ("00", "0.0", False),
+        ("10.0**308*10", "inf", False),
+        # errors are upstream's texts
+        ("1/0", "Error: division by zero", True),
+        ("1.0/0", "Error: float division by zero", True),
+        ("1//0", "Error: integer division or modulo by zero", True),
+        ("1.5.2", "Error: invalid syntax (<string>, line 1)", True),
+        ("", "Error: invalid syntax (<string>, line 0)", True),
+        ("(1 + 2", "Error: '(' was never closed (<string>, line 1)", True),
+        ("2 +* 3", "Error: invalid syntax (<string>, line 1)", True),
+        ("2 x 3", "Error: Invalid characters in expression", True),
+        # found by hypothesis:
+        ("0(*0)", "Error: 0 argument after * must be an iterable, not int", True),
+        ("0(*())", "Error: 'int' object is not callable", True),
+        ("1e5", "Error: Invalid characters in expression", True),
+        ("1_000", "Error: Invalid characters in expression", True),
+        ("2 % 3", "Error: Invalid characters in expression", True),
+        ("\t2", "Error: Invalid characters in expression", True),
+        ("__import__('os')", "Error: Invalid characters in expression", True),
+        ("0 ** -1", "Error: 0.0 cannot be raised to a negative power", True),
+        ("2 ** 4096", "Error: int too large to convert to float", True),
     ],
 )
-def test_results_are_bare_strings(store, expression, content):
+def test_result_and_error_texts(store, expression, content, error):
     result = dispatch(store, "calculate", {"expression": expression})
-    assert result == ToolResult(content=content, error=False)
-
-
-@pytest.mark.parametrize(
-    ("expression", "message"),
-    [
-        ("1/0", "division by zero"),
-        ("1.0/0", "float division by zero"),
-        ("1//0", "integer division or modulo by zero"),
-        ("1.5.2", "invalid syntax (<string>, line 1)"),
-        ("", "invalid syntax (<string>, line 0)"),
-        ("(1 + 2", "'(' was never closed (<string>, line 1)"),
-        ("2 +* 3", "invalid syntax (<string>, line 1)"),
-        ("2 x 3", "Invalid characters in expression"),
-        ("0(*0)", "0 argument after * must be an iterable, not int"),  # found by hypothesis
-        ("0(*())", "'int' object is not callable"),
-        ("1e5", "Invalid characters in expression"),
-        ("1_000", "Invalid characters in expression"),
-        ("2 % 3", "Invalid characters in expression"),
-        ("\t2", "Invalid characters in expression"),
-        ("__import__('os')", "Invalid characters in expression"),
-        ("0 ** -1", "0.0 cannot be raised to a negative power"),
-        ("2 ** 4096", "int too large to convert to float"),
-    ],
-)
-def test_error_texts(store, expression, message):
-    result = dispatch(store, "calculate", {"expression": expression})
-    assert result == ToolResult(content=f"Error: {message}", error=True)
+    assert result == ToolResult(content=content, error=error)
 
 
 @pytest.mark.parametrize(

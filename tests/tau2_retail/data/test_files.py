@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -569,21 +568,14 @@ def test_cli_verify_of_an_altered_source_names_file_digests_and_fix(
 
 
 def test_cli_verify_of_a_changed_pin_names_the_construct_not_found(
-    copied_data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    copied_data_dir: Path,
+    pin_current_content: Callable[[Path, str], None],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     name = "upstream/src/tau2/agent/llm_agent.py"
     path = copied_data_dir / name
     path.write_bytes(path.read_bytes().replace(b"class LLMAgent(", b"class TextAgent(", 1))
-    manifest = load_manifest()
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    pinned = replace(
-        manifest,
-        files=tuple(
-            replace(entry, sha256=digest) if entry.name == name else entry
-            for entry in manifest.files
-        ),
-    )
-    monkeypatch.setattr(datafiles, "load_manifest", lambda: pinned)
+    pin_current_content(copied_data_dir, name)
     assert main(["data", "verify", str(copied_data_dir)]) == 1
     out, _ = capsys.readouterr()
     assert f"tau2 profile: {name}: class LLMAgent not found" in out

@@ -45,31 +45,26 @@ def golds(seed_db, tasks) -> GoldBook:
     return GoldBook(seed=seed_db, tasks=tasks)
 
 
-def play(task: Task, seed_db: SeedDatabase, *, agent: str) -> ConversationResult:
-    return asyncio.run(
-        run_conversation(
-            agent=builtin_model(agent, task, role="agent"),
-            user=builtin_model("builtin:customer", task, role="user"),
-            agent_prompt="agent prompt",
-            user_prompt="user prompt",
-            tools=TOOLS,
-            store=Store(seed_db),
-        )
+async def conversation(task: Task, seed_db: SeedDatabase, *, agent: str) -> ConversationResult:
+    return await run_conversation(
+        agent=builtin_model(agent, task, role="agent"),
+        user=builtin_model("builtin:customer", task, role="user"),
+        agent_prompt="agent prompt",
+        user_prompt="user prompt",
+        tools=TOOLS,
+        store=Store(seed_db),
     )
 
 
+def play(task: Task, seed_db: SeedDatabase, *, agent: str) -> ConversationResult:
+    return asyncio.run(conversation(task, seed_db, agent=agent))
+
+
 async def play_all(tasks, seed_db, agent: str) -> dict[str, ConversationResult]:
-    results = {}
-    for task_id, task in tasks.items():
-        results[task_id] = await run_conversation(
-            agent=builtin_model(agent, task, role="agent"),
-            user=builtin_model("builtin:customer", task, role="user"),
-            agent_prompt="agent prompt",
-            user_prompt="user prompt",
-            tools=TOOLS,
-            store=Store(seed_db),
-        )
-    return results
+    """Every task's conversation, one after the other."""
+    return {
+        task_id: await conversation(task, seed_db, agent=agent) for task_id, task in tasks.items()
+    }
 
 
 # -- the self-check and the floor ------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -218,55 +219,33 @@ async def both_from_the_endpoint(
     assert (await model.complete(HELLO)).content == second
 
 
-@pytest.mark.asyncio
-async def test_a_corrupted_file_turns_the_cache_off_with_one_warning(
-    openai_server: LoopbackOpenAIServer,
-    client: OpenAIChatModel,
-    make_cache: Any,
-    warnings: list[str],
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "cache.sqlite"
+@contextmanager
+def corrupted_file(
+    make_cache: Any, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[ResponseCache, str]]:
     path.write_bytes(b"\x00garbage" * 512)
-    cache = make_cache()
-    await both_from_the_endpoint(openai_server, client, cache, "one", "two")
-    await client.close()
-    assert len(warnings) == 1
-    assert warnings[0].startswith(f"tau2: response cache {path} unusable (DatabaseError: ")
-    assert cache.disabled is not None
-    assert not cache.active
+    yield make_cache(), "(DatabaseError: "
 
 
-@pytest.mark.asyncio
-async def test_a_locked_file_turns_the_cache_off_with_one_warning(
-    openai_server: LoopbackOpenAIServer,
-    client: OpenAIChatModel,
-    make_cache: Any,
-    warnings: list[str],
-    tmp_path: Path,
-) -> None:
+@contextmanager
+def locked_file(
+    make_cache: Any, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[ResponseCache, str]]:
     cache = make_cache(busy_seconds=0.05)
     cache.lookup("warm-up")  # creates the file and its table
-    holder = sqlite3.connect(tmp_path / "cache.sqlite", isolation_level=None)
+    holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        await both_from_the_endpoint(openai_server, client, cache, "answered", "again")
+        yield cache, "OperationalError: database is locked"
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-        await client.close()
-    assert len(warnings) == 1
-    assert "OperationalError: database is locked" in warnings[0]
 
 
-@pytest.mark.asyncio
-async def test_a_full_file_turns_the_cache_off_with_one_warning(
-    openai_server: LoopbackOpenAIServer,
-    client: OpenAIChatModel,
-    make_cache: Any,
-    warnings: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@contextmanager
+def full_file(
+    make_cache: Any, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[ResponseCache, str]]:
     real_connect = cache_module._connect
 
     def full(path: Path, **options: Any) -> sqlite3.Connection:
@@ -275,10 +254,34 @@ async def test_a_full_file_turns_the_cache_off_with_one_warning(
         return connection
 
     monkeypatch.setattr(cache_module, "_connect", full)
-    await both_from_the_endpoint(openai_server, client, make_cache(), "x" * 10_000, "y")
-    await client.close()
+    yield make_cache(), "database or disk is full"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "failure", [corrupted_file, locked_file, full_file], ids=["corrupted", "locked", "full"]
+)
+async def test_an_unusable_file_turns_the_cache_off_with_one_warning(
+    openai_server: LoopbackOpenAIServer,
+    client: OpenAIChatModel,
+    make_cache: Any,
+    warnings: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    failure: Callable[..., AbstractContextManager[tuple[ResponseCache, str]]],
+) -> None:
+    path = tmp_path / "cache.sqlite"
+    try:
+        with failure(make_cache, path, monkeypatch) as (cache, error):
+            # the first reply is large enough to overflow a one-page file
+            await both_from_the_endpoint(openai_server, client, cache, "x" * 10_000, "y")
+    finally:
+        await client.close()
     assert len(warnings) == 1
-    assert "database or disk is full" in warnings[0]
+    assert warnings[0].startswith(f"tau2: response cache {path} unusable (")
+    assert error in warnings[0]
+    assert cache.disabled is not None
+    assert not cache.active
 
 
 @pytest.mark.asyncio

@@ -63,32 +63,29 @@ def test_failed_replace_leaves_old_file_and_no_temp(
     assert _temp_files(tmp_path) == []
 
 
-def test_failed_write_midway_leaves_no_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("raised", "expected", "match"),
+    [
+        (OSError(5, "Input/output error"), ArtifactError, r"value\.txt.*Input/output error"),
+        (KeyboardInterrupt(), KeyboardInterrupt, None),
+    ],
+    ids=["an-os-error-is-an-artifact-error", "an-interrupt-propagates"],
+)
+def test_failed_write_midway_leaves_no_file_and_no_temp(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    raised: BaseException,
+    expected: type[BaseException],
+    match: str | None,
 ) -> None:
     target = tmp_path / "value.txt"
 
-    def broken_fsync(fd: int) -> None:
-        raise OSError(5, "Input/output error")
+    def failing_fsync(fd: int) -> None:
+        raise raised
 
-    monkeypatch.setattr(os, "fsync", broken_fsync)
-    with pytest.raises(ArtifactError, match=r"value\.txt.*Input/output error"):
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(expected, match=match):
         write_text_atomic(target, "x" * 100_000)
-    assert not target.exists()
-    assert _temp_files(tmp_path) == []
-
-
-def test_interrupt_removes_temp_and_propagates(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = tmp_path / "value.txt"
-
-    def interrupted(fd: int) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "fsync", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        write_text_atomic(target, "text")
     assert list(tmp_path.iterdir()) == []
 
 

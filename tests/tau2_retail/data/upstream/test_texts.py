@@ -7,7 +7,7 @@ commit (``tests/tau2_retail/tau2_profile_digests.json``); no upstream text is in
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -114,20 +114,6 @@ def test_missing_source_names_file_and_fix(copied_data_dir: Path) -> None:
         load_upstream_texts(copied_data_dir)
 
 
-def _pin(monkeypatch: pytest.MonkeyPatch, folder: Path, name: str) -> None:
-    """Pin ``name`` at its current content (a hypothetical manifest of a changed commit)."""
-    manifest = datafiles.load_manifest()
-    digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
-    pinned = replace(
-        manifest,
-        files=tuple(
-            replace(entry, sha256=digest) if entry.name == name else entry
-            for entry in manifest.files
-        ),
-    )
-    monkeypatch.setattr(datafiles, "load_manifest", lambda: pinned)
-
-
 @pytest.mark.parametrize(
     ("name", "old", "new", "construct"),
     [
@@ -143,7 +129,7 @@ def _pin(monkeypatch: pytest.MonkeyPatch, folder: Path, name: str) -> None:
 )
 def test_changed_pin_names_the_construct_not_found(
     copied_data_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    pin_current_content: Callable[[Path, str], None],
     name: str,
     old: bytes,
     new: bytes,
@@ -152,7 +138,7 @@ def test_changed_pin_names_the_construct_not_found(
     path = copied_data_dir / name
     assert old in path.read_bytes()
     path.write_bytes(path.read_bytes().replace(old, new))
-    _pin(monkeypatch, copied_data_dir, name)
+    pin_current_content(copied_data_dir, name)
     with pytest.raises(UpstreamSourceError) as raised:
         load_upstream_texts(copied_data_dir)
     assert raised.value.source == name
@@ -161,9 +147,9 @@ def test_changed_pin_names_the_construct_not_found(
 
 
 def test_source_that_is_not_python_is_refused(
-    copied_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+    copied_data_dir: Path, pin_current_content: Callable[[Path, str], None]
 ) -> None:
     (copied_data_dir / AGENT_SOURCE).write_text("def broken(:\n")
-    _pin(monkeypatch, copied_data_dir, AGENT_SOURCE)
+    pin_current_content(copied_data_dir, AGENT_SOURCE)
     with pytest.raises(UpstreamSourceError, match="parseable Python"):
         load_source(copied_data_dir, AGENT_SOURCE)
