@@ -310,26 +310,29 @@ class OpenAIChatModel:
                 down.attempts, down.wait_seconds = attempts, waited
                 raise down from failure.cause
             if too_long:
-                raise EndpointError(
-                    f"{self._where()}: chat completion failed after {attempts} attempt(s): "
-                    f"{failure.detail}; the server asks to wait {failure.retry_after:g} s, more "
-                    f"than the {cap:g} s backoff cap: not retried",
-                    status=failure.status,
-                    body=failure.body,
-                    full_body=failure.full_body,
-                    attempts=attempts,
-                    wait_seconds=waited,
+                raise self._gave_up(
+                    failure,
+                    attempts,
+                    waited,
+                    f"; the server asks to wait {failure.retry_after:g} s, more than the "
+                    f"{cap:g} s backoff cap: not retried",
                 ) from failure.cause
         assert failure is not None  # the loop ran at least once and did not return
-        raise EndpointError(
+        raise self._gave_up(failure, attempts, waited) from failure.cause
+
+    def _gave_up(
+        self, failure: _Failure, attempts: int, waited: float, why: str = ""
+    ) -> EndpointError:
+        """The error of a request that is not tried again after ``failure``."""
+        return EndpointError(
             f"{self._where()}: chat completion failed after {attempts} attempt(s): "
-            f"{failure.detail}",
+            f"{failure.detail}{why}",
             status=failure.status,
             body=failure.body,
             full_body=failure.full_body,
             attempts=attempts,
             wait_seconds=waited,
-        ) from failure.cause
+        )
 
     async def _attempt(self, request: dict[str, Any], attempts: int) -> AssistantTurn | _Failure:
         """One attempt under the total deadline (connect to the last byte of the reply)."""

@@ -35,6 +35,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import NotRequired, TypedDict, Unpack
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
@@ -612,31 +613,26 @@ def render_summary_text(summary: RunSummary) -> str:
     return "\n".join(out) + "\n"
 
 
+class SummaryInputs(TypedDict):
+    """What :func:`build_summary` takes beside the metrics (``lost`` and ``not_run`` optional)."""
+
+    expected: Sequence[str] | None
+    trials: int
+    configuration: RunConfiguration | None
+    versions: Mapping[str, str]
+    lost: NotRequired[Mapping[str, str] | Sequence[str]]
+    not_run: NotRequired[Sequence[str]]
+
+
 def write_run_summary(
-    run_dir: Path,
-    metrics: Sequence[ScenarioMetrics],
-    *,
-    expected: Sequence[str] | None,
-    trials: int,
-    configuration: RunConfiguration | None,
-    versions: Mapping[str, str],
-    lost: Mapping[str, str] | Sequence[str] = (),
-    not_run: Sequence[str] = (),
+    run_dir: Path, metrics: Sequence[ScenarioMetrics], **inputs: Unpack[SummaryInputs]
 ) -> RunSummary:
     """Write ``all_metrics.json``, ``summary.json`` and ``all_summary.txt``; return the summary.
 
-    Controller process only. The arguments are those of :func:`build_summary`.
+    Controller process only. ``inputs`` are those of :func:`build_summary`.
     """
     run_dir = Path(run_dir)
-    summary = build_summary(
-        metrics,
-        expected=expected,
-        trials=trials,
-        configuration=configuration,
-        versions=versions,
-        lost=lost,
-        not_run=not_run,
-    )
+    summary = build_summary(metrics, **inputs)
     ordered = sorted(metrics, key=ScenarioMetrics.sort_key)
     write_json_atomic(
         run_dir / ALL_METRICS_FILE,
