@@ -56,6 +56,7 @@ from tau2_retail.results.summary import (
     write_run_args,
     write_run_summary,
 )
+from tau2_retail.settings import EXTRA_BODY_FLAGS
 
 __all__ = [
     "AGENT_PROPERTY",
@@ -96,7 +97,7 @@ def _versions() -> dict[str, str]:
 
 def argv_redacted() -> list[str]:
     """The command line, with keys, URL passwords and extra-body values redacted."""
-    return redact_argv(sys.argv)
+    return redact_argv(sys.argv, extra_body_flags=EXTRA_BODY_FLAGS)
 
 
 # flags a resume command drops: the run id it names itself, and the early stop of the session
@@ -736,7 +737,9 @@ class Tau2Run:
     def resume_command(self) -> str:
         """The command that continues this run: the user's arguments (redacted) without the
         run id, a repeated ``--tau2-resume`` or the early stop, each quoted as a shell wants."""
-        args = resume_arguments(redact_argv(list(self.config.invocation_params.args)))
+        args = resume_arguments(
+            redact_argv(list(self.config.invocation_params.args), extra_body_flags=EXTRA_BODY_FLAGS)
+        )
         return shlex.join(["pytest", *args, f"--tau2-resume={self.process.run_id}"])
 
     def not_run(self) -> list[str]:

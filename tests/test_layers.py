@@ -25,6 +25,7 @@ LAYERS = (
     "engine",
     "results",
     "report",
+    "settings",
     "cli",
     "plugins",
 )
