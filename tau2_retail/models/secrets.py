@@ -45,6 +45,7 @@ HARMLESS_EXTRA_BODY_KEYS: Final = frozenset(
         "stop",
         "n",
         "parallel_tool_calls",
+        "tool_choice",
         "response_format",
         "type",
         "logprobs",

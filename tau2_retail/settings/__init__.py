@@ -15,6 +15,7 @@ from tau2_retail.settings.resolve import (
     ModelSettings,
     Tau2Settings,
     resolve_settings,
+    settings_from_recorded,
 )
 from tau2_retail.settings.schema import (
     EXTRA_BODY_FLAGS,
@@ -36,5 +37,6 @@ __all__ = [
     "Tau2Settings",
     "plain_setting",
     "resolve_settings",
+    "settings_from_recorded",
     "typed_setting",
 ]

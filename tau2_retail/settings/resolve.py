@@ -30,6 +30,7 @@ from tau2_retail.settings.schema import (
     Setting,
     env_name,
     plain_setting,
+    typed_setting,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ModelSettings",
     "Tau2Settings",
     "resolve_settings",
+    "settings_from_recorded",
 ]
 
 ModelSettings = ModelChoice
@@ -238,10 +240,10 @@ def resolve_settings(inputs: Inputs) -> Tau2Settings:
             f"{sources['agent_model']}: an agent model is set, and the fixture "
             f"{agent_source.identity.source} names the agent too; drop one of them"
         )
-    judge = _model("judge", values, sources, inputs) if values["judge_model"] else None
-    agent, user = _model("agent", values, sources, inputs), _model("user", values, sources, inputs)
+    models = _models(values, sources)
+    judge, agent, user = models
     if inputs.one_scenario:
-        _refuse_unused_role_options(sources, inputs, agent=agent, user=user, judge=judge)
+        _refuse_unused_role_options(sources, inputs, models)
     elif not agent.is_builtin and user.is_builtin and sources["user_model"] == "default":
         raise ConfigError(
             f"{sources['agent_model']}: the agent {agent.name!r} is an endpoint, but the "
@@ -250,26 +252,58 @@ def resolve_settings(inputs: Inputs) -> Tau2Settings:
             f"{flag('user_model')} (and {flag('user_base_url')}) to a model that plays the "
             f"customer, or {flag('user_model')}=builtin:customer to accept the scripted one"
         )
-    _check_cost_and_cache(values, sources, inputs, agent=agent, user=user, judge=judge)
+    _check_cost_and_cache(values, sources, inputs, models)
     # a replay never contacts an endpoint: it needs no key (a CI run reproduced on a laptop)
     if not (values["cache"] and values["cache_mode"] is CacheMode.REPLAY):
         for role, choice in (("agent", agent), ("user", user), ("judge", judge)):
             _check_key(role, choice, sources, inputs)
-    recorded = {name: plain_setting(value) for name, value in values.items()}
+    return _settings(values, sources, agent_source, models=models)
+
+
+def settings_from_recorded(
+    recorded: Mapping[str, Any],
+    sources: Mapping[str, str],
+    *,
+    agent_source: AgentSource | None = None,
+) -> Tau2Settings:
+    """The settings whose :attr:`Tau2Settings.recorded` values are ``recorded``: what an xdist
+    worker rebuilds from the plan its controller resolved and checked (nothing is read or
+    checked again)."""
+    values = {
+        setting.name: typed_setting(setting.name, recorded[setting.name]) for setting in OPTIONS
+    }
+    return _settings(values, sources, agent_source, models=_models(values, sources))
+
+
+_Models = tuple[ModelSettings | None, ModelSettings, ModelSettings]
+
+
+def _models(values: Mapping[str, Any], sources: Mapping[str, str]) -> _Models:
+    """The judge (None without one), the agent and the user."""
+    judge = _model("judge", values, sources) if values["judge_model"] else None
+    return judge, _model("agent", values, sources), _model("user", values, sources)
+
+
+def _settings(
+    values: Mapping[str, Any],
+    sources: Mapping[str, str],
+    agent_source: AgentSource | None,
+    *,
+    models: _Models,
+) -> Tau2Settings:
+    judge, agent, user = models
     return Tau2Settings(
         **{name: values[name] for name in _TYPED},
         agent=agent,
         user=user,
         judge=judge,
-        recorded=recorded,
-        sources=sources,
+        recorded={name: plain_setting(value) for name, value in values.items()},
+        sources=dict(sources),
         agent_source=agent_source,
     )
 
 
-def _model(
-    role: str, values: Mapping[str, Any], sources: Mapping[str, str], inputs: Inputs
-) -> ModelSettings:
+def _model(role: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> ModelSettings:
     def endpoint(name: str) -> EndpointConfig:
         # every field was parsed and checked by its setting's parser above
         return EndpointConfig(
@@ -295,15 +329,11 @@ def _model(
 
 
 def _refuse_unused_role_options(
-    sources: Mapping[str, str],
-    inputs: Inputs,
-    *,
-    agent: ModelSettings,
-    user: ModelSettings,
-    judge: ModelSettings | None,
+    sources: Mapping[str, str], inputs: Inputs, models: _Models
 ) -> None:
     """An endpoint option given for a role played by a built-in model (or no judge) would
     silently do nothing."""
+    judge, agent, user = models
     for role, choice in (("agent", agent), ("user", user), ("judge", judge)):
         given = [
             inputs.spelled(f"{role}_{suffix}")
@@ -341,13 +371,7 @@ def _check_key(
 
 
 def _check_cost_and_cache(
-    values: Mapping[str, Any],
-    sources: Mapping[str, str],
-    inputs: Inputs,
-    *,
-    agent: ModelSettings,
-    user: ModelSettings,
-    judge: ModelSettings | None,
+    values: Mapping[str, Any], sources: Mapping[str, str], inputs: Inputs, models: _Models
 ) -> None:
     """A budget needs a price for every endpoint model; replay needs an existing cache file."""
     flag = inputs.spelled
@@ -355,7 +379,7 @@ def _check_cost_and_cache(
     if values["max_cost"] is not None:
         endpoint_models = [
             choice.endpoint.model
-            for choice in (agent, user, judge)
+            for choice in models
             if choice is not None and choice.endpoint is not None
         ]
         unpriced = sorted({m for m in endpoint_models if prices is None or prices.price(m) is None})
