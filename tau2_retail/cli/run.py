@@ -121,7 +121,9 @@ def add_parser(commands: SubParsers) -> None:
         if title not in groups:
             groups[title] = run.add_argument_group(title)
         env = f" [env {setting.env_var}]" if setting.env_var else ""
-        default = f" (default: {setting.default})" if setting.default else ""
+        # a help that names its default already (``(default 8 MiB)``) is not told it twice
+        told = "(default" in setting.help
+        default = f" (default: {setting.default})" if setting.default and not told else ""
         groups[title].add_argument(
             setting.cli_flag,
             dest=setting.dest,
