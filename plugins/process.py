@@ -167,21 +167,13 @@ class Tau2Process:
         return self.plan.run_dir
 
     @property
-    def completed(self) -> frozenset[str]:
-        return self.plan.completed
-
-    @property
-    def budget_token(self) -> str:
-        return self.plan.budget_token
-
-    @property
     def budget(self) -> Budget | None:
         """The session's spending against ``--tau2-max-cost`` (None without one)."""
         limit = self.settings.max_cost
         if limit is None:
             return None
         if self._budget is None:
-            self._budget = Budget(limit=limit, run_dir=self.run_dir, token=self.budget_token)
+            self._budget = Budget(limit=limit, run_dir=self.run_dir, token=self.plan.budget_token)
         return self._budget
 
     @property

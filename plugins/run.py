@@ -225,13 +225,13 @@ class Tau2Run:
         return self.plan.settings
 
     @property
-    def run_dir(self) -> Path:
-        return self.plan.run_dir
-
-    @property
     def configuration(self) -> RunConfiguration:
         """The settings as the run files record them, with the agent as its scenarios saw it."""
         return run_configuration(self.plan, agent_identity=self.agent_identity)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.plan.run_dir
 
     @property
     def adopted(self) -> dict[str, Any]:

@@ -119,7 +119,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Last, after ``-k``/``-m``/``--lf`` and after plugins that record what was collected (an
     xdist worker's collection stays the same on every worker; only its selection differs).
     """
-    completed = config.stash[PROCESS_KEY].completed
+    completed = config.stash[PROCESS_KEY].plan.completed
     share = worker_share(config)
     if not completed and share is None:
         return
