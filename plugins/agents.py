@@ -1,6 +1,6 @@
 """Your agent as Python code, the pytest way: where it comes from and one fresh agent per scenario.
 
-Two sources, checked at start-up (``pytest.UsageError``, exit 4, one line):
+Two sources, checked at start-up (``ConfigError``, a ``pytest.UsageError`` there: exit 4, one line):
 
 - ``--tau2-agent=package.module:factory`` (ini ``tau2_agent``, env ``TAU2_AGENT``): the factory
   is called once per scenario and trial, also for scenarios started ahead of their tests
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Final, Literal
@@ -34,6 +33,7 @@ from tau2_retail.models.agent import (
     agent_style,
     load_agent_factory,
 )
+from tau2_retail.settings import AgentSource
 
 __all__ = [
     "AGENTS_KEY",
@@ -46,27 +46,6 @@ __all__ = [
 
 FIXTURE_NAME: Final = "tau2_agent"
 Mode = Literal["configured", "shared", "per_item"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentSource:
-    """Where the agent comes from: an import string (``factory`` set) or a fixture (None)."""
-
-    identity: AgentIdentity
-    factory: AgentFactory | None = None
-
-    @property
-    def is_fixture(self) -> bool:
-        return self.factory is None
-
-    def record(self) -> dict[str, Any]:
-        """The ``code`` part of the agent's ``ModelRecord``."""
-        return {
-            "source": self.identity.source,
-            "kind": "fixture" if self.is_fixture else "import",
-            "name": self.identity.name,
-            "version": self.identity.version,
-        }
 
 
 def conftest_fixture_source(config: pytest.Config) -> str | None:
@@ -89,26 +68,15 @@ def conftest_fixture_source(config: pytest.Config) -> str | None:
     return None
 
 
-def load_agent_source(
-    config: pytest.Config, *, spec: str, spec_source: str, agent_model_source: str
-) -> AgentSource | None:
-    """The agent's source at start-up; ``pytest.UsageError`` for a bad or conflicting one."""
+def load_agent_source(config: pytest.Config, *, spec: str, spec_source: str) -> AgentSource | None:
+    """The agent's source at start-up: the ``--tau2-agent`` factory or a conftest's
+    ``tau2_agent`` fixture; ``ConfigError`` for a bad or conflicting one (the settings check
+    that an agent model is not given too)."""
     fixture = conftest_fixture_source(config)
-    model_given = agent_model_source != "default"
-    if spec and model_given:
-        raise pytest.UsageError(
-            f"{spec_source}: --tau2-agent {spec!r} and {agent_model_source} both name the "
-            "agent; give one of them"
-        )
     if fixture and spec:
-        raise pytest.UsageError(
+        raise ConfigError(
             f"{spec_source}: --tau2-agent {spec!r} and the fixture {fixture} both name the "
             "agent; drop one of them"
-        )
-    if fixture and model_given:
-        raise pytest.UsageError(
-            f"{agent_model_source}: an agent model is set, and the fixture {fixture} names the "
-            "agent too; drop one of them"
         )
     if fixture:
         return AgentSource(identity=AgentIdentity(source=fixture, fixture=True))
@@ -117,7 +85,7 @@ def load_agent_source(
     try:
         factory, identity = load_agent_factory(spec)
     except ConfigError as error:
-        raise pytest.UsageError(f"{spec_source}: {error}") from None
+        raise ConfigError(f"{spec_source}: {error}") from None
     return AgentSource(identity=identity, factory=factory)
 
 

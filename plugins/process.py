@@ -1,34 +1,54 @@
-"""What every pytest process that runs scenarios holds: settings, run id, folder, data.
+"""What every pytest process that runs scenarios holds: the run plan, and its data.
 
-One :class:`Tau2Process` per process (the single process, or each xdist worker), kept under
-``PROCESS_KEY``. Run-wide values decided by the controller (the run id, the completed
-scenarios of a resumed run, the settings a resume adopts from the stored run) reach workers
-through ``workerinput`` (see :mod:`tau2_retail.plugins.run`).
+The controller (or the only process) decides the run once: :class:`RunPlan`, frozen, holds the
+resolved settings (with those a resume adopts from the stored run), the run id and folder, the
+scenarios already complete and the budget's ledger name (see :mod:`tau2_retail.plugins.run`).
+It reaches each xdist worker once, through ``workerinput`` (:func:`send_plan` in
+``pytest_configure_node``, :func:`receive_plan` on the worker): a worker reads it and resolves
+nothing again. One :class:`Tau2Process` per process (the single process, or each xdist
+worker), kept under ``PROCESS_KEY``, reads its plan and holds what the process builds from it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import secrets
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tau2_retail import codec
-from tau2_retail.errors import ArtifactError, Tau2Error, Tau2InfraError
+from tau2_retail.engine.profiles import policy_for
+from tau2_retail.errors import ArtifactError, ConfigError, Tau2Error, Tau2InfraError
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode, ResponseCache
+from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
+from tau2_retail.plugins.agents import load_agent_source
 from tau2_retail.plugins.budget import Budget, new_budget_token
-from tau2_retail.plugins.options import ModelSettings, Tau2Settings, typed_setting
+from tau2_retail.plugins.options import ModelSettings, Tau2Settings
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.results.artifacts import validate_name
 from tau2_retail.results.records import ModelRecord, RunConfiguration
+from tau2_retail.settings import settings_from_recorded
 
-__all__ = ["PROCESS_KEY", "Tau2InfraError", "Tau2Process", "redact", "scenario_of"]
+__all__ = [
+    "PROCESS_KEY",
+    "RunPlan",
+    "Tau2InfraError",
+    "Tau2Process",
+    "receive_plan",
+    "redact",
+    "run_configuration",
+    "scenario_of",
+    "send_plan",
+]
+
+_PLAN_KEY = "tau2_plan"
 
 _SCENARIO_IN_NODEID = re.compile(r"::test_tau2_retail\[(tau2_retail__\d+(?:-trial\d+)?)\]$")
 # A key that names a secret (api_key, x-api-key, access_token, Authorization), not one that only
@@ -65,48 +85,87 @@ def redact(value: Any) -> Any:
     return value
 
 
-class Tau2Process:
-    """The settings, run id and run folder of this process, and its data bundle (lazy)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPlan:
+    """The run as the controller decided it at start-up, the same in every process."""
 
-    def __init__(
-        self,
-        settings: Tau2Settings,
-        *,
-        run_id: str,
-        completed: frozenset[str] = frozenset(),
-        budget_token: str | None = None,
-    ) -> None:
-        self.settings = settings
-        self.run_id = run_id
-        #: the session's ledger name (the controller's, handed to workers)
-        self.budget_token = budget_token or new_budget_token()
+    settings: Tau2Settings
+    run_id: str
+    #: scenarios with a complete record in the resumed run: not run again
+    completed: frozenset[str] = frozenset()
+    #: settings adopted from the stored run (resume), as typed values
+    adopted: Mapping[str, Any] = field(default_factory=dict)
+    #: the session's ledger name of ``--tau2-max-cost``
+    budget_token: str = field(default_factory=new_budget_token)
+
+    def __post_init__(self) -> None:
+        try:
+            validate_name("run id", self.run_id)
+        except ArtifactError as error:
+            raise pytest.UsageError(str(error)) from None
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.settings.output_dir).joinpath(self.run_id).absolute()
+
+
+def send_plan(workerinput: dict[str, Any], plan: RunPlan) -> None:
+    """Put ``plan`` into an xdist worker's ``workerinput`` (plain JSON values; the controller's
+    ``pytest_configure_node``)."""
+    workerinput[_PLAN_KEY] = {
+        "settings": dict(plan.settings.recorded),
+        "sources": dict(plan.settings.sources),
+        "run_id": plan.run_id,
+        "completed": sorted(plan.completed),
+        "adopted": sorted(plan.adopted),
+        "budget_token": plan.budget_token,
+    }
+
+
+def receive_plan(config: pytest.Config, workerinput: Mapping[str, Any]) -> RunPlan:
+    """The plan the controller sent (:func:`send_plan`). Only the agent's code is looked up
+    here: a factory and a conftest's fixture live in each process."""
+    sent = workerinput[_PLAN_KEY]
+    recorded: Mapping[str, Any] = sent["settings"]
+    sources: Mapping[str, str] = sent["sources"]
+    try:
+        source = load_agent_source(config, spec=recorded["agent"], spec_source=sources["agent"])
+    except ConfigError as error:
+        raise pytest.UsageError(str(error)) from None
+    settings = settings_from_recorded(recorded, sources, agent_source=source)
+    return RunPlan(
+        settings=settings,
+        run_id=sent["run_id"],
+        completed=frozenset(sent["completed"]),
+        adopted={key: getattr(settings, key) for key in sent["adopted"]},
+        budget_token=sent["budget_token"],
+    )
+
+
+class Tau2Process:
+    """This process's view of the run: its plan, and what it builds from it (the data bundle,
+    the response cache's connection, the budget; lazily)."""
+
+    def __init__(self, plan: RunPlan) -> None:
+        self.plan = plan
         #: lines for the terminal (e.g. the response cache turned itself off), each said once
         self.notices: list[str] = []
         self.notices_reported = 0
         self._cache: ResponseCache | None = None
         self._budget: Budget | None = None
-        try:
-            validate_name("run id", run_id)
-        except ArtifactError as error:
-            raise pytest.UsageError(str(error)) from None
-        self.run_dir = Path(settings.output_dir).joinpath(run_id).absolute()
-        self.completed = completed
         self._bundle: DataBundle | None = None
-        #: the agent as its scenarios saw it (a fixture's agent: name and version, once seen)
-        self.agent_identity: AgentIdentity | None = None
 
-    @classmethod
-    def for_worker(cls, settings: Tau2Settings, workerinput: dict[str, Any]) -> Tau2Process:
-        adopted = workerinput.get("tau2_adopted") or {}
-        if adopted:
-            typed = {key: typed_setting(key, value) for key, value in adopted.items()}
-            settings = dataclasses.replace(settings, **typed)
-        return cls(
-            settings,
-            run_id=workerinput["tau2_run_id"],
-            completed=frozenset(workerinput["tau2_completed"]),
-            budget_token=workerinput.get("tau2_budget_token"),
-        )
+    @property
+    def settings(self) -> Tau2Settings:
+        return self.plan.settings
+
+    @property
+    def run_id(self) -> str:
+        return self.plan.run_id
+
+    @property
+    def run_dir(self) -> Path:
+        return self.plan.run_dir
 
     @property
     def budget(self) -> Budget | None:
@@ -115,7 +174,7 @@ class Tau2Process:
         if limit is None:
             return None
         if self._budget is None:
-            self._budget = Budget(limit=limit, run_dir=self.run_dir, token=self.budget_token)
+            self._budget = Budget(limit=limit, run_dir=self.run_dir, token=self.plan.budget_token)
         return self._budget
 
     @property
@@ -133,26 +192,7 @@ class Tau2Process:
     @property
     def configuration(self) -> RunConfiguration:
         """The settings as recorded: plain values, secrets redacted, with the run id."""
-        settings = self.settings
-
-        def record(model: ModelSettings) -> ModelRecord:
-            data = redact(codec.encode(model))
-            return ModelRecord(model=data["model"], endpoint=data["endpoint"])
-
-        agent = record(settings.agent)
-        if settings.agent_source is not None:
-            identity = self.agent_identity or settings.agent_source.identity
-            code = {**settings.agent_source.record(), "name": identity.name}
-            code["version"] = identity.version
-            agent = ModelRecord(model=identity.describe(), endpoint=None, code=code)
-        return RunConfiguration(
-            run_id=self.run_id,
-            settings=redact(dict(settings.recorded)),
-            sources=dict(settings.sources),
-            agent=agent,
-            user=record(settings.user),
-            judge=record(settings.judge) if settings.judge else None,
-        )
+        return run_configuration(self.plan)
 
     @property
     def bundle(self) -> DataBundle:
@@ -163,6 +203,40 @@ class Tau2Process:
                 # from None: the chained error would print the same message a second time
                 raise pytest.fail.Exception(str(error), pytrace=False) from None
         return self._bundle
+
+
+def run_configuration(
+    plan: RunPlan, *, agent_identity: AgentIdentity | None = None, effective: bool = True
+) -> RunConfiguration:
+    """The settings as recorded: plain values, secrets redacted, with the run id.
+
+    An endpoint is recorded with what its requests carry (``effective``): the profile's
+    request defaults applied (the tau2 profile sends ``temperature`` 0.0 when none is set).
+    ``effective=False`` gives the endpoints as configured, as runs recorded them before.
+    """
+    settings = plan.settings
+
+    def record(role: str, model: ModelSettings) -> ModelRecord:
+        if effective and model.endpoint is not None:
+            endpoint = policy_for(settings.profile).request_config(role, model.endpoint)
+            model = ModelChoice(name=model.name, endpoint=endpoint)
+        data = redact(codec.encode(model))
+        return ModelRecord(model=data["model"], endpoint=data["endpoint"])
+
+    agent = record("agent", settings.agent)
+    if settings.agent_source is not None:
+        identity = agent_identity or settings.agent_source.identity
+        code = {**settings.agent_source.record(), "name": identity.name}
+        code["version"] = identity.version
+        agent = ModelRecord(model=identity.describe(), endpoint=None, code=code)
+    return RunConfiguration(
+        run_id=plan.run_id,
+        settings=redact(dict(settings.recorded)),
+        sources=dict(settings.sources),
+        agent=agent,
+        user=record("user", settings.user),
+        judge=record("judge", settings.judge) if settings.judge else None,
+    )
 
 
 PROCESS_KEY = pytest.StashKey[Tau2Process]()

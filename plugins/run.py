@@ -8,17 +8,20 @@ the stored configuration and adopts its scenario set. Once collection has finish
 scenario runs, it claims the run folder: creates and locks it (a new run) and writes
 ``run_args.json`` with the settings and the expected scenarios (what this session selected,
 after ``-k``/``-m``/``--lf``, plus on resume those of the stored run), so a kill or a full disk
-never leaves the folder without its description. It hands run-wide values to workers
-(``worker_payload``, sent by :mod:`tau2_retail.plugins.interop`), receives each scenario's
-result through the report's ``user_properties``, and at the end completes ``run_args.json``,
-writes the summaries and ``report.html``, applies the CI gate
-(:func:`tau2_retail.results.gate.evaluate_gate`), and writes the tau2 section of the terminal
-summary. The lock is held until ``pytest_unconfigure`` (the OS releases it if the process dies).
-It stays silent, and creates nothing, when no tau2 scenario was collected.
+never leaves the folder without its description. It decides the run once, at start-up, as a
+frozen :class:`~tau2_retail.plugins.process.RunPlan` (settings, adopted on resume, run id,
+completed scenarios) that it hands to workers (``worker_payload``, sent by
+:mod:`tau2_retail.plugins.interop`), receives each scenario's result through the report's
+``user_properties``, and at the end completes ``run_args.json``, writes the summaries and
+``report.html``, applies the CI gate (:func:`tau2_retail.results.gate.evaluate_gate`), and
+writes the tau2 section of the terminal summary. The lock is held until ``pytest_unconfigure``
+(the OS releases it if the process dies). It stays silent, and creates nothing, when no tau2
+scenario was collected.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -39,13 +42,26 @@ from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.interop import record_suite_properties
-from tau2_retail.plugins.options import Tau2Settings, plain_setting, typed_setting
-from tau2_retail.plugins.process import Tau2Process, scenario_of
+from tau2_retail.plugins.options import Tau2Settings, typed_setting
+from tau2_retail.plugins.process import (
+    RunPlan,
+    Tau2Process,
+    new_run_id,
+    run_configuration,
+    scenario_of,
+    send_plan,
+)
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.lock import RunLock
-from tau2_retail.results.records import RESUME_KEYS, RunArgs, RunSummary, ScenarioRow
+from tau2_retail.results.records import (
+    RESUME_KEYS,
+    RunArgs,
+    RunConfiguration,
+    RunSummary,
+    ScenarioRow,
+)
 from tau2_retail.results.summary import (
     cost_lines,
     headline_lines,
@@ -56,6 +72,7 @@ from tau2_retail.results.summary import (
     write_run_args,
     write_run_summary,
 )
+from tau2_retail.settings import EXTRA_BODY_FLAGS
 
 __all__ = [
     "AGENT_PROPERTY",
@@ -96,7 +113,7 @@ def _versions() -> dict[str, str]:
 
 def argv_redacted() -> list[str]:
     """The command line, with keys, URL passwords and extra-body values redacted."""
-    return redact_argv(sys.argv)
+    return redact_argv(sys.argv, extra_body_flags=EXTRA_BODY_FLAGS)
 
 
 # flags a resume command drops: the run id it names itself, and the early stop of the session
@@ -150,10 +167,15 @@ def profile_line(profile: ProfileName) -> str:
 class Tau2Run:
     """The benchmark run of this pytest session, on the process that writes its files."""
 
-    def __init__(self, config: pytest.Config, process: Tau2Process) -> None:
+    def __init__(self, config: pytest.Config, settings: Tau2Settings) -> None:
         self.config = config
-        self.process = process
-        self.adopted: dict[str, Any] = {}
+        #: the run as decided at start-up: final once ``start`` returns, then sent to workers
+        self.plan = RunPlan(
+            settings=settings, run_id=settings.resume or settings.run_id or new_run_id()
+        )
+        self._process: Tau2Process | None = None
+        #: the agent as its scenarios saw it (a fixture's agent: name and version, once seen)
+        self.agent_identity: AgentIdentity | None = None
         self.seen: set[str] = set()
         #: failed tests and collectors of the session that are not tau2 scenarios (a user's own)
         self.others_failed: list[str] = []
@@ -186,32 +208,49 @@ class Tau2Run:
         self.notices: dict[str, None] = {}
 
     @property
+    def process(self) -> Tau2Process:
+        """This process's view of the plan (there once ``start`` has returned)."""
+        assert self._process is not None, "Tau2Run.start() decides the plan first"
+        return self._process
+
+    @property
     def settings(self) -> Tau2Settings:
-        return self.process.settings
+        return self.plan.settings
+
+    @property
+    def configuration(self) -> RunConfiguration:
+        """The settings as the run files record them, with the agent as its scenarios saw it."""
+        return run_configuration(self.plan, agent_identity=self.agent_identity)
 
     @property
     def run_dir(self) -> Path:
-        return self.process.run_dir
+        return self.plan.run_dir
+
+    @property
+    def adopted(self) -> dict[str, Any]:
+        return dict(self.plan.adopted)
 
     # -- start-up ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Check the output folder, the run id and (on resume) the stored configuration.
+    def start(self) -> Tau2Process:
+        """Check the output folder, the run id and (on resume) the stored configuration, and
+        decide the plan; returns this process's :class:`Tau2Process` of it.
 
         On resume the run folder's lock is taken here, before its files are read, and kept.
         """
-        settings = self.process.settings
         self._check_output_dir()
         try:
-            if settings.resume:
+            if self.settings.resume:
                 self._start_resume()
             elif self.run_dir.exists():
                 self._refuse_existing()
-            if self.process.settings.tasks:
+            if self.settings.tasks:
                 self._check_task_ids()
         except BaseException:
             self.close()
             raise
+        self._process = Tau2Process(self.plan)
+        return self._process
 
     def close(self) -> None:
         """Release the run folder's lock (idempotent): the run is over in this process."""
@@ -220,7 +259,7 @@ class Tau2Run:
             self.lock = None
 
     def _option(self) -> str:
-        run_id = self.process.run_id
+        run_id = self.plan.run_id
         return f"--tau2-resume {run_id}" if self.settings.resume else f"--tau2-run-id {run_id}"
 
     def _take_lock(self) -> None:
@@ -229,7 +268,7 @@ class Tau2Run:
             self.lock = RunLock.acquire(self.run_dir)
         except RunInUse as error:
             raise pytest.UsageError(
-                f"{self._option()}: run {self.process.run_id} is in use by {error.holder}; "
+                f"{self._option()}: run {self.plan.run_id} is in use by {error.holder}; "
                 "a run folder has one live process at a time: wait for that run to end, or "
                 "choose another run id"
             ) from None
@@ -241,13 +280,13 @@ class Tau2Run:
         self._take_lock()
         self.close()
         raise pytest.UsageError(
-            f"--tau2-run-id {self.process.run_id}: {self.run_dir} already exists; "
-            f"continue it with --tau2-resume {self.process.run_id}, or choose a new run id "
+            f"--tau2-run-id {self.plan.run_id}: {self.run_dir} already exists; "
+            f"continue it with --tau2-resume {self.plan.run_id}, or choose a new run id "
             "(omit --tau2-run-id for a timestamp)"
         )
 
     def _check_output_dir(self) -> None:
-        settings = self.process.settings
+        settings = self.settings
         for folder in (self.run_dir, *self.run_dir.parents):
             if folder.exists():
                 problem = None
@@ -269,19 +308,19 @@ class Tau2Run:
         from tau2_retail.data.tasks import load_tasks
 
         try:
-            tasks = load_tasks(resolve_data_dir(self.process.settings.data_dir or None))
+            tasks = load_tasks(resolve_data_dir(self.settings.data_dir or None))
         except DataError:
             return  # the data error is reported, with its fix, when scenarios are collected
-        unknown = [task_id for task_id in self.process.settings.tasks if task_id not in tasks]
+        unknown = [task_id for task_id in self.settings.tasks if task_id not in tasks]
         if unknown:
             raise pytest.UsageError(
-                f"{self.process.settings.sources['tasks']}: unknown task id(s) "
+                f"{self.settings.sources['tasks']}: unknown task id(s) "
                 f"{', '.join(unknown)} for --tau2-tasks; valid ids are 0..{len(tasks) - 1}"
             )
 
     def _start_resume(self) -> None:
-        settings = self.process.settings
-        run_id = self.process.run_id
+        settings = self.settings
+        run_id = self.plan.run_id
         if not self.run_dir.is_dir():
             raise pytest.UsageError(
                 f"--tau2-resume {run_id}: no run directory {self.run_dir}; "
@@ -305,42 +344,49 @@ class Tau2Run:
                 "(another model would mix into its summary); start a new run without "
                 "--tau2-resume"
             )
-        self.process.completed = frozenset(
-            m.scenario_id for m in finished.records if not m.infra_error
+        self.plan = dataclasses.replace(
+            self.plan,
+            completed=frozenset(m.scenario_id for m in finished.records if not m.infra_error),
         )
 
     def _compare(self, stored: RunArgs) -> None:
         """Adopt the stored scenario set where not given; refuse any other difference."""
-        import dataclasses
-
-        settings = self.process.settings
+        settings = self.settings
         before = stored.configuration.identity()
+        adopted: dict[str, Any] = {}
         for key in RESUME_KEYS:
             if key in before and settings.sources.get(key) == "default":
                 value = typed_setting(key, before[key])
                 if getattr(settings, key, value) != value:
-                    self.adopted[key] = value
-        if self.adopted:
+                    adopted[key] = value
+        if adopted:
             settings = dataclasses.replace(
                 settings,
-                **self.adopted,
+                **adopted,
                 # only what was adopted: a stored value must not hide a setting given now
                 recorded={
                     **settings.recorded,
-                    **{key: stored.configuration.settings[key] for key in self.adopted},
+                    **{key: stored.configuration.settings[key] for key in adopted},
                 },
             )
-            self.process.settings = settings
-        now = self.process.configuration.identity()
+            self.plan = dataclasses.replace(self.plan, settings=settings, adopted=adopted)
+        # endpoints as their requests carry them; a run written before they were recorded so
+        # stored them as configured (the tau2 profile's temperature 0.0 as null): either matches
+        now = run_configuration(self.plan).identity()
+        configured = run_configuration(self.plan, effective=False).identity()
         # a setting the stored run did not record (an older version) is not compared
         keys = before.keys() | {key for key in now if key not in RESUME_KEYS}
-        differing = sorted(key for key in keys if before.get(key) != now.get(key))
+        differing = sorted(
+            key
+            for key in keys
+            if before.get(key) != now.get(key) and before.get(key) != configured.get(key)
+        )
         if differing:
             shown = "; ".join(
                 f"{key}: stored {before.get(key)!r}, now {now.get(key)!r}" for key in differing
             )
             raise pytest.UsageError(
-                f"--tau2-resume {self.process.run_id}: the settings differ from the stored run "
+                f"--tau2-resume {self.plan.run_id}: the settings differ from the stored run "
                 f"({shown}); resume with the stored settings (drop or change those options), "
                 "or start a new run without --tau2-resume"
             )
@@ -348,13 +394,10 @@ class Tau2Run:
     # -- the workers (reached through ``plugins.interop``) -------------------------------------
 
     def worker_payload(self) -> dict[str, Any]:
-        """The run-wide values each worker receives, as plain values."""
-        return {
-            "tau2_run_id": self.process.run_id,
-            "tau2_budget_token": self.process.budget_token,
-            "tau2_completed": sorted(self.process.completed),
-            "tau2_adopted": {key: plain_setting(value) for key, value in self.adopted.items()},
-        }
+        """The run-wide values each worker receives, as plain values: the run plan."""
+        payload: dict[str, Any] = {}
+        send_plan(payload, self.plan)
+        return payload
 
     def on_worker_collection(self, node_id: str, ids: Sequence[str]) -> None:
         # Before any scenario is scheduled: the claim happens before any scenario starts. Under
@@ -391,7 +434,7 @@ class Tau2Run:
 
     def _collected(self, scenarios: Sequence[str]) -> None:
         # a resumed run is active even when every scenario is complete (nothing left to run)
-        if not scenarios and not self.process.completed:
+        if not scenarios and not self.plan.completed:
             return
         self._claim(scenarios)
         if self.collected:
@@ -444,15 +487,15 @@ class Tau2Run:
         """The run's expected scenarios: this session's selection, the records already in the
         folder (resume), the stored run's list (resume), and ``more``."""
         stored = self.stored.expected if self.stored is not None else ()
-        return sorted({*self.selected, *self.process.completed, *stored, *more})
+        return sorted({*self.selected, *self.plan.completed, *stored, *more})
 
     def _write_run_args(self, expected: Sequence[str]) -> None:
-        settings = self.process.settings
+        settings = self.settings
         write_run_args(
             self.run_dir,
             RunArgs(
                 argv=tuple(argv_redacted()),
-                configuration=self.process.configuration,
+                configuration=self.configuration,
                 trials=settings.trials,
                 expected=tuple(expected),
                 versions=_versions(),
@@ -460,11 +503,11 @@ class Tau2Run:
         )
 
     def header_lines(self) -> list[str]:
-        settings = self.process.settings
+        settings = self.settings
         lines = [
             f"tau2: agent {settings.describe_agent()}; user {settings.user.describe()}; "
             f"judge {settings.judge.describe() if settings.judge else 'none'}",
-            f"tau2: run {self.process.run_id} -> {self.run_dir}",
+            f"tau2: run {self.plan.run_id} -> {self.run_dir}",
         ]
         if settings.is_offline_self_check:
             lines.append(self.offline_banner())
@@ -491,7 +534,7 @@ class Tau2Run:
         lines.extend(self.cost_header_lines())
         if settings.resume:
             lines.append(
-                f"tau2: resuming: {len(self.process.completed)} scenario(s) already complete"
+                f"tau2: resuming: {len(self.plan.completed)} scenario(s) already complete"
                 + (
                     f"; stored {', '.join(f'{k}={v}' for k, v in self.adopted.items())}"
                     if self.adopted
@@ -503,7 +546,7 @@ class Tau2Run:
 
     def cost_header_lines(self) -> list[str]:
         """What the run header says about the response cache, prices and the budget."""
-        settings = self.process.settings
+        settings = self.settings
         lines = []
         if settings.cache and settings.cache_mode is not CacheMode.OFF:
             what = (
@@ -525,7 +568,7 @@ class Tau2Run:
         return lines
 
     def offline_banner(self) -> str:
-        agent = self.process.settings.agent.name.removeprefix("builtin:")
+        agent = self.settings.agent.name.removeprefix("builtin:")
         return (
             f"tau2: OFFLINE SELF-CHECK (built-in {agent} agent, scripted customer, no judge): "
             "this measures the harness, not a model"
@@ -549,12 +592,12 @@ class Tau2Run:
     def _agent_seen(self, report: pytest.TestReport) -> None:
         """A fixture's agent is known only once a scenario had it: its name and version then
         reach the summary, the report and the gate line (from a worker too)."""
-        if self.process.agent_identity is not None:
+        if self.agent_identity is not None:
             return
         for name, value in report.user_properties:
             if name == AGENT_PROPERTY and isinstance(value, str):
                 data = json.loads(value)
-                self.process.agent_identity = AgentIdentity(
+                self.agent_identity = AgentIdentity(
                     source=str(data["source"]),
                     name=data.get("name"),
                     version=data.get("version"),
@@ -600,7 +643,7 @@ class Tau2Run:
         rates and the gate). An interrupted one is written after them: xdist's workers finish
         their current scenario while xdist shuts them down, and those records count too.
         """
-        active = bool(self.seen or (self.collected and self.process.completed))
+        active = bool(self.seen or (self.collected and self.plan.completed))
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         self.interrupted = interrupted
         if active and not interrupted:
@@ -616,8 +659,8 @@ class Tau2Run:
     def _finish(self, session: pytest.Session) -> None:
         records, lost = self._metrics()
         expected = self.expected(*records, *lost, *self.seen)
-        settings = self.process.settings
-        configuration = self.process.configuration
+        settings = self.settings
+        configuration = self.configuration
         try:
             self._write_run_args(expected)
             self.summary = write_run_summary(
@@ -644,7 +687,7 @@ class Tau2Run:
 
     def _apply_gate(self) -> None:
         assert self.summary is not None
-        settings = self.process.settings
+        settings = self.settings
         baseline: RunSummary | None = None
         if settings.baseline:
             try:
@@ -686,7 +729,7 @@ class Tau2Run:
             return pytest.ExitCode.TESTS_FAILED  # the budget stopped the run: not complete
         if self.gate is not None:
             passed = self.gate.passed
-        elif self.process.settings.resume:
+        elif self.settings.resume:
             counts = self.summary.counts
             passed = counts.failed + counts.infra_errors + counts.lost == 0
         else:
@@ -699,7 +742,7 @@ class Tau2Run:
             return
         summary = self.summary
         properties: dict[str, object] = {
-            "tau2_run_id": self.process.run_id,
+            "tau2_run_id": self.plan.run_id,
             "tau2_success_rate": summary.success_rate.rate,
             "tau2_scored": summary.counts.scored,
             "tau2_succeeded": summary.counts.succeeded,
@@ -720,8 +763,10 @@ class Tau2Run:
     def resume_command(self) -> str:
         """The command that continues this run: the user's arguments (redacted) without the
         run id, a repeated ``--tau2-resume`` or the early stop, each quoted as a shell wants."""
-        args = resume_arguments(redact_argv(list(self.config.invocation_params.args)))
-        return shlex.join(["pytest", *args, f"--tau2-resume={self.process.run_id}"])
+        args = resume_arguments(
+            redact_argv(list(self.config.invocation_params.args), extra_body_flags=EXTRA_BODY_FLAGS)
+        )
+        return shlex.join(["pytest", *args, f"--tau2-resume={self.plan.run_id}"])
 
     def not_run(self) -> list[str]:
         """Selected scenarios this session stopped before (``-x``, ``--maxfail``, Ctrl-C)."""
@@ -736,7 +781,7 @@ class Tau2Run:
         each failed scenario (``-rf``, ``-ra``): then it is not listed a second time."""
         summary = self.summary
         assert summary is not None
-        settings = self.process.settings
+        settings = self.settings
         lines: list[str] = []
         if settings.is_offline_self_check:
             lines.append(self.offline_banner())
@@ -798,7 +843,7 @@ class Tau2Run:
         """Cost per role (with prices) and replies served from the response cache."""
         lines = cost_lines(summary)
         hits = {role: u.cache_hits for role, u in summary.token_usage.items() if u.cache_hits}
-        if hits or self.process.settings.cache:
+        if hits or self.settings.cache:
             calls = sum(u.n_calls for u in summary.token_usage.values())
             shown = ", ".join(f"{role} {n}" for role, n in hits.items()) or "none"
             lines.append(

@@ -23,7 +23,12 @@ from tau2_retail.plugins.interop import (
     worker_share,
 )
 from tau2_retail.plugins.options import add_options, resolve_settings
-from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process, new_run_id
+from tau2_retail.plugins.process import (
+    PROCESS_KEY,
+    Tau2InfraError,
+    Tau2Process,
+    receive_plan,
+)
 from tau2_retail.plugins.process import scenario_of as scenario_of
 from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.run import RUN_KEY, Tau2Run
@@ -59,21 +64,21 @@ def pytest_configure(config: pytest.Config) -> None:
     check_config_file(config)
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
-    settings = resolve_settings(config)
-    agents = AgentSupply(settings.agent_source)
-    config.stash[AGENTS_KEY] = agents
-    config.pluginmanager.register(agents, _AGENTS_PLUGIN)
     workerinput = worker_input(config)
     if workerinput is not None:
-        config.stash[PROCESS_KEY] = Tau2Process.for_worker(settings, workerinput)
-        register_interop(config, None)
-        return
-    process = Tau2Process(settings, run_id=settings.resume or settings.run_id or new_run_id())
-    run = Tau2Run(config, process)
-    run.start()
+        # the controller resolved the settings and decided the run: the worker reads its plan
+        process = Tau2Process(receive_plan(config, workerinput))
+        run = None
+    else:
+        run = Tau2Run(config, resolve_settings(config))
+        process = run.start()
+    agents = AgentSupply(process.settings.agent_source)
+    config.stash[AGENTS_KEY] = agents
+    config.pluginmanager.register(agents, _AGENTS_PLUGIN)
     config.stash[PROCESS_KEY] = process
-    config.stash[RUN_KEY] = run
-    config.pluginmanager.register(run, _RUN_PLUGIN)
+    if run is not None:
+        config.stash[RUN_KEY] = run
+        config.pluginmanager.register(run, _RUN_PLUGIN)
     register_interop(config, run)
 
 
@@ -114,7 +119,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Last, after ``-k``/``-m``/``--lf`` and after plugins that record what was collected (an
     xdist worker's collection stays the same on every worker; only its selection differs).
     """
-    completed = config.stash[PROCESS_KEY].completed
+    completed = config.stash[PROCESS_KEY].plan.completed
     share = worker_share(config)
     if not completed and share is None:
         return

@@ -20,7 +20,7 @@ from types import ModuleType
 
 import pytest
 
-from tau2_retail.plugins.options import OPTIONS
+from tau2_retail.settings import OPTIONS
 from tau2_retail.testing.bench import hermetic_environ
 from tau2_retail.testing.timeouts import scaled_timeout
 
@@ -133,6 +133,7 @@ def test_the_configuration_page_is_generated_from_the_options_table() -> None:
         else:
             assert cells[3] == (f"`{setting.default}`" if setting.default else "unset")
         assert setting.help.replace("|", "\\|") in row
+        assert cells[5] == (f"`{setting.cli_flag}`" if setting.cli else "")
 
 
 def test_every_environment_variable_and_ini_key_is_on_the_page() -> None:

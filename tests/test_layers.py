@@ -26,6 +26,7 @@ LAYERS = (
     "engine",
     "results",
     "report",
+    "settings",
     "cli",
     "plugins",
 )

@@ -1,8 +1,9 @@
 """MkDocs hook: the configuration page's option tables, generated from the options table.
 
 ``docs/configuration.md`` holds the marker ``<!-- tau2:options-table -->``; at build time it
-is replaced by tables rendered from ``tau2_retail.plugins.options.OPTIONS`` (flag, ini key,
-environment variable, default, help), so the page never drifts from the code.
+is replaced by tables rendered from the settings schema, ``tau2_retail.settings.OPTIONS`` (flag,
+ini key, environment variable, default, help, and the flag of ``python -m tau2_retail run``),
+so the page never drifts from the code.
 ``tests/test_docs.py`` renders the same tables and checks them against ``OPTIONS``.
 """
 
@@ -25,20 +26,24 @@ def _row(setting: Any) -> str:
         default = "see `--help`"
     else:
         default = f"`{setting.default}`" if setting.default else "unset"
-    return f"| `{setting.flag}` | `{setting.dest}` | {env} | {default} | {_cell(setting.help)} |"
+    run = f"`{setting.cli_flag}`" if setting.cli else ""
+    return (
+        f"| `{setting.flag}` | `{setting.dest}` | {env} | {default} | {_cell(setting.help)} "
+        f"| {run} |"
+    )
 
 
 def _table(settings: list[Any]) -> list[str]:
     return [
-        "| option | ini key | env | default | meaning |",
-        "| --- | --- | --- | --- | --- |",
+        "| option | ini key | env | default | meaning | `run` flag |",
+        "| --- | --- | --- | --- | --- | --- |",
         *(_row(setting) for setting in settings),
     ]
 
 
 def options_markdown() -> str:
     """The option tables as Markdown: run settings, then one table per role."""
-    from tau2_retail.plugins.options import OPTIONS
+    from tau2_retail.settings import OPTIONS
 
     names = {setting.name for setting in OPTIONS}
     # a role's settings: the suffixes every role has (agent_notes is a run setting)

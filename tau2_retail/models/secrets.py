@@ -2,20 +2,20 @@
 
 - ``strip_userinfo``: ``http://user:PASS@host/v1`` becomes ``http://host/v1``. The password is
   never printed, stored or sent (as Basic auth); the key goes as the bearer key, from the
-  variable named by ``--tau2-<role>-api-key-env``.
-- ``redact_extra_body``: the values of ``--tau2-<role>-extra-body`` are replaced by
+  variable the role's API-key setting names.
+- ``redact_extra_body``: the values of a role's extra body are replaced by
   ``[redacted]`` unless their key is in ``HARMLESS_EXTRA_BODY_KEYS`` (sampling and template
   switches that hold no credential); nested objects follow the same rule.
 - ``redact_argv``: the command line as recorded in ``run_args.json``: URLs without userinfo,
-  extra-body JSON redacted as above (also given as an ini override, ``-o
-  tau2_agent_extra_body=...``), anything shaped like an API key replaced.
+  extra-body JSON redacted as above (the caller names its extra-body flags; also given as an
+  ini override, ``-o tau2_agent_extra_body=...``), anything shaped like an API key replaced.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 __all__ = [
@@ -45,6 +45,7 @@ HARMLESS_EXTRA_BODY_KEYS: Final = frozenset(
         "stop",
         "n",
         "parallel_tool_calls",
+        "tool_choice",
         "response_format",
         "type",
         "logprobs",
@@ -61,7 +62,6 @@ HARMLESS_EXTRA_BODY_KEYS: Final = frozenset(
 # scheme://userinfo@ anywhere in a text (argv values, error messages, URLs)
 _USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
 _KEY_LIKE: Final = re.compile(r"sk-[A-Za-z0-9_-]{8,}")
-_EXTRA_BODY_FLAG: Final = re.compile(r"^(--tau2-[a-z]+-extra-body)(=?)(.*)$", re.DOTALL)
 _INI_FLAGS: Final = frozenset({"-o", "--override-ini"})
 _INI_INLINE: Final = re.compile(r"^(--override-ini=|-o)(.+)$", re.DOTALL)
 
@@ -104,10 +104,11 @@ def _redacted_ini(assignment: str) -> str:
     return redact_text(assignment)
 
 
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """The command line with secrets redacted (``--flag=value`` and ``--flag value`` forms;
-    ini overrides ``-o NAME=VALUE``, ``-oNAME=VALUE`` and ``--override-ini[=]NAME=VALUE``
-    like the options they stand for)."""
+def redact_argv(argv: Sequence[str], *, extra_body_flags: Collection[str]) -> list[str]:
+    """The command line with secrets redacted: the JSON of ``extra_body_flags`` (``--flag=value``
+    and ``--flag value`` forms; ini overrides ``-o NAME=VALUE``, ``-oNAME=VALUE`` and
+    ``--override-ini[=]NAME=VALUE`` of an ``*extra_body`` key like the options they stand
+    for), URL userinfo and key-shaped text everywhere."""
     shown: list[str] = []
     extra_body_next = False
     ini_next = False
@@ -128,9 +129,8 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
         if ini:
             shown.append(ini.group(1) + _redacted_ini(ini.group(2)))
             continue
-        match = _EXTRA_BODY_FLAG.match(arg)
-        if match:
-            flag, equals, value = match.groups()
+        flag, equals, value = arg.partition("=")
+        if flag in extra_body_flags:
             if equals:
                 shown.append(f"{flag}={_redacted_json(value)}")
             else:

@@ -96,5 +96,7 @@ def test_replay_without_a_cache_file_is_bad_input(
     missing = tmp_path / "missing.sqlite"
     url = openai_server.base_url
     assert _run(data_dir, url, f"--cache={missing}", "--cache-mode=replay") == 2
-    assert "no such cache file" in capsys.readouterr().err
+    assert "is not valid for --cache with --cache-mode replay; expected an existing cache file" in (
+        capsys.readouterr().err
+    )
     assert openai_server.requests == ()

@@ -10,17 +10,19 @@ from typing import Any
 import pytest
 
 from tau2_retail import codec
-from tau2_retail.cli.main import main
+from tau2_retail.cli.main import build_parser, main
 from tau2_retail.cli.run import (
     EXIT_FAILED,
     EXIT_INFRA_ERROR,
     EXIT_SUCCESS,
     MAX_SHOWN_CHARS,
     render_transcript,
+    resolve_run_settings,
 )
 from tau2_retail.data.tasks import Task, trial_seeds
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.models.openai_client import OpenAIChatModel
+from tau2_retail.settings import OPTIONS
 from tau2_retail.testing.loopback_server import (
     Completion,
     HttpError,
@@ -196,16 +198,17 @@ def test_unknown_task_id_exits_2(data_dir, capsys):
         ),
         (
             ["--agent-model", "m", "--agent-base-url", "ftp://x"],
-            "error: --agent-*: EndpointConfig.base_url: got 'ftp://x'; "
-            "expected an http:// or https:// URL, or None",
+            "error: --agent-base-url: 'ftp://x' is not valid for --agent-base-url; "
+            "expected an http:// or https:// URL",
         ),
         (
             ["--agent-model", "m", "--agent-top-p", "0"],
-            "error: --agent-*: EndpointConfig.top_p: got 0.0; expected a number in (0, 1], or None",
+            "error: --agent-top-p: '0' is not valid for --agent-top-p; "
+            "expected a number > 0 and <= 1",
         ),
         (
             ["--max-duration", "0"],
-            "error: --max-duration: got 0; expected a number of seconds > 0",
+            "error: --max-duration: '0' is not valid for --max-duration; expected a number > 0",
         ),
     ],
 )
@@ -217,15 +220,26 @@ def test_bad_settings_exit_2_naming_the_option(data_dir, capsys, args, message):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--max-steps", "0"], "argument --max-steps: got 0; expected an integer >= 1"),
-        (["--agent-extra-body", "[1]"], "argument --agent-extra-body: expected a JSON object"),
+        (
+            ["--max-steps", "0"],
+            "error: --max-steps: '0' is not valid for --max-steps; expected an integer >= 1",
+        ),
+        (
+            ["--agent-model", "m", "--agent-extra-body", "[1]"],
+            "error: --agent-extra-body: '[1]' is not valid for --agent-extra-body; "
+            "expected a JSON object",
+        ),
+        (
+            ["--breaker-failures", "0"],
+            "error: --breaker-failures: '0' is not valid for --breaker-failures; "
+            "expected an integer >= 1",
+        ),
     ],
 )
-def test_malformed_values_are_usage_errors(data_dir, capsys, args, message):
-    with pytest.raises(SystemExit) as exit_info:
-        run(data_dir, "0", *args)
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err.rstrip().endswith(message)
+def test_malformed_values_are_refused_with_the_plugins_message(data_dir, capsys, args, message):
+    # the settings schema parses the values of both: the message is --tau2-*'s without tau2-
+    assert run(data_dir, "0", *args) == 2
+    assert capsys.readouterr().err == message + "\n"
 
 
 def test_no_client_is_built_when_a_setting_is_bad(data_dir, server, closed, capsys):
@@ -445,7 +459,7 @@ def test_tau2_profile_sends_upstreams_request_parameters(data_dir, openai_server
 
 def test_no_agent_notes_with_the_tau2_profile_is_refused(data_dir, capsys):
     assert run(data_dir, "0", "--profile", "tau2", "--no-agent-notes") == 2
-    assert "--no-agent-notes applies to the default profile only" in capsys.readouterr().err
+    assert "--agent-notes applies to the default profile only" in capsys.readouterr().err
 
 
 def test_a_prose_judge_is_an_infra_error_of_the_judge(data_dir, tasks, server, capsys):
@@ -459,3 +473,42 @@ def test_a_prose_judge_is_an_infra_error_of_the_judge(data_dir, tasks, server, c
         "the reply: The agent did well.)"
     ) in out
     assert len(server.requests) == 2
+
+
+# -- one settings schema --------------------------------------------------------------------------
+
+
+def test_every_setting_of_one_scenario_is_a_flag_of_run(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    shown = capsys.readouterr().out
+    flags = [setting.cli_flag for setting in OPTIONS if setting.cli]
+    assert {"--agent-max-connections", "--breaker-failures", "--max-reply-bytes"} <= set(flags)
+    assert [flag for flag in flags if flag not in shown] == []
+
+
+def test_connection_options_and_the_environment_reach_the_endpoint(monkeypatch):
+    monkeypatch.setenv("TAU2_AGENT_MODEL", "env-model")
+    monkeypatch.setenv("TAU2_AGENT_BASE_URL", "http://127.0.0.1:9/v1")
+    args = build_parser().parse_args(
+        [
+            "run",
+            "0",
+            "--agent-base-url=http://127.0.0.1:8/v1",  # the flag wins over the environment
+            "--agent-max-connections=3",
+            "--breaker-failures=2",
+            "--breaker-probe-seconds=0.5",
+            "--max-reply-bytes=2048",
+        ]
+    )
+    settings = resolve_run_settings(args)
+    endpoint = settings.agent.endpoint
+    assert endpoint is not None
+    assert (endpoint.model, endpoint.base_url) == ("env-model", "http://127.0.0.1:8/v1")
+    assert (endpoint.max_connections, endpoint.breaker_failures) == (3, 2)
+    assert (endpoint.breaker_probe_seconds, endpoint.max_reply_bytes) == (0.5, 2048)
+    assert settings.sources["agent_model"] == "TAU2_AGENT_MODEL"
+    assert settings.sources["agent_base_url"] == "--agent-base-url"
+    # settings that one scenario has not are never read, not even from the environment
+    monkeypatch.setenv("TAU2_REGRESSION_ALPHA", "2")
+    assert resolve_run_settings(args).regression_alpha is None

@@ -56,7 +56,7 @@ def test_a_raising_agent_fails_the_scenario(data_dir, agent_module, capsys):
         (["--agent", "cli_agents_x:Nope"], "cli_agents_x:Nope: module 'cli_agents_x' has no"),
         (
             ["--agent", "cli_agents_x:Ender", "--agent-model", "gpt-x"],
-            "--agent 'cli_agents_x:Ender' and --agent-model 'gpt-x' both name the agent",
+            "--agent 'cli_agents_x:Ender' and --agent-model both name the agent",
         ),
     ],
 )

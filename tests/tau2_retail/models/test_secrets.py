@@ -38,5 +38,6 @@ SHOWN = json.dumps({"vendor_auth": REDACTED, "top_k": 20})
     ],
 )
 def test_ini_overrides_are_redacted_like_the_options(argv: list[str], recorded: list[str]) -> None:
-    assert redact_argv(["pytest", *argv]) == ["pytest", *recorded]
-    assert "hunter2" not in " ".join(redact_argv(argv))
+    flags = {"--tau2-agent-extra-body"}
+    assert redact_argv(["pytest", *argv], extra_body_flags=flags) == ["pytest", *recorded]
+    assert "hunter2" not in " ".join(redact_argv(argv, extra_body_flags=flags))

@@ -1,0 +1,102 @@
+"""The settings schema without pytest or argparse: precedence, one error type, and the plan a
+worker rebuilds from the recorded values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from tau2_retail.errors import ConfigError
+from tau2_retail.settings import (
+    OPTIONS,
+    SETTINGS,
+    Inputs,
+    Setting,
+    Tau2Settings,
+    resolve_settings,
+    settings_from_recorded,
+)
+
+
+def resolve(
+    options: Mapping[str, str],
+    *,
+    ini: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Tau2Settings:
+    return resolve_settings(
+        Inputs(
+            flag=lambda setting: setting.flag,
+            option=lambda setting: options.get(setting.name),
+            ini=lambda setting: (ini or {}).get(setting.name),
+            environ=environ or {},
+            load_agent=lambda spec, source: None,
+        )
+    )
+
+
+def test_the_option_wins_then_the_environment_then_ini_then_the_default() -> None:
+    ini = {"agent_model": "ini-model", "agent_base_url": "http://127.0.0.1:1/v1", "trials": "3"}
+    environ = {"TAU2_AGENT_MODEL": "env-model", "TAU2_TRIALS": "9"}  # trials reads no env
+    settings = resolve(
+        {"user_model": "builtin:customer", "agent_base_url": "http://127.0.0.1:2/v1"},
+        ini=ini,
+        environ=environ,
+    )
+    assert settings.agent.name == "env-model"
+    assert settings.agent.endpoint is not None
+    assert settings.agent.endpoint.base_url == "http://127.0.0.1:2/v1"
+    assert settings.trials == 3
+    assert settings.seed == 300
+    assert [settings.sources[name] for name in ("agent_model", "agent_base_url", "trials")] == [
+        "TAU2_AGENT_MODEL",
+        "--tau2-agent-base-url",
+        "ini tau2_trials",
+    ]
+
+
+def test_a_bad_value_is_one_error_naming_the_source_the_value_and_the_accepted_forms() -> None:
+    with pytest.raises(ConfigError) as error:
+        resolve({"trials": "0"})
+    assert (
+        str(error.value)
+        == "--tau2-trials: '0' is not valid for --tau2-trials; expected an integer >= 1"
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {
+            "profile": "tau2",
+            "agent_model": "m",
+            "agent_base_url": "http://user:pw@127.0.0.1:1/v1",
+            "agent_extra_body": '{"top_k": 5}',
+            "user_model": "builtin:customer",
+            "judge_model": "j",
+            "judge_base_url": "http://127.0.0.1:3/v1",
+            "judge_temperature": "0.5",
+            "tasks": "0,5",
+            "shard": "1/2",
+            "prices": '{"m": {"input": 1, "output": 2}, "j": {"input": 1, "output": 2}}',
+            "max_cost": "3",
+            "cache_mode": "off",
+            "breaker_failures": "2",
+        },
+    ],
+)
+def test_a_worker_rebuilds_the_same_settings_from_the_recorded_values(
+    options: Mapping[str, str],
+) -> None:
+    settings = resolve(options)
+    rebuilt = settings_from_recorded(dict(settings.recorded), dict(settings.sources))
+    assert rebuilt == settings
+
+
+def test_every_setting_of_one_scenario_is_a_run_flag_and_nothing_else_is() -> None:
+    run_flags = {setting.cli_flag for setting in OPTIONS if setting.cli}
+    assert "--agent-max-connections" in run_flags
+    assert not {"--trials", "--tasks", "--output-dir", "--resume", "--min-pass-rate"} & run_flags
+    assert isinstance(SETTINGS["seed"], Setting)
