@@ -85,6 +85,7 @@ _GROUPS: Final = {
     "profile": "limits, seed and output",
     "agent_notes": "limits, seed and output",
     "breaker_failures": "connections (every endpoint)",
+    "breaker_window_seconds": "connections (every endpoint)",
     "breaker_probe_seconds": "connections (every endpoint)",
     "max_reply_bytes": "connections (every endpoint)",
     "prices": "cost and response cache (as --tau2-prices, --tau2-cache)",
