@@ -2,7 +2,7 @@
 
 The controller (or the only process) decides the run once: :class:`RunPlan`, frozen, holds the
 resolved settings (with those a resume adopts from the stored run), the run id and folder, the
-scenarios already complete and the budget's ledger name (see :mod:`tau2_retail.plugins.run`).
+scenarios already complete and the budget's ledger name (see :mod:`tau2_retail.plugins.controller`).
 It reaches each xdist worker once, through ``workerinput`` (:func:`send_plan` in
 ``pytest_configure_node``, :func:`receive_plan` on the worker): a worker reads it and resolves
 nothing again. One :class:`Tau2Process` per process (the single process, or each xdist

@@ -3,8 +3,9 @@
 Options are declared in ``plugins.options``, fixtures in ``plugins.fixtures``. Every process
 that may run scenarios keeps a :class:`~tau2_retail.plugins.process.Tau2Process` in the stash;
 the process that writes the run files (the xdist controller, or the only process) also
-registers the :class:`~tau2_retail.plugins.run.Tau2Run` plugin object. What the plugin knows of
-other plugins (xdist, junitxml, syrupy, pluggy, pytest-asyncio) is in ``plugins.interop``.
+registers the :class:`~tau2_retail.plugins.controller.Tau2Run` plugin object. What the plugin
+knows of other plugins (xdist, junitxml, syrupy, pluggy, pytest-asyncio) is in
+``plugins.interop``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import printable
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
+from tau2_retail.plugins.controller import RUN_KEY, Tau2Run
 from tau2_retail.plugins.interop import (
     register_interop,
     unregister_interop,
@@ -31,11 +33,10 @@ from tau2_retail.plugins.process import (
 )
 from tau2_retail.plugins.process import scenario_of as scenario_of
 from tau2_retail.plugins.rootdir import check_config_file
-from tau2_retail.plugins.run import RUN_KEY, Tau2Run
 from tau2_retail.plugins.runtime import select_scenarios
 from tau2_retail.plugins.scheduler import worker_share_items
 
-pytest_plugins = ["tau2_retail.plugins.fixtures"]
+pytest_plugins = ["tau2_retail.plugins.scenario_fixtures"]
 
 __all__ = [
     "pytest_addoption",

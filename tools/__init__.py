@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import Action, ToolResult, dispatch, dispatch_json, parse_arguments
-from tau2_retail.tools.errors import ToolError
 from tau2_retail.tools.registry import AGENT_TOOL_NAMES, END_CONVERSATION, TOOL_NAMES, TOOLS
 from tau2_retail.tools.schemas import TOOL_SCHEMAS, tool_schemas
 from tau2_retail.tools.store import Store
+from tau2_retail.tools.tool_error import ToolError
 
 __all__ = [
     "AGENT_TOOL_NAMES",

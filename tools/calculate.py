@@ -14,7 +14,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from tau2_retail.tools.errors import ToolError
+from tau2_retail.tools.tool_error import ToolError
 
 __all__ = ["ALLOWED_CHARACTERS", "MAX_EXPRESSION_LENGTH", "MAX_INTEGER_BITS", "calculate"]
 

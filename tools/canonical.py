@@ -13,7 +13,7 @@ import json
 import math
 from typing import Any
 
-from tau2_retail.tools.records import Record, order_view
+from tau2_retail.tools.record_shapes import Record, order_view
 
 __all__ = ["canonical_record_text", "canonical_value", "record_entry"]
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tau2_retail.tools.canonical import canonical_record_text, record_entry
-from tau2_retail.tools.records import TABLES, Record
+from tau2_retail.tools.record_shapes import TABLES, Record
 
 __all__ = ["RecordKey", "SeedDatabase"]
 

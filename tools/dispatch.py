@@ -13,10 +13,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tau2_retail.tools.errors import ToolError
 from tau2_retail.tools.normalize import normalize_order_id, normalize_user_id
 from tau2_retail.tools.registry import TOOLS, ParamKind, ToolSpec
 from tau2_retail.tools.store import Store
+from tau2_retail.tools.tool_error import ToolError
 
 __all__ = [
     "MAX_ARGUMENT_CHARS",

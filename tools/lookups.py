@@ -5,9 +5,9 @@ Identifiers arrive here already normalized by the dispatcher (spec §3).
 
 from __future__ import annotations
 
-from tau2_retail.tools.errors import ToolError
-from tau2_retail.tools.records import Record
+from tau2_retail.tools.record_shapes import Record
 from tau2_retail.tools.store import Store
+from tau2_retail.tools.tool_error import ToolError
 
 __all__ = [
     "find_item",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tau2_retail.tools.errors import ToolError
 from tau2_retail.tools.lookups import find_item, find_order, find_product, find_user
 from tau2_retail.tools.normalize import same_text
-from tau2_retail.tools.records import dump_for_model, order_view
+from tau2_retail.tools.record_shapes import dump_for_model, order_view
 from tau2_retail.tools.store import Store
+from tau2_retail.tools.tool_error import ToolError
 
 __all__ = [
     "find_user_id_by_email",

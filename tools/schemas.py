@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tau2_retail.tools.records import freeze, thaw
+from tau2_retail.tools.record_shapes import freeze, thaw
 
 __all__ = ["TOOL_SCHEMAS", "tool_schemas"]
 

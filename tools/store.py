@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from tau2_retail.tools.canonical import canonical_record_text
 from tau2_retail.tools.database import RecordKey, SeedDatabase
-from tau2_retail.tools.records import TABLES, Record, deep_copy
+from tau2_retail.tools.record_shapes import TABLES, Record, deep_copy
 
 __all__ = ["Store"]
 

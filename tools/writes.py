@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tau2_retail.tools.errors import ToolError
 from tau2_retail.tools.lookups import (
     find_order,
     find_payment_method,
@@ -19,8 +18,15 @@ from tau2_retail.tools.lookups import (
     first_order_item,
     is_gift_card,
 )
-from tau2_retail.tools.records import Record, address_record, deep_copy, dump_for_model, order_view
+from tau2_retail.tools.record_shapes import (
+    Record,
+    address_record,
+    deep_copy,
+    dump_for_model,
+    order_view,
+)
 from tau2_retail.tools.store import Store
+from tau2_retail.tools.tool_error import ToolError
 
 __all__ = [
     "cancel_pending_order",

@@ -19,7 +19,7 @@ from typing import Any
 
 from tau2_retail.data.files import read_verified
 from tau2_retail.errors import DataError
-from tau2_retail.tools.records import freeze, thaw
+from tau2_retail.tools.record_shapes import freeze, thaw
 from tau2_retail.tools.registry import TOOL_NAMES
 
 __all__ = [

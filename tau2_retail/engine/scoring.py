@@ -15,7 +15,7 @@ from typing import Any
 
 from tau2_retail.engine.conversation import StopReason
 from tau2_retail.tools.dispatch import Action
-from tau2_retail.tools.records import Record, order_view
+from tau2_retail.tools.record_shapes import Record, order_view
 from tau2_retail.tools.store import Store
 
 __all__ = [

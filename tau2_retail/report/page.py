@@ -40,7 +40,7 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError, ReportError
 from tau2_retail.models.builtin import is_builtin
 from tau2_retail.report.compare import compare_summaries
-from tau2_retail.report.scenario import StringTable, scenario_detail
+from tau2_retail.report.scenario_page import StringTable, scenario_detail
 from tau2_retail.results.artifacts import METRICS_FILE, load_run_metrics
 from tau2_retail.results.atomic import write_text_atomic
 from tau2_retail.results.records import RunSummary, ScenarioRow

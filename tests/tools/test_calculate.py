@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from tau2_retail.testing.timeouts import scaled_timeout
 from tau2_retail.tools.calculate import calculate
 from tau2_retail.tools.dispatch import ToolResult, dispatch
-from tau2_retail.tools.errors import ToolError
 from tau2_retail.tools.store import Store
+from tau2_retail.tools.tool_error import ToolError
 
 
 def upstream(expression: str) -> str:

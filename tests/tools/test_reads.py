@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tau2_retail.tools.dispatch import ToolResult
-from tau2_retail.tools.records import ORDER_OPTIONAL_FIELDS
+from tau2_retail.tools.record_shapes import ORDER_OPTIONAL_FIELDS
 from tau2_retail.tools.store import Store
 
 ORDER_W6002958 = (

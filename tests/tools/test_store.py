@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import dispatch
 from tau2_retail.tools.normalize import normalize_order_id, normalize_user_id
-from tau2_retail.tools.records import ORDER_OPTIONAL_FIELDS, deep_copy
+from tau2_retail.tools.record_shapes import ORDER_OPTIONAL_FIELDS, deep_copy
 from tau2_retail.tools.store import Store
 
 from .values import NEW_ADDRESS

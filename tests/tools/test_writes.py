@@ -23,7 +23,7 @@ import pytest
 
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import Action, ToolResult, dispatch
-from tau2_retail.tools.records import deep_copy
+from tau2_retail.tools.record_shapes import deep_copy
 from tau2_retail.tools.store import Store
 
 from .values import NEW_ADDRESS

@@ -15,7 +15,7 @@ from tau2_retail.cli.main import main
 from tau2_retail.data.seed import load_seed
 from tau2_retail.testing.timeouts import scaled_timeout
 from tau2_retail.tools.canonical import canonical_value
-from tau2_retail.tools.records import order_view
+from tau2_retail.tools.record_shapes import order_view
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -31,7 +31,7 @@ from tau2_retail.report.page import (
     render_report,
     write_report,
 )
-from tau2_retail.report.scenario import action_pairs, record_differences
+from tau2_retail.report.scenario_page import action_pairs, record_differences
 from tau2_retail.results.records import RunSummary
 from tests.report.runs import HOSTILE, JUDGE_REASON, write_run
 
@@ -468,7 +468,7 @@ def test_report_header_names_the_profile(runs: dict[str, Path]) -> None:
 
 def test_an_unreadable_judgement_shows_its_assertions_as_not_judged() -> None:
     # issue 18, item 2: the judge's replies could not be read: no verdict on the agent
-    from tau2_retail.report.scenario import _assertions
+    from tau2_retail.report.scenario_page import _assertions
 
     judged = {
         "score": 0.0,

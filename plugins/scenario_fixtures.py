@@ -23,15 +23,15 @@ from tau2_retail.engine.harness import DataBundle, Harness, Roles
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.budget import BUDGET_VERDICT
-from tau2_retail.plugins.interop import remember_session_loop
-from tau2_retail.plugins.options import Tau2Settings
-from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
-from tau2_retail.plugins.run import (
+from tau2_retail.plugins.controller import (
     AGENT_PROPERTY,
     ARTIFACTS_PROPERTY,
     NOTICE_PROPERTY,
     OUTCOME_PROPERTY,
 )
+from tau2_retail.plugins.interop import remember_session_loop
+from tau2_retail.plugins.options import Tau2Settings
+from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.scheduler import NotStarted, ScenarioScheduler, upcoming_items
 from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
 from tau2_retail.tools.store import Store
