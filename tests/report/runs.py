@@ -35,7 +35,7 @@ from tau2_retail.testing.fake_models import FunctionModel, scripted_agent
 from tau2_retail.tools.schemas import tool_schemas
 from tau2_retail.tools.store import Store
 
-__all__ = ["HOSTILE", "JUDGE_REASON", "write_run"]
+__all__ = ["HOSTILE", "JUDGE_REASON", "MIXED_PLAN", "write_run"]
 
 #: Markup a model might answer: if the page ever parsed it, it would set window.__pwned.
 HOSTILE = (
@@ -43,6 +43,17 @@ HOSTILE = (
     "</script><!-- <b>bold?</b> & done"
 )
 JUDGE_REASON = f"The agent said {HOSTILE}"
+
+#: task id -> the agent of each trial: every kind of agent, a failed and a passed trial of one
+#: task; 2 and 19 have NL assertions (the judge answers), 10 passes with noop.
+MIXED_PLAN: dict[str, list[str]] = {
+    "0": ["oracle", "noop"],
+    "2": ["hostile", "oracle"],
+    "5": ["noop", "noop"],
+    "7": ["infra", "oracle"],
+    "10": ["noop", "oracle"],
+    "19": ["oracle", "hostile"],
+}
 
 
 def _down(messages: Sequence[Message]) -> AssistantTurn:
