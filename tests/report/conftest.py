@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from tau2_retail.report.page import write_report
-from tests.report.runs import write_run
+from tests.report.runs import MIXED_PLAN, write_run
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -38,17 +38,8 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1400, "height": 1000}
 
 # task id -> the agent of each trial (see tests/report/runs.py); 2 and 19 have NL assertions
-MIXED_PLAN = {
-    "0": ["oracle", "noop"],
-    "2": ["hostile", "oracle"],
-    "5": ["noop", "noop"],
-    "7": ["infra", "oracle"],
-    "10": ["noop", "oracle"],
-    "19": ["oracle", "hostile"],
-    "36": ["oracle", "oracle"],
-    "64": ["noop", "oracle"],
-}
-BASELINE_PLAN = {task: ["oracle", "noop"] for task in MIXED_PLAN}
+BROWSER_PLAN = {**MIXED_PLAN, "36": ["oracle", "oracle"], "64": ["noop", "oracle"]}
+BASELINE_PLAN = {task: ["oracle", "noop"] for task in BROWSER_PLAN}
 
 
 def _unavailable(reason: str) -> NoReturn:
@@ -139,7 +130,7 @@ def open_report(browser: Browser) -> Iterator[Callable[..., Opened]]:
 def mixed_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A two-trial run with passes, failures, an infra error, a judge and a hostile agent."""
     run = tmp_path_factory.mktemp("report") / "mixed"
-    write_run(run, data_dir, MIXED_PLAN, agent_model="demo-agent")
+    write_run(run, data_dir, BROWSER_PLAN, agent_model="demo-agent")
     write_report(run)
     return run
 

@@ -10,7 +10,6 @@ exactly what a pytest run leaves.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import platform
 from collections.abc import Mapping, Sequence
@@ -19,12 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tau2_retail import codec
-from tau2_retail.data.gold import GoldBook
-from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
-from tau2_retail.engine.profiles import ProfileName, load_profile
-from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
-from tau2_retail.engine.scenario import Scenario, run_scenario, scenario_id
+from tau2_retail.engine.scenario import Scenario, scenario_id
 from tau2_retail.errors import EndpointError
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
@@ -32,10 +26,10 @@ from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
 from tau2_retail.results.records import RunConfiguration
 from tau2_retail.results.summary import write_run_summary
 from tau2_retail.testing.fake_models import FunctionModel, scripted_agent
+from tau2_retail.testing.offline import OfflineData
 from tau2_retail.tools.schemas import tool_schemas
-from tau2_retail.tools.store import Store
 
-__all__ = ["HOSTILE", "JUDGE_REASON", "write_run"]
+__all__ = ["HOSTILE", "JUDGE_REASON", "MIXED_PLAN", "write_run"]
 
 #: Markup a model might answer: if the page ever parsed it, it would set window.__pwned.
 HOSTILE = (
@@ -43,6 +37,17 @@ HOSTILE = (
     "</script><!-- <b>bold?</b> & done"
 )
 JUDGE_REASON = f"The agent said {HOSTILE}"
+
+#: task id -> the agent of each trial: every kind of agent, a failed and a passed trial of one
+#: task; 2 and 19 have NL assertions (the judge answers), 10 passes with noop.
+MIXED_PLAN: dict[str, list[str]] = {
+    "0": ["oracle", "noop"],
+    "2": ["hostile", "oracle"],
+    "5": ["noop", "noop"],
+    "7": ["infra", "oracle"],
+    "10": ["noop", "oracle"],
+    "19": ["oracle", "hostile"],
+}
 
 
 def _down(messages: Sequence[Message]) -> AssistantTurn:
@@ -115,13 +120,8 @@ def _write_run(
     if len(trials) != 1:
         raise ValueError("every task needs the same number of trials")
     n_trials = trials.pop()
-    tasks = load_tasks(data_dir)
-    seed = load_seed(data_dir)
-    book = GoldBook(seed=seed, tasks=tasks)
-    policy = agent_system_prompt(load_policy(data_dir))
-    guidelines = load_user_guidelines(data_dir)
+    data = OfflineData.load(data_dir)
     tools = tool_schemas()
-    profile = load_profile(ProfileName.DEFAULT, data_dir)
     configuration = RunConfiguration.of_models(
         agent=agent_model,
         judge="test:judge" if judge else None,
@@ -143,25 +143,19 @@ def _write_run(
     )
     metrics = []
     for task_id, kinds in plan.items():
-        task = tasks[task_id]
+        task = data.tasks[task_id]
         for trial, kind in enumerate(kinds):
             scenario = Scenario(task=task, trial=trial, trials=n_trials, seed=300 + trial)
-            outcome = asyncio.run(
-                run_scenario(
-                    scenario,
-                    agent=_agent(kind, task),
-                    user=builtin_model("builtin:customer", task, role="user"),
-                    judge_model=FunctionModel("test:judge", _judge) if judge else None,
-                    gold=book[task_id],
-                    store=Store(seed),
-                    profile=profile,
-                )
+            outcome = data.run(
+                scenario,
+                _agent(kind, task),
+                FunctionModel("test:judge", _judge) if judge else None,
             )
             write_scenario_artifacts(
                 scenario_dir(run_dir, scenario.name, trial, n_trials),
                 outcome,
-                agent_prompt=policy,
-                user_prompt=user_system_prompt(guidelines, task),
+                agent_prompt=data.agent_prompt,
+                user_prompt=data.user_prompt(task),
                 tools=tools,
                 config=codec.encode(configuration),
             )

@@ -135,23 +135,20 @@ class TestFindUserIdByEmail:
         assert_error(call("find_user_id_by_email", email=email), "User not found")
 
 
+def shown_records(call, seed, table, lookup, step, fields):
+    """Every ``step``-th record of ``table`` as its lookup shows it: its fields in ``fields``
+    order, its address's in ``ADDRESS_FIELDS`` order."""
+    tool, argument, _ = lookup
+    for key in list(seed.tables[table])[::step]:
+        shown = json.loads(call(tool, **{argument: key}).content)
+        assert list(shown) == fields
+        assert list(shown["address"]) == ADDRESS_FIELDS
+        yield shown
+
+
 class TestGetOrderDetails:
-    def test_exact_text_with_seven_null_fields(self, call):
-        assert_ok(call("get_order_details", order_id="#W6002958"), ORDER_W6002958)
-
-    @pytest.mark.parametrize("spelling", ["w6002958", " #w6002958 ", "W6002958", "\t#W6002958\n"])
-    def test_normalized_lookup(self, call, spelling):
-        assert_ok(call("get_order_details", order_id=spelling), ORDER_W6002958)
-
-    @pytest.mark.parametrize("order_id", ["#W0000000", "", "#", "6002958", "##W6002958"])
-    def test_not_found(self, call, order_id):
-        assert_error(call("get_order_details", order_id=order_id), "Order not found")
-
     def test_field_order_of_every_order(self, call, seed):
-        for order_id in list(seed.tables["orders"])[::25]:
-            shown = json.loads(call("get_order_details", order_id=order_id).content)
-            assert list(shown) == ORDER_FIELDS
-            assert list(shown["address"]) == ADDRESS_FIELDS
+        for shown in shown_records(call, seed, "orders", ORDER, 25, ORDER_FIELDS):
             assert all(shown[name] is None for name in ORDER_OPTIONAL_FIELDS)
             for item in shown["items"]:
                 assert list(item) == ["name", "product_id", "item_id", "price", "options"]
@@ -160,51 +157,69 @@ class TestGetOrderDetails:
 
 
 class TestGetUserDetails:
-    def test_exact_text(self, call):
-        assert_ok(call("get_user_details", user_id="daiki_kim_3197"), USER_DAIKI_KIM)
-
-    @pytest.mark.parametrize("spelling", ["Daiki_Kim_3197", " DAIKI_KIM_3197\t"])
-    def test_normalized_lookup(self, call, spelling):
-        assert_ok(call("get_user_details", user_id=spelling), USER_DAIKI_KIM)
-
-    @pytest.mark.parametrize("user_id", ["daiki_kim_319", "daiki kim 3197", "", "#W6002958"])
-    def test_not_found(self, call, user_id):
-        assert_error(call("get_user_details", user_id=user_id), "User not found")
-
     def test_field_order(self, call, seed):
-        for user_id in list(seed.tables["users"])[::10]:
-            shown = json.loads(call("get_user_details", user_id=user_id).content)
-            assert list(shown) == USER_FIELDS
-            assert list(shown["address"]) == ADDRESS_FIELDS
+        for shown in shown_records(call, seed, "users", USER, 10, USER_FIELDS):
             for method in shown["payment_methods"].values():
                 assert list(method) == METHOD_FIELDS[method["source"]]
 
 
-class TestGetProductDetails:
-    def test_exact_text(self, call):
-        assert_ok(call("get_product_details", product_id="6938111410"), PRODUCT_RUNNING_SHOES)
+# -- the four lookups by id: the exact text, the spellings found, the ids not found --------------
 
-    @pytest.mark.parametrize(
-        "product_id",
-        ["4153505238", " 6938111410", "0000000000", ""],
-        ids=["item-id", "not-stripped", "unknown", "empty"],
-    )
-    def test_not_found(self, call, product_id):
-        assert_error(call("get_product_details", product_id=product_id), "Product not found")
+# the tool, its argument and the error when nothing is found
+ORDER = ("get_order_details", "order_id", "Order not found")
+USER = ("get_user_details", "user_id", "User not found")
+PRODUCT = ("get_product_details", "product_id", "Product not found")
+ITEM = ("get_item_details", "item_id", "Item not found")
+
+
+@pytest.mark.parametrize(
+    ("lookup", "value", "text"),
+    [
+        pytest.param(ORDER, "#W6002958", ORDER_W6002958, id="order-seven-null-fields"),
+        pytest.param(USER, "daiki_kim_3197", USER_DAIKI_KIM, id="user"),
+        pytest.param(PRODUCT, "6938111410", PRODUCT_RUNNING_SHOES, id="product"),
+        pytest.param(ITEM, "8349118980", ITEM_8349118980, id="item"),
+        pytest.param(ORDER, "w6002958", ORDER_W6002958, id="order-lowercase"),
+        pytest.param(ORDER, " #w6002958 ", ORDER_W6002958, id="order-padded"),
+        pytest.param(ORDER, "W6002958", ORDER_W6002958, id="order-no-hash"),
+        pytest.param(ORDER, "\t#W6002958\n", ORDER_W6002958, id="order-tab-newline"),
+        pytest.param(USER, "Daiki_Kim_3197", USER_DAIKI_KIM, id="user-mixed-case"),
+        pytest.param(USER, " DAIKI_KIM_3197\t", USER_DAIKI_KIM, id="user-upper-padded"),
+    ],
+)
+def test_lookup_exact_text(call, lookup, value, text):
+    tool, argument, _ = lookup
+    assert_ok(call(tool, **{argument: value}), text)
+
+
+@pytest.mark.parametrize(
+    ("lookup", "value"),
+    [
+        pytest.param(ORDER, "#W0000000", id="order-unknown"),
+        pytest.param(ORDER, "", id="order-empty"),
+        pytest.param(ORDER, "#", id="order-hash-only"),
+        pytest.param(ORDER, "6002958", id="order-digits-only"),
+        pytest.param(ORDER, "##W6002958", id="order-double-hash"),
+        pytest.param(USER, "daiki_kim_319", id="user-truncated"),
+        pytest.param(USER, "daiki kim 3197", id="user-spaces"),
+        pytest.param(USER, "", id="user-empty"),
+        pytest.param(USER, "#W6002958", id="user-order-id"),
+        pytest.param(PRODUCT, "4153505238", id="product-item-id"),
+        pytest.param(PRODUCT, " 6938111410", id="product-not-stripped"),
+        pytest.param(PRODUCT, "0000000000", id="product-unknown"),
+        pytest.param(PRODUCT, "", id="product-empty"),
+        pytest.param(ITEM, "9523456873", id="item-product-id"),
+        pytest.param(ITEM, "8349118980 ", id="item-not-stripped"),
+        pytest.param(ITEM, "0000000000", id="item-unknown"),
+        pytest.param(ITEM, "", id="item-empty"),
+    ],
+)
+def test_lookup_not_found(call, lookup, value):
+    tool, argument, error = lookup
+    assert_error(call(tool, **{argument: value}), error)
 
 
 class TestGetItemDetails:
-    def test_exact_text(self, call):
-        assert_ok(call("get_item_details", item_id="8349118980"), ITEM_8349118980)
-
-    @pytest.mark.parametrize(
-        "item_id",
-        ["9523456873", "8349118980 ", "0000000000", ""],
-        ids=["product-id", "not-stripped", "unknown", "empty"],
-    )
-    def test_not_found(self, call, item_id):
-        assert_error(call("get_item_details", item_id=item_id), "Item not found")
-
     def test_every_variant_is_found(self, call, seed):
         for product in seed.tables["products"].values():
             for item_id, variant in product["variants"].items():

@@ -727,6 +727,11 @@ class TestModifyPendingOrderItems(_ItemSwapChecks):
         )
 
 
+NON_PENDING = "Non-pending order cannot be modified"
+NO_METHOD = "Payment method not found"
+SAME_METHOD = "The new payment method should be different from the current one"
+
+
 class TestModifyPendingOrderPayment:
     def change(self, call, method, order="#W1080318"):
         return call("modify_pending_order_payment", order_id=order, payment_method_id=method)
@@ -783,18 +788,42 @@ class TestModifyPendingOrderPayment:
         assert balance(store, "ava_smith_1453", "gift_card_0000001") == 164.01
         assert balance(store, "ava_smith_1453", "gift_card_8836799") == 413.99
 
-    def test_order_not_found(self, call, unchanged):
-        assert_error(self.change(call, "gift_card_3749819", "#W0000000"), "Order not found")
-
-    @pytest.mark.parametrize("order_id", ["#W2378156", "#W3780282", "#W3916748"])
-    def test_non_pending(self, call, unchanged, order_id):
-        assert_error(
-            self.change(call, "paypal_0000000", order_id), "Non-pending order cannot be modified"
-        )
-
-    @pytest.mark.parametrize("method", ["paypal_0000000", "paypal_8049766"])
-    def test_payment_method_not_found(self, call, unchanged, method):
-        assert_error(self.change(call, method), "Payment method not found")
+    @pytest.mark.parametrize(
+        ("method", "order", "paid_with", "error"),
+        [
+            pytest.param(
+                "gift_card_3749819", "#W0000000", None, "Order not found", id="order-not-found"
+            ),
+            # the status is checked before the payment method is looked up
+            pytest.param("paypal_0000000", "#W2378156", None, NON_PENDING, id="non-pending"),
+            pytest.param("paypal_0000000", "#W3780282", None, NON_PENDING, id="non-pending-2"),
+            pytest.param("paypal_0000000", "#W3916748", None, NON_PENDING, id="non-pending-3"),
+            pytest.param("paypal_0000000", "#W1080318", None, NO_METHOD, id="method-not-found"),
+            pytest.param(
+                "paypal_8049766", "#W1080318", None, NO_METHOD, id="method-of-another-user"
+            ),
+            pytest.param("credit_card_3577130", "#W1080318", None, SAME_METHOD, id="same-method"),
+            pytest.param(
+                "gift_card_2742113",
+                "#W2443586",
+                "paypal_7859314",
+                "Insufficient gift card balance to pay for the order",
+                id="insufficient-gift-card",
+            ),
+            # gift_card_3410768 holds 56.0, less than the order's 267.58
+            pytest.param(
+                "gift_card_3410768",
+                "#W3897284",
+                "gift_card_3410768",
+                SAME_METHOD,
+                id="same-method-checked-before-balance",
+            ),
+        ],
+    )
+    def test_refused(self, call, unchanged, seed, method, order, paid_with, error):
+        if paid_with is not None:
+            _precondition(seed, order, "pending", paid_with)
+        assert_error(self.change(call, method, order), error)
 
     def test_exactly_one_payment_after_a_change(self, call):
         succeeded(self.change(call, "gift_card_3749819"))
@@ -811,24 +840,6 @@ class TestModifyPendingOrderPayment:
             "There should be exactly one payment for a pending order",
         )
 
-    def test_same_method(self, call, unchanged):
-        assert_error(
-            self.change(call, "credit_card_3577130"),
-            "The new payment method should be different from the current one",
-        )
-
-    def test_insufficient_gift_card(self, call, unchanged, seed):
-        _precondition(seed, "#W2443586", "pending", "paypal_7859314")
-        assert_error(
-            self.change(call, "gift_card_2742113", "#W2443586"),
-            "Insufficient gift card balance to pay for the order",
-        )
-
-    def test_status_checked_before_payment_method(self, call, unchanged):
-        assert_error(
-            self.change(call, "paypal_0000000", "#W2378156"), "Non-pending order cannot be modified"
-        )
-
     def test_payment_method_checked_before_history(self, call):
         succeeded(self.change(call, "gift_card_3749819"))
         assert_error(self.change(call, "paypal_0000000"), "Payment method not found")
@@ -838,14 +849,6 @@ class TestModifyPendingOrderPayment:
         assert_error(
             self.change(call, "credit_card_3577130"),
             "There should be exactly one payment for a pending order",
-        )
-
-    def test_same_method_checked_before_balance(self, call, unchanged, seed):
-        # gift_card_3410768 holds 56.0, less than the order's 267.58
-        _precondition(seed, "#W3897284", "pending", "gift_card_3410768")
-        assert_error(
-            self.change(call, "gift_card_3410768", "#W3897284"),
-            "The new payment method should be different from the current one",
         )
 
     def test_changes_made_before_a_missing_old_method_stay(self, seed):

@@ -31,9 +31,9 @@ from tau2_retail.engine.conversation import (
 )
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
-from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import STOP_TOKENS, AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.openai_client import OpenAIChatModel
+from tau2_retail.testing.loopback_model import RecordedSleeps, loopback_model
 from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
@@ -607,16 +607,6 @@ def test_the_system_clock_reads_real_time():
 # -- through the wire: the real OpenAIChatModel against the loopback server ---------------------
 
 
-class Sleeps:
-    """A no-op sleep that records the waits."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-
-
 @pytest.fixture
 def agent_server() -> Iterator[LoopbackOpenAIServer]:
     with LoopbackOpenAIServer() as server:
@@ -630,21 +620,21 @@ def user_server() -> Iterator[LoopbackOpenAIServer]:
 
 
 @pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
+def sleeps() -> RecordedSleeps:
+    return RecordedSleeps()
 
 
 @pytest.fixture
 def wire(sleeps) -> Callable[..., OpenAIChatModel]:
     def make(server: LoopbackOpenAIServer, model: str, max_retries: int = 2) -> OpenAIChatModel:
-        config = EndpointConfig(
+        return loopback_model(
+            server,
             model=model,
-            base_url=server.base_url,
             api_key_env=KEY_ENV,
             max_retries=max_retries,
-            timeout_seconds=5.0,
+            environ={},
+            sleep=sleeps,
         )
-        return OpenAIChatModel(config, environ={}, sleep=sleeps, jitter=lambda: 0.0)
 
     return make
 

@@ -16,7 +16,6 @@ from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_NOOP, BUILTIN_O
 from tau2_retail.models.choice import ModelChoice, choose_model
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import Message
-from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.results.artifacts import METRICS_FILE, read_metrics, write_outcome
 from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, ReplyToolCall
 
@@ -68,15 +67,7 @@ def test_the_writer_puts_artifacts_in_the_scenario_folder(bundle, tmp_path):
     assert (folder / "scenario_config" / "user_system_prompt.txt").read_text() == prompts.user
 
 
-def test_endpoint_clients_are_built_once_per_role_and_closed(bundle, monkeypatch):
-    closed: list[str] = []
-    original = OpenAIChatModel.close
-
-    async def spy(self: OpenAIChatModel) -> None:
-        closed.append(self.name)
-        await original(self)
-
-    monkeypatch.setattr(OpenAIChatModel, "close", spy)
+def test_endpoint_clients_are_built_once_per_role_and_closed(bundle, closed):
     with LoopbackOpenAIServer() as server:
         end = Completion(tool_calls=(ReplyToolCall(id="e", name="end_conversation"),))
         server.enqueue(end, end)

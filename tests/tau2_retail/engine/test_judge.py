@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,8 +24,9 @@ from tau2_retail.engine.judge import (
     normalize_judgement,
 )
 from tau2_retail.errors import EndpointError
-from tau2_retail.models import EndpointConfig, OpenAIChatModel
+from tau2_retail.models import OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
+from tau2_retail.testing.loopback_model import loopback_model
 from tau2_retail.testing.loopback_server import (
     Completion,
     Hang,
@@ -417,35 +418,15 @@ def test_result_json_has_the_artifact_shape():
 # -- through the real client and the loopback server --------------------------------------------
 
 
-class NoSleep:
-    """An injected sleep that records the waits instead of waiting."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-
-
-@pytest.fixture
-def openai_server() -> Iterator[LoopbackOpenAIServer]:
-    with LoopbackOpenAIServer() as server:
-        yield server
-
-
 @pytest.fixture
 def make_judge(openai_server: LoopbackOpenAIServer) -> Callable[..., OpenAIChatModel]:
     def make(**overrides: Any) -> OpenAIChatModel:
         fields: dict[str, Any] = {
             "model": "judge-model",
-            "base_url": openai_server.base_url,
             "api_key_env": "TAU2_TEST_JUDGE_KEY_UNSET",
             "max_retries": 2,
-            "timeout_seconds": 5.0,
         }
-        return OpenAIChatModel(
-            EndpointConfig(**(fields | overrides)), sleep=NoSleep(), jitter=lambda: 0.0
-        )
+        return loopback_model(openai_server, **(fields | overrides))
 
     return make
 

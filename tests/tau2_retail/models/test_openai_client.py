@@ -18,6 +18,7 @@ from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
 from tau2_retail.models.openai_client import BODY_EXCERPT_CHARS, MISSING_API_KEY
 from tau2_retail.models.ramp import DEFAULT_INITIAL_WINDOW
+from tau2_retail.testing.loopback_model import RecordedSleeps, loopback_model
 from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
@@ -49,43 +50,21 @@ LOOKUP_TOOL: dict[str, Any] = {
 }
 
 
-class Sleeps:
-    """An injected sleep that records the waits instead of waiting."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-
-
 @pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
+def sleeps() -> RecordedSleeps:
+    return RecordedSleeps()
 
 
 @pytest.fixture
 def make_model(
-    openai_server: LoopbackOpenAIServer, sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch
+    openai_server: LoopbackOpenAIServer, sleeps: RecordedSleeps, monkeypatch: pytest.MonkeyPatch
 ) -> Callable[..., OpenAIChatModel]:
     """Builds a model pointed at the loopback server, with no real sleeps and no jitter."""
     monkeypatch.setenv(KEY_ENV, SECRET)
 
     def make(**overrides: Any) -> OpenAIChatModel:
-        clock = overrides.pop("clock", None)
-        jitter = overrides.pop("jitter", lambda: 0.0)
-        sleep = overrides.pop("sleep", sleeps)
-        fields: dict[str, Any] = {
-            "model": "agent-model",
-            "base_url": openai_server.base_url,
-            "api_key_env": KEY_ENV,
-            "max_retries": 3,
-            "timeout_seconds": 5.0,
-        }
-        config = EndpointConfig(**(fields | overrides))
-        if clock is None:
-            return OpenAIChatModel(config, sleep=sleep, jitter=jitter)
-        return OpenAIChatModel(config, sleep=sleep, jitter=jitter, clock=clock)
+        fields: dict[str, Any] = {"api_key_env": KEY_ENV, "max_retries": 3, "sleep": sleeps}
+        return loopback_model(openai_server, **(fields | overrides))
 
     return make
 

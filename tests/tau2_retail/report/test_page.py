@@ -33,19 +33,12 @@ from tau2_retail.report.page import (
 )
 from tau2_retail.report.scenario_page import action_pairs, record_differences
 from tau2_retail.results.records import RunSummary
-from tests.report.runs import HOSTILE, JUDGE_REASON, write_run
+from tests.report.runs import HOSTILE, JUDGE_REASON, MIXED_PLAN, write_run
 
 ASSETS = Path(__file__).resolve().parents[3] / "tau2_retail" / "report" / "assets"
 
-# task id -> the agent of each trial; 2 and 19 have NL assertions, 10 passes with noop
-PLAN = {
-    "0": ["oracle", "noop"],
-    "2": ["hostile", "oracle"],
-    "5": ["noop", "noop"],
-    "7": ["infra", "oracle"],
-    "10": ["noop", "oracle"],
-    "19": ["oracle", "hostile"],
-}
+# task id -> the agent of each trial (tests/report/runs.py); 2 and 19 have NL assertions
+PLAN = MIXED_PLAN
 BASELINE_PLAN = {
     "0": ["oracle", "oracle"],
     "2": ["noop", "oracle"],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,13 +10,8 @@ from typing import Any
 import pytest
 
 from tau2_retail import codec
-from tau2_retail.data.gold import GoldBook
-from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.engine.profiles import ProfileName, load_profile
-from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
-from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
+from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
@@ -32,8 +26,8 @@ from tau2_retail.results.artifacts import (
 )
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
 from tau2_retail.testing.fake_models import FunctionModel
+from tau2_retail.testing.offline import OfflineData
 from tau2_retail.testing.run_files import METRICS_KEYS
-from tau2_retail.tools.store import Store
 
 TOOLS = [
     {
@@ -67,12 +61,7 @@ Runner = Callable[..., tuple[ScenarioOutcome, str, str]]
 @pytest.fixture(scope="module")
 def run(data_dir: Path) -> Runner:
     """Run one scenario with built-in models; returns the outcome and the two prompts."""
-    tasks = load_tasks(data_dir)
-    seed = load_seed(data_dir)
-    book = GoldBook(seed=seed, tasks=tasks)
-    policy = agent_system_prompt(load_policy(data_dir))
-    guidelines = load_user_guidelines(data_dir)
-    profile = load_profile(ProfileName.DEFAULT, data_dir)
+    data = OfflineData.load(data_dir)
 
     def runner(
         task_id: str,
@@ -82,21 +71,14 @@ def run(data_dir: Path) -> Runner:
         trial: int = 0,
         trials: int = 1,
     ) -> tuple[ScenarioOutcome, str, str]:
-        task = tasks[task_id]
-        user_prompt = user_system_prompt(guidelines, task)
+        task = data.tasks[task_id]
         scenario = Scenario(task=task, trial=trial, trials=trials, seed=626729)
-        outcome = asyncio.run(
-            run_scenario(
-                scenario,
-                agent=builtin_model(agent, task, role="agent"),
-                user=builtin_model("builtin:customer", task, role="user"),
-                judge_model=None if judge_reply is None else fixed_judge(judge_reply),
-                gold=book[task_id],
-                store=Store(seed),
-                profile=profile,
-            )
+        outcome = data.run(
+            scenario,
+            builtin_model(agent, task, role="agent"),
+            None if judge_reply is None else fixed_judge(judge_reply),
         )
-        return outcome, policy, user_prompt
+        return outcome, data.agent_prompt, data.user_prompt(task)
 
     return runner
 

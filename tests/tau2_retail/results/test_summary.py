@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import os
@@ -19,20 +18,15 @@ from scipy.stats import binomtest
 
 from tau2_retail import codec
 from tau2_retail.cli.main import main
-from tau2_retail.data.gold import GoldBook
-from tau2_retail.data.seed import load_seed
-from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.engine.profiles import ProfileName, load_profile
-from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
-from tau2_retail.engine.scenario import Scenario, run_scenario
+from tau2_retail.engine.scenario import Scenario
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.results import summary as summary_module
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
 from tau2_retail.results.gate import evaluate_gate
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import pass_hat_k, write_run_args
-from tau2_retail.tools.store import Store
+from tau2_retail.testing.offline import OfflineData
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIGURATION = RunConfiguration.of_models(agent="gpt-test", user="gpt-user", judge="gpt-judge")
@@ -521,32 +515,16 @@ def test_rates_are_bounded_and_counts_add_up(
 def real_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder written by the engine: oracle on tasks 0 and 1, noop on task 3."""
     run_dir = tmp_path_factory.mktemp("runs") / "run-1"
-    tasks = load_tasks(data_dir)
-    seed = load_seed(data_dir)
-    book = GoldBook(seed=seed, tasks=tasks)
-    policy = agent_system_prompt(load_policy(data_dir))
-    guidelines = load_user_guidelines(data_dir)
-    profile = load_profile(ProfileName.DEFAULT, data_dir)
+    data = OfflineData.load(data_dir)
     for task_id, agent in (("0", "builtin:oracle"), ("1", "builtin:oracle"), ("3", "builtin:noop")):
-        task = tasks[task_id]
-        user_prompt = user_system_prompt(guidelines, task)
+        task = data.tasks[task_id]
         scenario = Scenario(task=task, trial=0, trials=1, seed=None)
-        outcome = asyncio.run(
-            run_scenario(
-                scenario,
-                agent=builtin_model(agent, task, role="agent"),
-                user=builtin_model("builtin:customer", task, role="user"),
-                judge_model=None,
-                gold=book[task_id],
-                store=Store(seed),
-                profile=profile,
-            )
-        )
+        outcome = data.run(scenario, builtin_model(agent, task, role="agent"))
         write_scenario_artifacts(
             scenario_dir(run_dir, scenario.name, 0, 1),
             outcome,
-            agent_prompt=policy,
-            user_prompt=user_prompt,
+            agent_prompt=data.agent_prompt,
+            user_prompt=data.user_prompt(task),
             tools=[],
             config={},
         )
