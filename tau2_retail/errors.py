@@ -19,7 +19,7 @@
                                  error (not a failure), excluded from the rates, resumable
 
 Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
-``Error: ...`` results for the model (see ``tools.errors.ToolError``). Our own bugs are never
+``Error: ...`` results for the model (see ``tools.tool_error.ToolError``). Our own bugs are never
 caught and turned into text: they raise.
 """
 

@@ -21,7 +21,6 @@ from tau2_retail.cli.run import (
 )
 from tau2_retail.data.tasks import Task, trial_seeds
 from tau2_retail.models.messages import Message, Role, ToolCall
-from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.settings import OPTIONS
 from tau2_retail.testing.loopback_server import (
     Completion,
@@ -38,20 +37,6 @@ def server(monkeypatch) -> Iterator[LoopbackOpenAIServer]:
     monkeypatch.delenv(KEY_ENV, raising=False)
     with LoopbackOpenAIServer() as started:
         yield started
-
-
-@pytest.fixture
-def closed(monkeypatch) -> list[str]:
-    """The names of the endpoint models closed during the test."""
-    names: list[str] = []
-    original = OpenAIChatModel.close
-
-    async def spy(self: OpenAIChatModel) -> None:
-        names.append(self.name)
-        await original(self)
-
-    monkeypatch.setattr(OpenAIChatModel, "close", spy)
-    return names
 
 
 def run(data_dir, *args: str) -> int:
