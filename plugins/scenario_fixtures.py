@@ -18,8 +18,7 @@ import pytest_asyncio
 
 from tau2_retail import codec
 from tau2_retail.data.gold import Gold
-from tau2_retail.engine.conversation import Limits
-from tau2_retail.engine.harness import DataBundle, Harness, Roles
+from tau2_retail.engine.harness import DataBundle, Harness
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.budget import BUDGET_VERDICT
@@ -108,12 +107,8 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
     settings = tau2_run.settings
     async with Harness(
         bundle=tau2_data,
-        roles=Roles(agent=settings.agent, user=settings.user, judge=settings.judge),
-        limits=Limits(
-            max_steps=settings.max_steps,
-            max_errors=settings.max_errors,
-            max_duration_seconds=settings.max_duration,
-        ),
+        roles=settings.roles(),
+        limits=settings.limits(),
         cache=tau2_run.cache,
         prices=settings.prices,
     ) as harness:

@@ -20,7 +20,6 @@ from tau2_retail import codec
 from tau2_retail.cli.common import SubParsers, add_data_dir
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import Task, trial_seeds
-from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import Harness, Roles, load_bundle
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
@@ -326,12 +325,8 @@ def run_command(args: argparse.Namespace) -> int:
     """Run task ``args.task_id`` once and print it; the exit status says how it went."""
     # Every setting is checked before the data is loaded or any client is built.
     settings = resolve_run_settings(args)
-    roles = Roles(agent=settings.agent, user=settings.user, judge=settings.judge)
-    limits = Limits(
-        max_steps=settings.max_steps,
-        max_errors=settings.max_errors,
-        max_duration_seconds=settings.max_duration,
-    )
+    roles = settings.roles()
+    limits = settings.limits()
     source = settings.agent_source
     identity = source.identity if source is not None else None
     base_seed = settings.seed

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
@@ -37,12 +37,10 @@ from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
 from tau2_retail.models.cache import CachedChatModel, CacheMode, ResponseCache
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.prices import PriceTable, RoleCosts
-from tau2_retail.models.protocol import ChatModel
+from tau2_retail.models.protocol import ChatModel, ClosedOnExit
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from tau2_retail.models.openai_client import OpenAIChatModel
 
 __all__ = ["DataBundle", "Harness", "Roles", "ScenarioPrompts", "load_bundle"]
@@ -110,7 +108,7 @@ class ScenarioPrompts:
 
 
 @dataclass(slots=True, kw_only=True)
-class Harness:
+class Harness(ClosedOnExit):
     """Runs scenarios of ``bundle`` with ``roles`` under ``limits``; owns the endpoint clients."""
 
     bundle: DataBundle
@@ -121,18 +119,7 @@ class Harness:
     _clients: dict[str, OpenAIChatModel] = field(default_factory=dict, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close the endpoint clients; the harness cannot run scenarios afterwards."""
         self._closed = True
         clients, self._clients = list(self._clients.values()), {}

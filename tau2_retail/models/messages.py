@@ -7,9 +7,9 @@ form of the Chat Completions API.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from tau2_retail.codec import Omitted, rounded
 
@@ -78,6 +78,14 @@ class Message:
         return wire
 
 
+_Counted = TypeVar("_Counted", "Usage", "RequestStats")
+
+
+def _field_sum(a: _Counted, b: _Counted) -> _Counted:
+    """Two records of counters added field by field (derived fields are derived again)."""
+    return type(a)(**{f.name: getattr(a, f.name) + getattr(b, f.name) for f in fields(a) if f.init})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Token counts of one or more completions.
@@ -99,15 +107,7 @@ class Usage:
     hit_completion: Annotated[int, Omitted] = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            n_calls=self.n_calls + other.n_calls,
-            prompt=self.prompt + other.prompt,
-            completion=self.completion + other.completion,
-            cached_prompt=self.cached_prompt + other.cached_prompt,
-            cache_hits=self.cache_hits + other.cache_hits,
-            hit_prompt=self.hit_prompt + other.hit_prompt,
-            hit_completion=self.hit_completion + other.hit_completion,
-        )
+        return _field_sum(self, other)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,12 +129,7 @@ class RequestStats:
         object.__setattr__(self, "retries", self.attempts - self.requests)
 
     def __add__(self, other: RequestStats) -> RequestStats:
-        return RequestStats(
-            requests=self.requests + other.requests,
-            attempts=self.attempts + other.attempts,
-            failed=self.failed + other.failed,
-            wait_seconds=self.wait_seconds + other.wait_seconds,
-        )
+        return _field_sum(self, other)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

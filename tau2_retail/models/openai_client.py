@@ -32,8 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
 import openai
 
@@ -48,6 +47,7 @@ from tau2_retail.models.bounded import (
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.protocol import ClosedOnExit
 from tau2_retail.models.ramp import Ramp
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
@@ -133,7 +133,7 @@ class _UnparseableReply(Exception):
     """A 200 reply that is not a chat completion we can read (retried like a 5xx)."""
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(ClosedOnExit):
     """A ``ChatModel`` behind any OpenAI-compatible ``/chat/completions`` endpoint.
 
     The API key is read from the environment variable named by ``config.api_key_env`` when the
@@ -209,17 +209,6 @@ class OpenAIChatModel:
     async def close(self) -> None:
         """Close the HTTP connections. The model cannot be used afterwards."""
         await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def complete(
         self,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol, Self
 
 from tau2_retail.models.messages import AssistantTurn, Message
 
-__all__ = ["ChatModel"]
+__all__ = ["ChatModel", "ClosedOnExit"]
 
 
 class ChatModel(Protocol):
@@ -28,3 +29,23 @@ class ChatModel(Protocol):
         tools: Sequence[Mapping[str, Any]] | None = None,
         seed: int | None = None,
     ) -> AssistantTurn: ...
+
+
+class ClosedOnExit:
+    """``async with`` for an object that holds connections: the block's end calls ``close``."""
+
+    __slots__ = ()
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()

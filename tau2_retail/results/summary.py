@@ -31,6 +31,7 @@ gives ``summarize`` the trials, the expected scenarios, the configuration and th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -150,25 +151,16 @@ def _rounded_usd(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
+#: the fields a summary row copies from its scenario's metrics (the others are derived)
+_ROW_COPIES = tuple(
+    f.name for f in dataclasses.fields(ScenarioRow) if f.name not in ("status", "cost")
+)
+
+
 def _row(m: ScenarioMetrics) -> ScenarioRow:
     return ScenarioRow(
-        scenario_id=m.scenario_id,
-        task_id=m.task_id,
-        trial=m.trial,
+        **{name: getattr(m, name) for name in _ROW_COPIES},
         status="INFRA" if m.infra_error else "PASS" if m.is_successful else "FAIL",
-        is_successful=m.is_successful,
-        is_task_successful=m.is_task_successful,
-        db_state_match=m.db_state_match,
-        clean_exit=m.clean_exit,
-        nl_assertion_pass_rate=m.nl_assertion_pass_rate,
-        nl_assertion_pass_count=m.nl_assertion_pass_count,
-        nl_assertion_total=m.nl_assertion_total,
-        is_action_match=m.is_action_match,
-        judge_score=m.judge_score,
-        tau2_reward=m.tau2_reward,
-        stop_reason=m.stop_reason,
-        total_turns=m.total_turns,
-        duration_seconds=m.duration_seconds,
         cost=_rounded_usd(m.cost.total if m.cost is not None else None),
     )
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.harness import Roles
 from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.agent import AgentFactory, AgentIdentity
@@ -167,6 +169,18 @@ class Tau2Settings:
     sources: Mapping[str, str]
     #: the agent as Python code (``--tau2-agent`` or a ``tau2_agent`` fixture), else None
     agent_source: AgentSource | None = None
+
+    def roles(self) -> Roles:
+        """The agent, user and judge these settings choose, as the harness takes them."""
+        return Roles(agent=self.agent, user=self.user, judge=self.judge)
+
+    def limits(self) -> Limits:
+        """When a conversation is cut short, as these settings say."""
+        return Limits(
+            max_steps=self.max_steps,
+            max_errors=self.max_errors,
+            max_duration_seconds=self.max_duration,
+        )
 
     @property
     def is_offline_self_check(self) -> bool:
