@@ -28,6 +28,7 @@ import platform
 import shlex
 import sys
 from collections.abc import Generator, Sequence
+from dataclasses import MISSING
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.errors import ArtifactError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode
+from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.interop import record_suite_properties
@@ -162,6 +164,21 @@ def resume_arguments(args: Sequence[str]) -> list[str]:
 def profile_line(profile: ProfileName) -> str:
     """The run header's line naming the profile and what it means."""
     return f"tau2: profile {profile.value}: {policy_for(profile).description}"
+
+
+_ENDPOINT_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(EndpointConfig) if f.default is not MISSING
+}
+
+
+def _endpoint_default(key: str) -> Any:
+    """The default of the endpoint field a recorded ``<role>_<field>`` key names (a marker
+    that equals nothing when the key names no endpoint field with a default)."""
+    field_name = key.partition("_")[2]
+    return _ENDPOINT_DEFAULTS.get(field_name, _NO_DEFAULT)
+
+
+_NO_DEFAULT = object()
 
 
 class Tau2Run:
@@ -374,8 +391,11 @@ class Tau2Run:
         # stored them as configured (the tau2 profile's temperature 0.0 as null): either matches
         now = run_configuration(self.plan).identity()
         configured = run_configuration(self.plan, effective=False).identity()
-        # a setting the stored run did not record (an older version) is not compared
-        keys = before.keys() | {key for key in now if key not in RESUME_KEYS}
+        # an endpoint field the stored run did not record (written by an older version) is
+        # compared only when it is set away from its default now
+        keys = before.keys() | {
+            key for key in now if key not in RESUME_KEYS and now[key] != _endpoint_default(key)
+        }
         differing = sorted(
             key
             for key in keys
