@@ -322,18 +322,15 @@ class Tau2Run:
 
     def _check_task_ids(self) -> None:
         from tau2_retail.data.files import resolve_data_dir
-        from tau2_retail.data.tasks import load_tasks
+        from tau2_retail.data.tasks import load_tasks, unknown_task_ids
 
         try:
             tasks = load_tasks(resolve_data_dir(self.settings.data_dir or None))
         except DataError:
             return  # the data error is reported, with its fix, when scenarios are collected
-        unknown = [task_id for task_id in self.settings.tasks if task_id not in tasks]
-        if unknown:
-            raise pytest.UsageError(
-                f"{self.settings.sources['tasks']}: unknown task id(s) "
-                f"{', '.join(unknown)} for --tau2-tasks; valid ids are 0..{len(tasks) - 1}"
-            )
+        problem = unknown_task_ids(self.settings.tasks, tasks, given_as="--tau2-tasks")
+        if problem:
+            raise pytest.UsageError(f"{self.settings.sources['tasks']}: {problem}")
 
     def _start_resume(self) -> None:
         settings = self.settings

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tau2_retail.data.files import DATA_DIR_ENV, resolve_data_dir
-from tau2_retail.data.tasks import Task, trial_seeds
+from tau2_retail.data.tasks import Task, trial_seeds, unknown_task_ids
 from tau2_retail.engine import harness
 from tau2_retail.engine.harness import DataBundle
 from tau2_retail.engine.scenario import Scenario
@@ -33,12 +33,8 @@ def select_scenarios(settings: Tau2Settings, tasks: Mapping[str, Task]) -> list[
     Raises ``ValueError`` naming unknown task ids.
     """
     wanted = settings.tasks
-    unknown = [task_id for task_id in wanted if task_id not in tasks]
-    if unknown:
-        raise ValueError(
-            f"--tau2-tasks: unknown task id(s) {', '.join(unknown)}; "
-            f"valid ids are 0..{len(tasks) - 1}"
-        )
+    if problem := unknown_task_ids(wanted, tasks):
+        raise ValueError(f"--tau2-tasks: {problem}")
     split = settings.split
     chosen = [
         task

@@ -19,7 +19,7 @@ from typing import Any, Final
 from tau2_retail import codec
 from tau2_retail.cli.common import SubParsers, add_data_dir
 from tau2_retail.data.files import resolve_data_dir
-from tau2_retail.data.tasks import Task, trial_seeds
+from tau2_retail.data.tasks import Task, trial_seeds, unknown_task_ids
 from tau2_retail.engine.harness import Harness, Roles, load_bundle
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
@@ -333,12 +333,9 @@ def run_command(args: argparse.Namespace) -> int:
     profile = settings.profile
     data_dir = resolve_data_dir(args.data_dir)
     bundle = load_bundle(data_dir, agent_notes=settings.agent_notes, profile=profile)
-    task = bundle.tasks.get(args.task_id)
-    if task is None:
-        raise DataError(
-            f"unknown task id {args.task_id!r}; known ids are 0..{len(bundle.tasks) - 1} "
-            "(list them with: python -m tau2_retail tasks)"
-        )
+    if problem := unknown_task_ids([args.task_id], bundle.tasks):
+        raise DataError(f"{problem} (list them with: python -m tau2_retail tasks)")
+    task = bundle.tasks[args.task_id]
     seed = trial_seeds(base_seed, 1)[0]
     scenario = Scenario(task=task, trial=0, trials=1, seed=seed)
     live = not args.json

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from tau2_retail.data.tasks import Task
+from tau2_retail.data.tasks import Task, unknown_task_ids
 from tau2_retail.errors import DataError, GoldMismatch
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import Action, ToolResult, dispatch
@@ -111,9 +111,9 @@ class GoldBook:
     def __getitem__(self, task_id: str) -> Gold:
         gold = self._golds.get(task_id)
         if gold is None:
-            task = self.tasks.get(task_id)
-            if task is None:
-                raise DataError(f"unknown task id {task_id!r} (known: 0..{len(self.tasks) - 1})")
+            if problem := unknown_task_ids([task_id], self.tasks):
+                raise DataError(problem)
+            task = self.tasks[task_id]
             gold = compute_gold(task, self.seed)
             _check_pinned(gold)
             self._golds[task_id] = gold

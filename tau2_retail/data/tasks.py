@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -33,6 +33,7 @@ __all__ = [
     "task_rows",
     "task_totals",
     "trial_seeds",
+    "unknown_task_ids",
 ]
 
 _TASKS = "tasks.json"
@@ -340,3 +341,13 @@ def render_task_table(rows: Sequence[dict[str, Any]], totals: Mapping[str, int])
         f"{totals['nl_assertions']} assertions in all"
     )
     return "\n".join(lines)
+
+
+def unknown_task_ids(wanted: Iterable[str], tasks: Mapping[str, Task], given_as: str = "") -> str:
+    """What to say of the ids in ``wanted`` that name no task (``given_as``: the option that
+    gave them); empty when every one names a task. The one wording of this mistake."""
+    unknown = [task_id for task_id in wanted if task_id not in tasks]
+    if not unknown:
+        return ""
+    where = f" for {given_as}" if given_as else ""
+    return f"unknown task id(s) {', '.join(unknown)}{where}; valid ids are 0..{len(tasks) - 1}"

@@ -149,7 +149,7 @@ def test_unknown_task_id_exits_2(data_dir, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (
-        "error: unknown task id '114'; known ids are 0..113 "
+        "error: unknown task id(s) 114; valid ids are 0..113 "
         "(list them with: python -m tau2_retail tasks)\n"
     )
 
