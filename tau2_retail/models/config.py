@@ -25,7 +25,14 @@ from tau2_retail.models.breaker import (
 )
 from tau2_retail.models.secrets import strip_userinfo
 
-__all__ = ["DEFAULT_API_KEY_ENV", "NO_API_KEY", "OPENAI_DEFAULT_BASE_URL", "EndpointConfig"]
+__all__ = [
+    "DEFAULT_API_KEY_ENV",
+    "ENDPOINT_BOUNDS",
+    "NO_API_KEY",
+    "OPENAI_DEFAULT_BASE_URL",
+    "Bound",
+    "EndpointConfig",
+]
 
 DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
 NO_API_KEY: Final = "none"
@@ -38,6 +45,52 @@ is set."""
 _LOCAL_SUFFIXES: Final = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The accepted range of a numeric setting: one rule for the option parsers of
+    ``tau2_retail.settings`` and for :class:`EndpointConfig` (a non-finite number, or a bool,
+    is never accepted)."""
+
+    low: float
+    high: float | None = None
+    low_open: bool = False
+    integer: bool = False
+
+    def accepts(self, value: object) -> bool:
+        if not (_is_int(value) if self.integer else _is_number(value)):
+            return False
+        assert isinstance(value, int | float)
+        above = value > self.low if self.low_open else value >= self.low
+        return above and (self.high is None or value <= self.high)
+
+    @property
+    def accepted(self) -> str:
+        """What is accepted, in words: ``an integer >= 1``, ``a number > 0 and <= 1``."""
+        if self.integer:
+            return f"an integer >= {self.low}"
+        low = f"a number {'>' if self.low_open else '>='} {self.low}"
+        return low + (f" and <= {self.high}" if self.high is not None else "")
+
+
+#: the numeric fields of an endpoint and their ranges (None is accepted where the field is
+#: optional: temperature, top_p, max_tokens, max_connections)
+ENDPOINT_BOUNDS: Final[Mapping[str, Bound]] = {
+    "temperature": Bound(0),
+    "top_p": Bound(0, 1, low_open=True),
+    "max_tokens": Bound(1, integer=True),
+    "timeout_seconds": Bound(0, low_open=True),
+    "max_retries": Bound(0, integer=True),
+    "backoff_base_seconds": Bound(0),
+    "backoff_max_seconds": Bound(0),
+    "max_connections": Bound(1, integer=True),
+    "breaker_failures": Bound(1, integer=True),
+    "breaker_window_seconds": Bound(0),
+    "breaker_probe_seconds": Bound(0),
+    "max_reply_bytes": Bound(1024, integer=True),
+}
+_OPTIONAL_FIELDS: Final = frozenset({"temperature", "top_p", "max_tokens", "max_connections"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,37 +160,14 @@ class EndpointConfig:
                 "(letters, digits and underscores, not starting with a digit), e.g. "
                 f"{DEFAULT_API_KEY_ENV}; the value given is not shown in case it is a key"
             )
-        if self.temperature is not None and not (
-            _is_number(self.temperature) and self.temperature >= 0
-        ):
-            _bad("temperature", self.temperature, "a number >= 0, or None")
-        if self.top_p is not None and not (_is_number(self.top_p) and 0 < self.top_p <= 1):
-            _bad("top_p", self.top_p, "a number in (0, 1], or None")
         if self.seed is not None and not _is_int(self.seed):
             _bad("seed", self.seed, "an integer, or None")
-        if self.max_tokens is not None and not (_is_int(self.max_tokens) and self.max_tokens > 0):
-            _bad("max_tokens", self.max_tokens, "a positive integer, or None")
         self._check_extra_body()
-        if not (_is_number(self.timeout_seconds) and self.timeout_seconds > 0):
-            _bad("timeout_seconds", self.timeout_seconds, "a number > 0")
-        if not (_is_int(self.max_retries) and self.max_retries >= 0):
-            _bad("max_retries", self.max_retries, "an integer >= 0")
-        if not (_is_number(self.backoff_base_seconds) and self.backoff_base_seconds >= 0):
-            _bad("backoff_base_seconds", self.backoff_base_seconds, "a number >= 0")
-        if self.max_connections is not None and not (
-            _is_int(self.max_connections) and self.max_connections > 0
-        ):
-            _bad("max_connections", self.max_connections, "a positive integer, or None")
-        if not (_is_number(self.backoff_max_seconds) and self.backoff_max_seconds >= 0):
-            _bad("backoff_max_seconds", self.backoff_max_seconds, "a number >= 0")
-        if not (_is_int(self.breaker_failures) and self.breaker_failures >= 1):
-            _bad("breaker_failures", self.breaker_failures, "an integer >= 1")
-        if not (_is_number(self.breaker_window_seconds) and self.breaker_window_seconds >= 0):
-            _bad("breaker_window_seconds", self.breaker_window_seconds, "a number >= 0")
-        if not (_is_number(self.breaker_probe_seconds) and self.breaker_probe_seconds >= 0):
-            _bad("breaker_probe_seconds", self.breaker_probe_seconds, "a number >= 0")
-        if not (_is_int(self.max_reply_bytes) and self.max_reply_bytes >= 1024):
-            _bad("max_reply_bytes", self.max_reply_bytes, "an integer >= 1024")
+        for name, bound in ENDPOINT_BOUNDS.items():
+            value = getattr(self, name)
+            optional = name in _OPTIONAL_FIELDS
+            if not ((optional and value is None) or bound.accepts(value)):
+                _bad(name, value, bound.accepted + (", or None" if optional else ""))
 
     def _check_extra_body(self) -> None:
         if not _is_json_object(self.extra_body):

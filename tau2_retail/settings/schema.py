@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -27,6 +26,7 @@ from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.choice import ROLES
+from tau2_retail.models.config import ENDPOINT_BOUNDS, Bound
 from tau2_retail.models.prices import ModelPrice, PriceTable
 from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
@@ -54,36 +54,33 @@ class InvalidValue(ValueError):
     """A raw value failed its parser; the message says what is accepted."""
 
 
-def _int_at_least(low: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
+def _within(bound: Bound) -> Callable[[str], Any]:
+    """A parser of a number within ``bound`` (the rule :class:`EndpointConfig` checks too)."""
+    convert: Callable[[str], int | float] = int if bound.integer else float
+
+    def parse(raw: str) -> Any:
         try:
-            value = int(raw)
+            value = convert(raw)
         except ValueError:
-            raise InvalidValue(f"an integer >= {low}") from None
-        if value < low:
-            raise InvalidValue(f"an integer >= {low}")
+            raise InvalidValue(bound.accepted) from None
+        if not bound.accepts(value):
+            raise InvalidValue(bound.accepted)
         return value
 
     return parse
 
 
-def _float_range(
-    low: float, high: float | None, *, low_open: bool = False
-) -> Callable[[str], float]:
-    accepted = f"a number {'>' if low_open else '>='} {low}" + (f" and <= {high}" if high else "")
+def _int_at_least(low: int) -> Callable[[str], Any]:
+    return _within(Bound(low, integer=True))
 
-    def parse(raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise InvalidValue(accepted) from None
-        if not math.isfinite(value) or value < low or (low_open and value == low):
-            raise InvalidValue(accepted)
-        if high is not None and value > high:
-            raise InvalidValue(accepted)
-        return value
 
-    return parse
+def _float_range(low: float, high: float | None, *, low_open: bool = False) -> Callable[[str], Any]:
+    return _within(Bound(low, high, low_open=low_open))
+
+
+def _endpoint(field_name: str) -> Callable[[str], Any]:
+    """The parser of an endpoint field: its range is :data:`ENDPOINT_BOUNDS`'s."""
+    return _within(ENDPOINT_BOUNDS[field_name])
 
 
 def _open_unit(raw: str) -> float:
@@ -292,9 +289,13 @@ def _model_settings(role: str) -> list[Setting]:
             f"NAME of the environment variable holding the API key of {who}",
             env=True,
         ),
-        Setting(f"{role}_temperature", _float_range(0, None), "", f"sampling temperature of {who}"),
-        Setting(f"{role}_top_p", _float_range(0, 1, low_open=True), "", f"top_p of {who}"),
-        Setting(f"{role}_max_tokens", _int_at_least(1), "", f"max tokens per reply of {who}"),
+        Setting(
+            f"{role}_temperature", _endpoint("temperature"), "", f"sampling temperature of {who}"
+        ),
+        Setting(f"{role}_top_p", _endpoint("top_p"), "", f"top_p of {who}"),
+        Setting(
+            f"{role}_max_tokens", _endpoint("max_tokens"), "", f"max tokens per reply of {who}"
+        ),
         Setting(
             f"{role}_extra_body",
             _json_object,
@@ -303,14 +304,16 @@ def _model_settings(role: str) -> list[Setting]:
         ),
         Setting(
             f"{role}_timeout",
-            _float_range(0, None, low_open=True),
+            _endpoint("timeout_seconds"),
             "120",
             f"seconds per request attempt of {who}, connect to last byte",
         ),
-        Setting(f"{role}_max_retries", _int_at_least(0), "4", f"retries per request of {who}"),
+        Setting(
+            f"{role}_max_retries", _endpoint("max_retries"), "4", f"retries per request of {who}"
+        ),
         Setting(
             f"{role}_max_connections",
-            _int_at_least(1),
+            _endpoint("max_connections"),
             "",
             f"HTTP connections at most to the endpoint of {who}, shared by the process's "
             "conversations (default: the openai package's, 1000)",
@@ -349,27 +352,27 @@ _TABLE: tuple[Setting, ...] = (
     ),
     Setting(
         "breaker_failures",
-        _int_at_least(1),
+        _endpoint("breaker_failures"),
         "5",
         "consecutive failed attempts after which an endpoint counts as down: its remaining "
         "scenarios end at once as infra errors (per process)",
     ),
     Setting(
         "breaker_window_seconds",
-        _float_range(0, None),
+        _endpoint("breaker_window_seconds"),
         "10",
         "seconds without any successful reply, from the first of those failures, before an "
         "endpoint counts as down (so a burst of refused connections is not 'down')",
     ),
     Setting(
         "breaker_probe_seconds",
-        _float_range(0, None),
+        _endpoint("breaker_probe_seconds"),
         "30",
         "seconds between probes of an endpoint that is down (one request; success closes it)",
     ),
     Setting(
         "max_reply_bytes",
-        _int_at_least(1024),
+        _endpoint("max_reply_bytes"),
         str(DEFAULT_MAX_REPLY_BYTES),
         "the largest reply body read from an endpoint, counted as it arrives and after "
         "decompression (default 8 MiB); a larger one ends the scenario as an infra error",
