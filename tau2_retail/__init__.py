@@ -2,13 +2,15 @@
 
 One folder per concept, imports pointing down (``tests/test_layers.py`` holds the order)::
 
+    errors.py  the one error tree; codec.py  the one record codec (every run file)
     tools/     the retail domain: store, 16 tools + end_conversation, schemas, dispatch
                (the checkout's top-level ``tools/``, installed as ``tau2_retail.tools``)
     data/      pinned upstream files, tasks, seed database, gold replay
-    models/    chat messages, the ChatModel protocol, OpenAI client, built-in models
-    engine/    prompts, conversation, judge, signals, one scenario end to end
-    results/   atomic writes, artifacts, run summaries
+    models/    chat messages, the ChatModel protocol, OpenAI client, built-in models, agents
+    engine/    profiles, prompts, conversation, judge, signals, one scenario end to end
+    results/   atomic writes, artifacts, run summaries, the gate, statistics
     report/    the HTML report
+    settings/  the settings schema and their resolution (pytest options and ``run`` flags)
     cli/       ``python -m tau2_retail``
     plugins/   the pytest plugin (top-level ``plugins/``, installed as ``tau2_retail.plugins``)
     testing/   loopback server and helpers for tests and benchmarks
