@@ -118,6 +118,16 @@ class Ending:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ScenarioPrompts:
+    """What the models of one scenario are given: the agent's and the user's system prompts
+    and the agent's tool schemas (recorded in the scenario's artifacts)."""
+
+    agent: str
+    user: str
+    tools: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     """When a conversation is cut short: routed messages, tool errors, wall-clock seconds, and
     the characters of the agent's history (an agent that writes megabytes every turn would
@@ -308,9 +318,7 @@ class _Conversation:
         *,
         agent: ChatModel,
         user: ChatModel,
-        agent_prompt: str,
-        user_prompt: str,
-        tools: Sequence[Mapping[str, Any]],
+        prompts: ScenarioPrompts,
         store: Store,
         limits: Limits,
         seed: int | None,
@@ -321,9 +329,9 @@ class _Conversation:
         self.rules = rules
         self.agent = agent
         self.user = user
-        self.agent_system = Message(role=Role.SYSTEM, content=agent_prompt)
-        self.user_system = Message(role=Role.SYSTEM, content=user_prompt)
-        self.tools = tools
+        self.agent_system = Message(role=Role.SYSTEM, content=prompts.agent)
+        self.user_system = Message(role=Role.SYSTEM, content=prompts.user)
+        self.tools = prompts.tools
         self.store = store
         self.limits = limits
         self.seed = seed
@@ -334,7 +342,7 @@ class _Conversation:
         self.actions: list[Action] = []
         self.usage = {"agent": Usage(), "user": Usage()}
         self.requests = {"agent": RequestStats(), "user": RequestStats()}
-        self.history_chars = len(agent_prompt)
+        self.history_chars = len(prompts.agent)
         self.error_body = ""
         self.agent_traceback = ""
         # a loop-style agent's toolbox: its calls may come from the agent's thread
@@ -346,7 +354,7 @@ class _Conversation:
         self.toolbox_closed = False
         if isinstance(agent, AgentRunner):
             self.toolbox = ScenarioToolbox(
-                schemas=tools, run=self.toolbox_call, ended=lambda: self.toolbox_ended
+                schemas=prompts.tools, run=self.toolbox_call, ended=lambda: self.toolbox_ended
             )
         self.latencies: list[tuple[str, float]] = []
         self.steps = 0
@@ -625,9 +633,7 @@ async def run_conversation(
     *,
     agent: ChatModel,
     user: ChatModel,
-    agent_prompt: str,
-    user_prompt: str,
-    tools: Sequence[Mapping[str, Any]],
+    prompts: ScenarioPrompts,
     store: Store,
     limits: Limits | None = None,
     seed: int | None = None,
@@ -637,15 +643,14 @@ async def run_conversation(
 ) -> ConversationResult:
     """Run one conversation on ``store`` (mutated in place) and return what happened.
 
+    ``prompts``: the agent's and the user's system prompts and the agent's tools.
     ``on_message`` sees each message as it is recorded (the ``run`` command prints them live).
     """
     limits = limits or Limits()
     conversation = _Conversation(
         agent=agent,
         user=user,
-        agent_prompt=agent_prompt,
-        user_prompt=user_prompt,
-        tools=tools,
+        prompts=prompts,
         store=store,
         limits=limits,
         seed=seed,

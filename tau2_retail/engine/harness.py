@@ -20,7 +20,7 @@ through it; with ``prices``, each outcome's metrics carry its cost per role.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_tasks
-from tau2_retail.engine.conversation import Limits, MessageListener
+from tau2_retail.engine.conversation import Limits, MessageListener, ScenarioPrompts
 from tau2_retail.engine.profiles import Profile, ProfileName, load_profile
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
 from tau2_retail.errors import ConfigError
@@ -98,15 +98,6 @@ class Roles:
                 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScenarioPrompts:
-    """What the models of one scenario were given (recorded in its artifacts)."""
-
-    agent: str
-    user: str
-    tools: Sequence[Mapping[str, Any]]
-
-
 @dataclass(slots=True, kw_only=True)
 class Harness(ClosedOnExit):
     """Runs scenarios of ``bundle`` with ``roles`` under ``limits``; owns the endpoint clients."""
@@ -127,11 +118,7 @@ class Harness(ClosedOnExit):
             await client.close()
 
     def prompts(self, task: Task) -> ScenarioPrompts:
-        return ScenarioPrompts(
-            agent=self.bundle.profile.agent_prompt,
-            user=self.bundle.profile.user_prompt(task),
-            tools=self.bundle.profile.tools,
-        )
+        return self.bundle.profile.prompts(task)
 
     def _client(self, role: str, choice: ModelChoice) -> ChatModel:
         client = self._clients.get(role)

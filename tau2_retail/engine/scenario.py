@@ -315,9 +315,7 @@ async def run_scenario(
     conversation = await run_conversation(
         agent=agent,
         user=user,
-        agent_prompt=profile.agent_prompt,
-        user_prompt=profile.user_prompt(scenario.task),
-        tools=profile.tools,
+        prompts=profile.prompts(scenario.task),
         store=store,
         limits=limits,
         seed=scenario.seed,

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from tau2_retail.data.tasks import Task, load_policy, load_user_guidelines
 from tau2_retail.data.upstream import UpstreamTexts, load_upstream_texts
-from tau2_retail.engine.conversation import ConversationRules
+from tau2_retail.engine.conversation import ConversationRules, ScenarioPrompts
 from tau2_retail.engine.judge import JudgeResult, judge_scenario
 from tau2_retail.engine.profiles.policy import (
     REWARD_BASES,
@@ -63,6 +63,12 @@ class Profile:
         if self.upstream is not None:
             return self.upstream.user_system_prompt(task.id)
         return user_system_prompt(self.user_guidelines, task)
+
+    def prompts(self, task: Task) -> ScenarioPrompts:
+        """What this profile shows the models in ``task``'s conversation."""
+        return ScenarioPrompts(
+            agent=self.agent_prompt, user=self.user_prompt(task), tools=self.tools
+        )
 
     async def judge(
         self,

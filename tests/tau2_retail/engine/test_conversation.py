@@ -25,6 +25,7 @@ from tau2_retail.engine.conversation import (
     ConversationResult,
     Ending,
     Limits,
+    ScenarioPrompts,
     StopReason,
     SystemClock,
     run_conversation,
@@ -49,6 +50,7 @@ from tau2_retail.tools.store import Store
 AGENT_PROMPT = "You are the agent under test."
 USER_PROMPT = "You are the customer under test."
 TOOLS = tool_schemas()
+PROMPTS = ScenarioPrompts(agent=AGENT_PROMPT, user=USER_PROMPT, tools=TOOLS)
 USER_ID = "yusuf_rossi_9620"
 ORDER_ID = "#W2378156"
 KEY_ENV = "TAU2_TEST_CONVERSATION_KEY"
@@ -172,9 +174,7 @@ async def converse(
     return await run_conversation(
         agent=agent,
         user=user,
-        agent_prompt=AGENT_PROMPT,
-        user_prompt=USER_PROMPT,
-        tools=TOOLS,
+        prompts=PROMPTS,
         store=store,
         limits=limits,
         seed=seed,
@@ -406,9 +406,7 @@ async def test_a_call_that_hangs_is_cut_by_the_wall_clock_limit(store):
     result = await run_conversation(
         agent=Hanging(),
         user=user_says("Hi."),
-        agent_prompt=AGENT_PROMPT,
-        user_prompt=USER_PROMPT,
-        tools=TOOLS,
+        prompts=PROMPTS,
         store=store,
         limits=Limits(max_duration_seconds=0.05),
     )

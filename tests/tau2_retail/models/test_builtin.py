@@ -10,7 +10,12 @@ import pytest
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task
-from tau2_retail.engine.conversation import ConversationResult, StopReason, run_conversation
+from tau2_retail.engine.conversation import (
+    ConversationResult,
+    ScenarioPrompts,
+    StopReason,
+    run_conversation,
+)
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import (
@@ -49,9 +54,7 @@ async def conversation(task: Task, seed_db: SeedDatabase, *, agent: str) -> Conv
     return await run_conversation(
         agent=builtin_model(agent, task, role="agent"),
         user=builtin_model("builtin:customer", task, role="user"),
-        agent_prompt="agent prompt",
-        user_prompt="user prompt",
-        tools=TOOLS,
+        prompts=ScenarioPrompts(agent="agent prompt", user="user prompt", tools=TOOLS),
         store=Store(seed_db),
     )
 

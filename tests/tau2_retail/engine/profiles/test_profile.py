@@ -13,7 +13,13 @@ import pytest
 
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_policy, load_tasks
-from tau2_retail.engine.conversation import ConversationResult, Limits, StopReason, run_conversation
+from tau2_retail.engine.conversation import (
+    ConversationResult,
+    Limits,
+    ScenarioPrompts,
+    StopReason,
+    run_conversation,
+)
 from tau2_retail.engine.judge import JudgeResult, Verdict
 from tau2_retail.engine.profiles import (
     Profile,
@@ -95,9 +101,9 @@ def converse(
         run_conversation(
             agent=agent,
             user=user,
-            agent_prompt=profile.agent_prompt,
-            user_prompt="user prompt",
-            tools=profile.tools,
+            prompts=ScenarioPrompts(
+                agent=profile.agent_prompt, user="user prompt", tools=profile.tools
+            ),
             store=Store(seed),
             limits=Limits(**limits),
             rules=profile.rules,
