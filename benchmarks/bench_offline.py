@@ -154,11 +154,11 @@ def in_process_harness(repeats: int) -> dict[str, float]:
     from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
     from tau2_retail.engine.profiles import ProfileName, load_profile
     from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
-    from tau2_retail.engine.scenario import Scenario, run_scenario
+    from tau2_retail.engine.scenario import Scenario
     from tau2_retail.models.builtin import builtin_model
     from tau2_retail.results.artifacts import write_scenario_artifacts
+    from tau2_retail.testing.offline import run_offline
     from tau2_retail.tools.schemas import tool_schemas
-    from tau2_retail.tools.store import Store
 
     data_dir = resolve_data_dir()
     tasks = load_tasks(data_dir)
@@ -177,13 +177,11 @@ def in_process_harness(repeats: int) -> dict[str, float]:
         for task in tasks.values():
             user_prompt = user_system_prompt(guidelines, task)
             start = time.perf_counter()
-            outcome = await run_scenario(
+            outcome = await run_offline(
                 Scenario(task=task, trial=0, trials=1, seed=300),
                 agent=builtin_model("builtin:oracle", task, role="agent"),
-                user=builtin_model("builtin:customer", task, role="user"),
                 judge_model=None,
-                gold=book[task.id],
-                store=Store(book.seed),
+                book=book,
                 profile=profile,
             )
             middle = time.perf_counter()

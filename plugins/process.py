@@ -156,31 +156,21 @@ class Tau2Process:
         self._bundle: DataBundle | None = None
 
     @property
-    def settings(self) -> Tau2Settings:
-        return self.plan.settings
-
-    @property
-    def run_id(self) -> str:
-        return self.plan.run_id
-
-    @property
-    def run_dir(self) -> Path:
-        return self.plan.run_dir
-
-    @property
     def budget(self) -> Budget | None:
         """The session's spending against ``--tau2-max-cost`` (None without one)."""
-        limit = self.settings.max_cost
+        limit = self.plan.settings.max_cost
         if limit is None:
             return None
         if self._budget is None:
-            self._budget = Budget(limit=limit, run_dir=self.run_dir, token=self.plan.budget_token)
+            self._budget = Budget(
+                limit=limit, run_dir=self.plan.run_dir, token=self.plan.budget_token
+            )
         return self._budget
 
     @property
     def cache(self) -> ResponseCache | None:
         """This process's connection to the response cache (None without ``--tau2-cache``)."""
-        settings = self.settings
+        settings = self.plan.settings
         if not settings.cache or settings.cache_mode is CacheMode.OFF:
             return None
         if self._cache is None:
@@ -198,7 +188,7 @@ class Tau2Process:
     def bundle(self) -> DataBundle:
         if self._bundle is None:
             try:
-                self._bundle = load_bundle(self.settings)
+                self._bundle = load_bundle(self.plan.settings)
             except Tau2Error as error:
                 # from None: the chained error would print the same message a second time
                 raise pytest.fail.Exception(str(error), pytrace=False) from None

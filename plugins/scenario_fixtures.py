@@ -58,7 +58,7 @@ def tau2_run(pytestconfig: pytest.Config) -> Tau2Process:
 
 @pytest.fixture(scope="session")
 def tau2_settings(tau2_run: Tau2Process) -> Tau2Settings:
-    return tau2_run.settings
+    return tau2_run.plan.settings
 
 
 @pytest.fixture(scope="session")
@@ -104,7 +104,7 @@ def tau2_store(tau2_data: DataBundle) -> Store:
 async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIterator[Harness]:
     """The process's scenario runner: one endpoint client per role, shared by its scenarios
     on the session's event loop and closed at the end (a client costs tens of ms to build)."""
-    settings = tau2_run.settings
+    settings = tau2_run.plan.settings
     async with Harness(
         bundle=tau2_data,
         roles=settings.roles(),
@@ -139,9 +139,9 @@ async def _play(
 ) -> ScenarioOutcome:
     """Run ``scenario``; on resume, a scenario whose conversation finished but whose judge was
     down is judged again from its saved transcript (the conversation is not run again)."""
-    if run.settings.resume and harness.roles.judge is not None:
+    if run.plan.settings.resume and harness.roles.judge is not None:
         pending = load_pending_judgement(
-            scenario_dir(run.run_dir, scenario.name, scenario.trial, scenario.trials)
+            scenario_dir(run.plan.run_dir, scenario.name, scenario.trial, scenario.trials)
         )
         if pending is not None:
             try:
@@ -173,7 +173,7 @@ async def tau2_scheduler(
         scenario: Scenario = callspec.params["tau2_scenario"]
         outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
         directory = write_outcome(
-            tau2_run.run_dir,
+            tau2_run.plan.run_dir,
             outcome,
             prompts=tau2_harness.prompts(scenario.task),
             config=configuration,
@@ -185,7 +185,7 @@ async def tau2_scheduler(
 
     budget = tau2_run.budget
     scheduler = ScenarioScheduler(
-        limit=tau2_run.settings.concurrency,
+        limit=tau2_run.plan.settings.concurrency,
         start=start,
         upcoming=upcoming_items(session),
         wanted=lambda item: agents.starts_ahead and _is_scenario_item(item),
@@ -228,7 +228,7 @@ async def tau2_outcome(
         spent = f"${budget.spent:,.4f} of ${budget.limit:,.4f}" if budget else "the budget"
         pytest.skip(
             f"not run (budget): {spent} spent (--tau2-max-cost); resume with a higher "
-            f"budget: --tau2-resume {tau2_run.run_id}"
+            f"budget: --tau2-resume {tau2_run.plan.run_id}"
         )
     _report_notices(request, tau2_run)
     if agents.identity is not None:
@@ -248,7 +248,7 @@ async def tau2_outcome(
         )
     # a documented channel to the controller (and visible in junit XML): where the record is
     request.node.user_properties.append(
-        (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.run_dir).as_posix())
+        (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.plan.run_dir).as_posix())
     )
     if outcome.is_infra_error:
         verdict = "INFRA"
@@ -261,6 +261,6 @@ async def tau2_outcome(
         raise Tau2InfraError(
             f"infra_error: {outcome.infra_detail} "
             "(excluded from the pass rate; re-run with --tau2-resume "
-            f"{tau2_run.run_id})"
+            f"{tau2_run.plan.run_id})"
         )
     yield outcome

@@ -73,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         run = Tau2Run(config, resolve_settings(config))
         process = run.start()
-    agents = AgentSupply(process.settings.agent_source)
+    agents = AgentSupply(process.plan.settings.agent_source)
     config.stash[AGENTS_KEY] = agents
     config.pluginmanager.register(agents, _AGENTS_PLUGIN)
     config.stash[PROCESS_KEY] = process
@@ -99,7 +99,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     process = metafunc.config.stash[PROCESS_KEY]
     try:
-        scenarios = select_scenarios(process.settings, process.bundle.tasks)
+        scenarios = select_scenarios(process.plan.settings, process.bundle.tasks)
     except ValueError as error:
         # from None: the chained ValueError would print the same message a second time
         raise pytest.fail.Exception(str(error), pytrace=False) from None

@@ -220,17 +220,6 @@ class ConversationResult(_Recorded):
         if not self.agent_traceback:
             object.__setattr__(self, "agent_traceback", None)
 
-    @classmethod
-    def ended(cls, ending: Ending, **recorded: Any) -> ConversationResult:
-        """A result that ended with ``ending`` (its reason and detail are what the transcript
-        records; the failed role is kept beside them, never parsed back out of the detail)."""
-        return cls(
-            stop_reason=ending.reason,
-            detail=ending.detail,
-            failed_role=ending.failed_role,
-            **recorded,
-        )
-
     @property
     def ending(self) -> Ending:
         """How the conversation ended, typed."""
@@ -611,8 +600,10 @@ class _Conversation:
             return stop.ending
 
     def result(self, ending: Ending) -> ConversationResult:
-        return ConversationResult.ended(
-            ending,
+        return ConversationResult(
+            stop_reason=ending.reason,
+            detail=ending.detail,
+            failed_role=ending.failed_role,
             messages=tuple(self.messages),
             timestamps=tuple(self.timestamps),
             actions=tuple(self.actions),

@@ -20,7 +20,7 @@ from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.store import Store
 
-__all__ = ["OfflineData"]
+__all__ = ["OfflineData", "run_offline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,15 +56,30 @@ class OfflineData:
         self, scenario: Scenario, agent: ChatModel, judge_model: ChatModel | None = None
     ) -> ScenarioOutcome:
         """Run ``scenario`` on a fresh store with ``agent`` and the built-in customer."""
-        task = scenario.task
         return asyncio.run(
-            run_scenario(
-                scenario,
-                agent=agent,
-                user=builtin_model("builtin:customer", task, role="user"),
-                judge_model=judge_model,
-                gold=self.book[task.id],
-                store=Store(self.seed),
-                profile=self.profile,
+            run_offline(
+                scenario, agent=agent, judge_model=judge_model, book=self.book, profile=self.profile
             )
         )
+
+
+async def run_offline(
+    scenario: Scenario,
+    *,
+    agent: ChatModel,
+    judge_model: ChatModel | None,
+    book: GoldBook,
+    profile: Profile,
+) -> ScenarioOutcome:
+    """Run ``scenario`` on a fresh copy of ``book``'s seed with ``agent`` and the built-in
+    customer (the tests' and benchmarks' way to run one scenario without an endpoint)."""
+    task = scenario.task
+    return await run_scenario(
+        scenario,
+        agent=agent,
+        user=builtin_model("builtin:customer", task, role="user"),
+        judge_model=judge_model,
+        gold=book[task.id],
+        store=Store(book.seed),
+        profile=profile,
+    )

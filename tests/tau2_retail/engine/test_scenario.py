@@ -25,6 +25,7 @@ from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.testing.loopback_server import Completion, HttpError, LoopbackOpenAIServer
+from tau2_retail.testing.offline import run_offline
 from tau2_retail.tools.store import Store
 
 
@@ -57,14 +58,11 @@ def all_met(task: Task) -> Completion:
 async def run(
     task: Task, book: GoldBook, judge: OpenAIChatModel, profile: Profile
 ) -> ScenarioOutcome:
-    scenario = Scenario(task=task, trial=0, trials=1, seed=300)
-    return await run_scenario(
-        scenario,
+    return await run_offline(
+        Scenario(task=task, trial=0, trials=1, seed=300),
         agent=builtin_model("builtin:oracle", task, role="agent"),
-        user=builtin_model("builtin:customer", task, role="user"),
         judge_model=judge,
-        gold=book[task.id],
-        store=Store(book.seed),
+        book=book,
         profile=profile,
     )
 
