@@ -70,6 +70,10 @@ class StopReason(StrEnum):
     AGENT_ERROR = "agent_error"
     CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
     INFRA_ERROR = "infra_error"
+    # upstream's endings without a counterpart here: only runs imported from an upstream
+    # results.json (``python -m tau2_retail import``) carry them; the engine never ends so
+    USER_ERROR = "user_error"
+    UNEXPECTED_ERROR = "unexpected_error"
 
 
 # endings that a role's model (or its endpoint) caused: their detail is recorded "role: ..."
@@ -210,15 +214,20 @@ class _Recorded:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConversationResult(_Recorded):
     """Everything one conversation produced: ``timestamps`` has one wall-clock time per
-    message; ``store`` is the final database (not JSON)."""
+    message and ``usages`` the tokens of the completion that produced each one (None for the
+    greeting, tool results, and messages of transcripts written before it was recorded);
+    ``store`` is the final database (not JSON)."""
 
     timestamps: tuple[float, ...]
     store: Store = field(repr=False, compare=False)
     failed_role: str | None = None
+    usages: tuple[Usage | None, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.agent_traceback:
             object.__setattr__(self, "agent_traceback", None)
+        if len(self.usages) != len(self.messages):
+            object.__setattr__(self, "usages", (None,) * len(self.messages))
 
     @property
     def ending(self) -> Ending:
@@ -236,15 +245,18 @@ class ConversationResult(_Recorded):
             **_shared(saved)
             | {"messages": tuple(Message(**_shared(m, Message)) for m in saved.messages)},
             timestamps=tuple(m.timestamp for m in saved.messages),
+            usages=tuple(m.usage for m in saved.messages),
             failed_role=Ending.from_record(saved.stop_reason, saved.detail).failed_role,
             store=store,
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The ``transcript.json`` value: each message with its timestamp."""
+        """The ``transcript.json`` value: each message with its timestamp (and its usage)."""
         messages = tuple(
-            TimedMessage(**_shared(message, Message), timestamp=timestamp)
-            for message, timestamp in zip(self.messages, self.timestamps, strict=True)
+            TimedMessage(**_shared(message, Message), timestamp=timestamp, usage=usage)
+            for message, timestamp, usage in zip(
+                self.messages, self.timestamps, self.usages, strict=True
+            )
         )
         transcript: dict[str, Any] = codec.encode(
             Transcript(**_shared(self) | {"messages": messages})
@@ -254,9 +266,12 @@ class ConversationResult(_Recorded):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimedMessage(Message):
-    """A message of ``transcript.json``: the message and when it joined the conversation."""
+    """A message of ``transcript.json``: the message, when it joined the conversation and,
+    for a message a model produced, the tokens of its completion (``usage``, absent in
+    transcripts written before it was recorded)."""
 
     timestamp: float
+    usage: Annotated[Usage | None, Omitted] = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -328,6 +343,10 @@ class _Conversation:
         self.on_message = on_message
         self.messages: list[Message] = []
         self.timestamps: list[float] = []
+        self.usages: list[Usage | None] = []
+        #: per role, the tokens of completions not yet in a recorded message (a discarded
+        #: empty reply's join the next message of its role)
+        self.pending: dict[str, Usage] = {}
         self.actions: list[Action] = []
         self.usage = {"agent": Usage(), "user": Usage()}
         self.requests = {"agent": RequestStats(), "user": RequestStats()}
@@ -351,9 +370,11 @@ class _Conversation:
         self.started = clock.monotonic()
         self.started_at = clock.wall()
 
-    def record(self, message: Message) -> None:
+    def record(self, message: Message, *, by: str | None = None) -> None:
+        """Add ``message``; ``by`` names the role whose completions produced it (its usage)."""
         self.messages.append(message)
         self.timestamps.append(self.clock.wall())
+        self.usages.append(self.pending.pop(by, None) if by is not None else None)
         self.history_chars += len(message.content or "") + sum(
             len(call.arguments) + len(call.name) for call in message.tool_calls
         )
@@ -376,6 +397,11 @@ class _Conversation:
                 "endpoint fault)",
             )
 
+    def count_usage(self, role: str, usage: Usage) -> None:
+        """Add a completion's tokens to ``role``'s total and to its next message's usage."""
+        self.usage[role] = self.usage[role] + usage
+        self.pending[role] = self.pending.get(role, Usage()) + usage
+
     async def complete(self, role: str, model: ChatModel, messages: list[Message]) -> AssistantTurn:
         tools = self.tools if role == "agent" else None
         try:
@@ -394,7 +420,7 @@ class _Conversation:
             ) from error
         except AgentFailed as error:
             raise self.agent_failed(error) from error
-        self.usage[role] = self.usage[role] + turn.usage
+        self.count_usage(role, turn.usage)
         if turn.from_cache:  # nothing was sent: no request, no endpoint latency
             return turn
         self.requests[role] += RequestStats(
@@ -426,7 +452,7 @@ class _Conversation:
                 )
             )
         message = Message(role=Role.USER, content=turn.content, finish_reason=turn.finish_reason)
-        self.record(message)
+        self.record(message, by="user")
         self.steps += 1
         return message
 
@@ -452,7 +478,7 @@ class _Conversation:
                 continue
             # The retry is per empty message: a good reply earns the next empty one a retry too.
             retried_empty = False
-            self.record(turn.to_message())
+            self.record(turn.to_message(), by="agent")
             self.steps += 1
             if not turn.tool_calls:
                 return False
@@ -481,14 +507,14 @@ class _Conversation:
             except AgentFailed as error:
                 raise self.agent_failed(error) from error
             self.requests["agent"] += RequestStats(requests=1, attempts=1)
-            self.usage["agent"] += Usage(n_calls=1)
+            self.count_usage("agent", Usage(n_calls=1))
             self.latencies.append(("agent", time.perf_counter() - started))
             with self.toolbox_lock:
                 stop, ended = self.toolbox_stop, self.toolbox_ended
             if stop is not None:
                 raise stop
             if text and text.strip():
-                self.record(Message(role=Role.ASSISTANT, content=text))
+                self.record(Message(role=Role.ASSISTANT, content=text), by="agent")
                 self.steps += 1
                 return ended
             if ended:
@@ -606,6 +632,7 @@ class _Conversation:
             failed_role=ending.failed_role,
             messages=tuple(self.messages),
             timestamps=tuple(self.timestamps),
+            usages=tuple(self.usages),
             actions=tuple(self.actions),
             store=self.store,
             usage=dict(self.usage),

@@ -586,6 +586,88 @@ async def test_usage_is_summed_per_role_and_latency_recorded_per_turn(store):
 
 
 @pytest.mark.asyncio
+async def test_each_message_records_the_usage_of_its_completion(store):
+    """Per-message usage (upstream's results.json has it per message): the greeting and tool
+    results have none; an empty reply asked again adds its tokens to the next message."""
+    agent = Scripted(
+        "agent",
+        [
+            say(None, usage=Usage(n_calls=1, prompt=7, completion=1)),  # empty: asked again
+            say("Hello.", usage=Usage(n_calls=1, prompt=100, completion=5)),
+            AssistantTurn(
+                content=None,
+                tool_calls=(lookup(),),
+                usage=Usage(n_calls=1, prompt=130, completion=9),
+            ),
+            AssistantTurn(
+                content=None, tool_calls=(end(),), usage=Usage(n_calls=1, prompt=140, completion=3)
+            ),
+        ],
+    )
+    user = Scripted(
+        "user",
+        [
+            say("Hi.", usage=Usage(n_calls=1, prompt=40, completion=2)),
+            say("Bye.", usage=Usage(n_calls=1, prompt=50, completion=3)),
+        ],
+    )
+    result = await converse(store, agent, user)
+    roles = [m.role.value for m in result.messages]
+    assert roles == [
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert result.usages == (
+        None,
+        Usage(n_calls=1, prompt=40, completion=2),
+        Usage(n_calls=2, prompt=107, completion=6),
+        Usage(n_calls=1, prompt=50, completion=3),
+        Usage(n_calls=1, prompt=130, completion=9),
+        None,
+        Usage(n_calls=1, prompt=140, completion=3),
+        None,
+    )
+    # the per-message usages add up to the per-role totals
+    assert (
+        sum((u for u in result.usages if u), Usage())
+        == result.usage["agent"] + result.usage["user"]
+    )
+    data = result.to_json()
+    assert "usage" not in data["messages"][0]
+    assert data["messages"][2]["usage"] == {"n_calls": 2, "prompt": 107, "completion": 6}
+    again = ConversationResult.from_json(data, store)
+    assert again.usages == result.usages
+
+
+def test_a_transcript_written_before_per_message_usage_reads(store):
+    """Old run folders stay readable: a message without ``usage`` reads as None."""
+    old = {
+        "messages": [
+            {"role": "assistant", "content": "Hi!", "timestamp": 1.0},
+            {"role": "user", "content": "Bye ###STOP###", "timestamp": 2.0},
+        ],
+        "stop_reason": "user_stop",
+        "detail": "",
+        "actions": [],
+        "usage": {"agent": {"n_calls": 0, "prompt": 0, "completion": 0}},
+        "latencies": [],
+        "started_at": 1.0,
+        "duration_seconds": 1.0,
+        "steps": 1,
+        "tool_errors": 0,
+    }
+    result = ConversationResult.from_json(old, store)
+    assert result.usages == (None, None)
+    assert [m["timestamp"] for m in result.to_json()["messages"]] == [1.0, 2.0]
+
+
+@pytest.mark.asyncio
 async def test_timestamps_and_duration_come_from_the_clock(store):
     clock = FakeClock(start=50.0)
     agent = Scripted("agent", [act(end())], clock=clock, seconds_per_call=2.0)
