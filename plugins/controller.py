@@ -70,11 +70,12 @@ from tau2_retail.results.summary import (
     judge_format_line,
     pass_hat_k_line,
     read_run_args,
-    read_summary,
     write_run_args,
     write_run_summary,
 )
 from tau2_retail.settings import EXTRA_BODY_FLAGS
+from tau2_retail.tau2_format.after_run import export_after_run
+from tau2_retail.tau2_format.upstream_run import read_baseline
 
 __all__ = [
     "AGENT_PROPERTY",
@@ -223,6 +224,8 @@ class Tau2Run:
         self.budget_skipped: set[str] = set()
         #: lines the processes asked to say once, in order
         self.notices: dict[str, None] = {}
+        #: what ``--tau2-export-tau2`` wrote, or why it did not
+        self.export_lines: tuple[str, ...] = ()
 
     @property
     def process(self) -> Tau2Process:
@@ -700,7 +703,25 @@ class Tau2Run:
             self.problems.append(f"tau2: report.html not written: {error}")
         self.exit_problem = _BROKEN.get(pytest.ExitCode(session.exitstatus))
         self._apply_gate()
+        self._export_tau2(session)
         self._suite_properties()
+
+    def _export_tau2(self, session: pytest.Session) -> None:
+        """``--tau2-export-tau2``: the run as upstream's results.json; a refusal exits 4 when
+        nothing else failed (the run's own files are written)."""
+        settings = self.settings
+        if not settings.export_tau2:
+            return
+        exported = export_after_run(
+            self.run_dir,
+            Path(settings.export_tau2),
+            data_dir=Path(settings.data_dir) if settings.data_dir else None,
+            shard=settings.shard,
+        )
+        self.export_lines = exported.lines
+        status = session.exitstatus if self.exit_verdict is None else self.exit_verdict
+        if exported.refused and status == pytest.ExitCode.OK:
+            self.exit_verdict = pytest.ExitCode.USAGE_ERROR
 
     def _apply_gate(self) -> None:
         assert self.summary is not None
@@ -708,8 +729,11 @@ class Tau2Run:
         baseline: RunSummary | None = None
         if settings.baseline:
             try:
-                baseline = read_summary(Path(settings.baseline))
-            except ArtifactError as error:
+                baseline = read_baseline(
+                    Path(settings.baseline),
+                    data_dir=Path(settings.data_dir) if settings.data_dir else None,
+                )
+            except (ArtifactError, DataError) as error:
                 self.problems.append(f"tau2: baseline unusable: {error}")
             if baseline is None and not self.problems:
                 self.problems.append(f"tau2: baseline {settings.baseline} has no summary.json")
@@ -837,6 +861,7 @@ class Tau2Run:
         lines.append(f"run directory: {self.run_dir}")
         if self.report_path is not None:
             lines.append(f"report: {self.report_path}")
+        lines.extend(self.export_lines)
         not_run = self.not_run()
         if self.exit_problem == "interrupted":
             lines.append(f"tau2: interrupted; resume with: {self.resume_command()}")

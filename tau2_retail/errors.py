@@ -11,6 +11,9 @@
     │   ├── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
     │   ├── CacheMiss            replay from the response cache found no reply (nothing was sent)
     │   └── AgentInfraError      raised by an agent's own code: its backend is down (public)
+    ├── ExportRefused            a run cannot become upstream's results.json as asked (a reason a
+    │                            line: its profile, missing scenarios, a conversation upstream
+    │                            cannot hold); the export command exits 4, nothing is written
     ├── ArtifactError            a run directory or artifact cannot be written or read
     │   ├── ReportError          the HTML report cannot be built or written (names the file)
     │   ├── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
@@ -25,6 +28,8 @@ caught and turned into text: they raise.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "AgentInfraError",
     "ArtifactError",
@@ -35,6 +40,7 @@ __all__ = [
     "DigestMismatch",
     "EndpointDown",
     "EndpointError",
+    "ExportRefused",
     "GoldMismatch",
     "ReportError",
     "RunInUse",
@@ -143,6 +149,17 @@ class AgentInfraError(EndpointError):
     is excluded from the rates, counted by the gate and run again by ``--tau2-resume``. Any
     other exception an agent raises is the agent's failure (``agent_error``).
     """
+
+
+class ExportRefused(Tau2Error):
+    """A run cannot be exported to upstream's ``results.json`` as asked; ``reasons`` holds one
+    line per reason (each says what is wrong and the way out); ``partial`` says whether
+    exporting what is there (``--allow-incomplete``) would succeed. Nothing was written."""
+
+    def __init__(self, reasons: Sequence[str], *, partial: bool = False) -> None:
+        self.reasons = tuple(reasons)
+        self.partial = partial
+        super().__init__("\n".join(self.reasons))
 
 
 class ArtifactError(Tau2Error):

@@ -25,6 +25,7 @@ LAYERS = (
     "models",
     "engine",
     "results",
+    "tau2_format",
     "report",
     "settings",
     "cli",

@@ -8,7 +8,19 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from tau2_retail.cli import cache, data, gold, merge, replay, report, run, summarize, tasks
+from tau2_retail.cli import (
+    cache,
+    data,
+    export,
+    gold,
+    import_,
+    merge,
+    replay,
+    report,
+    run,
+    summarize,
+    tasks,
+)
 from tau2_retail.cli.common import Handler, ParserSource
 from tau2_retail.errors import Tau2Error
 
@@ -21,7 +33,8 @@ EXIT_PIPE_CLOSED: Final = 141
 DESCRIPTION: Final = """\
 The tau2-bench retail scenarios without pytest: fetch and check the upstream data, list the
 tasks and their expected outcomes, run one scenario and watch its conversation, and rebuild,
-merge (shards) or report a pytest run's results. The benchmark itself runs under pytest:
+merge (shards) or report a pytest run's results, and exchange runs with upstream tau2-bench
+(export to and import from its results.json). The benchmark itself runs under pytest:
 `pytest --pyargs tests_tau2_retail` (or `pytest -k tau2_retail` in the checkout).
 """
 
@@ -31,6 +44,7 @@ exit status:
   1    the command's check failed (run: the scenario failed; data verify: a file differs)
   {EXIT_BAD_INPUT}    bad input: unknown option or task id, missing or altered data, unreadable run
   3    run: infra_error (an endpoint failed; not the model's fault)
+  4    export: refused (the run cannot become upstream's results.json as asked)
   {EXIT_PIPE_CLOSED}  the output pipe was closed early (e.g. piped into head)
 
 `python -m tau2_retail COMMAND --help` describes each command's options.
@@ -45,6 +59,8 @@ COMMANDS: Final[Sequence[ParserSource]] = (
     summarize.COMMAND,
     merge.COMMAND,
     report.COMMAND,
+    export.COMMAND,
+    import_.COMMAND,
     cache.COMMAND,
 )
 

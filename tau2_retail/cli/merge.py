@@ -1,9 +1,11 @@
 """``python -m tau2_retail merge RUN_DIR... --into RUN_DIR``: shards' runs merged into one.
 
 Copies the scenario folders, writes the merged ``run_args.json``, summaries and report, prints
-the summary, and exits with the gate of the shards' configuration (``--tau2-min-pass-rate``,
-``--tau2-max-infra-errors``, ``--tau2-baseline``): 0 when it passes, 1 when it does not, 2 when
-the shards cannot be merged. See ``tau2_retail.results.merge``.
+the summary, writes the upstream ``results.json`` the shards were asked for
+(``--tau2-export-tau2``), and exits with the gate of the shards' configuration
+(``--tau2-min-pass-rate``, ``--tau2-max-infra-errors``, ``--tau2-baseline``): 0 when it passes,
+1 when it does not, 2 when the shards cannot be merged, 4 when the export was refused (and the
+gate passed). See ``tau2_retail.results.merge``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from pathlib import Path
 
 from tau2_retail.cli.common import Argument, Command
+from tau2_retail.cli.export import EXIT_REFUSED
 from tau2_retail.errors import ArtifactError
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.artifacts import validate_name
@@ -23,13 +26,14 @@ from tau2_retail.results.merge import (
     merged_gate,
     read_shard,
 )
-from tau2_retail.results.records import RunSummary
+from tau2_retail.results.records import RunArgs, RunSummary
 from tau2_retail.results.summary import (
-    read_summary,
     render_summary_text,
     write_run_args,
     write_run_summary,
 )
+from tau2_retail.tau2_format.after_run import AfterRun, export_after_run
+from tau2_retail.tau2_format.upstream_run import read_baseline
 
 __all__ = ["COMMAND", "merge_command"]
 
@@ -48,7 +52,7 @@ def merge_command(args: argparse.Namespace) -> int:
     gate = GateSettings.of(merged.args.configuration)
     baseline: RunSummary | None = None
     if gate.baseline:
-        baseline = read_summary(Path(gate.baseline))
+        baseline = read_baseline(Path(gate.baseline), data_dir=_data_dir(merged.args))
         if baseline is None:
             raise ArtifactError(f"baseline {gate.baseline} has no summary.json")
     into.mkdir(parents=True, exist_ok=True)
@@ -69,11 +73,30 @@ def merge_command(args: argparse.Namespace) -> int:
     except ReportError as error:  # the summaries are written; the page is a convenience
         print(f"tau2: report.html not written: {error}", file=sys.stderr)
     sys.stdout.write(render_summary_text(summary))
+    exported = _export(into, merged.args)
     verdict = merged_gate(summary, gate, baseline=baseline)
     for scenario_id in verdict.flipped:
         print(f"flipped pass->fail against the baseline: {scenario_id}")
     print(verdict.line)
-    return 0 if verdict.passed else 1
+    if not verdict.passed:
+        return 1
+    return EXIT_REFUSED if exported.refused else 0
+
+
+def _data_dir(args: RunArgs) -> Path | None:
+    recorded = args.configuration.settings.get("data_dir")
+    return Path(recorded) if recorded else None
+
+
+def _export(into: Path, args: RunArgs) -> AfterRun:
+    """The merged run's upstream results.json, when the shards ran with --tau2-export-tau2."""
+    path = args.configuration.settings.get("export_tau2")
+    if not path:
+        return AfterRun(lines=())
+    exported = export_after_run(into, Path(path), data_dir=_data_dir(args))
+    for line in exported.lines:
+        print(line)
+    return exported
 
 
 COMMAND = Command(
@@ -82,7 +105,8 @@ COMMAND = Command(
     description="Copy the scenario folders of shard runs into one run directory and write "
     "its summaries and report, equal to those of a single run of the same scenarios; "
     "shards of different configurations or with a scenario in common are refused.",
-    epilog="exit status: 0 the gate passes, 1 it fails, 2 the shards cannot be merged",
+    epilog="exit status: 0 the gate passes, 1 it fails, 2 the shards cannot be merged, "
+    f"{EXIT_REFUSED} the shards' --tau2-export-tau2 was refused (the run is merged)",
     arguments=(
         Argument("run_dirs", metavar="RUN_DIR", nargs="+", help="a shard's run directory"),
         Argument(

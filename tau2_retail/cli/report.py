@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tau2_retail.cli.common import RUN_DIR, Argument, Command
+from tau2_retail.cli.common import DATA_DIR, RUN_DIR, Argument, Command
 from tau2_retail.report.compare import comparison_lines
 from tau2_retail.report.page import write_report
 
@@ -17,7 +17,13 @@ def report_command(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     against = Path(args.against) if args.against else None
     output = Path(args.output) if args.output else None
-    path, data = write_report(run_dir, against=against, output=output, force=args.force)
+    path, data = write_report(
+        run_dir,
+        against=against,
+        output=output,
+        force=args.force,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+    )
     size = path.stat().st_size
     print(f"wrote {path} ({len(data.details)} scenarios, {size / 1e6:.1f} MB)")
     comparison = data.main["comparison"]
@@ -37,7 +43,8 @@ COMMAND = Command(
         Argument(
             "--against",
             metavar="OTHER_RUN",
-            help="compare with this run: flipped scenarios, rates",
+            help="compare with this run (a run directory, or upstream tau2-bench's "
+            "results.json): flipped scenarios, rates, the paired comparison",
         ),
         Argument(
             "--force",
@@ -49,6 +56,7 @@ COMMAND = Command(
             metavar="FILE",
             help="where to write (default: RUN_DIR/report.html, or RUN_DIR/report-vs-OTHER.html)",
         ),
+        DATA_DIR,
     ),
     handler=report_command,
 )

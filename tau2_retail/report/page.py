@@ -45,6 +45,7 @@ from tau2_retail.results.artifacts import METRICS_FILE, load_run_metrics
 from tau2_retail.results.atomic import write_text_atomic
 from tau2_retail.results.records import RunSummary, ScenarioRow
 from tau2_retail.results.summary import ALL_METRICS_FILE, SUMMARY_JSON_FILE
+from tau2_retail.tau2_format.upstream_run import upstream_summary
 
 __all__ = [
     "FORMAT_VERSION",
@@ -280,14 +281,28 @@ def _overview(summary: RunSummary) -> dict[str, Any]:
     }
 
 
+def _load_baseline(against: Path, data_dir: Path | None) -> RunSummary:
+    """The run to compare with: a run folder, or an upstream ``results.json`` (a tau2-profile
+    run as upstream wrote it; ``data_dir`` gives its tasks' splits and personas)."""
+    if against.is_file():
+        return upstream_summary(against, data_dir=data_dir)
+    if not against.is_dir():
+        raise ReportError(
+            f"{against} is not a run directory or an upstream tau2-bench results.json"
+        )
+    return _load_summary(against)
+
+
 def build_report_data(
     run_dir: Path,
     *,
     against: Path | None = None,
     now: datetime | None = None,
     force: bool = False,
+    data_dir: Path | None = None,
 ) -> ReportData:
-    """Read a run directory (and a baseline run, with ``against``) into the page's data.
+    """Read a run directory (and a baseline, with ``against``: a run directory or an upstream
+    ``results.json``) into the page's data.
 
     Runs of different profiles are not compared unless ``force``: their rates measure
     different things (prompts, tools, endings and success rule differ).
@@ -312,9 +327,7 @@ def build_report_data(
     comparison = None
     if against is not None:
         against = Path(against)
-        if not against.is_dir():
-            raise ReportError(f"{against} is not a directory")
-        baseline = _load_summary(against)
+        baseline = _load_baseline(against, data_dir)
         ours, theirs = summary.profile, baseline.profile
         if ours != theirs and not force:
             raise ReportError(
@@ -415,13 +428,15 @@ def write_report(
     against: Path | None = None,
     output: Path | None = None,
     force: bool = False,
+    data_dir: Path | None = None,
 ) -> tuple[Path, ReportData]:
     """Build the page of ``run_dir`` and write it atomically; returns the path and the data.
 
     ``output`` defaults to :func:`default_output`. Raises :class:`ReportError` (also for an
-    ``against`` run of another profile, unless ``force``).
+    ``against`` run of another profile, unless ``force``); an ``against`` upstream file that
+    cannot be read raises :class:`ArtifactError` or :class:`DataError` naming it.
     """
-    data = build_report_data(run_dir, against=against, force=force)
+    data = build_report_data(run_dir, against=against, force=force, data_dir=data_dir)
     page = render_report(data)
     path = Path(output) if output is not None else default_output(Path(run_dir), against)
     try:

@@ -23,7 +23,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,8 @@ __all__ = [
     "JUDGE_FILE",
     "MAX_NAME_CHARS",
     "METRICS_FILE",
+    "TRANSCRIPT_FILE",
+    "FolderRecord",
     "PendingJudgement",
     "RunMetrics",
     "is_complete",
@@ -52,6 +54,7 @@ __all__ = [
     "load_run_metrics",
     "read_metrics",
     "render_conversation_log",
+    "scan_run_metrics",
     "scenario_dir",
     "scenario_id_of_folder",
     "validate_name",
@@ -373,26 +376,61 @@ class RunMetrics:
     misplaced: tuple[str, ...] = ()
 
 
-def load_run_metrics(run_dir: Path) -> RunMetrics:
-    """Every scenario's metrics under ``run_dir`` (single- and multi-trial layouts), sorted."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FolderRecord:
+    """One scenario folder of a run: its path, the scenario id its place names, and its
+    record, or why it has none usable (``problem``; ``misplaced`` when the record names
+    another scenario)."""
+
+    folder: Path
+    scenario_id: str
+    record: ScenarioMetrics | None
+    problem: str = ""
+    misplaced: bool = False
+
+
+def scan_run_metrics(run_dir: Path) -> Iterator[FolderRecord]:
+    """Each scenario folder under ``run_dir`` that holds a ``metrics.json`` (single- and
+    multi-trial layouts), in path order, read one at a time (a caller that keeps only what
+    it needs holds one record at a time)."""
     run_dir = Path(run_dir)
     paths = [*run_dir.glob(f"*/{METRICS_FILE}"), *run_dir.glob(f"*/trial-*/{METRICS_FILE}")]
-    records: list[ScenarioMetrics] = []
-    incomplete: dict[str, str] = {}
-    misplaced: list[str] = []
     for path in sorted(paths):
         folder_id = scenario_id_of_folder(run_dir, path.parent)
         try:
             record = read_metrics(path)
         except ArtifactError as error:
-            incomplete[folder_id] = str(error)
+            yield FolderRecord(
+                folder=path.parent, scenario_id=folder_id, record=None, problem=str(error)
+            )
             continue
         if record.scenario_id != folder_id:
             # a record in the wrong folder would count twice, or for the wrong scenario
             problem = f"{path} records scenario {record.scenario_id}, not {folder_id}"
-            misplaced.append(problem)
-            incomplete[folder_id] = f"misplaced metrics.json: {problem}"
+            yield FolderRecord(
+                folder=path.parent,
+                scenario_id=folder_id,
+                record=None,
+                problem=problem,
+                misplaced=True,
+            )
             continue
-        records.append(record)
+        yield FolderRecord(folder=path.parent, scenario_id=folder_id, record=record)
+
+
+def load_run_metrics(run_dir: Path) -> RunMetrics:
+    """Every scenario's metrics under ``run_dir`` (single- and multi-trial layouts), sorted."""
+    records: list[ScenarioMetrics] = []
+    incomplete: dict[str, str] = {}
+    misplaced: list[str] = []
+    for found in scan_run_metrics(run_dir):
+        if found.record is not None:
+            records.append(found.record)
+            continue
+        if found.misplaced:
+            misplaced.append(found.problem)
+            incomplete[found.scenario_id] = f"misplaced metrics.json: {found.problem}"
+        else:
+            incomplete[found.scenario_id] = found.problem
     records.sort(key=ScenarioMetrics.sort_key)
     return RunMetrics(records=tuple(records), incomplete=incomplete, misplaced=tuple(misplaced))

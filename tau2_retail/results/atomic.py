@@ -21,13 +21,14 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import valid_unicode
 
-__all__ = ["TEMP_PREFIX", "dumps_json", "write_json_atomic", "write_text_atomic"]
+__all__ = ["TEMP_PREFIX", "atomic_file", "dumps_json", "write_json_atomic", "write_text_atomic"]
 
 TEMP_PREFIX = ".tmp-"
 
@@ -50,20 +51,16 @@ def _discard(temp: str) -> None:
         os.unlink(temp)
 
 
-def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically, creating parent folders.
+@contextlib.contextmanager
+def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
+    """A binary handle whose bytes replace ``path`` atomically when the block ends without an
+    exception (for a file written piece by piece); creates parent folders.
 
-    ``durable=False`` skips the fsync (see the module docstring). Raises
-    :class:`ArtifactError` naming ``path`` and the OS error when anything fails; the temporary
-    file is removed and an existing ``path`` is left untouched.
+    On an exception the temporary file is removed and ``path`` is left untouched.
+    ``durable`` is as for :func:`write_text_atomic`; OS errors become :class:`ArtifactError`
+    naming ``path``.
     """
     path = Path(path)
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        # a lone surrogate that escaped the checks where endpoint text enters: the file is
-        # written with U+FFFD in its place rather than lost
-        data = valid_unicode(text).encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -74,7 +71,7 @@ def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
         raise ArtifactError(f"cannot write {path}: {error}") from error
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
@@ -84,9 +81,27 @@ def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
         _discard(temp)
         raise ArtifactError(f"cannot write {path}: {error}") from error
     except BaseException:
-        # Interrupted (KeyboardInterrupt, a cancelled task): clean up and let it propagate.
+        # Interrupted (KeyboardInterrupt, a cancelled task) or the writer failed: clean up
+        # and let it propagate.
         _discard(temp)
         raise
+
+
+def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically, creating parent folders.
+
+    ``durable=False`` skips the fsync (see the module docstring). Raises
+    :class:`ArtifactError` naming ``path`` and the OS error when anything fails; the temporary
+    file is removed and an existing ``path`` is left untouched.
+    """
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # a lone surrogate that escaped the checks where endpoint text enters: the file is
+        # written with U+FFFD in its place rather than lost
+        data = valid_unicode(text).encode("utf-8")
+    with atomic_file(path, durable=durable) as handle:
+        handle.write(data)
 
 
 def write_json_atomic(path: Path, value: Any, *, durable: bool = True) -> None:

@@ -50,6 +50,8 @@ _PLACE_SETTINGS = frozenset(
         "resume",
         "output_dir",
         "data_dir",
+        # where the merged run's upstream results.json goes
+        "export_tau2",
         # how a shard saved money: its cache file and its budget are its own
         "cache",
         "cache_mode",

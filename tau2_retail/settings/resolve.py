@@ -153,6 +153,7 @@ class Tau2Settings:
     output_dir: str
     run_id: str
     resume: str
+    export_tau2: str
     min_pass_rate: float | None
     max_infra_errors: int
     baseline: str
@@ -242,6 +243,11 @@ def resolve_settings(inputs: Inputs) -> Tau2Settings:
             f"{sources['agent_notes']}: {flag('agent_notes')} applies to the default profile "
             "only; the tau2 profile sends upstream's agent prompt (drop the option, or use "
             f"{flag('profile')} default)"
+        )
+    refusal = policy_for(values["profile"]).upstream_export_refusal
+    if values["export_tau2"] and refusal is not None:
+        raise ConfigError(
+            f"{sources['export_tau2']}: {flag('export_tau2')} {values['export_tau2']!r}: {refusal}"
         )
     # the agent as code first: naming it twice is the problem to report, not a model's key
     if values["agent"] and sources["agent_model"] != "default":

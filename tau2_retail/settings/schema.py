@@ -434,6 +434,16 @@ _TABLE: tuple[Setting, ...] = (
         empty="",
     ),
     Setting(
+        "export_tau2",
+        _text,
+        "",
+        "PATH: when the run ends, write it as upstream tau2-bench's results.json there "
+        "(tau2 profile only; on resume too; a shard leaves it to `python -m tau2_retail merge`)",
+        env=True,
+        empty="",
+        path=True,
+    ),
+    Setting(
         "prices",
         _prices,
         "",
@@ -478,7 +488,8 @@ _TABLE: tuple[Setting, ...] = (
         "baseline",
         _text,
         "",
-        "CI gate: RUN_DIR of an earlier run to compare the success rate against",
+        "CI gate: RUN_DIR of an earlier run, or an upstream tau2-bench results.json, to "
+        "compare the success rate against (paired by task and trial)",
         empty="",
         path=True,
     ),

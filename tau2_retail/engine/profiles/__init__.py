@@ -10,6 +10,7 @@ from __future__ import annotations
 from tau2_retail.engine.profiles.policy import (
     PROFILE_NAMES,
     SCORED_ENDINGS,
+    UPSTREAM_PROFILE,
     ProfileName,
     ProfilePolicy,
     ScenarioFacts,
@@ -23,6 +24,7 @@ from tau2_retail.engine.profiles.profile import Profile, load_profile
 __all__ = [
     "PROFILE_NAMES",
     "SCORED_ENDINGS",
+    "UPSTREAM_PROFILE",
     "Profile",
     "ProfileName",
     "ProfilePolicy",

@@ -30,6 +30,7 @@ __all__ = [
     "PROFILE_NAMES",
     "REWARD_BASES",
     "SCORED_ENDINGS",
+    "UPSTREAM_PROFILE",
     "DefaultPolicy",
     "ProfileName",
     "ProfilePolicy",
@@ -48,6 +49,10 @@ class ProfileName(StrEnum):
 
 
 PROFILE_NAMES: Final = tuple(name.value for name in ProfileName)
+
+UPSTREAM_PROFILE: Final = ProfileName.TAU2
+"""The profile that reproduces upstream tau2-bench: a run imported from an upstream
+``results.json`` is a run of it."""
 
 REWARD_BASES: Final = frozenset({"DB", "NL_ASSERTION"})
 """The reward components of the retail tasks that the tau2 profile computes."""
@@ -138,6 +143,8 @@ class ProfilePolicy(ABC):
     success_measure: ClassVar[str]
     #: what becomes of a judge reply that cannot be read, as the summary says it
     judge_unreadable_consequence: ClassVar[str]
+    #: why this profile's runs cannot become upstream's ``results.json`` (None: they can)
+    upstream_export_refusal: ClassVar[str | None] = None
 
     def request_config(self, role: str, config: EndpointConfig) -> EndpointConfig:
         """``config`` with this profile's request parameters for ``role``: as configured."""
@@ -179,6 +186,12 @@ class DefaultPolicy(ProfilePolicy):
     success_measure = "success rate"
     judge_unreadable_consequence = (
         "each asked again once; still unreadable, an infra error of the judge role"
+    )
+    upstream_export_refusal = (
+        "a default-profile run cannot be scored by upstream tau2-bench: its tools find "
+        "normalized ids (upstream's replay of `w2378156` fails), its agent ends the call with "
+        "end_conversation (not an upstream tool) and its endings (agent_exit, the grace turn "
+        "after the user's stop) are not upstream's; run the benchmark with --tau2-profile=tau2"
     )
 
     def score(self, facts: ScenarioFacts) -> Score:

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.cli.main import main
+from tau2_retail.engine.harness import DataBundle
 from tau2_retail.report.page import REPORT_FILE
+from tau2_retail.testing.loopback_server import Completion
+from tau2_retail.testing.scripted_endpoint import REPORT, ScriptedEndpoint
+from tau2_retail.testing.tau2_runs import write_tau2_run
 from tests.report.runs import write_run
 
 
@@ -85,3 +89,49 @@ def test_report_against_a_run_of_another_profile_is_refused_unless_forced(
     assert main([*command, "--force"]) == 0
     assert "against tau2-run:" in capsys.readouterr().out
     assert output.is_file()
+
+
+# -- against an upstream results.json ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def example(data_dir: Path) -> Path:
+    path = data_dir / "upstream_results_example.json"
+    if not path.is_file():
+        pytest.skip("upstream_results_example.json is not in the data folder")
+    return path
+
+
+def test_report_against_an_upstream_run_prints_the_paired_comparison(
+    example: Path,
+    export_bundle: DataBundle,
+    export_endpoint: ScriptedEndpoint,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Our tau2-profile run of the configuration upstream's file holds (tasks 0, 5 and 24, two
+    trials), compared with it as with one of our runs: paired by task and trial."""
+    run = tmp_path / "ours"
+    export_endpoint.agent["5"] = Completion(content=REPORT)  # ours fails task 5: two flips
+    try:
+        write_tau2_run(run, export_bundle, export_endpoint, task_ids=("0", "5", "24"), trials=2)
+    finally:
+        del export_endpoint.agent["5"]
+    assert main(["report", str(run), "--against", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "against upstream_results_example.json:" in out
+    assert (
+        "paired by task and trial: 6 pairs, 2 pass->fail, 0 fail->pass, one-sided exact McNemar "
+        "p=0.25; difference -33.33 pp ["
+    ) in out
+    assert "  tau2_retail__5-trial1: PASS -> FAIL" in out
+    assert (run / "report-vs-upstream_results_example.json.html").is_file()
+
+
+def test_report_against_an_upstream_run_needs_force_for_a_default_profile_run(
+    runs: dict[str, Path], example: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", str(runs["baseline"]), "--against", str(example)]) == 2
+    assert "profile 'default'" in capsys.readouterr().err
+    assert main(["report", str(runs["baseline"]), "--against", str(example), "--force"]) == 0
+    assert "paired by task and trial: 2 pairs" in capsys.readouterr().out

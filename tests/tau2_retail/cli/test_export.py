@@ -1,0 +1,147 @@
+"""``python -m tau2_retail export RUN_DIR --format tau2 -o FILE [--allow-incomplete]``: the file,
+and the refusals (exit 4, one line each, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.cli.main import main
+from tau2_retail.engine.harness import DataBundle
+from tau2_retail.testing.loopback_server import Completion, Reply, ReplyToolCall
+from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint
+from tau2_retail.testing.tau2_runs import write_tau2_run
+from tests.report.runs import write_run
+from tests.tau2_retail.conftest import MIXED_TASKS, MIXED_TRIALS
+
+REFUSED = 4
+
+
+def _export(run: Path, output: Path, *more: str) -> int:
+    return main(["export", str(run), "--format", "tau2", "-o", str(output), *more])
+
+
+def test_export_writes_the_file_and_says_what_it_holds(
+    mixed_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "results.json"
+    assert _export(mixed_run, output) == 0
+    scenarios = len(MIXED_TASKS) * MIXED_TRIALS
+    assert capsys.readouterr().out == (
+        f"wrote {output}: {scenarios} simulations, 114 tasks (upstream tau2-bench's results.json)\n"
+    )
+    assert len(json.loads(output.read_bytes())["simulations"]) == scenarios
+
+
+def test_a_default_profile_run_is_refused_in_one_line(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "default"
+    write_run(run, data_dir, {"0": ["oracle"], "5": ["noop"]}, judge=False)
+    assert _export(run, tmp_path / "out.json") == REFUSED
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("error: export refused: a default-profile run cannot be scored by ")
+    assert err[0].endswith("run the benchmark with --tau2-profile=tau2")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_an_incomplete_run_is_refused_listing_what_is_missing(
+    mixed_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "mixed"
+    shutil.copytree(mixed_run, run)
+    (run / "tau2_retail__19" / "trial-2" / "metrics.json").write_text("")  # cut short
+    shutil.rmtree(run / "tau2_retail__2" / "trial-1")  # never ran
+    output = tmp_path / "results.json"
+
+    assert _export(run, output) == REFUSED
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "error: export refused: 2 scenario(s) of the run have no complete record (lost, "
+        "interrupted or not run): tau2_retail__2-trial1, tau2_retail__19-trial2; finish the "
+        "run first (pytest ... --tau2-resume=mixed), or pass --allow-incomplete to export the "
+        "others"
+    ]
+    assert not output.exists()
+
+    assert _export(run, output, "--allow-incomplete") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == (
+        "note: left out 2 scenario(s) that of the run have no complete record (lost, "
+        "interrupted or not run): tau2_retail__2-trial1, tau2_retail__19-trial2"
+    )
+    simulations = json.loads(output.read_bytes())["simulations"]
+    assert len(simulations) == len(MIXED_TASKS) * MIXED_TRIALS - 2
+
+
+def test_scenarios_without_a_reward_are_refused(
+    export_bundle: DataBundle,
+    export_endpoint: ScriptedEndpoint,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = tmp_path / "nojudge"
+    write_tau2_run(run, export_bundle, export_endpoint, task_ids=("0", "2"), judge=False)
+    assert _export(run, tmp_path / "out.json") == REFUSED
+    assert capsys.readouterr().err == (
+        "error: export refused: 1 scenario(s) have no tau2 reward (their reward_basis has "
+        "NL_ASSERTION and the run had no judge): tau2_retail__2; run them with a judge "
+        "(--tau2-judge-model), or pass --allow-incomplete to export the others\n"
+    )
+
+
+def test_tool_arguments_that_are_not_an_object_are_refused(
+    export_bundle: DataBundle,
+    export_endpoint: ScriptedEndpoint,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Upstream's model layer cannot parse such a reply (it retries the simulation and records
+    ``infrastructure_error`` without messages): refused, or written as upstream records it."""
+    bad = Completion(
+        tool_calls=(
+            ReplyToolCall(name="get_user_details", arguments='["yusuf_rossi_9620"]', id="bad"),
+        )
+    )
+
+    def first_call_bad(request: Request) -> Reply | None:
+        calls = [m for m in request.body["messages"] if m.get("tool_calls")]
+        return bad if request.role == "agent" and not calls else None
+
+    export_endpoint.faults["24"] = first_call_bad
+    try:
+        run = tmp_path / "bad"
+        write_tau2_run(run, export_bundle, export_endpoint, task_ids=("0", "24"))
+    finally:
+        del export_endpoint.faults["24"]
+    output = tmp_path / "out.json"
+
+    assert _export(run, output) == REFUSED
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: export refused: 1 scenario(s) have a tool call whose arguments are not a JSON "
+        "object (upstream's model layer cannot parse such a reply: it retries the simulation "
+        "and records it as infrastructure_error without messages): tau2_retail__24 (message 2: "
+        'get_user_details(["yusuf_rossi_9620"])); '
+    )
+    assert err.count("\n") == 1
+    assert not output.exists()
+
+    assert _export(run, output, "--allow-incomplete") == 0
+    assert "note: wrote 1 scenario(s) as infrastructure_error" in capsys.readouterr().out
+    by_task = {s["task_id"]: s for s in json.loads(output.read_bytes())["simulations"]}
+    written = by_task["24"]
+    assert (written["termination_reason"], written["messages"]) == ("infrastructure_error", [])
+    assert written["reward_info"]["reward"] == 0.0
+    assert "not a JSON object" in written["info"]["error"]
+    assert by_task["0"]["termination_reason"] == "user_stop"
+
+
+def test_not_a_run_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert _export(tmp_path / "empty", tmp_path / "out.json") == 2
+    assert "run_args.json is missing" in capsys.readouterr().err
