@@ -27,12 +27,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.engine.harness import DataBundle
 from tau2_retail.tau2_format.export import export_run
 from tau2_retail.tau2_format.upstream_run import upstream_summary
+from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 from tau2_retail.testing.tau2_runs import tau2_bundle, tau2_endpoint, write_tau2_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import load_average, machine, machine_line, table, verdict  # noqa: E402
+from _measure import load_average, machine, machine_line, table, verdict
 
 ROUNDS = 3
 LIMIT_SECONDS = 2.0
@@ -57,6 +59,29 @@ def _peak_mb(run_dir: Path, output: Path) -> float:
         tracemalloc.stop()
 
 
+def _row(
+    scratch: Path, trials: int, bundle: DataBundle, endpoint: ScriptedEndpoint, data_dir: Path
+) -> list[object]:
+    run_dir = scratch / f"run-{trials}"
+    started = time.perf_counter()
+    write_tau2_run(run_dir, bundle, endpoint, task_ids=tuple(bundle.tasks), trials=trials)
+    written = time.perf_counter() - started
+    output = scratch / f"results-{trials}.json"
+    seconds = _best(lambda: export_run(run_dir, output))
+    peak = _peak_mb(run_dir, output)
+    simulations = len(json.loads(output.read_bytes())["simulations"])
+    read_back = _best(lambda: upstream_summary(output, data_dir=data_dir))
+    return [
+        simulations,
+        f"{written:.1f}",
+        f"{seconds:.3f}",
+        verdict(seconds, LIMIT_SECONDS),
+        f"{output.stat().st_size / 1e6:.1f}",
+        f"{peak:.1f}",
+        f"{read_back:.3f}",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", default="1,4", help="comma-separated, e.g. 1,4")
@@ -68,26 +93,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch, endpoint.server:
         for trials in (int(t) for t in args.trials.split(",")):
-            run_dir = Path(scratch) / f"run-{trials}"
-            started = time.perf_counter()
-            write_tau2_run(run_dir, bundle, endpoint, task_ids=tuple(bundle.tasks), trials=trials)
-            written = time.perf_counter() - started
-            output = Path(scratch) / f"results-{trials}.json"
-            seconds = _best(lambda: export_run(run_dir, output))
-            peak = _peak_mb(run_dir, output)
-            simulations = len(json.loads(output.read_bytes())["simulations"])
-            read_back = _best(lambda: upstream_summary(output, data_dir=data_dir))
-            rows.append(
-                [
-                    simulations,
-                    f"{written:.1f}",
-                    f"{seconds:.3f}",
-                    verdict(seconds, LIMIT_SECONDS),
-                    f"{output.stat().st_size / 1e6:.1f}",
-                    f"{peak:.1f}",
-                    f"{read_back:.3f}",
-                ]
-            )
+            rows.append(_row(Path(scratch), trials, bundle, endpoint, data_dir))
     figures["load_average_at_end"] = load_average()
     print(machine_line(figures))
     print(
