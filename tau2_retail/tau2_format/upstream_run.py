@@ -16,6 +16,7 @@ from pathlib import Path
 from tau2_retail import codec
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import load_tasks
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import (
     CONFIG_DIR,
@@ -31,6 +32,7 @@ from tau2_retail.results.artifacts import (
 from tau2_retail.results.long_text import cut_long_text, cut_long_texts
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.summary import (
+    SummaryInputs,
     build_summary,
     read_summary,
     write_run_args,
@@ -54,10 +56,10 @@ def upstream_run(
     return imported_run(read_results(path), tasks=tasks, run_id=run_id, source=str(path))
 
 
-def _summary_of(imported: ImportedRun) -> RunSummary:
+def _inputs(imported: ImportedRun) -> SummaryInputs:
+    """What the summary of an imported run is built from, beside its scenarios' metrics."""
     args = imported.run_args
-    return build_summary(
-        [scenario.metrics for scenario in imported.scenarios],
+    return SummaryInputs(
         expected=args.expected,
         trials=args.trials,
         configuration=args.configuration,
@@ -66,9 +68,14 @@ def _summary_of(imported: ImportedRun) -> RunSummary:
     )
 
 
+def _metrics(imported: ImportedRun) -> list[ScenarioMetrics]:
+    return [scenario.metrics for scenario in imported.scenarios]
+
+
 def upstream_summary(path: Path, *, data_dir: Path | None = None) -> RunSummary:
     """The summary an upstream ``results.json`` reads as (nothing is written)."""
-    return _summary_of(upstream_run(path, data_dir=data_dir, run_id=Path(path).stem or "upstream"))
+    imported = upstream_run(path, data_dir=data_dir, run_id=Path(path).stem or "upstream")
+    return build_summary(_metrics(imported), **_inputs(imported))
 
 
 def read_baseline(path: Path, *, data_dir: Path | None = None) -> RunSummary | None:
@@ -131,12 +138,4 @@ def import_results(path: Path, run_dir: Path, *, data_dir: Path | None = None) -
     for scenario in imported.scenarios:
         _write_scenario(run_dir, scenario, args.trials)
     write_run_args(run_dir, args)
-    return write_run_summary(
-        run_dir,
-        [scenario.metrics for scenario in imported.scenarios],
-        expected=args.expected,
-        trials=args.trials,
-        configuration=args.configuration,
-        versions=args.versions,
-        lost=imported.lost,
-    )
+    return write_run_summary(run_dir, _metrics(imported), **_inputs(imported))

@@ -90,3 +90,13 @@ def exported(mixed_run: Path, data_dir: Path) -> Path:
 def document(exported: Path) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(exported.read_bytes())
     return loaded
+
+
+@pytest.fixture(scope="session")
+def upstream_example(data_dir: Path) -> Path:
+    """A results.json upstream wrote itself (tasks 0, 5 and 24, two trials), kept beside the
+    data (never committed)."""
+    path = data_dir / "upstream_results_example.json"
+    if not path.is_file():
+        pytest.skip("upstream_results_example.json is not in the data folder")
+    return path

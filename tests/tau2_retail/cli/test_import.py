@@ -13,37 +13,29 @@ from tau2_retail.report.page import REPORT_FILE
 from tau2_retail.results.summary import SUMMARY_JSON_FILE
 
 
-@pytest.fixture(scope="module")
-def example(data_dir: Path) -> Path:
-    path = data_dir / "upstream_results_example.json"
-    if not path.is_file():
-        pytest.skip("upstream_results_example.json is not in the data folder")
-    return path
-
-
 def test_import_writes_a_run_folder_with_summary_and_report(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    upstream_example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "upstream-run"
-    assert main(["import", str(example), str(run)]) == 0
+    assert main(["import", str(upstream_example), str(run)]) == 0
     out = capsys.readouterr().out
     assert "Profile:     tau2" in out
     assert "pass^2: 1.0000" in out
-    assert out.endswith(f"imported 6 simulations of {example} into {run}\n")
+    assert out.endswith(f"imported 6 simulations of {upstream_example} into {run}\n")
     assert (run / REPORT_FILE).is_file()
     summary = json.loads((run / SUMMARY_JSON_FILE).read_bytes())
-    assert summary["configuration"]["settings"]["imported_from"] == str(example)
+    assert summary["configuration"]["settings"]["imported_from"] == str(upstream_example)
     # the imported run summarizes again like one of ours
     assert main(["summarize", str(run)]) == 0
     assert json.loads((run / SUMMARY_JSON_FILE).read_bytes()) == summary
 
 
 def test_import_refuses_a_folder_in_use_and_a_file_that_is_not_upstreams(
-    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    upstream_example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
-    assert main(["import", str(example), str(tmp_path / "full")]) == 2
+    assert main(["import", str(upstream_example), str(tmp_path / "full")]) == 2
     assert "expected a new or empty directory" in capsys.readouterr().err
     not_ours = tmp_path / "summary.json"
     not_ours.write_text('{"profile": "tau2"}')

@@ -94,16 +94,8 @@ def test_report_against_a_run_of_another_profile_is_refused_unless_forced(
 # -- against an upstream results.json ---------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def example(data_dir: Path) -> Path:
-    path = data_dir / "upstream_results_example.json"
-    if not path.is_file():
-        pytest.skip("upstream_results_example.json is not in the data folder")
-    return path
-
-
 def test_report_against_an_upstream_run_prints_the_paired_comparison(
-    example: Path,
+    upstream_example: Path,
     export_bundle: DataBundle,
     export_endpoint: ScriptedEndpoint,
     tmp_path: Path,
@@ -117,7 +109,7 @@ def test_report_against_an_upstream_run_prints_the_paired_comparison(
         write_tau2_run(run, export_bundle, export_endpoint, task_ids=("0", "5", "24"), trials=2)
     finally:
         del export_endpoint.agent["5"]
-    assert main(["report", str(run), "--against", str(example)]) == 0
+    assert main(["report", str(run), "--against", str(upstream_example)]) == 0
     out = capsys.readouterr().out
     assert "against upstream_results_example.json:" in out
     assert (
@@ -129,9 +121,11 @@ def test_report_against_an_upstream_run_prints_the_paired_comparison(
 
 
 def test_report_against_an_upstream_run_needs_force_for_a_default_profile_run(
-    runs: dict[str, Path], example: Path, capsys: pytest.CaptureFixture[str]
+    runs: dict[str, Path], upstream_example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["report", str(runs["baseline"]), "--against", str(example)]) == 2
+    assert main(["report", str(runs["baseline"]), "--against", str(upstream_example)]) == 2
     assert "profile 'default'" in capsys.readouterr().err
-    assert main(["report", str(runs["baseline"]), "--against", str(example), "--force"]) == 0
+    assert (
+        main(["report", str(runs["baseline"]), "--against", str(upstream_example), "--force"]) == 0
+    )
     assert "paired by task and trial: 2 pairs" in capsys.readouterr().out

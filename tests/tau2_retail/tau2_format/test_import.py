@@ -1,6 +1,6 @@
-"""An upstream results.json read as a run: the shared example file (written by upstream itself)
-reads back as upstream wrote it, and our own export round-trips to the same rewards, signals
-and pass^k."""
+"""An upstream results.json read as a run: the shared example file (written by upstream
+itself) reads back as upstream wrote it, and our own export round-trips to the same rewards,
+signals and pass^k."""
 
 from __future__ import annotations
 
@@ -25,17 +25,6 @@ from tau2_retail.tau2_format.upstream_run import (
     upstream_summary,
 )
 
-EXAMPLE = "upstream_results_example.json"
-
-
-@pytest.fixture(scope="module")
-def example(data_dir: Path) -> Path:
-    """A results.json upstream wrote (tasks 0, 5 and 24, two trials), beside the data."""
-    path = data_dir / EXAMPLE
-    if not path.is_file():
-        pytest.skip(f"{EXAMPLE} is not in the data folder")
-    return path
-
 
 def _upstream_pass_hat_k(simulations: list[dict[str, Any]], k: int) -> float:
     """pass^k as upstream computes it, from the file alone."""
@@ -47,9 +36,11 @@ def _upstream_pass_hat_k(simulations: list[dict[str, Any]], k: int) -> float:
     return sum(values) / len(values)
 
 
-def test_upstreams_own_file_reads_back_as_upstream_wrote_it(example: Path, data_dir: Path) -> None:
-    written = json.loads(example.read_bytes())
-    run = upstream_run(example, data_dir=data_dir)
+def test_upstreams_own_file_reads_back_as_upstream_wrote_it(
+    upstream_example: Path, data_dir: Path
+) -> None:
+    written = json.loads(upstream_example.read_bytes())
+    run = upstream_run(upstream_example, data_dir=data_dir)
     by_key = {(m.metrics.task_id, m.metrics.trial - 1): m for m in run.scenarios}
     assert len(by_key) == len(written["simulations"]) == 6
     for sim in written["simulations"]:
@@ -64,7 +55,7 @@ def test_upstreams_own_file_reads_back_as_upstream_wrote_it(example: Path, data_
         judged = imported.judge
         assert [v.passed for v in judged.verdicts] if judged else [c["met"] for c in checks] == []
         assert len(imported.transcript.messages) == len(sim["messages"])
-    summary = upstream_summary(example, data_dir=data_dir)
+    summary = upstream_summary(upstream_example, data_dir=data_dir)
     assert summary.profile == "tau2"
     assert summary.trials == written["info"]["num_trials"]
     for entry in summary.pass_hat_k:
@@ -75,10 +66,10 @@ def test_upstreams_own_file_reads_back_as_upstream_wrote_it(example: Path, data_
 
 
 def test_an_imported_folder_reads_like_our_runs(
-    example: Path, data_dir: Path, tmp_path: Path
+    upstream_example: Path, data_dir: Path, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "upstream"
-    summary = import_results(example, run_dir, data_dir=data_dir)
+    summary = import_results(upstream_example, run_dir, data_dir=data_dir)
     assert read_summary(run_dir) == summary
     loaded = load_run_metrics(run_dir)
     assert not loaded.incomplete
@@ -91,7 +82,7 @@ def test_an_imported_folder_reads_like_our_runs(
     assert transcript["stop_reason"] == "user_stop"
     assert "agent:" in (folder / "conversation_log.txt").read_text()
     with pytest.raises(ArtifactError, match="expected a new or empty directory"):
-        import_results(example, run_dir, data_dir=data_dir)
+        import_results(upstream_example, run_dir, data_dir=data_dir)
 
 
 def _facts(metrics: ScenarioMetrics) -> tuple[Any, ...]:
@@ -176,17 +167,17 @@ def _write(tmp_path: Path, document: dict[str, Any]) -> Path:
     ],
 )
 def test_a_file_that_is_not_an_upstream_retail_run_is_named(
-    example: Path, data_dir: Path, tmp_path: Path, change: Any, message: str
+    upstream_example: Path, data_dir: Path, tmp_path: Path, change: Any, message: str
 ) -> None:
-    document = json.loads(example.read_bytes())
+    document = json.loads(upstream_example.read_bytes())
     change(document)
     with pytest.raises(ArtifactError, match=message):
         upstream_run(_write(tmp_path, document), data_dir=data_dir)
 
 
-def test_the_record_of_the_file_is_upstreams_shape(example: Path) -> None:
+def test_the_record_of_the_file_is_upstreams_shape(upstream_example: Path) -> None:
     from tau2_retail import codec
 
-    record = codec.read(ResultsRecord, example)
+    record = codec.read(ResultsRecord, upstream_example)
     assert [task.id for task in record.tasks] == ["0", "5", "24"]
     assert record.info.num_trials == 2
