@@ -18,7 +18,7 @@ from typing import Any
 from tau2_retail import codec
 from tau2_retail.data.tasks import load_user_guidelines, trial_seeds
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
-from tau2_retail.engine.profiles import ProfileName
+from tau2_retail.engine.profiles import UPSTREAM_PROFILE
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.config import EndpointConfig
@@ -34,7 +34,7 @@ BASE_SEED = 300
 
 
 def tau2_bundle(data_dir: Path) -> DataBundle:
-    return load_bundle(data_dir, profile=ProfileName.TAU2)
+    return load_bundle(data_dir, profile=UPSTREAM_PROFILE)
 
 
 def tau2_endpoint(bundle: DataBundle) -> ScriptedEndpoint:
@@ -93,7 +93,7 @@ def write_tau2_run(
         for trial in range(trials)
     ]
     settings = {
-        "profile": ProfileName.TAU2.value,
+        "profile": UPSTREAM_PROFILE.value,
         "trials": trials,
         "seed": BASE_SEED,
         "tasks": list(task_ids),

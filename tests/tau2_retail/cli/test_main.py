@@ -35,7 +35,10 @@ def test_the_top_help_is_for_users_and_lists_exit_statuses(capsys):
     assert "without pytest" in out
     assert "exit status:" in out
     assert f"{EXIT_PIPE_CLOSED}  the output pipe was closed early" in out
-    commands = ("data", "tasks", "gold", "replay", "run", "summarize", "merge", "report", "cache")
+    commands = (
+        "data", "tasks", "gold", "replay", "run", "summarize", "merge", "report", "export",
+        "import", "cache",
+    )  # fmt: skip
     for command in commands:
         assert re.search(rf"^    {command}\b", out, re.MULTILINE), command
 
@@ -67,6 +70,8 @@ def test_every_command_documents_its_exit_statuses():
         "summarize",
         "merge",
         "report",
+        "export",
+        "import",
         "cache stats",
         "cache prune",
     }
