@@ -33,6 +33,7 @@ from tau2_retail import codec
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.engine.conversation import Transcript
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ExportRefused
 from tau2_retail.models.prices import PriceTable
 from tau2_retail.results.artifacts import JUDGE_FILE, METRICS_FILE, TRANSCRIPT_FILE, read_metrics
@@ -45,11 +46,17 @@ from tau2_retail.tau2_format.messages import (
     iso_time,
     upstream_messages,
 )
-from tau2_retail.tau2_format.reward import reward_info
+from tau2_retail.tau2_format.reward import nl_checks, reward_info
 from tau2_retail.tau2_format.scan import Entry, ExportScan, Shortfall, scan_run
-from tau2_retail.tau2_format.schema import RewardInfo, SimulationRecord
+from tau2_retail.tau2_format.schema import NLAssertionCheck, RewardInfo, SimulationRecord
 from tau2_retail.tau2_format.tasks import task_texts
-from tau2_retail.tau2_format.terms import HALF_DUPLEX, INFRA, premature_note, to_upstream
+from tau2_retail.tau2_format.terms import (
+    HALF_DUPLEX,
+    INFRA,
+    SCORED,
+    premature_note,
+    to_upstream,
+)
 
 __all__ = ["ExportResult", "export_run"]
 
@@ -106,6 +113,7 @@ class _Writer:
         metrics = read_metrics(entry.folder / METRICS_FILE)
         transcript = codec.read(Transcript, entry.folder / TRANSCRIPT_FILE)
         termination = to_upstream(metrics.stop_reason, infra_error=metrics.infra_error)
+        judge = _judge(entry.folder)
         start = transcript.started_at
         cost = metrics.cost
         record = SimulationRecord(
@@ -121,12 +129,7 @@ class _Writer:
             trial=metrics.trial - 1,
             seed=metrics.seed,
             mode=HALF_DUPLEX,
-            info={
-                "scenario_id": metrics.scenario_id,
-                "stop_detail": metrics.stop_detail,
-                # kept for an ending upstream does not evaluate (no db_check then)
-                "db_state_match": metrics.db_state_match,
-            },
+            info=_info(metrics, judge, termination),
         )
         try:
             messages = upstream_messages(transcript.messages, cost=self.cost)
@@ -137,10 +140,24 @@ class _Writer:
             self.placeholders.append(metrics.scenario_id)
             return _as_upstream_failure(record, str(problem))
         task = self.tasks[metrics.task_id]
-        judged = reward_info(
-            metrics=metrics, task=task, judge=_judge(entry.folder), termination=termination
-        )
+        judged = reward_info(metrics=metrics, task=task, judge=judge, termination=termination)
         return dataclasses.replace(record, messages=messages, reward_info=judged)
+
+
+def _info(
+    metrics: ScenarioMetrics, judge: Mapping[str, Any] | None, termination: str
+) -> dict[str, Any]:
+    """The simulation's ``info``: our scenario id and ending's detail, and the signals the
+    ``reward_info`` of an ending upstream does not evaluate leaves out (DB_STATE_MATCH, the
+    judge's verdicts), so the file reads back to the same signals."""
+    info: dict[str, Any] = {
+        "scenario_id": metrics.scenario_id,
+        "stop_detail": metrics.stop_detail,
+        "db_state_match": metrics.db_state_match,
+    }
+    if termination not in SCORED and judge is not None:
+        info["nl_assertions"] = codec.encode(nl_checks(judge), tuple[NLAssertionCheck, ...])
+    return info
 
 
 def _as_upstream_failure(record: SimulationRecord, problem: str) -> SimulationRecord:

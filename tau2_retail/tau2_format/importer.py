@@ -5,13 +5,14 @@ trials numbered from 1), read as upstream wrote it, never re-scored: ``tau2_rewa
 ``reward_info.reward`` (a trial succeeds when it is 1, as upstream's pass^k counts it), its
 ending upstream's ``termination_reason`` in our words (:mod:`~tau2_retail.tau2_format.terms`;
 ``infrastructure_error`` is an infra error, left out of the rates as upstream leaves it out of
-its metrics), DB_STATE_MATCH its ``db_check`` (when the simulation was not evaluated: our
-export's ``info.db_state_match``, else False),
-NL_ASSERTION its ``nl_assertions`` (the NL component passes when every returned result is met,
-as upstream's does), ACTION_MATCH our rule on its recorded writes against the task's reference
-actions; split and persona come from the pinned data; the cost is upstream's ``agent_cost``
-and ``user_cost`` (its judge's is not part of a run's cost there: 0). Upstream records
-neither DB hashes nor latencies: those are empty. The run is ``num_trials`` trials of each
+its metrics), DB_STATE_MATCH its ``db_check``, NL_ASSERTION its ``nl_assertions`` (the NL
+component passes when every returned result is met, as upstream's does); for a simulation
+upstream did not evaluate, the signals our export keeps in ``info`` (``db_state_match``,
+``nl_assertions``), else no DB match and no judgement. ACTION_MATCH is our rule on its recorded
+writes against the reference writes (the gold replay's, as our runs score it); split and
+persona come from the pinned data; the cost is upstream's ``agent_cost`` and ``user_cost``
+(its judge's is not part of a run's cost there: 0). Upstream records neither DB hashes nor
+latencies: those are empty. The run is ``num_trials`` trials of each
 task that has a simulation (an export embeds every task of its split, whatever ran); a trial
 without one is lost.
 """
@@ -19,7 +20,7 @@ without one is lost.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,14 @@ from tau2_retail.tau2_format.terms import DOMAIN, SCORED, from_upstream
 from tau2_retail.tools.dispatch import Action
 from tau2_retail.tools.registry import TOOLS
 
-__all__ = ["ImportedRun", "ImportedScenario", "imported_run", "read_results"]
+__all__ = [
+    "ImportedRun",
+    "ImportedScenario",
+    "References",
+    "embedded_references",
+    "imported_run",
+    "read_results",
+]
 
 NL = "NL_ASSERTION"
 UPSTREAM_JUDGE = "upstream's NL-assertion judge"
@@ -83,7 +91,14 @@ def read_results(path: Path) -> ResultsRecord:
     return results
 
 
-def _reference(task: TaskRecord) -> tuple[Action, ...]:
+References = Callable[[TaskRecord], tuple[Action, ...]]
+"""A task's reference writes, for ACTION_MATCH."""
+
+
+def embedded_references(task: TaskRecord) -> tuple[Action, ...]:
+    """The writes and transfers of the embedded task's actions, as listed (a gold action that
+    fails when replayed is kept: :func:`tau2_retail.tau2_format.upstream_run.upstream_run`
+    gives the gold replay's instead, as our runs score it)."""
     criteria = task.evaluation_criteria
     actions = criteria.actions if criteria is not None and criteria.actions else ()
     return tuple(
@@ -168,13 +183,26 @@ class _Read:
     detail: str
 
 
-def _read(sim: SimulationRecord, place: _Place) -> _Read:
+def _checks(sim: SimulationRecord) -> tuple[NLAssertionCheck, ...] | None:
+    """The NL verdicts: ``reward_info``'s, else (an ending upstream does not evaluate) those
+    our export keeps in ``info``."""
+    info = sim.reward_info
+    if info is not None and info.nl_assertions is not None:
+        return info.nl_assertions
+    kept = (sim.info or {}).get("nl_assertions")
+    if kept is None:
+        return None
+    return codec.decode_value(tuple[NLAssertionCheck, ...], kept, f"simulation {sim.id} info")
+
+
+def _read(sim: SimulationRecord, place: _Place, references: References) -> _Read:
     info = sim.reward_info
     notes = dict(sim.info or {})
     if info is not None and info.info:
         notes.setdefault("note", info.info.get("note"))
     nl_assertions = _nl(place.task)
-    nl_passed, nl_count = _nl_counts(info.nl_assertions if info else None, len(nl_assertions))
+    checks = _checks(sim)
+    nl_passed, nl_count = _nl_counts(checks, len(nl_assertions))
     messages = our_messages(sim.messages or ())
     scored = sim.termination_reason in SCORED
     return _Read(
@@ -190,7 +218,7 @@ def _read(sim: SimulationRecord, place: _Place) -> _Read:
         nl_passed=nl_passed,
         nl_count=nl_count,
         actions=recorded_actions(messages),
-        reference=_reference(place.task),
+        reference=references(place.task),
         detail=str(notes.get("stop_detail") or notes.get("error") or notes.get("note") or ""),
     )
 
@@ -239,8 +267,8 @@ def _metrics(sim: SimulationRecord, place: _Place, read: _Read) -> ScenarioMetri
     )
 
 
-def _scenario(sim: SimulationRecord, place: _Place) -> ImportedScenario:
-    read = _read(sim, place)
+def _scenario(sim: SimulationRecord, place: _Place, references: References) -> ImportedScenario:
+    read = _read(sim, place, references)
     messages = read.messages
     transcript = Transcript(
         messages=messages,
@@ -254,7 +282,7 @@ def _scenario(sim: SimulationRecord, place: _Place) -> ImportedScenario:
         steps=len(messages),
         tool_errors=sum(1 for m in messages if m.role is Role.TOOL and m.error),
     )
-    checks = sim.reward_info.nl_assertions if sim.reward_info is not None else None
+    checks = _checks(sim)
     return ImportedScenario(
         metrics=_metrics(sim, place, read),
         transcript=transcript,
@@ -322,11 +350,19 @@ def _configuration(
 
 
 def imported_run(
-    results: ResultsRecord, *, tasks: Mapping[str, Task], run_id: str, source: str
+    results: ResultsRecord,
+    *,
+    tasks: Mapping[str, Task],
+    run_id: str,
+    source: str,
+    references: References = embedded_references,
 ) -> ImportedRun:
     """``results`` as our records (``tasks``: the pinned data's, for split and persona;
-    ``source`` names the file in messages and in the recorded settings)."""
-    scenarios = [_scenario(sim, place) for sim, place in _places(results, tasks, source)]
+    ``source`` names the file in messages and in the recorded settings; ``references`` gives
+    each task's reference writes)."""
+    scenarios = [
+        _scenario(sim, place, references) for sim, place in _places(results, tasks, source)
+    ]
     scenarios.sort(key=lambda scenario: scenario.metrics.sort_key())
     trials = results.info.num_trials
     # the tasks that ran (an export embeds every task of the split, whatever ran)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from tau2_retail import codec
 from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.data.gold import GoldBook
+from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import load_tasks
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
@@ -41,9 +43,12 @@ from tau2_retail.results.summary import (
 from tau2_retail.tau2_format.importer import (
     ImportedRun,
     ImportedScenario,
+    embedded_references,
     imported_run,
     read_results,
 )
+from tau2_retail.tau2_format.schema import TaskRecord
+from tau2_retail.tools.dispatch import Action
 
 __all__ = ["import_results", "read_baseline", "upstream_run", "upstream_summary"]
 
@@ -51,9 +56,19 @@ __all__ = ["import_results", "read_baseline", "upstream_run", "upstream_summary"
 def upstream_run(
     path: Path, *, data_dir: Path | None = None, run_id: str = "upstream"
 ) -> ImportedRun:
-    """The run of an upstream ``results.json`` (see :mod:`tau2_retail.tau2_format.importer`)."""
-    tasks = load_tasks(resolve_data_dir(data_dir))
-    return imported_run(read_results(path), tasks=tasks, run_id=run_id, source=str(path))
+    """The run of an upstream ``results.json`` (see :mod:`tau2_retail.tau2_format.importer`);
+    ACTION_MATCH against the gold replay's writes, as our runs score it."""
+    data = resolve_data_dir(data_dir)
+    tasks = load_tasks(data)
+    book = GoldBook(seed=load_seed(data), tasks=tasks)
+
+    def references(task: TaskRecord) -> tuple[Action, ...]:
+        return book[task.id].actions if task.id in tasks else embedded_references(task)
+
+    results = read_results(path)
+    return imported_run(
+        results, tasks=tasks, run_id=run_id, source=str(path), references=references
+    )
 
 
 def _inputs(imported: ImportedRun) -> SummaryInputs:

@@ -17,6 +17,7 @@ from typing import Any
 
 from tau2_retail import codec
 from tau2_retail.data.tasks import load_user_guidelines, trial_seeds
+from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.profiles import UPSTREAM_PROFILE
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
@@ -80,6 +81,7 @@ def write_tau2_run(
     trials: int = 1,
     prices: Mapping[str, Any] | None = None,
     judge: bool = True,
+    max_steps: int = 200,
     concurrency: int = 16,
 ) -> list[ScenarioOutcome]:
     """Run ``task_ids`` x ``trials`` into ``run_dir`` (a new folder named by the run id);
@@ -98,7 +100,7 @@ def write_tau2_run(
         "seed": BASE_SEED,
         "tasks": list(task_ids),
         "split": "base",
-        "max_steps": 200,
+        "max_steps": max_steps,
         "max_errors": 10,
         "prices": dict(prices) if prices else None,
         "data_dir": str(bundle.data_dir),
@@ -109,7 +111,10 @@ def write_tau2_run(
         harness_roles = Roles(
             agent=roles["agent"], user=roles["user"], judge=roles["judge"] if judge else None
         )
-        async with Harness(bundle=bundle, roles=harness_roles, prices=table) as harness:
+        limits = Limits(max_steps=max_steps)
+        async with Harness(
+            bundle=bundle, roles=harness_roles, prices=table, limits=limits
+        ) as harness:
 
             async def one(scenario: Scenario) -> ScenarioOutcome:
                 async with limit:

@@ -1,10 +1,11 @@
 """Fixtures shared by the unit tests of the package's modules.
 
 For the upstream results.json's tests (``tau2_format``, the ``export``/``import`` commands):
-tau2-profile runs written in-process against a scripted loopback endpoint. ``mixed_run``: seven
+tau2-profile runs written in-process against a scripted loopback endpoint. ``mixed_run``: eight
 tasks in two trials with every kind of outcome: reward 1 (0, 2, 24 with an NL assertion met,
 33 whose basis is DB alone), a database that differs (5: the agent only says it is done), an
-NL assertion the judge fails (19, its second one), and an infra error (10: the agent's endpoint
+NL assertion the judge fails (19, its second one), an ending upstream does not evaluate (3:
+the agent only talks until max_steps, 20 here) and an infra error (10: the agent's endpoint
 answers 500, no retries).
 """
 
@@ -21,7 +22,13 @@ from tau2_retail.engine.harness import DataBundle
 from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.tau2_format.export import export_run
 from tau2_retail.testing.loopback_server import Completion
-from tau2_retail.testing.scripted_endpoint import REPORT, SERVER_ERROR, ScriptedEndpoint, always
+from tau2_retail.testing.scripted_endpoint import (
+    CHAT,
+    REPORT,
+    SERVER_ERROR,
+    ScriptedEndpoint,
+    always,
+)
 from tau2_retail.testing.tau2_runs import tau2_bundle, tau2_endpoint, write_tau2_run
 
 
@@ -39,7 +46,8 @@ def closed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return names
 
 
-MIXED_TASKS = ("0", "2", "5", "10", "19", "24", "33")
+MIXED_TASKS = ("0", "2", "3", "5", "10", "19", "24", "33")
+MIXED_MAX_STEPS = 20
 MIXED_TRIALS = 2
 
 
@@ -51,6 +59,7 @@ def export_bundle(data_dir: Path) -> DataBundle:
 @pytest.fixture(scope="session")
 def export_endpoint(export_bundle: DataBundle) -> Iterator[ScriptedEndpoint]:
     scripted = tau2_endpoint(export_bundle)
+    scripted.agent["3"] = CHAT
     scripted.agent["5"] = Completion(content=REPORT)
     scripted.judge_fails["19"] = {2}
     scripted.faults["10"] = always(SERVER_ERROR)
@@ -71,6 +80,7 @@ def mixed_run(
         export_endpoint,
         task_ids=MIXED_TASKS,
         trials=MIXED_TRIALS,
+        max_steps=MIXED_MAX_STEPS,
         prices={
             "scripted-agent": {"input": 2.0, "output": 8.0},
             "scripted-user": {"input": 1.0, "output": 1.0},

@@ -21,7 +21,7 @@ from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import ModelPrice
 from tau2_retail.tau2_format import export
 from tau2_retail.tau2_format.export import export_run
-from tests.tau2_retail.conftest import MIXED_TASKS, MIXED_TRIALS
+from tests.tau2_retail.conftest import MIXED_MAX_STEPS, MIXED_TASKS, MIXED_TRIALS
 
 UPSTREAM_ENDINGS = {
     "user_stop", "agent_stop", "max_steps", "timeout", "too_many_errors", "agent_error",
@@ -64,7 +64,7 @@ def test_the_document_has_upstreams_top_level_and_info(
     assert info["git_commit"] == load_manifest().commit
     assert (info["num_trials"], info["max_steps"], info["max_errors"], info["seed"]) == (
         MIXED_TRIALS,
-        200,
+        MIXED_MAX_STEPS,
         10,
         300,
     )
@@ -153,7 +153,8 @@ def test_messages_are_in_upstreams_shape(document: dict[str, Any]) -> None:
             continue
         _check_messages(messages)
         with_tools += any(m["role"] == "tool" for m in messages)
-    assert with_tools == 8  # 0, 2, 19 and 33 (5 only reports, 24 has no gold call, 10 failed)
+    assert with_tools == 8  # 0, 2, 19 and 33 (3 only talks, 5 only reports, 24 has no gold
+    # call, 10 failed)
 
 
 def _price(role: str, usage: Mapping[str, int]) -> float:
@@ -197,6 +198,12 @@ def test_reward_info_is_our_scoring_in_upstreams_shape(document: dict[str, Any])
     assert [c["met"] for c in nl_failed["nl_assertions"]] == [True, False]
     assert nl_failed["nl_assertions"][1]["justification"] == "not said"
     assert nl_failed["reward_breakdown"] == {"DB": 1.0, "NL_ASSERTION": 0.0}
+    talked = sims[("3", 0)]
+    assert talked["termination_reason"] == "max_steps"
+    assert (talked["reward_info"]["reward"], talked["reward_info"]["reward_basis"]) == (0.0, None)
+    # the signals upstream's reward_info leaves out of an ending it does not evaluate
+    assert talked["info"]["db_state_match"] is False
+    assert [c["met"] for c in talked["info"]["nl_assertions"]] == [True]
     infra = sims[("10", 0)]
     assert infra["termination_reason"] == "infrastructure_error"
     assert infra["reward_info"]["reward"] == 0.0
