@@ -54,7 +54,7 @@ UNPARSED_REPLIES: Final[dict[str, HttpError]] = {
         body=json.dumps(
             {
                 "error": {
-                    "message": "error parsing tool call: raw='{\"order_id\": \"#W1', "
+                    "message": 'error parsing tool call: raw=\'{"order_id": "#W1\', '
                     "err=unexpected end of JSON input",
                     "type": "api_error",
                     "param": None,

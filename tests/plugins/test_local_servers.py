@@ -107,9 +107,12 @@ def test_a_placeholder_key_changes_nothing_and_an_echoed_key_is_masked_where_sho
     looked_up = bench.read_json("keys", "tau2_retail__10/transcript.json")["messages"]
     calls = [c for m in looked_up for c in m.get("tool_calls", ())]
     assert [c["arguments"] for c in calls if c["id"] == "lookup"] == [LOOKUP]
-    assert scripted.requests("10", "agent")[1].body["messages"][-2]["tool_calls"][0][
-        "function"
-    ]["arguments"] == LOOKUP
+    assert (
+        scripted.requests("10", "agent")[1].body["messages"][-2]["tool_calls"][0]["function"][
+            "arguments"
+        ]
+        == LOOKUP
+    )
     log = (bench.run_dir("keys") / "tau2_retail__10" / "conversation_log.txt").read_text()
     assert f"find_user_id_by_email({LOOKUP})" in log
     # the judge's reason, on the terminal and in every file: masked
