@@ -27,7 +27,7 @@ def timeout_notice(hit: TimeoutHit, *, cli: bool = False) -> str:
     setting = SETTINGS[f"{hit.role}_timeout"]
     flag = setting.cli_flag if cli else setting.flag
     return (
-        f"tau2: a {hit.role} request got no complete reply within its {hit.seconds:g} s timeout "
+        f"tau2: {hit.role} requests timed out: no complete reply within {hit.seconds:g} s "
         f"({flag} raises it; a local model on CPU may need minutes per request: see "
         f"{LOCAL_SERVERS_PAGE})"
     )

@@ -199,8 +199,8 @@ def test_a_request_cut_by_the_deadline_counts_and_each_limit_is_named_once(
         assert "the agent request in flight (counted as failed)" in metrics["stop_detail"]
     lines = run.stdout.lines
     deadline = [line for line in lines if "wall-clock limit (--tau2-max-duration raises" in line]
-    timeout = [line for line in lines if "timeout (--tau2-user-timeout raises it" in line]
+    timeout = [line for line in lines if "(--tau2-user-timeout raises it" in line]
     assert len(deadline) == 1, run.stdout
     assert deadline[0].startswith("tau2: a scenario reached its 6 s wall-clock limit")
     assert len(timeout) == 1, run.stdout
-    assert timeout[0].startswith("tau2: a user request got no complete reply within its 1 s")
+    assert timeout[0].startswith("tau2: user requests timed out: no complete reply within 1 s")
