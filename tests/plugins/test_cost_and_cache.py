@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
 from tau2_retail.testing.bench import read_only
-from tau2_retail.testing.run_files import files_under
+from tau2_retail.testing.run_files import edit_cache_replies, files_under
 from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 
 from .conftest import Bench
@@ -479,16 +479,6 @@ def test_replay_works_from_a_read_only_folder(
     assert sorted(path.name for path in folder.iterdir()) == ["responses.sqlite"]
 
 
-def _edit_replies(cache: Path, edit: Callable[[dict[str, Any]], None]) -> None:
-    with sqlite3.connect(cache) as db:
-        for digest, text in db.execute("SELECT digest, reply FROM responses").fetchall():
-            reply = json.loads(text)
-            edit(reply)
-            db.execute(
-                "UPDATE responses SET reply = ? WHERE digest = ?", (json.dumps(reply), digest)
-            )
-
-
 def _hostile(reply: dict[str, Any]) -> None:
     """Task 0's last reply speaks the key; task 5's counts negative tokens; task 7's is huge."""
     arguments = " ".join(call["arguments"] for call in reply["tool_calls"])
@@ -507,7 +497,7 @@ def test_a_hand_edited_cache_entry_is_masked_and_bounded_like_a_live_reply(
     cache = tmp_path / "edited.sqlite"
     recorded = bench.run(*_two_roles(three_roles, cache), "--tau2-run-id=recorded")
     assert recorded.ret == 0, recorded.output
-    _edit_replies(cache, _hostile)
+    edit_cache_replies(cache, _hostile)
     replay = _two_roles(three_roles, cache, "--tau2-cache-mode=replay", "--tau2-run-id=edited")
     three_roles.server.stop()
 

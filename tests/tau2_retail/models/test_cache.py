@@ -6,7 +6,6 @@ file) turn the cache off with one warning and never fail a completion.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -30,6 +29,7 @@ from tau2_retail.models.cache import (
 from tau2_retail.models.masking import Masker
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, ReplyToolCall
+from tau2_retail.testing.run_files import edit_cache_replies
 
 KEY_ENV = "TAU2_TEST_CACHE_KEY"
 SECRET = "sk-cache-test-0123456789-secret"
@@ -323,17 +323,6 @@ async def test_stats_and_prune(
 # -- issue 30: a cached reply is held to the bounds of a live one --------------------------------
 
 
-def _edit_reply(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
-    """Hand-edit every stored reply of the cache file (as a hostile user could)."""
-    with sqlite3.connect(path) as db:
-        for digest, reply in db.execute("SELECT digest, reply FROM responses").fetchall():
-            value = json.loads(reply)
-            edit(value)
-            db.execute(
-                "UPDATE responses SET reply = ? WHERE digest = ?", (json.dumps(value), digest)
-            )
-
-
 def _negative(reply: dict[str, Any]) -> None:
     reply["usage"]["prompt"] = -5
 
@@ -369,7 +358,7 @@ async def test_an_entry_outside_the_bounds_of_a_live_reply_is_refused(
     client = OpenAIChatModel(config)
     openai_server.enqueue(Completion(content="recorded"), Completion(content="asked again"))
     await CachedChatModel(client, make_cache(), role="agent", trial=0).complete(HELLO)
-    _edit_reply(tmp_path / "cache.sqlite", edit)
+    edit_cache_replies(tmp_path / "cache.sqlite", edit)
 
     replay = make_cache(CacheMode.REPLAY)
     with pytest.raises(CacheMiss) as missed:
