@@ -33,6 +33,7 @@ from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.scheduler import NotStarted, ScenarioScheduler, upcoming_items
 from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
+from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store
 
 __all__ = [
@@ -172,6 +173,8 @@ async def tau2_scheduler(
         callspec: Any = getattr(item, "callspec", None)
         scenario: Scenario = callspec.params["tau2_scenario"]
         outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
+        for hit in outcome.timeouts:
+            tau2_run.notice(timeout_notice(hit))
         directory = write_outcome(
             tau2_run.plan.run_dir,
             outcome,

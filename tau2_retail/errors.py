@@ -8,6 +8,7 @@
     ├── ConfigError              a bad setting (the pytest plugin turns it into pytest.UsageError)
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
     │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
+    │   ├── UnparsedModelOutput  the server could not parse the model's output (a model-side ending)
     │   ├── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
     │   ├── CacheMiss            replay from the response cache found no reply (nothing was sent)
     │   └── AgentInfraError      raised by an agent's own code: its backend is down (public)
@@ -25,6 +26,8 @@ caught and turned into text: they raise.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AgentInfraError",
     "ArtifactError",
@@ -41,6 +44,7 @@ __all__ = [
     "SavedConversationError",
     "Tau2Error",
     "Tau2InfraError",
+    "UnparsedModelOutput",
     "UpstreamSourceError",
 ]
 
@@ -96,7 +100,8 @@ class EndpointError(Tau2Error):
     """A model endpoint failed after retries: an infrastructure error, not the model's fault.
 
     ``body`` is a short excerpt of the last error body, ``full_body`` the whole of it (kept in
-    the scenario's artifacts); ``attempts`` and ``wait_seconds`` say what the request cost.
+    the scenario's artifacts); ``attempts`` and ``wait_seconds`` say what the request cost;
+    ``timeout_seconds`` is set when its last attempt timed out.
     """
 
     def __init__(
@@ -108,17 +113,32 @@ class EndpointError(Tau2Error):
         full_body: str = "",
         attempts: int = 0,
         wait_seconds: float = 0.0,
+        timeout_seconds: float | None = None,
     ) -> None:
         self.status = status
         self.body = body
         self.full_body = full_body or body
         self.attempts = attempts
         self.wait_seconds = wait_seconds
+        #: set when the request failed because its last attempt got no complete reply
+        #: within this many seconds (the role's request timeout)
+        self.timeout_seconds = timeout_seconds
         super().__init__(message)
 
 
 class ContextWindowExceeded(EndpointError):
     """The endpoint rejected the request because the prompt exceeds the model's context."""
+
+
+class UnparsedModelOutput(EndpointError):
+    """The server answered that the model's output could not be parsed (``server`` names its
+    known form, ``tau2_retail.models.unparsed``): the model's malformed output, scored as the
+    agent's failure (``agent_error``) when the agent wrote it; for the simulated user and the
+    judge it stays an infra error of that role (their models are not what is measured)."""
+
+    def __init__(self, message: str, *, server: str, **kwargs: Any) -> None:
+        self.server = server
+        super().__init__(message, **kwargs)
 
 
 class EndpointDown(EndpointError):

@@ -25,7 +25,7 @@ from tau2_retail.codec import Omitted
 from tau2_retail.engine.metrics import ROLES
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.toolbox import ScenarioToolbox
-from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.errors import ContextWindowExceeded, EndpointError, UnparsedModelOutput
 from tau2_retail.models.agent import AgentFailed, AgentRunner
 from tau2_retail.models.messages import (
     STOP_TOKENS,
@@ -36,6 +36,7 @@ from tau2_retail.models.messages import (
     ToolCall,
     Usage,
 )
+from tau2_retail.models.progress import RequestProgress, tracking
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.dispatch import Action, dispatch_json
 from tau2_retail.tools.registry import END_CONVERSATION, TRANSFER_TO_HUMAN_AGENTS
@@ -215,6 +216,9 @@ class ConversationResult(_Recorded):
     timestamps: tuple[float, ...]
     store: Store = field(repr=False, compare=False)
     failed_role: str | None = None
+    #: the failed role's request timeout (seconds per attempt) when its request ended the
+    #: conversation by timing out (not recorded in the transcript)
+    request_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not self.agent_traceback:
@@ -295,6 +299,17 @@ class _Stopped(Exception):
         return cls(Ending(reason=reason, detail=detail))
 
 
+def _failure_reason(role: str, error: EndpointError) -> StopReason:
+    """How a failed request ends the conversation: a prompt too long for the model is
+    ``context_window_exceeded``; output the server could not parse is the agent's
+    ``agent_error`` when the agent wrote it; anything else is an infra error of ``role``."""
+    if isinstance(error, ContextWindowExceeded):
+        return StopReason.CONTEXT_WINDOW_EXCEEDED
+    if isinstance(error, UnparsedModelOutput) and role == "agent":
+        return StopReason.AGENT_ERROR
+    return StopReason.INFRA_ERROR
+
+
 def has_stop_token(text: str | None) -> bool:
     return text is not None and any(token in text for token in STOP_TOKENS)
 
@@ -333,6 +348,9 @@ class _Conversation:
         self.requests = {"agent": RequestStats(), "user": RequestStats()}
         self.history_chars = len(prompts.agent)
         self.error_body = ""
+        self.request_timeout: float | None = None
+        #: the role whose request was cut in flight (by the deadline)
+        self.cut_role: str | None = None
         self.agent_traceback = ""
         # a loop-style agent's toolbox: its calls may come from the agent's thread
         self.toolbox: ScenarioToolbox | None = None
@@ -378,22 +396,23 @@ class _Conversation:
 
     async def complete(self, role: str, model: ChatModel, messages: list[Message]) -> AssistantTurn:
         tools = self.tools if role == "agent" else None
-        try:
-            turn = await model.complete(messages, tools=tools, seed=self.seed)
-        except EndpointError as error:
-            self.requests[role] += RequestStats(
-                requests=1, attempts=error.attempts, failed=1, wait_seconds=error.wait_seconds
-            )
-            reason = (
-                StopReason.CONTEXT_WINDOW_EXCEEDED
-                if isinstance(error, ContextWindowExceeded)
-                else StopReason.INFRA_ERROR
-            )
-            raise _Stopped(
-                Ending.failure(reason, role, str(error)), body=error.full_body
-            ) from error
-        except AgentFailed as error:
-            raise self.agent_failed(error) from error
+        with tracking() as progress:
+            try:
+                turn = await model.complete(messages, tools=tools, seed=self.seed)
+            except EndpointError as error:
+                self.requests[role] += RequestStats(
+                    requests=1, attempts=error.attempts, failed=1, wait_seconds=error.wait_seconds
+                )
+                self.request_timeout = error.timeout_seconds
+                raise _Stopped(
+                    Ending.failure(_failure_reason(role, error), role, str(error)),
+                    body=error.full_body,
+                ) from error
+            except AgentFailed as error:
+                raise self.agent_failed(error) from error
+            except asyncio.CancelledError:
+                self.cut(role, progress)
+                raise
         self.usage[role] = self.usage[role] + turn.usage
         if turn.from_cache:  # nothing was sent: no request, no endpoint latency
             return turn
@@ -402,6 +421,18 @@ class _Conversation:
         )
         self.latencies.append((role, turn.latency_seconds))
         return turn
+
+    def cut(self, role: str, progress: RequestProgress) -> None:
+        """Count ``role``'s request cut in flight (at the scenario's deadline, or the session
+        stopping): sent, failed, with the attempts and waits it had made; its tokens are
+        unknown (the server never said them), so usage and cost gain nothing."""
+        self.cut_role = role
+        self.requests[role] += RequestStats(
+            requests=1,
+            attempts=max(progress.attempts, 1),
+            failed=1,
+            wait_seconds=progress.wait_seconds,
+        )
 
     def user_view(self) -> list[Message]:
         """The user simulator sees agent text as 'user' and its own messages as 'assistant'."""
@@ -473,6 +504,9 @@ class _Conversation:
             started = time.perf_counter()
             try:
                 text = await agent.converse([self.agent_system, *self.messages], self.toolbox)
+            except asyncio.CancelledError:
+                self.cut("agent", RequestProgress(attempts=1))
+                raise
             except EndpointError as error:  # AgentInfraError: the agent's backend is down
                 self.requests["agent"] += RequestStats(requests=1, attempts=1, failed=1)
                 raise _Stopped(
@@ -604,6 +638,7 @@ class _Conversation:
             stop_reason=ending.reason,
             detail=ending.detail,
             failed_role=ending.failed_role,
+            request_timeout=self.request_timeout if ending.failed_role else None,
             messages=tuple(self.messages),
             timestamps=tuple(self.timestamps),
             actions=tuple(self.actions),
@@ -654,9 +689,11 @@ async def run_conversation(
         async with asyncio.timeout(limits.max_duration_seconds):
             ending = await conversation.converse()
     except TimeoutError:
+        cut = conversation.cut_role
+        call = f"the {cut} request in flight (counted as failed)" if cut else "a model call"
         ending = Ending(
             reason=StopReason.TIMEOUT,
-            detail=f"a model call outlived the {limits.max_duration_seconds} s limit",
+            detail=f"{call} outlived the {limits.max_duration_seconds} s limit",
         )
     finally:
         conversation.close_toolbox()

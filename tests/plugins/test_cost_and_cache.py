@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
+from tau2_retail.testing.bench import read_only
+from tau2_retail.testing.run_files import edit_cache_replies, files_under
 from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 
 from .conftest import Bench
@@ -437,3 +439,84 @@ def test_replay_needs_no_api_key(bench: Bench, tmp_path: Path) -> None:
     )
     assert replay.ret == 0, replay.stdout.str() + replay.stderr.str()
     assert "(replay: no endpoint is contacted" in replay.stdout.str()
+
+
+# -- issue 30, items 14 and 15: replay from a read-only copy; a cached reply is held to the
+# bounds and the masking of a live one
+
+KEY_ENV = "TAU2_CACHED_KEY"
+KEY = "sk-cached-5b3e9d1f7a2c4e6b"
+BOUNDS_TASKS = ("0", "5", "7")
+
+
+def _two_roles(endpoint: ScriptedEndpoint, cache: Path, *extra: str) -> list[str]:
+    return [
+        "-n", "0", "-rA", f"--tau2-tasks={','.join(BOUNDS_TASKS)}", f"--tau2-cache={cache}",
+        *endpoint.args("agent", api_key_env=KEY_ENV), *endpoint.args("user"), *extra,
+    ]  # fmt: skip
+
+
+def test_replay_works_from_a_read_only_folder(
+    bench: Bench, three_roles: ScriptedEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    folder = tmp_path / "mounted"
+    folder.mkdir()
+    cache = folder / "responses.sqlite"
+    recorded = bench.run(*_two_roles(three_roles, cache), "--tau2-run-id=rw")
+    assert recorded.ret == 0, recorded.output
+    replay = _two_roles(three_roles, cache, "--tau2-cache-mode=replay", "--tau2-run-id=ro")
+    three_roles.server.stop()
+
+    with read_only(folder, bench):
+        replayed = bench.run(*replay)
+
+    assert replayed.ret == 0, replayed.output
+    assert "unusable" not in replayed.output
+    for task in BOUNDS_TASKS:
+        scenario = f"tau2_retail__{task}"
+        assert _scored(bench, "ro", scenario) == _scored(bench, "rw", scenario)
+    assert sorted(path.name for path in folder.iterdir()) == ["responses.sqlite"]
+
+
+def _hostile(reply: dict[str, Any]) -> None:
+    """Task 0's last reply speaks the key; task 5's counts negative tokens; task 7's is huge."""
+    arguments = " ".join(call["arguments"] for call in reply["tool_calls"])
+    if any(call["name"] == "end_conversation" for call in reply["tool_calls"]):
+        reply["content"] = f"Goodbye. For the record, my key is {KEY}."
+    elif "8538875209" in arguments:
+        reply["usage"]["completion"] = -40
+    elif "1569765161" in arguments:
+        reply["content"] = "x" * 300_000
+
+
+def test_a_hand_edited_cache_entry_is_masked_and_bounded_like_a_live_reply(
+    bench: Bench, three_roles: ScriptedEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    cache = tmp_path / "edited.sqlite"
+    recorded = bench.run(*_two_roles(three_roles, cache), "--tau2-run-id=recorded")
+    assert recorded.ret == 0, recorded.output
+    edit_cache_replies(cache, _hostile)
+    replay = _two_roles(three_roles, cache, "--tau2-cache-mode=replay", "--tau2-run-id=edited")
+    three_roles.server.stop()
+
+    replayed = bench.run(*replay, "--tau2-max-reply-bytes=65536")
+
+    assert replayed.outcomes() == {
+        "tau2_retail__0": "passed",
+        "tau2_retail__5": "error",
+        "tau2_retail__7": "error",
+    }, replayed.output
+    infra = {row["scenario_id"]: row["detail"] for row in bench.summary("edited")["infra_errors"]}
+    assert "no usable reply" in infra["tau2_retail__5"]
+    assert "a negative token count" in infra["tau2_retail__5"]
+    assert "over the 65,536-byte limit" in infra["tau2_retail__7"]
+    # the key the entry holds: masked in every file and on the terminal
+    transcript = bench.read_json("edited", "tau2_retail__0/transcript.json")
+    said = [m.get("content") for m in transcript["messages"] if m["role"] == "assistant"]
+    assert "Goodbye. For the record, my key is ***." in said
+    run_dir = bench.run_dir("edited")
+    leaks = [str(path) for path in files_under(run_dir) if KEY.encode() in path.read_bytes()]
+    assert leaks == []
+    assert KEY not in replayed.output
