@@ -8,6 +8,7 @@ with the server stopped; a budget must keep new scenarios from starting.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
+from tau2_retail.testing.scripted_endpoint import END, ScriptedEndpoint
 
 from .conftest import Bench
 
@@ -391,6 +392,44 @@ def test_bad_cost_and_cache_options_fail_at_start_up(
     result = bench.run_inprocess(*args, "--tau2-user-model=builtin:customer")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+
+
+def test_a_price_beyond_the_bound_is_refused_at_start_up(bench: Bench) -> None:
+    """Issue 30, item 6: a price of 1e308 made the cost ``inf``; writing metrics.json then
+    failed and every scenario was lost."""
+    prices = '{"m": {"input": 1e308, "output": 1}}'
+
+    result = bench.run_inprocess("--co", "--tau2-tasks=0", f"--tau2-prices={prices}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.stderr.str()
+    assert (
+        "prices: model 'm': 'input' must be a number >= 0 and <= 100,000 (USD per million "
+        "tokens), got 1e+308"
+    ) in errors[0]
+
+
+def test_a_huge_token_count_never_loses_the_scenario(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    """An endpoint may report any integer: 10**400 prompt tokens at the highest price made the
+    cost overflow and the scenario was lost. The cost stays a finite number and the scenario
+    is scored."""
+    endpoint.agent["10"] = dataclasses.replace(END, prompt_tokens=10**400)
+    prices = {"test-agent": {"input": 100_000, "output": 100_000}}
+
+    run = bench.run(
+        "-n", "0", "-rA", "--tau2-tasks=10", *endpoint.agent_args(),
+        f"--tau2-prices={json.dumps(prices)}",
+        "--tau2-run-id=huge",
+    )  # fmt: skip
+
+    assert run.ret == pytest.ExitCode.OK, run.output
+    assert run.outcomes() == {"tau2_retail__10": "passed"}
+    cost = bench.metrics("huge", "tau2_retail__10")["cost"]
+    assert cost["agent"] == pytest.approx(100_000 * 10**12 / 1_000_000, rel=1e-3)
+    assert bench.summary("huge")["cost"]["total"] == cost["total"]
 
 
 def test_prices_from_the_ini_file(bench: Bench) -> None:
