@@ -590,8 +590,8 @@ class Tau2Run:
             )
         if settings.max_cost is not None:
             lines.append(
-                f"tau2: budget ${settings.max_cost:,.4f} (--tau2-max-cost): once spent, no new "
-                "scenario starts"
+                f"tau2: budget ${settings.max_cost:,.4f} (--tau2-max-cost): each request "
+                "reserves its estimated cost first; one that would pass it is not sent"
             )
         return lines
 

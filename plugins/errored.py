@@ -26,6 +26,7 @@ from tau2_retail.results.artifacts import set_aside_metrics
 __all__ = ["ErroredScenarios", "errored_reason"]
 
 _MAX_CHARS = 300
+_PHASES = {"setup": "set-up", "call": "call", "teardown": "teardown"}
 
 
 def _first_error_line(report: pytest.TestReport) -> str:
@@ -39,15 +40,14 @@ def errored_reason(report: pytest.TestReport, properties: Mapping[str, object]) 
     """Why this report of a scenario's test means its record cannot count, or None.
 
     ``properties`` are the report's ``user_properties`` (the scenario's ``tau2_outcome``)."""
-    if not report.failed:
-        return None
+    if not report.failed or report.when not in _PHASES:
+        return None  # xdist's report of a crashed worker ("???") is a lost scenario already
     outcome = properties.get("tau2_outcome")
     if report.when == "setup" and outcome == "INFRA":
         return None
     if report.when == "call" and isinstance(outcome, str) and outcome.startswith("FAIL"):
         return None
-    phase = {"setup": "set-up", "call": "call", "teardown": "teardown"}.get(report.when, "test")
-    return f"its test errored ({phase}: {_first_error_line(report)})"
+    return f"its test errored ({_PHASES[report.when]}: {_first_error_line(report)})"
 
 
 class ErroredScenarios:

@@ -25,7 +25,7 @@ from tau2_retail.codec import Omitted
 from tau2_retail.engine.metrics import ROLES
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.toolbox import ScenarioToolbox
-from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.errors import BudgetExhausted, ContextWindowExceeded, EndpointError
 from tau2_retail.models.agent import AgentFailed, AgentRunner
 from tau2_retail.models.messages import (
     STOP_TOKENS,
@@ -658,6 +658,12 @@ async def run_conversation(
             reason=StopReason.TIMEOUT,
             detail=f"a model call outlived the {limits.max_duration_seconds} s limit",
         )
+    except BudgetExhausted:
+        # not an ending: the scenario stops unscored; the agent still closes its clients
+        conversation.close_toolbox()
+        if isinstance(agent, AgentRunner):
+            await agent.close()
+        raise
     finally:
         conversation.close_toolbox()
     if isinstance(agent, AgentRunner):
