@@ -87,6 +87,5 @@ class ErroredScenarios:
             return None
         first = next(iter(self.reasons))
         return (
-            f"{len(self.reasons)} scenario test(s) errored (first: {first}: "
-            f"{self.reasons[first]})"
+            f"{len(self.reasons)} scenario test(s) errored (first: {first}: {self.reasons[first]})"
         )
