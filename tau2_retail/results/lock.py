@@ -94,16 +94,7 @@ class RunLock:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
             raise ArtifactError(f"cannot open the run lock {path}: {error}") from error
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            who = holder.describe()
-            raise RunInUse(f"{path.parent} is in use by {who}", holder=who) from None
-        except OSError as error:
-            os.close(fd)
-            raise ArtifactError(f"cannot lock {path}: {error}") from error
+        _lock_or_close(fd, path, fcntl.LOCK_EX)
         lock = cls(path, fd)
         try:
             lock._describe()
@@ -134,16 +125,7 @@ class RunLock:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
             return None
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            who = holder.describe()
-            raise RunInUse(f"{path.parent} is in use by {who}", holder=who) from None
-        except OSError as error:
-            os.close(fd)
-            raise ArtifactError(f"cannot lock {path}: {error}") from error
+        _lock_or_close(fd, path, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         return cls(path, fd)
 
     @property
@@ -162,6 +144,21 @@ class RunLock:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the only descriptor releases the flock
+
+
+def _lock_or_close(fd: int, path: Path, operation: int) -> None:
+    """``flock`` ``fd`` without waiting; on failure close it and raise :class:`RunInUse` naming
+    the holder (or :class:`ArtifactError`)."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(fd)
+        os.close(fd)
+        who = holder.describe()
+        raise RunInUse(f"{path.parent} is in use by {who}", holder=who) from None
+    except OSError as error:
+        os.close(fd)
+        raise ArtifactError(f"cannot lock {path}: {error}") from error
 
 
 def _read_holder(fd: int) -> LockHolder:
