@@ -20,6 +20,7 @@ from tau2_retail import codec
 from tau2_retail.data.gold import Gold
 from tau2_retail.engine.harness import DataBundle, Harness
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
+from tau2_retail.errors import BudgetExhausted
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.controller import (
@@ -112,6 +113,7 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
         limits=settings.limits(),
         cache=tau2_run.cache,
         prices=settings.prices,
+        spending=tau2_run.budget,
     ) as harness:
         try:
             yield harness
@@ -181,9 +183,6 @@ async def tau2_scheduler(
             prompts=tau2_harness.prompts(scenario.task),
             config=configuration,
         )
-        if budget is not None:
-            cost = outcome.metrics.cost
-            budget.record(scenario.id, cost.total if cost is not None else None)
         return outcome, directory
 
     budget = tau2_run.budget
@@ -224,13 +223,14 @@ async def tau2_outcome(
         agents.accept(request.node.nodeid, tau2_agent)
     try:
         outcome, directory = await tau2_scheduler.outcome(request.node)
-    except NotStarted:
+    except (NotStarted, BudgetExhausted) as stopped:
         _report_notices(request, tau2_run)
         request.node.user_properties.append((OUTCOME_PROPERTY, BUDGET_VERDICT))
         budget = tau2_run.budget
         spent = f"${budget.spent:,.4f} of ${budget.limit:,.4f}" if budget else "the budget"
+        how = "stopped unscored" if isinstance(stopped, BudgetExhausted) else "not run"
         pytest.skip(
-            f"not run (budget): {spent} spent (--tau2-max-cost); resume with a higher "
+            f"{how} (budget): {spent} spent (--tau2-max-cost); resume with a higher "
             f"budget: --tau2-resume {tau2_run.plan.run_id}"
         )
     _report_notices(request, tau2_run)

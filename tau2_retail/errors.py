@@ -16,8 +16,10 @@
     │   ├── ReportError          the HTML report cannot be built or written (names the file)
     │   ├── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
     │   └── RunInUse             another live process holds the run folder's lock
-    └── Tau2InfraError           raised by a scenario's test when an endpoint failed: a pytest
-                                 error (not a failure), excluded from the rates, resumable
+    ├── Tau2InfraError           raised by a scenario's test when an endpoint failed: a pytest
+    │                            error (not a failure), excluded from the rates, resumable
+    └── BudgetExhausted          --tau2-max-cost: a request would pass the budget and was not
+                                 sent; its scenario is not run (budget), never scored, resumable
 
 Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
 ``Error: ...`` results for the model (see ``tools.tool_error.ToolError``). Our own bugs are never
@@ -31,6 +33,7 @@ from typing import Any
 __all__ = [
     "AgentInfraError",
     "ArtifactError",
+    "BudgetExhausted",
     "CacheMiss",
     "ConfigError",
     "ContextWindowExceeded",
@@ -192,3 +195,9 @@ class RunInUse(ArtifactError):
     def __init__(self, message: str, *, holder: str) -> None:
         self.holder = holder
         super().__init__(message)
+
+
+class BudgetExhausted(Tau2Error):
+    """A model request was not sent: with what the run spent and what its requests in flight
+    reserved, its estimated cost would pass ``--tau2-max-cost``. The scenario stops unscored
+    (not a failure, not an infra error: "not run (budget)") and a resume runs it again."""

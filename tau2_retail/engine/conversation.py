@@ -25,7 +25,12 @@ from tau2_retail.codec import Omitted
 from tau2_retail.engine.metrics import ROLES
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.toolbox import ScenarioToolbox
-from tau2_retail.errors import ContextWindowExceeded, EndpointError, UnparsedModelOutput
+from tau2_retail.errors import (
+    BudgetExhausted,
+    ContextWindowExceeded,
+    EndpointError,
+    UnparsedModelOutput,
+)
 from tau2_retail.models.agent import AgentFailed, AgentRunner
 from tau2_retail.models.messages import (
     STOP_TOKENS,
@@ -695,6 +700,12 @@ async def run_conversation(
             reason=StopReason.TIMEOUT,
             detail=f"{call} outlived the {limits.max_duration_seconds} s limit",
         )
+    except BudgetExhausted:
+        # not an ending: the scenario stops unscored; the agent still closes its clients
+        conversation.close_toolbox()
+        if isinstance(agent, AgentRunner):
+            await agent.close()
+        raise
     finally:
         conversation.close_toolbox()
     if isinstance(agent, AgentRunner):

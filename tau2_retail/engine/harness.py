@@ -15,7 +15,10 @@ runs (on one event loop), and closed by ``aclose``. Several ``run`` calls may be
 once: each scenario gets its own store and its own built-in models.
 
 With a ``cache`` (``tau2_retail.models.cache``), each scenario trial sees its endpoint models
-through it; with ``prices``, each outcome's metrics carry its cost per role.
+through it; with ``prices``, each outcome's metrics carry its cost per role. With ``spending``
+(``--tau2-max-cost``) too, each request of a priced endpoint model reserves its estimated cost
+before it is sent (``tau2_retail.models.spending``); a request the budget refuses raises
+``BudgetExhausted`` out of ``run``: the scenario is not scored.
 
 The conversation runs on exactly what the models said. The outcome ``run`` returns is what a
 run writes and shows (artifacts, failure messages, the terminal): the API keys of the roles'
@@ -45,6 +48,7 @@ from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.masking import Masker, masked
 from tau2_retail.models.prices import PriceTable, RoleCosts
 from tau2_retail.models.protocol import ChatModel, ClosedOnExit
+from tau2_retail.models.spending import BudgetedChatModel, Spending
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
@@ -115,6 +119,7 @@ class Harness(ClosedOnExit):
     cache: ResponseCache | None = None
     prices: PriceTable | None = None
     masker: Masker | None = None
+    spending: Spending | None = None
     _clients: dict[str, OpenAIChatModel] = field(default_factory=dict, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -168,10 +173,19 @@ class Harness(ClosedOnExit):
             return builtin_model(choice.name, scenario.task, role=role)
         client = self._client(role, choice)
         cache = self.cache
-        if cache is None or cache.mode is CacheMode.OFF:
-            return client
-        return CachedChatModel(
-            self._clients[role], cache, role=role, trial=scenario.trial, masker=self.masker
+        model: ChatModel = client
+        if cache is not None and cache.mode is not CacheMode.OFF:
+            model = CachedChatModel(
+                self._clients[role], cache, role=role, trial=scenario.trial, masker=self.masker
+            )
+        price = self.prices.price(choice.endpoint.model) if self.prices is not None else None
+        if self.spending is None or price is None:
+            return model
+        return BudgetedChatModel(
+            model,
+            price=price,
+            spending=self.spending,
+            max_tokens=self._clients[role].config.max_tokens,
         )
 
     def costs(self, outcome: ScenarioOutcome) -> ScenarioOutcome:

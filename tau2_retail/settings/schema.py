@@ -446,8 +446,9 @@ _TABLE: tuple[Setting, ...] = (
         "max_cost",
         _float_range(0, None, low_open=True),
         "",
-        "USD: once the run has spent this much, no new scenario starts (those in flight "
-        "finish; the others are not run, and resumable); needs --tau2-prices for every model",
+        "USD, a cap: each model request reserves its estimated cost first and is not sent "
+        "when it would pass this (its scenario stops unscored, resumable); needs "
+        "--tau2-prices for every model",
     ),
     Setting(
         "cache",
@@ -478,7 +479,8 @@ _TABLE: tuple[Setting, ...] = (
         "baseline",
         _text,
         "",
-        "CI gate: RUN_DIR of an earlier run to compare the success rate against",
+        "CI gate: RUN_DIR of an earlier run to compare the success rate against (its "
+        "summary.json must read: checked at start-up)",
         empty="",
         path=True,
     ),
