@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from tau2_retail.errors import AgentInfraError, AgentInterrupted, ConfigError, Tau2Error
+from tau2_retail.models.agent_reply import Unreadable, plain_reply
 from tau2_retail.models.agent_thread import AgentThread, Outcome, Returned
 from tau2_retail.models.messages import AssistantTurn, Message, Usage
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion, read_message
@@ -242,11 +243,6 @@ class AgentFailed(Tau2Error):
         self.traceback_text = traceback_text or detail
 
 
-class _Unreadable(Exception):
-    """What the agent returned could not be turned into plain values (its ``model_dump()``
-    raised, or it is not a kind of value a reply holds): raised in the agent's thread."""
-
-
 class AgentLedger:
     """The agents one process has handed to scenarios: a factory (or a fixture) that gives a
     second scenario an object an earlier one already had is refused, since every scenario
@@ -277,51 +273,6 @@ class AgentLedger:
         held = self._seen.get(id(agent))
         if held is not None and not isinstance(held, weakref.ref):
             del self._seen[id(agent)]
-
-
-def _plain(value: object) -> Any:
-    """``value`` as plain JSON-like builtins (in the agent's thread): a reply the harness reads
-    holds nothing of the agent's classes, so no code of the agent runs on the harness's loop."""
-    kind = type(value)
-    if value is None or kind in (str, int, float, bool):
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int.__index__(value)
-    if isinstance(value, float):
-        return float.__float__(value)
-    if isinstance(value, Mapping):
-        return {
-            key: _plain(item) for raw, item in value.items() if isinstance(key := _plain(raw), str)
-        }
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    raise _Unreadable(f"holds a {kind.__name__}")
-
-
-def _plain_reply(reply: object) -> Any:
-    """A reply (``str``, dict, or an object with ``model_dump()``) as plain values."""
-    dump = getattr(reply, "model_dump", None)
-    if callable(dump) and not isinstance(reply, (Mapping, str)):
-        try:
-            reply = dump()
-        except KeyboardInterrupt:
-            raise
-        except BaseException as error:  # the agent's object: its failure, with its traceback
-            raise _Unreadable(
-                f"returned a {type(reply).__name__} whose model_dump() raised "
-                f"{type(error).__name__}: {error}"
-            ) from error
-    try:
-        return _plain(reply)
-    except _Unreadable as error:
-        raise _Unreadable(
-            f"returned a {type(reply).__name__} that is not an assistant turn ({error}); "
-            "expected a str, an assistant message dict or a chat completion"
-        ) from None
 
 
 class AgentRunner:
@@ -396,7 +347,7 @@ class AgentRunner:
             raise AgentInfraError(outcome.text)
         if issubclass(outcome.kind, KeyboardInterrupt):
             raise AgentInterrupted(f"{self.identity.source}: {where} raised KeyboardInterrupt")
-        if issubclass(outcome.kind, _Unreadable):
+        if issubclass(outcome.kind, Unreadable):
             detail = f"{where} {outcome.text}"
         else:
             text = f": {outcome.text}" if outcome.text else ""
@@ -410,7 +361,7 @@ class AgentRunner:
         def call() -> Any:
             return getattr(agent, method)(*arguments())
 
-        return self._value(await self._thread.run(call, _plain_reply), f"{method}()")
+        return self._value(await self._thread.run(call, plain_reply), f"{method}()")
 
     async def close(self) -> str:
         """Call the agent's ``aclose()`` or ``close()`` if it has one, then end its thread;
@@ -491,7 +442,7 @@ class AgentRunner:
         return content
 
     def _read(self, reply: object) -> tuple[str | None, tuple[Any, ...], Usage]:
-        """A reply already made plain (``_plain_reply``) read as an endpoint's."""
+        """A reply already made plain (``plain_reply``) read as an endpoint's."""
         if isinstance(reply, str):
             return reply, (), Usage(n_calls=1)
         if reply is None:
