@@ -22,7 +22,8 @@ from .conftest import Bench
 # Tasks whose gold database is the seed: an agent that ends the call at once passes them.
 SEED = ("10", "12", "24", "25", "50", "57", "62", "65", "67", "68")
 
-AGENTS = """\
+# the head of the agents' modules: which task a conversation is (the customer's first words)
+DISPATCH = """\
 import asyncio
 import glob
 import json
@@ -38,11 +39,16 @@ TASKS = load_tasks(resolve_data_dir())
 BY_OPENING = {ScriptedCustomer(task).opening(): task.id for task in TASKS.values()}
 END = {"tool_calls": [{"id": "e", "type": "function",
                        "function": {"name": "end_conversation", "arguments": "{}"}}]}
-PLAN = json.loads(os.environ.get("AGENT_PLAN", "{}"))
 
 
 def task_of(messages):
     return BY_OPENING[next(m["content"] for m in messages if m["role"] == "user")]
+"""
+
+AGENTS = (
+    DISPATCH
+    + """
+PLAN = json.loads(os.environ.get("AGENT_PLAN", "{}"))
 
 
 def note(name, text=""):
@@ -61,10 +67,6 @@ async def hang():
     except asyncio.CancelledError:
         note("cancelled")  # the harness's own cancellation reached the agent as one
         raise
-
-
-def sync_raise(kind):
-    raise kind
 
 
 async def async_raise(kind):
@@ -102,6 +104,7 @@ class Loop:
         toolbox.call("end_conversation", {})
         return ""
 """
+)
 
 
 def _agents(bench: Bench, monkeypatch: pytest.MonkeyPatch, plan: dict[str, str]) -> Bench:
@@ -213,24 +216,13 @@ def test_base_exceptions_of_a_loop_agent_fail_only_its_scenario(
 
 # -- item: KeyboardInterrupt from the agent is Ctrl-C ----------------------------------------
 
-INTERRUPTING = """\
-import asyncio
-import glob
-import os
-
-from tau2_retail.data.files import resolve_data_dir
-from tau2_retail.data.tasks import load_tasks
-from tau2_retail.models.builtin import ScriptedCustomer
-
-TASKS = load_tasks(resolve_data_dir())
-BY_OPENING = {ScriptedCustomer(task).opening(): task.id for task in TASKS.values()}
-END = {"tool_calls": [{"id": "e", "type": "function",
-                       "function": {"name": "end_conversation", "arguments": "{}"}}]}
-
+INTERRUPTING = (
+    DISPATCH
+    + """
 
 class Agent:
     async def respond(self, messages, tools):
-        task = BY_OPENING[next(m["content"] for m in messages if m["role"] == "user")]
+        task = task_of(messages)
         if task == "25" and not os.path.exists("fixed"):
             # once the others are recorded (at most 60 s), as a user's Ctrl-C would come
             for _ in range(600):
@@ -240,6 +232,7 @@ class Agent:
             raise KeyboardInterrupt
         return END
 """
+)
 
 
 @pytest.mark.tau2_subprocess
@@ -276,26 +269,15 @@ def test_keyboard_interrupt_from_the_agent_interrupts_the_run_as_ctrl_c(
 
 # -- item: an async agent that blocks its event loop ---------------------------------------------
 
-BLOCKING = """\
-import os
-import threading
-import time
-
-from tau2_retail.data.files import resolve_data_dir
-from tau2_retail.data.tasks import load_tasks
-from tau2_retail.models.builtin import ScriptedCustomer
-
-TASKS = load_tasks(resolve_data_dir())
-BY_OPENING = {ScriptedCustomer(task).opening(): task.id for task in TASKS.values()}
-END = {"tool_calls": [{"id": "e", "type": "function",
-                       "function": {"name": "end_conversation", "arguments": "{}"}}]}
-
+BLOCKING = (
+    DISPATCH
+    + """
 
 class Blocking:
     name = "blocker"
 
     async def respond(self, messages, tools):
-        task = BY_OPENING[next(m["content"] for m in messages if m["role"] == "user")]
+        task = task_of(messages)
         if task == "10":
             threading.Event().wait()  # blocks for ever, inside async def
         if task == "12":
@@ -310,6 +292,7 @@ class Blocking:
             open("24-ran", "w").close()
         return END
 """
+)
 
 
 @pytest.mark.tau2_subprocess
