@@ -37,7 +37,7 @@ import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import ProfileName, policy_for
-from tau2_retail.errors import ArtifactError, DataError, RunInUse
+from tau2_retail.errors import AgentInterrupted, ArtifactError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.config import EndpointConfig
@@ -81,6 +81,7 @@ from tau2_retail.settings import EXTRA_BODY_FLAGS
 __all__ = [
     "AGENT_PROPERTY",
     "ARTIFACTS_PROPERTY",
+    "INTERRUPT_PROPERTY",
     "NOTICE_PROPERTY",
     "NOT_RUN",
     "OUTCOME_PROPERTY",
@@ -97,6 +98,8 @@ NOT_RUN = "not run (the session ended before it started)"
 NOTICE_PROPERTY = "tau2_notice"
 #: the agent given as code, as its scenario saw it (JSON: source, name, version)
 AGENT_PROPERTY = "tau2_agent"
+#: the agent's code raised KeyboardInterrupt (where): the run stops as for Ctrl-C
+INTERRUPT_PROPERTY = "tau2_interrupt"
 
 _BROKEN = {
     pytest.ExitCode.INTERRUPTED: "interrupted",
@@ -606,17 +609,25 @@ class Tau2Run:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         scenario = scenario_of(report.nodeid)
+        interrupt = None
         for name, value in report.user_properties:
             if name == NOTICE_PROPERTY:
                 self.notices.setdefault(str(value), None)
             elif name == OUTCOME_PROPERTY and value == BUDGET_VERDICT and scenario:
                 self.budget_skipped.add(scenario)
+            elif name == INTERRUPT_PROPERTY:
+                interrupt = str(value)
         if scenario is not None:
             self.seen.add(scenario)
             self._agent_seen(report)
             self.errored.observe(scenario, report)
         elif report.failed:
             self.others_failed.append(report.nodeid)
+        if interrupt is not None:
+            # what Ctrl-C does, here in the process that owns the run (under xdist its workers
+            # stop as for Ctrl-C; a worker interrupted itself would be reported as crashed)
+            self.problems.append(f"tau2: interrupted by the agent: {interrupt}")
+            raise AgentInterrupted(interrupt)
 
     def _agent_seen(self, report: pytest.TestReport) -> None:
         """A fixture's agent is known only once a scenario had it: its name and version then
@@ -676,8 +687,11 @@ class Tau2Run:
         rates and the gate). An interrupted one is written after them: xdist's workers finish
         their current scenario while xdist shuts them down, and those records count too.
         """
-        active = bool(self.seen or (self.collected and self.plan.completed))
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        # interrupted before pytest reported a scenario (during the first test's set-up, while
+        # the scenarios started ahead ran): the records of those that finished still count
+        recorded = self.plan.completed or (interrupted and self.claimed)
+        active = bool(self.seen or (self.collected and recorded))
         self.interrupted = interrupted
         if active and not interrupted:
             self._finish(session)

@@ -21,6 +21,12 @@
     └── BudgetExhausted          --tau2-max-cost: a request would pass the budget and was not
                                  sent; its scenario is not run (budget), never scored, resumable
 
+Outside it, because it must not be caught as an ``Exception``:
+
+    KeyboardInterrupt
+    └── AgentInterrupted         an agent's own code raised KeyboardInterrupt: the run is
+                                 interrupted as by Ctrl-C (summaries written, resume offered)
+
 Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
 ``Error: ...`` results for the model (see ``tools.tool_error.ToolError``). Our own bugs are never
 caught and turned into text: they raise.
@@ -32,6 +38,7 @@ from typing import Any
 
 __all__ = [
     "AgentInfraError",
+    "AgentInterrupted",
     "ArtifactError",
     "BudgetExhausted",
     "CacheMiss",
@@ -165,6 +172,13 @@ class AgentInfraError(EndpointError):
     The scenario then ends as an infra error of the agent role, as for an endpoint outage: it
     is excluded from the rates, counted by the gate and run again by ``--tau2-resume``. Any
     other exception an agent raises is the agent's failure (``agent_error``).
+    """
+
+
+class AgentInterrupted(KeyboardInterrupt):
+    """An agent's own code raised ``KeyboardInterrupt`` (in its thread, where no real Ctrl-C
+    can land): the run is interrupted as Ctrl-C interrupts it. Its scenario has no record,
+    so ``--tau2-resume`` runs it again. Uncaught, it behaves as the ``KeyboardInterrupt`` it is.
     """
 
 

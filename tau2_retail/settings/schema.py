@@ -402,7 +402,13 @@ _TABLE: tuple[Setting, ...] = (
         "python -m tau2_retail merge",
     ),
     Setting("split", _choice(*SPLITS), "base", "task split: base (all 114), train or test"),
-    Setting("max_steps", _int_at_least(1), "200", "routed messages before max_steps"),
+    Setting(
+        "max_steps",
+        _int_at_least(1),
+        "200",
+        "routed messages before max_steps (each tool call's result is one in the default "
+        "profile; a turn runs only the calls that fit)",
+    ),
     Setting("max_errors", _int_at_least(1), "10", "tool errors before too_many_errors"),
     Setting(
         "max_duration",

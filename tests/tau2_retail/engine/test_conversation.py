@@ -326,15 +326,20 @@ async def test_max_steps_counts_greeting_user_and_agent_messages(store):
 
 
 @pytest.mark.asyncio
-async def test_max_steps_counts_a_batch_of_tool_results_once(store):
-    # greeting 1, user 2, two calls 3, their two results 4, text 5: stop before the user.
-    agent = Scripted("agent", [act(lookup(), lookup()), say("Found you.")])
+async def test_max_steps_counts_each_tool_call_and_runs_only_those_it_leaves_room_for(store):
+    # greeting 1, user 2, the turn of three calls 3, its first result 4, its second result 5:
+    # the third call is not run, and the agent is not asked again.
+    agent = Scripted("agent", [act(lookup(), lookup(), lookup()), say("never asked")])
     user = user_says("Hi.")
     result = await converse(store, agent, user, limits=Limits(max_steps=5))
     assert result.stop_reason is StopReason.MAX_STEPS
+    assert result.detail == "5 routed messages; 2 of the last turn's 3 tool calls run"
     assert result.steps == 5
-    assert len(result.messages) == 6
-    assert len(user.requests) == 1
+    assert [m.role for m in result.messages] == [
+        Role.ASSISTANT, Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL
+    ]  # fmt: skip
+    assert len(result.messages[2].tool_calls) == 3  # what the model said is recorded whole
+    assert (len(agent.requests), len(user.requests)) == (1, 1)
 
 
 @pytest.mark.asyncio
