@@ -10,7 +10,8 @@ knows of other plugins (xdist, junitxml, syrupy, pluggy, pytest-asyncio) is in
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
+from typing import Final
 
 import pytest
 
@@ -47,6 +48,10 @@ __all__ = [
     "pytest_unconfigure",
 ]
 
+#: the lowest pytest the plugin runs under (pyproject.toml declares it too): the benchmark's NL
+#: assertions are pytest's built-in subtests (pytest 9)
+MIN_PYTEST: Final = (9, 0)
+
 _RUN_PLUGIN = "tau2-run"
 _AGENTS_PLUGIN = "tau2-agents"
 MARKERS = (
@@ -61,7 +66,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def check_pytest_version(version: Sequence[int | str] | None = None) -> None:
+    """Refuse a pytest older than :data:`MIN_PYTEST` at start-up (exit 4): under pytest 8 every
+    scenario's test errors (``fixture 'subtests' not found``) after its scenario ran."""
+    parts = pytest.version_tuple if version is None else version
+    if tuple(part for part in parts[:2] if isinstance(part, int)) >= MIN_PYTEST:
+        return
+    needed = ".".join(map(str, MIN_PYTEST))
+    raise pytest.UsageError(
+        f"tau2-retail-pytest needs pytest {needed} or later (the benchmark's NL assertions are "
+        f"pytest's built-in subtests); this is pytest {'.'.join(map(str, parts))}: "
+        f"pip install 'pytest>={needed}'"
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    check_pytest_version()
     check_config_file(config)
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
