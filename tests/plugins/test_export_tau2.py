@@ -114,6 +114,16 @@ def test_merged_shards_export_what_one_run_does(bench: Bench, upstream: Scripted
     assert f"tau2: wrote {merged}: 6 simulations, 114 tasks" in process.stdout
     assert _comparable(merged) == _comparable(single)
 
+    # a merge missing a shard does not write a file that would look whole
+    merged.unlink()
+    partial = bench.python(
+        "-m", "tau2_retail", "merge", str(bench.run_dir("s1")),
+        "--into", str(bench.run_dir("partial")),
+    )  # fmt: skip
+    assert partial.returncode == 1, partial.stderr  # the gate fails on the missing shard
+    assert f"tau2: {merged} not written: shard(s) 2/2 not given" in partial.stdout
+    assert not merged.exists()
+
 
 def test_a_default_profile_run_is_refused_at_start_up(bench: Bench) -> None:
     result = bench.run_inprocess("--tau2-tasks=0", "--tau2-export-tau2=out.json")
