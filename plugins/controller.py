@@ -296,7 +296,7 @@ class Tau2Run:
                     problem = "is not writable"
                 if problem:
                     raise pytest.UsageError(
-                        f"{settings.sources['output_dir']}: {settings.output_dir!r} is not "
+                        f"{settings.source('output_dir')}: {settings.output_dir!r} is not "
                         "valid for --tau2-output-dir; expected a folder (or a path to create "
                         f"one), but {folder} {problem}"
                     )
@@ -312,7 +312,7 @@ class Tau2Run:
             return  # the data error is reported, with its fix, when scenarios are collected
         problem = unknown_task_ids(self.settings.tasks, tasks, given_as="--tau2-tasks")
         if problem:
-            raise pytest.UsageError(f"{self.settings.sources['tasks']}: {problem}")
+            raise pytest.UsageError(f"{self.settings.source('tasks')}: {problem}")
 
     def _start_resume(self) -> None:
         settings = self.settings

@@ -2,10 +2,10 @@
 
 The settings are declared once, as the fields of :class:`~tau2_retail.settings.Tau2Settings`
 (shared with ``python -m tau2_retail run``). This module only declares them to pytest, walking
-the declarations, and reads their raw values: the
-option wins, then the ``TAU2_*`` environment variable, then the ini file, then the default. A
-value that cannot work raises ``pytest.UsageError`` naming the option, the value and what is
-accepted (the ``ConfigError`` of the settings, converted here).
+the declarations, and reads their raw values: the option wins, then the ``TAU2_*`` environment
+variable, then the ini file, then the default. A value that cannot work raises
+``pytest.UsageError`` naming the option, the value and what is accepted (the ``ConfigError``
+of the settings, converted here).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.results.artifacts import validate_name
 from tau2_retail.results.records import ModelRecord, RunConfiguration
-from tau2_retail.settings import SETTINGS, at, settings_from_recorded
+from tau2_retail.settings import SETTINGS, settings_from_recorded
 
 __all__ = [
     "PROCESS_KEY",
@@ -128,9 +128,10 @@ def receive_plan(config: pytest.Config, workerinput: Mapping[str, Any]) -> RunPl
     here: a factory and a conftest's fixture live in each process."""
     sent = workerinput[_PLAN_KEY]
     settings = settings_from_recorded(sent["settings"], sent["sources"])
-    spec_source = settings.sources[at(Tau2Settings, "agent_code").name]
     try:
-        source = load_agent_source(config, spec=settings.agent_code, spec_source=spec_source)
+        source = load_agent_source(
+            config, spec=settings.agent_code, spec_source=settings.source("agent_code")
+        )
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
     settings = dataclasses.replace(settings, agent_source=source)

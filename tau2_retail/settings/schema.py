@@ -391,6 +391,10 @@ class Tau2Settings:
             model = at(type(self), role, "model")
             raise ConfigError(f"{self.sources.get(model.name, model.flag)}: {error}") from error
 
+    def source(self, *attr_path: str) -> str:
+        """Where the setting at ``attr_path`` came from: ``settings.source("agent", "model")``."""
+        return self.sources[at(type(self), *attr_path).name]
+
     @property
     def recorded(self) -> dict[str, Any]:
         """Every setting's value as plain JSON, by name (the codec's form of its type)."""
