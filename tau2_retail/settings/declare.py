@@ -162,8 +162,6 @@ class Setting:
     identity: Identity | None = None
     #: the table of the configuration page
     table: str = RUN_TABLE
-    #: the group's prefix (``agent``), None for a setting of the run
-    group: str | None = None
 
     @property
     def flag(self) -> str:
@@ -263,7 +261,6 @@ def _members(meta: _Group, prefix: str, record: type) -> list[Setting]:
                 help_of=None,
                 run_group=meta.run,
                 table=meta.table,
-                group=prefix,
             )
         )
     return members

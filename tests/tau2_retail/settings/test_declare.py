@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import pytest
 
 from tau2_retail.cli.run import add_setting_flags, resolve_run_settings
-from tau2_retail.errors import ArtifactError
+from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.plugins.process import RunPlan, run_configuration
 from tau2_retail.settings import (
     OPTIONS,
@@ -91,7 +91,7 @@ def test_the_value_resolves_with_the_precedence_and_its_parser() -> None:
     )
     from_env = resolve({}, environ={"TAU2_EXPORT_PATH": "env"})
     assert (from_env.export_path, from_env.sources["export_path"]) == ("env", "TAU2_EXPORT_PATH")
-    with pytest.raises(Exception, match=r"--tau2-warmup: '-1' is not valid for --tau2-warmup"):
+    with pytest.raises(ConfigError, match=r"--tau2-warmup: '-1' is not valid for --tau2-warmup"):
         resolve({"warmup": "-1"})
 
 
