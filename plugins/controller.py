@@ -28,7 +28,6 @@ import platform
 import shlex
 import sys
 from collections.abc import Generator, Sequence
-from dataclasses import MISSING
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,12 @@ from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.errors import AgentInterrupted, ArtifactError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode
-from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.empty_selection import EmptySelection
 from tau2_retail.plugins.errored import ErroredScenarios
 from tau2_retail.plugins.interop import record_suite_properties
-from tau2_retail.plugins.options import Tau2Settings, typed_setting
+from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import (
     RunPlan,
     Tau2Process,
@@ -60,7 +58,6 @@ from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.lock import RunLock
 from tau2_retail.results.records import (
-    RESUME_KEYS,
     RunArgs,
     RunConfiguration,
     RunSummary,
@@ -76,7 +73,7 @@ from tau2_retail.results.summary import (
     write_run_args,
     write_run_summary,
 )
-from tau2_retail.settings import EXTRA_BODY_FLAGS
+from tau2_retail.settings import EXTRA_BODY_FLAGS, adopt_stored, resume_differences
 
 __all__ = [
     "AGENT_PROPERTY",
@@ -169,21 +166,6 @@ def resume_arguments(args: Sequence[str]) -> list[str]:
 def profile_line(profile: ProfileName) -> str:
     """The run header's line naming the profile and what it means."""
     return f"tau2: profile {profile.value}: {policy_for(profile).description}"
-
-
-_ENDPOINT_DEFAULTS: dict[str, Any] = {
-    f.name: f.default for f in dataclasses.fields(EndpointConfig) if f.default is not MISSING
-}
-
-
-def _endpoint_default(key: str) -> Any:
-    """The default of the endpoint field a recorded ``<role>_<field>`` key names (a marker
-    that equals nothing when the key names no endpoint field with a default)."""
-    field_name = key.partition("_")[2]
-    return _ENDPOINT_DEFAULTS.get(field_name, _NO_DEFAULT)
-
-
-_NO_DEFAULT = object()
 
 
 class Tau2Run:
@@ -323,7 +305,7 @@ class Tau2Run:
                     problem = "is not writable"
                 if problem:
                     raise pytest.UsageError(
-                        f"{settings.sources['output_dir']}: {settings.output_dir!r} is not "
+                        f"{settings.source('output_dir')}: {settings.output_dir!r} is not "
                         "valid for --tau2-output-dir; expected a folder (or a path to create "
                         f"one), but {folder} {problem}"
                     )
@@ -339,7 +321,7 @@ class Tau2Run:
             return  # the data error is reported, with its fix, when scenarios are collected
         problem = unknown_task_ids(self.settings.tasks, tasks, given_as="--tau2-tasks")
         if problem:
-            raise pytest.UsageError(f"{self.settings.sources['tasks']}: {problem}")
+            raise pytest.UsageError(f"{self.settings.source('tasks')}: {problem}")
 
     def _start_resume(self) -> None:
         settings = self.settings
@@ -374,47 +356,25 @@ class Tau2Run:
 
     def _compare(self, stored: RunArgs) -> None:
         """Adopt the stored scenario set where not given; refuse any other difference."""
-        settings = self.settings
-        before = stored.configuration.identity()
-        adopted: dict[str, Any] = {}
-        for key in RESUME_KEYS:
-            if key in before and settings.sources.get(key) == "default":
-                value = typed_setting(key, before[key])
-                if getattr(settings, key, value) != value:
-                    adopted[key] = value
-        if adopted:
-            settings = dataclasses.replace(
-                settings,
-                **adopted,
-                # only what was adopted: a stored value must not hide a setting given now
-                recorded={
-                    **settings.recorded,
-                    **{key: stored.configuration.settings[key] for key in adopted},
-                },
+        run_id = self.plan.run_id
+        try:
+            settings, adopted = adopt_stored(
+                self.settings, stored.configuration, where=f"{self.run_dir}/run_args.json: settings"
             )
+        except ArtifactError as error:
+            raise pytest.UsageError(f"--tau2-resume {run_id}: {error}") from None
+        if adopted:
             self.plan = dataclasses.replace(self.plan, settings=settings, adopted=adopted)
-        # endpoints as their requests carry them; a run written before they were recorded so
-        # stored them as configured (the tau2 profile's temperature 0.0 as null): either matches
-        now = run_configuration(self.plan).identity()
-        configured = run_configuration(self.plan, effective=False).identity()
-        # an endpoint field the stored run did not record (written by an older version) is
-        # compared only when it is set away from its default now
-        keys = before.keys() | {
-            key for key in now if key not in RESUME_KEYS and now[key] != _endpoint_default(key)
-        }
-        differing = sorted(
-            key
-            for key in keys
-            if before.get(key) != now.get(key) and before.get(key) != configured.get(key)
+        differing = resume_differences(
+            stored.configuration,
+            now=run_configuration(self.plan),
+            configured=run_configuration(self.plan, effective=False),
         )
         if differing:
-            shown = "; ".join(
-                f"{key}: stored {before.get(key)!r}, now {now.get(key)!r}" for key in differing
-            )
             raise pytest.UsageError(
-                f"--tau2-resume {self.plan.run_id}: the settings differ from the stored run "
-                f"({shown}); resume with the stored settings (drop or change those options), "
-                "or start a new run without --tau2-resume"
+                f"--tau2-resume {run_id}: the settings differ from the stored run "
+                f"({'; '.join(map(str, differing))}); resume with the stored settings (drop or "
+                "change those options), or start a new run without --tau2-resume"
             )
 
     # -- the workers (reached through ``plugins.interop``) -------------------------------------
@@ -535,14 +495,15 @@ class Tau2Run:
 
     def header_lines(self) -> list[str]:
         settings = self.settings
+        roles = settings.roles
         lines = [
-            f"tau2: agent {settings.describe_agent()}; user {settings.user.describe()}; "
-            f"judge {settings.judge.describe() if settings.judge else 'none'}",
+            f"tau2: agent {settings.describe_agent()}; user {roles.user.describe()}; "
+            f"judge {roles.judge.describe() if roles.judge else 'none'}",
             f"tau2: run {self.plan.run_id} -> {self.run_dir}",
         ]
         if settings.is_offline_self_check:
             lines.append(self.offline_banner())
-        if settings.judge is None:
+        if roles.judge is None:
             lines.append(
                 "tau2: NL assertions not applicable: no judge configured "
                 "(set --tau2-judge-model; --tau2-judge-base-url defaults to OpenAI's)"
@@ -599,7 +560,7 @@ class Tau2Run:
         return lines
 
     def offline_banner(self) -> str:
-        agent = self.settings.agent.name.removeprefix("builtin:")
+        agent = self.settings.roles.agent.name.removeprefix("builtin:")
         return (
             f"tau2: OFFLINE SELF-CHECK (built-in {agent} agent, scripted customer, no judge): "
             "this measures the harness, not a model"
@@ -842,9 +803,9 @@ class Tau2Run:
         # a headline of upstream's reward already shows pass^k
         if pass_k and not policy_for(summary.profile).reward_is_headline:
             rates.insert(1, pass_k)
-        if summary.nl_assertion.rate is None and settings.judge is None:
+        if summary.nl_assertion.rate is None and settings.roles.judge is None:
             with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
-            if with_nl and (settings.agent_source or not settings.agent.is_builtin):
+            if with_nl and (settings.agent_source or not settings.roles.agent.is_builtin):
                 rates[0] += f"; NL assertions of {with_nl} scenario(s) NOT judged: no judge"
         lines.extend(rates)
         counts = summary.counts

@@ -115,7 +115,7 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
     settings = tau2_run.plan.settings
     async with Harness(
         bundle=tau2_data,
-        roles=settings.roles(),
+        roles=settings.roles,
         limits=settings.limits(),
         cache=tau2_run.cache,
         prices=settings.prices,

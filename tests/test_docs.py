@@ -104,7 +104,8 @@ def all_blocks(paths: list[Path]) -> list[Block]:
     return [block for path in paths for block in blocks(path)]
 
 
-def _load_hook() -> ModuleType:
+def load_hook() -> ModuleType:
+    """The docs' MkDocs hook that renders the configuration page's tables."""
     spec = importlib.util.spec_from_file_location(
         "tau2_docs_options_table", DOCS / "hooks" / "options_table.py"
     )
@@ -119,7 +120,7 @@ def _load_hook() -> ModuleType:
 
 
 def test_the_configuration_page_is_generated_from_the_options_table() -> None:
-    hook = _load_hook()
+    hook = load_hook()
     page = (DOCS / "configuration.md").read_text(encoding="utf-8")
     assert hook.MARKER in page
     # no hand-written row that could drift: every option row comes from the hook
@@ -144,7 +145,7 @@ def test_the_configuration_page_is_generated_from_the_options_table() -> None:
 
 
 def test_every_environment_variable_and_ini_key_is_on_the_page() -> None:
-    rendered = _load_hook().options_markdown()
+    rendered = load_hook().options_markdown()
     for setting in OPTIONS:
         assert f"`{setting.dest}`" in rendered
         if setting.env_var:
