@@ -183,7 +183,7 @@ def serve(latency: float) -> int:
     from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
 
     dialogue = ScriptedDialogue(resolve_data_dir())
-    with LoopbackOpenAIServer(responder=dialogue, latency=latency) as server:
+    with LoopbackOpenAIServer(responder=dialogue, latency=latency, record=False) as server:
         print(json.dumps({"base_url": server.base_url}), flush=True)
         for line in sys.stdin:
             command = line.strip()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import importlib
+import inspect
 import itertools
 import json
 import os
@@ -49,6 +50,7 @@ from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 from tau2_retail.models.protocol import ClosedOnExit
 from tau2_retail.models.ramp import Ramp
+from tau2_retail.models.request_body import BodyEncoder, PreparedRequest
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
 
@@ -102,6 +104,11 @@ _REDACTED: Final = "***"
 _MIN_REDACTED_KEY_CHARS: Final = 8
 
 Sleep = Callable[[float], Awaitable[None]]
+
+# ``AsyncOpenAI.post(content=...)`` (raw request bodies) came with the httpx2-based releases.
+_POST_TAKES_CONTENT: Final = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
+# only encodings read_bounded inflates within its limit
+_HEADERS: Final = {"Accept-Encoding": ACCEPT_ENCODING, "Content-Type": "application/json"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +169,7 @@ class OpenAIChatModel(ClosedOnExit):
         self._call_ids = itertools.count()
         self._redact = _redactor(api_key)
         self._gate = BackoffGate(clock=clock, sleep=sleep)
+        self._encoder = BodyEncoder()
         connections = config.max_connections or _DEFAULT_MAX_CONNECTIONS
         # Limits of the transport the SDK uses (httpx, or httpx2 in recent releases), taken from
         # its own default so that this module does not name the transport. Keep-alive matches
@@ -231,19 +239,24 @@ class OpenAIChatModel(ClosedOnExit):
         *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         seed: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> PreparedRequest:
         """The request ``complete`` sends for these arguments (``send`` sends it)."""
-        return self._request(messages, tools=tools, seed=seed)
+        head = self._head(seed)
+        content = self._encoder.body(
+            head=head, messages=messages, tools=tools, extra=self._config.extra_body
+        )
+        return PreparedRequest(messages=messages, tools=tools, seed=seed, content=content)
 
-    @staticmethod
-    def wire_body(request: Mapping[str, Any]) -> dict[str, Any]:
-        """The JSON body a prepared request puts on the wire: model, sampling parameters,
-        messages, tools and extra body (no key, no header: those travel beside it)."""
-        body = {k: v for k, v in request.items() if k not in ("messages", "extra_body")}
-        body.update(request["extra_body"])
+    def wire_body(self, request: PreparedRequest) -> dict[str, Any]:
+        """The JSON body a prepared request puts on the wire, as a dict: model, sampling
+        parameters, messages, tools and extra body (no key, no header: those travel beside
+        it)."""
+        sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
+        body = {k: v for k, v in sdk.items() if k not in ("messages", "extra_body")}
+        body.update(sdk["extra_body"])
         return body
 
-    async def send(self, request: dict[str, Any]) -> AssistantTurn:
+    async def send(self, request: PreparedRequest) -> AssistantTurn:
         """Send a request made by ``prepare``, retried as ``complete`` says."""
         allowed = self._config.max_retries + 1
         failure: _Failure | None = None
@@ -323,21 +336,15 @@ class OpenAIChatModel(ClosedOnExit):
             wait_seconds=waited,
         )
 
-    async def _attempt(self, request: dict[str, Any], attempts: int) -> AssistantTurn | _Failure:
+    async def _attempt(self, request: PreparedRequest, attempts: int) -> AssistantTurn | _Failure:
         """One attempt under the total deadline (connect to the last byte of the reply)."""
         deadline = self._config.timeout_seconds
         try:
             # asyncio.timeout bounds the whole exchange: httpx's own timeout restarts on every
             # byte, so a server dripping one byte per second would never trip it. Cancelling
             # the request closes its connection (httpcore does not reuse a half-read one).
-            async with (
-                asyncio.timeout(deadline),
-                self._client.chat.completions.with_streaming_response.create(**request) as raw,
-            ):
-                # read as it arrives, inflated here within the limit (never a body whole)
-                payload = await read_bounded(
-                    raw.http_response, max_bytes=self._config.max_reply_bytes
-                )
+            async with asyncio.timeout(deadline):
+                payload = await self._exchange(request)
         except ReplyTooLarge as e:
             # Not the model's output: max_tokens bounds a completion far below the limit, so
             # only a broken or hostile server (or proxy) sends this. An infra error, excluded
@@ -371,6 +378,43 @@ class OpenAIChatModel(ClosedOnExit):
         return AssistantTurn(
             content=content, tool_calls=tool_calls, usage=usage, finish_reason=finish_reason
         )
+
+    async def _exchange(self, request: PreparedRequest) -> bytes:
+        """Send the body through the ``openai`` client and read the reply within the limit."""
+        limit = self._config.max_reply_bytes
+        if not _POST_TAKES_CONTENT:  # an SDK without raw request bodies: the typed call
+            sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
+            create = self._client.chat.completions.with_streaming_response.create
+            async with create(**sdk) as raw:
+                return await read_bounded(raw.http_response, max_bytes=limit)
+        # The SDK's generic POST with the body already encoded (the same bytes ``create``
+        # sends): its request building without the per-request transform and re-encoding.
+        response = await self._client.post(
+            "/chat/completions",
+            cast_to=_library().Response,  # returned unread (streamed)
+            content=request.content,
+            options={"headers": _HEADERS},
+            stream=True,
+        )
+        try:
+            # read as it arrives, inflated here within the limit (never a body whole)
+            return await read_bounded(response, max_bytes=limit)
+        finally:
+            await response.aclose()
+
+    def _head(self, seed: int | None) -> dict[str, Any]:
+        """Model and sampling parameters, in the order the SDK's ``create`` sends them."""
+        config = self._config
+        seed = config.seed if seed is None else seed
+        head: dict[str, Any] = {"model": config.model}
+        optional = {
+            "max_tokens": config.max_tokens,
+            "seed": seed,
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+        }
+        head.update((key, value) for key, value in optional.items() if value is not None)
+        return head
 
     def _request(
         self,
@@ -520,14 +564,17 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     return (when - datetime.now(UTC)).total_seconds()
 
 
-def _stream_base() -> type:
-    """The ``AsyncByteStream`` of the HTTP library the ``openai`` package uses (``httpx``, or
-    ``httpx2`` in recent releases), found from its own default limits so that this module does
-    not name the library."""
-    library = importlib.import_module(
+def _library() -> Any:
+    """The HTTP library the ``openai`` package uses (``httpx``, or ``httpx2`` in recent
+    releases), found from its own default limits so that this module does not name it."""
+    return importlib.import_module(
         type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
     )
-    base: type = library.AsyncByteStream
+
+
+def _stream_base() -> type:
+    """The ``AsyncByteStream`` of the HTTP library the ``openai`` package uses."""
+    base: type = _library().AsyncByteStream
     return base
 
 

@@ -1,0 +1,132 @@
+"""The JSON body of a chat-completion request, encoded once per message instead of per request.
+
+A conversation's history grows by a message or two per turn, and every request carries all of
+it: re-encoding the whole list each time (``to_openai`` per message, then ``json.dumps`` of up
+to 50 KB) was about a tenth of the harness's CPU per completion with hundreds of conversations
+in flight. :class:`BodyEncoder` keeps each message's JSON text (by value: the customer
+simulator's view builds fresh but equal messages each turn) and each tool tuple's (by identity:
+a profile's tools are one tuple), and joins them.
+
+The bytes are exactly those the ``openai`` client's ``chat.completions.create`` sends for the
+same arguments (the history and the tools in ``extra_body``, as this package sent them
+before): ``json.dumps`` with ``ensure_ascii=False``, ``separators=(",", ":")``,
+``allow_nan=False``; the keys in the SDK's order (``model``, ``messages``, ``max_tokens``,
+``seed``, ``temperature``, ``top_p``), then the extra body's (``tools``, ``tool_choice``, then
+the configured extra body, whose keys override). JSON's encoding of an object is the
+concatenation of its members' encodings, so joining cached parts gives the same bytes
+(``tests/tau2_retail/models/test_request_body.py`` pins them against the SDK).
+
+Memory stays bounded: the messages' texts live in two generations of at most
+:data:`GENERATION_CHARS` characters each; a text used again is moved to the current one, and
+when that is full the older is dropped (a conversation's messages are used again at its next
+turn, so those of finished conversations go).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tau2_retail.models.messages import Message
+from tau2_retail.models.wire import encode_messages
+
+__all__ = ["GENERATION_CHARS", "BodyEncoder", "PreparedRequest", "dumps"]
+
+GENERATION_CHARS: Final = 16 * 1024 * 1024
+"""Characters of message JSON per generation (two are kept): 16 Mi covers the live histories
+of about a thousand conversations in flight."""
+
+_MAX_TOOL_LISTS: Final = 256
+# Placeholders for the two values encoded from the caches (never sent: replaced while joining).
+_MESSAGES: Final = object()
+_TOOLS: Final = object()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedRequest:
+    """One request as ``OpenAIChatModel.prepare`` made it: its arguments and its body bytes."""
+
+    messages: Sequence[Message]
+    tools: Sequence[Mapping[str, Any]] | None
+    seed: int | None
+    content: bytes
+
+
+def dumps(value: Any) -> str:
+    """JSON as the ``openai`` client encodes a request body (before UTF-8)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class BodyEncoder:
+    """Encodes request bodies, remembering each message's and each tool list's JSON text."""
+
+    def __init__(self, *, generation_chars: int = GENERATION_CHARS) -> None:
+        self._limit = generation_chars
+        self._current: dict[Message, str] = {}
+        self._previous: dict[Message, str] = {}
+        self._current_chars = 0
+        # id -> (the list itself, kept so that its id is not reused while cached; its JSON)
+        self._tools: dict[int, tuple[object, str]] = {}
+
+    def body(
+        self,
+        *,
+        head: Mapping[str, Any],
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        extra: Mapping[str, Any],
+    ) -> bytes:
+        """The body: ``head`` (model and sampling parameters, in the SDK's order), the
+        messages, the tools (with ``tool_choice: auto``) and ``extra``, whose keys override."""
+        merged: dict[str, Any] = {"model": head["model"], "messages": _MESSAGES}
+        merged.update((key, value) for key, value in head.items() if key != "model")
+        if tools:
+            merged["tools"] = _TOOLS
+            merged["tool_choice"] = "auto"
+        merged.update(extra)
+        parts = []
+        for key, value in merged.items():
+            if value is _MESSAGES:
+                text = self.messages_json(messages)
+            elif value is _TOOLS:
+                assert tools is not None
+                text = self.tools_json(tools)
+            else:
+                text = dumps(value)
+            parts.append(f"{dumps(key)}:{text}")
+        return ("{" + ",".join(parts) + "}").encode()
+
+    def messages_json(self, messages: Sequence[Message]) -> str:
+        """The JSON array of the messages' wire forms."""
+        return "[" + ",".join([self._message_json(message) for message in messages]) + "]"
+
+    def tools_json(self, tools: Sequence[Mapping[str, Any]]) -> str:
+        """The JSON array of the tool schemas: encoded once per tuple (a profile's tools are
+        one tuple, never changed), every time for a list (its caller may change it)."""
+        cached = self._tools.get(id(tools))
+        if cached is not None and cached[0] is tools:
+            return cached[1]
+        text = dumps([dict(tool) for tool in tools])
+        if not isinstance(tools, tuple):
+            return text
+        if len(self._tools) >= _MAX_TOOL_LISTS:
+            self._tools.clear()
+        self._tools[id(tools)] = (tools, text)
+        return text
+
+    def _message_json(self, message: Message) -> str:
+        text = self._current.get(message)
+        if text is not None:
+            return text
+        text = self._previous.pop(message, None)
+        if text is None:
+            text = dumps(encode_messages((message,))[0])
+        if self._current_chars + len(text) > self._limit:
+            self._previous = self._current
+            self._current = {}
+            self._current_chars = 0
+        self._current[message] = text
+        self._current_chars += len(text)
+        return text
