@@ -48,6 +48,7 @@ from tau2_retail.models.bounded import (
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.pool import pooled_transport, serves
 from tau2_retail.models.protocol import ClosedOnExit
 from tau2_retail.models.ramp import Ramp
 from tau2_retail.models.request_body import BodyEncoder, PreparedRequest
@@ -105,6 +106,11 @@ _MIN_REDACTED_KEY_CHARS: Final = 8
 
 Sleep = Callable[[float], Awaitable[None]]
 
+# The HTTP library the ``openai`` package uses (``httpx``, or ``httpx2`` in recent releases),
+# found from its own default limits so that this module does not name it.
+_LIBRARY: Final[Any] = importlib.import_module(
+    type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
+)
 # ``AsyncOpenAI.post(content=...)`` (raw request bodies) came with the httpx2-based releases.
 _POST_TAKES_CONTENT: Final = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
 # only encodings read_bounded inflates within its limit
@@ -198,6 +204,7 @@ class OpenAIChatModel(ClosedOnExit):
                 event_hooks={
                     "response": [error_body_hook(_stream_base(), max_bytes=FULL_BODY_CHARS)]
                 },
+                **_transport(config.base_url, connections),
             ),
         )
 
@@ -357,9 +364,10 @@ class OpenAIChatModel(ClosedOnExit):
             return _Failure(detail=str(e), cause=e, fatal=fatal, endpoint_level=False)
         except openai.APIStatusError as e:
             return self._status_failure(e, attempts=attempts)
-        except (TimeoutError, openai.APITimeoutError) as e:
+        except (TimeoutError, openai.APITimeoutError, _LIBRARY.TimeoutException) as e:
             return _Failure(detail=f"no complete reply within the {deadline:g} s timeout", cause=e)
-        except openai.APIConnectionError as e:
+        except (openai.APIConnectionError, _LIBRARY.TransportError) as e:
+            # the library's own errors come from reading the body, after the SDK returned
             return _Failure(
                 detail=f"connection failed ({_cause_text(e)})", cause=e, connection=True
             )
@@ -391,7 +399,7 @@ class OpenAIChatModel(ClosedOnExit):
         # sends): its request building without the per-request transform and re-encoding.
         response = await self._client.post(
             "/chat/completions",
-            cast_to=_library().Response,  # returned unread (streamed)
+            cast_to=_LIBRARY.Response,  # returned unread (streamed)
             content=request.content,
             options={"headers": _HEADERS},
             stream=True,
@@ -564,17 +572,17 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     return (when - datetime.now(UTC)).total_seconds()
 
 
-def _library() -> Any:
-    """The HTTP library the ``openai`` package uses (``httpx``, or ``httpx2`` in recent
-    releases), found from its own default limits so that this module does not name it."""
-    return importlib.import_module(
-        type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
-    )
+def _transport(base_url: str | None, connections: int) -> dict[str, Any]:
+    """The pooled transport (``models/pool.py``) where it serves the endpoint, else the
+    ``openai`` client's default (``https://``, proxies)."""
+    if not serves(base_url):
+        return {}
+    return {"transport": pooled_transport(_LIBRARY, max_connections=connections)}
 
 
 def _stream_base() -> type:
     """The ``AsyncByteStream`` of the HTTP library the ``openai`` package uses."""
-    base: type = _library().AsyncByteStream
+    base: type = _LIBRARY.AsyncByteStream
     return base
 
 

@@ -589,10 +589,13 @@ async def test_a_429_holds_back_the_other_conversations_on_the_client(openai_ser
 
 @pytest.mark.asyncio
 async def test_connections_are_limited_per_client_as_configured(openai_server, make_model):
+    openai_server.enqueue(*(Completion(content=f"ok {n}", latency=0.2) for n in range(8)))
     async with make_model(max_connections=3) as model:
+        turns = await asyncio.gather(*(model.complete(USER_HELLO) for _ in range(8)))
         pool = model._client._client._transport._pool
-
-        assert (pool._max_connections, pool._max_keepalive_connections) == (3, 3)
+    assert sorted(turn.content for turn in turns) == [f"ok {n}" for n in range(8)]
+    # eight requests at once, three connections: the others waited for a free one
+    assert (pool.peak, pool.open) == (3, 0)
 
 
 # -- issue 12: deadlines, fail-fast, wire shapes ---------------------------------------------
