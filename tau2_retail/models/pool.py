@@ -145,7 +145,7 @@ def pooled_transport(library: Any, *, max_connections: int) -> Any:
                     yield part
             except (ProtocolError, TimeoutError, OSError) as error:
                 self._release()
-                raise _mapped(library, error, self._connection) from error
+                raise _mapped(library, error, self._connection) from _cause(error)
             self._complete = True
             self._release()
 
@@ -177,7 +177,7 @@ def pooled_transport(library: Any, *, max_connections: int) -> Any:
             except BaseException as error:
                 self._pool.release(connection, reusable=False)
                 if isinstance(error, (ProtocolError, TimeoutError, OSError)):
-                    raise _mapped(library, error, connection, writing=writing) from error
+                    raise _mapped(library, error, connection, writing=writing) from _cause(error)
                 raise
             stream = _Stream(
                 self._pool, connection, read_body(connection, body_framing, length), keep
@@ -219,6 +219,12 @@ def pooled_transport(library: Any, *, max_connections: int) -> Any:
             self._pool.close_idle()
 
     return PooledTransport()
+
+
+def _cause(error: BaseException) -> BaseException | None:
+    """What a mapped error is raised from: the OS error as httpcore chains it; not our own
+    ``ProtocolError`` (the library's ``RemoteProtocolError`` says it all)."""
+    return None if isinstance(error, ProtocolError) else error
 
 
 def _mapped(
