@@ -116,13 +116,19 @@ class Connection(asyncio.Protocol):
         finally:
             self._waiter = None
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes, timeout: float | None) -> None:
+        """Send ``data``; waits (at most ``timeout``) only while the socket's buffer is full."""
         assert self.transport is not None
         if self.closed:
             raise ConnectionResetError("the connection was closed")
         self.transport.write(data)
-        if self._writable is not None:
+        if self._writable is None:
+            return
+        if timeout is None:
             await self._writable
+        else:
+            async with asyncio.timeout(timeout):
+                await self._writable
 
     def take(self, size: int) -> bytes:
         data = bytes(self.buffer[:size])
@@ -274,23 +280,14 @@ async def _chunks(connection: Connection) -> AsyncIterator[bytes]:
 async def send_request(
     connection: Connection, request: Any, method: bytes, write_timeout: float | None
 ) -> None:
-    """Write the request head and body (chunked when the body is a stream of unknown length)."""
+    """Write the request: head and body in one write (a streamed body is gathered first, and
+    sent as one chunk when the library framed it as chunked)."""
     lines = [method + b" " + request.url.raw_path + b" HTTP/1.1"]
     lines += [name + b": " + value for name, value in request.headers.raw]
     try:
-        body: bytes | None = request.content
+        body: bytes = request.content
     except Exception:  # a streamed body not read yet (the library's RequestNotRead)
-        body = None
-    async with asyncio.timeout(write_timeout):
-        if body is not None:
-            await connection.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)
-            return
-        chunked = not any(name.lower() == b"content-length" for name, _ in request.headers.raw)
-        if chunked and not any(n.lower() == b"transfer-encoding" for n, _ in request.headers.raw):
-            lines.append(b"Transfer-Encoding: chunked")
-        await connection.write(b"\r\n".join(lines) + b"\r\n\r\n")
-        async for part in request.stream:
-            if part:
-                await connection.write(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part)
-        if chunked:
-            await connection.write(b"0\r\n\r\n")
+        body = b"".join([part async for part in request.stream])
+        if any(name.lower() == b"transfer-encoding" for name, _ in request.headers.raw):
+            body = (b"%x\r\n%s\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
+    await connection.write(b"\r\n".join(lines) + b"\r\n\r\n" + body, write_timeout)

@@ -193,18 +193,23 @@ class OpenAIChatModel(ClosedOnExit):
             probe_seconds=config.breaker_probe_seconds,
         )
         """Shared by every request of this client (one client per role and process)."""
+        transport = _transport(config.base_url, connections)
+        # The attempt's deadline (``_attempt``) bounds connect to last byte; over the pooled
+        # transport only connecting has a timer of its own (a read timer per request, never
+        # firing first, cost more CPU than it was worth with hundreds in flight).
+        timeout = _LIBRARY.Timeout(None, connect=config.timeout_seconds) if transport else None
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             api_key=api_key,
-            timeout=config.timeout_seconds,
+            timeout=timeout or config.timeout_seconds,
             max_retries=0,
             http_client=openai.DefaultAsyncHttpxClient(
                 limits=limits,
-                timeout=config.timeout_seconds,
+                timeout=timeout or config.timeout_seconds,
                 event_hooks={
                     "response": [error_body_hook(_stream_base(), max_bytes=FULL_BODY_CHARS)]
                 },
-                **_transport(config.base_url, connections),
+                **transport,
             ),
         )
 

@@ -62,29 +62,48 @@ class _Pool:
     async def acquire(
         self, origin: tuple[str, int], *, pool_timeout: float | None
     ) -> Connection | None:
-        """An idle connection to ``origin``, or None with a place reserved to open one."""
+        """An idle connection to ``origin``, or None with a place reserved to open one;
+        waits (at most ``pool_timeout``) while ``limit`` are open."""
+        if not self.waiters:
+            got, connection = self._take(origin)
+            if got:
+                return connection
+        if pool_timeout is None:
+            return await self._wait(origin)
         async with asyncio.timeout(pool_timeout):
-            while True:
-                idle = self.idle.get(origin)
-                while idle:
-                    connection = idle.pop()
-                    if connection.reusable_when_idle:
-                        return connection
-                    self._discard(connection)
-                if self.open < self.limit:
-                    self.open += 1
-                    self.peak = max(self.peak, self.open)
-                    return None
-                waiter = asyncio.get_running_loop().create_future()
-                self.waiters.append(waiter)
-                try:
-                    await waiter
-                except BaseException:
-                    if waiter.done() and not waiter.cancelled():
-                        self._wake_one()  # woken just as it was cancelled: hand the turn on
-                    else:
-                        self._forget(waiter)
-                    raise
+            return await self._wait(origin)
+
+    def _take(self, origin: tuple[str, int]) -> tuple[bool, Connection | None]:
+        idle = self.idle.get(origin)
+        while idle:
+            connection = idle.pop()
+            if connection.reusable_when_idle:
+                return True, connection
+            self._discard(connection)
+        if self.open < self.limit:
+            self.open += 1
+            self.peak = max(self.peak, self.open)
+            return True, None
+        return False, None
+
+    async def _wait(self, origin: tuple[str, int]) -> Connection | None:
+        first_turn = False
+        while True:
+            waiter = asyncio.get_running_loop().create_future()
+            # a waiter woken but beaten to the place keeps its turn at the front
+            (self.waiters.appendleft if first_turn else self.waiters.append)(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken just as it was cancelled: hand the turn on
+                else:
+                    self._forget(waiter)
+                raise
+            got, connection = self._take(origin)
+            if got:
+                return connection
+            first_turn = True
 
     def release(self, connection: Connection, *, reusable: bool) -> None:
         if reusable and not self.closed and connection.reusable_when_idle:

@@ -16,8 +16,8 @@ the configured extra body, whose keys override). JSON's encoding of an object is
 concatenation of its members' encodings, so joining cached parts gives the same bytes
 (``tests/tau2_retail/models/test_request_body.py`` pins them against the SDK).
 
-Memory stays bounded: the messages' texts live in two generations of at most
-:data:`GENERATION_CHARS` characters each; a text used again is moved to the current one, and
+Memory stays bounded: the messages' encodings live in two generations of at most
+:data:`GENERATION_BYTES` bytes each; a text used again is moved to the current one, and
 when that is full the older is dropped (a conversation's messages are used again at its next
 turn, so those of finished conversations go).
 """
@@ -32,11 +32,11 @@ from typing import Any, Final
 from tau2_retail.models.messages import Message
 from tau2_retail.models.wire import encode_messages
 
-__all__ = ["GENERATION_CHARS", "BodyEncoder", "PreparedRequest", "dumps"]
+__all__ = ["GENERATION_BYTES", "BodyEncoder", "PreparedRequest", "dumps"]
 
-GENERATION_CHARS: Final = 16 * 1024 * 1024
-"""Characters of message JSON per generation (two are kept): 16 Mi covers the live histories
-of about a thousand conversations in flight."""
+GENERATION_BYTES: Final = 16 * 1024 * 1024
+"""Bytes of message JSON per generation (two are kept): 16 MiB covers the live histories of
+about a thousand conversations in flight."""
 
 _MAX_TOOL_LISTS: Final = 256
 # Placeholders for the two values encoded from the caches (never sent: replaced while joining).
@@ -62,13 +62,13 @@ def dumps(value: Any) -> str:
 class BodyEncoder:
     """Encodes request bodies, remembering each message's and each tool list's JSON text."""
 
-    def __init__(self, *, generation_chars: int = GENERATION_CHARS) -> None:
-        self._limit = generation_chars
-        self._current: dict[Message, str] = {}
-        self._previous: dict[Message, str] = {}
-        self._current_chars = 0
+    def __init__(self, *, generation_bytes: int = GENERATION_BYTES) -> None:
+        self._limit = generation_bytes
+        self._current: dict[Message, bytes] = {}
+        self._previous: dict[Message, bytes] = {}
+        self._current_bytes = 0
         # id -> (the list itself, kept so that its id is not reused while cached; its JSON)
-        self._tools: dict[int, tuple[object, str]] = {}
+        self._tools: dict[int, tuple[object, bytes]] = {}
 
     def body(
         self,
@@ -86,29 +86,42 @@ class BodyEncoder:
             merged["tools"] = _TOOLS
             merged["tool_choice"] = "auto"
         merged.update(extra)
-        parts = []
+        # one join over the cached parts: each message's bytes are copied once
+        out: list[bytes] = []
         for key, value in merged.items():
+            out.append(b"," if out else b"{")
+            out.append(dumps(key).encode() + b":")
             if value is _MESSAGES:
-                text = self.messages_json(messages)
+                self._append_messages(out, messages)
             elif value is _TOOLS:
                 assert tools is not None
-                text = self.tools_json(tools)
+                out.append(self.tools_json(tools))
             else:
-                text = dumps(value)
-            parts.append(f"{dumps(key)}:{text}")
-        return ("{" + ",".join(parts) + "}").encode()
+                out.append(dumps(value).encode())
+        out.append(b"}")
+        return b"".join(out)
 
-    def messages_json(self, messages: Sequence[Message]) -> str:
-        """The JSON array of the messages' wire forms."""
-        return "[" + ",".join([self._message_json(message) for message in messages]) + "]"
+    def messages_json(self, messages: Sequence[Message]) -> bytes:
+        """The JSON array of the messages' wire forms (UTF-8)."""
+        out: list[bytes] = []
+        self._append_messages(out, messages)
+        return b"".join(out)
 
-    def tools_json(self, tools: Sequence[Mapping[str, Any]]) -> str:
+    def _append_messages(self, out: list[bytes], messages: Sequence[Message]) -> None:
+        out.append(b"[")
+        for index, message in enumerate(messages):
+            if index:
+                out.append(b",")
+            out.append(self._message_json(message))
+        out.append(b"]")
+
+    def tools_json(self, tools: Sequence[Mapping[str, Any]]) -> bytes:
         """The JSON array of the tool schemas: encoded once per tuple (a profile's tools are
         one tuple, never changed), every time for a list (its caller may change it)."""
         cached = self._tools.get(id(tools))
         if cached is not None and cached[0] is tools:
             return cached[1]
-        text = dumps([dict(tool) for tool in tools])
+        text = dumps([dict(tool) for tool in tools]).encode()
         if not isinstance(tools, tuple):
             return text
         if len(self._tools) >= _MAX_TOOL_LISTS:
@@ -116,17 +129,17 @@ class BodyEncoder:
         self._tools[id(tools)] = (tools, text)
         return text
 
-    def _message_json(self, message: Message) -> str:
+    def _message_json(self, message: Message) -> bytes:
         text = self._current.get(message)
         if text is not None:
             return text
         text = self._previous.pop(message, None)
         if text is None:
-            text = dumps(encode_messages((message,))[0])
-        if self._current_chars + len(text) > self._limit:
+            text = dumps(encode_messages((message,))[0]).encode()
+        if self._current_bytes + len(text) > self._limit:
             self._previous = self._current
             self._current = {}
-            self._current_chars = 0
+            self._current_bytes = 0
         self._current[message] = text
-        self._current_chars += len(text)
+        self._current_bytes += len(text)
         return text

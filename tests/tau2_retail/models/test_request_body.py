@@ -66,17 +66,17 @@ async def test_the_body_is_byte_for_byte_what_the_sdks_create_sends(
 
 
 def test_cached_encodings_equal_fresh_ones_across_generations() -> None:
-    encoder = BodyEncoder(generation_chars=200)  # a few messages per generation
+    encoder = BodyEncoder(generation_bytes=200)  # a few messages per generation
     grown: list[Message] = []
     for message in HISTORY * 3:
         grown.append(message)
         # rebuilt each time, as the customer simulator's view is: equal values, new objects
         view = [Message(role=m.role, content=m.content, tool_calls=m.tool_calls) for m in grown]
-        expected = dumps(encode_messages(view))
+        expected = dumps(encode_messages(view)).encode()
         assert encoder.messages_json(view) == expected
-        assert encoder.messages_json(grown) == dumps(encode_messages(grown))
+        assert encoder.messages_json(grown) == dumps(encode_messages(grown)).encode()
     assert sum(len(text) for text in encoder._current.values()) <= 200 + max(
-        len(dumps(encode_messages([m]))) for m in HISTORY
+        len(dumps(encode_messages([m])).encode()) for m in HISTORY
     )
 
 
