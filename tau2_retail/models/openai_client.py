@@ -193,7 +193,7 @@ class OpenAIChatModel(ClosedOnExit):
             probe_seconds=config.breaker_probe_seconds,
         )
         """Shared by every request of this client (one client per role and process)."""
-        transport = _transport(config.base_url, connections)
+        transport = _transport(config.base_url, connections, self.ramp)
         # The attempt's deadline (``_attempt``) bounds connect to last byte; over the pooled
         # transport only connecting has a timer of its own (a read timer per request, never
         # firing first, cost more CPU than it was worth with hundreds in flight).
@@ -577,12 +577,14 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     return (when - datetime.now(UTC)).total_seconds()
 
 
-def _transport(base_url: str | None, connections: int) -> dict[str, Any]:
+def _transport(base_url: str | None, connections: int, ramp: Ramp) -> dict[str, Any]:
     """The pooled transport (``models/pool.py``) where it serves the endpoint, else the
-    ``openai`` client's default (``https://``, proxies)."""
+    ``openai`` client's default (``https://``, proxies); each accepted connection widens the
+    ramp."""
     if not serves(base_url):
         return {}
-    return {"transport": pooled_transport(_LIBRARY, max_connections=connections)}
+    transport = pooled_transport(_LIBRARY, max_connections=connections, on_connected=ramp.connected)
+    return {"transport": transport}
 
 
 def _stream_base() -> type:

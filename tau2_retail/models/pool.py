@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import urllib.request
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from tau2_retail.models.http1 import (
@@ -143,9 +143,12 @@ class _Pool:
 # -- the transport ------------------------------------------------------------------------------
 
 
-def pooled_transport(library: Any, *, max_connections: int) -> Any:
+def pooled_transport(
+    library: Any, *, max_connections: int, on_connected: Callable[[], None] = lambda: None
+) -> Any:
     """A ``library.AsyncBaseTransport`` (``library``: ``httpx`` or ``httpx2``, the one the
-    ``openai`` package uses) keeping at most ``max_connections`` connections open."""
+    ``openai`` package uses) keeping at most ``max_connections`` connections open;
+    ``on_connected`` is called for each new connection the server accepted."""
 
     class _Stream(library.AsyncByteStream):  # type: ignore[misc]
         def __init__(
@@ -232,6 +235,7 @@ def pooled_transport(library: Any, *, max_connections: int) -> Any:
                 if isinstance(error, OSError):
                     raise library.ConnectError(str(error)) from error
                 raise
+            on_connected()
             return protocol
 
         async def aclose(self) -> None:

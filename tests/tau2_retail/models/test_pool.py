@@ -218,3 +218,17 @@ async def test_a_waiter_that_gives_up_leaves_no_trace() -> None:
     pool.opening_failed()  # the first place is given back: the third may open one
     assert await third is None
     assert (pool.open, pool.peak, len(pool.waiters)) == (1, 1, 0)
+
+
+@pytest.mark.asyncio
+async def test_accepted_connections_open_the_ramp_before_any_reply(
+    openai_server: LoopbackOpenAIServer,
+):
+    # 64 conversations at once, each reply a second away: the window (16 at first) grows
+    # with each connection the server accepts, so all 64 are in flight before any reply (it
+    # used to grow per reply only: 16, then 32, a second apart)
+    openai_server.enqueue(*(Completion(content="ok", latency=1.0) for _ in range(64)))
+    async with loopback_model(openai_server) as model:
+        turns = await asyncio.gather(*(model.complete(HELLO) for _ in range(64)))
+    assert [turn.content for turn in turns] == ["ok"] * 64
+    assert model.ramp.peak == 64
