@@ -203,6 +203,8 @@ def measure(
                 "maxrss_mb": p["maxrss_mb"],
                 "cpu_s": p["cpu_user_s"] + p["cpu_sys_s"],
                 "gc_s": sum(p["gc_seconds"]),
+                "gc_seconds_by_generation": p["gc_seconds"],
+                "gc_runs_by_generation": p["gc_runs"],
                 "phases_cpu_s": _phase_cpu(p),
             }
             for p in sorted(run.processes, key=lambda p: p["role"])

@@ -8,6 +8,7 @@ reported as a pytest error and excluded from the rates.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -184,6 +185,8 @@ async def tau2_scheduler(
         return outcome, directory
 
     budget = tau2_run.budget
+    if tau2_run.plan.settings.concurrency > 1:
+        freeze_long_lived_objects()
     scheduler = ScenarioScheduler(
         limit=tau2_run.plan.settings.concurrency,
         start=start,
@@ -196,6 +199,14 @@ async def tau2_scheduler(
         yield scheduler
     finally:
         await scheduler.aclose()
+
+
+def freeze_long_lived_objects() -> None:
+    """Leave what exists before the first scenario (modules, the data, pytest's items) out of
+    the cyclic garbage collector's full passes: they live as long as the process, and with
+    hundreds of conversations in flight those passes walked them again and again (9 % of the
+    process's CPU at 912 in flight)."""
+    gc.freeze()
 
 
 def _report_notices(request: pytest.FixtureRequest, run: Tau2Process) -> None:
