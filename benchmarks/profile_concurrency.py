@@ -136,9 +136,11 @@ def stages(raw: Path) -> Counter[str]:
     return counts
 
 
-def profile(label: str, *, latency: float, rate: int, work: Path) -> dict[str, Any]:
+def profile(
+    label: str, *, latency: float, rate: int, work: Path, raw: Path | None
+) -> dict[str, Any]:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    raw = work / "profile.txt"
+    raw = raw or work / "profile.txt"
     server = ServerProcess(latency)
     try:
         load_before = load_average()
@@ -164,7 +166,10 @@ def profile(label: str, *, latency: float, rate: int, work: Path) -> dict[str, A
         "harness_cpu_ms_per_completion": ms,
         "load_average_before": load_before,
         "load_average_after": load_average(),
-        "result": run.last_line(),
+        "result": next(
+            (line for line in reversed(run.output.splitlines()) if " in " in line),
+            run.last_line(),
+        ),
         "samples": dict(counts),
         "stages": {
             stage: {"share": n / per_completion, "ms_per_completion": n / per_completion * ms}
@@ -182,12 +187,13 @@ def main() -> int:
     )
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--rate", type=int, default=100, help="samples per second")
+    parser.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks in this file")
     args = parser.parse_args()
     if not os.environ.get("TAU2_DATA_DIR"):
         parser.error("set TAU2_DATA_DIR to the data folder")
     work = Path(tempfile.mkdtemp(prefix="tau2-profile-"))
     try:
-        figures = profile(args.run, latency=args.latency, rate=args.rate, work=work)
+        figures = profile(args.run, latency=args.latency, rate=args.rate, work=work, raw=args.raw)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
