@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import importlib
-import inspect
 import itertools
 import json
 import os
@@ -48,10 +47,16 @@ from tau2_retail.models.bounded import (
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
-from tau2_retail.models.pool import pooled_transport, serves
 from tau2_retail.models.protocol import ClosedOnExit
 from tau2_retail.models.ramp import Ramp
-from tau2_retail.models.request_body import BodyEncoder, PreparedRequest
+from tau2_retail.models.request_body import BodyEncoder, PreparedRequest, request_head
+from tau2_retail.models.sdk_transport import (
+    CONNECTION_ERRORS,
+    POST_TAKES_CONTENT,
+    TIMEOUT_ERRORS,
+    http_options,
+    post_raw,
+)
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
 
@@ -105,16 +110,6 @@ _REDACTED: Final = "***"
 _MIN_REDACTED_KEY_CHARS: Final = 8
 
 Sleep = Callable[[float], Awaitable[None]]
-
-# The HTTP library the ``openai`` package uses (``httpx``, or ``httpx2`` in recent releases),
-# found from its own default limits so that this module does not name it.
-_LIBRARY: Final[Any] = importlib.import_module(
-    type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
-)
-# ``AsyncOpenAI.post(content=...)`` (raw request bodies) came with the httpx2-based releases.
-_POST_TAKES_CONTENT: Final = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
-# only encodings read_bounded inflates within its limit
-_HEADERS: Final = {"Accept-Encoding": ACCEPT_ENCODING, "Content-Type": "application/json"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,19 +188,21 @@ class OpenAIChatModel(ClosedOnExit):
             probe_seconds=config.breaker_probe_seconds,
         )
         """Shared by every request of this client (one client per role and process)."""
-        transport = _transport(config.base_url, connections, self.ramp)
-        # The attempt's deadline (``_attempt``) bounds connect to last byte; over the pooled
-        # transport only connecting has a timer of its own (a read timer per request, never
-        # firing first, cost more CPU than it was worth with hundreds in flight).
-        timeout = _LIBRARY.Timeout(None, connect=config.timeout_seconds) if transport else None
+        # plain http: the pooled transport, and only the attempt's deadline (sdk_transport.py)
+        timeout, transport = http_options(
+            config.base_url,
+            max_connections=connections,
+            timeout_seconds=config.timeout_seconds,
+            on_connected=self.ramp.connected,
+        )
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             api_key=api_key,
-            timeout=timeout or config.timeout_seconds,
+            timeout=timeout,
             max_retries=0,
             http_client=openai.DefaultAsyncHttpxClient(
                 limits=limits,
-                timeout=timeout or config.timeout_seconds,
+                timeout=timeout,
                 event_hooks={
                     "response": [error_body_hook(_stream_base(), max_bytes=FULL_BODY_CHARS)]
                 },
@@ -253,7 +250,7 @@ class OpenAIChatModel(ClosedOnExit):
         seed: int | None = None,
     ) -> PreparedRequest:
         """The request ``complete`` sends for these arguments (``send`` sends it)."""
-        head = self._head(seed)
+        head = request_head(self._config, seed)
         content = self._encoder.body(
             head=head, messages=messages, tools=tools, extra=self._config.extra_body
         )
@@ -369,10 +366,9 @@ class OpenAIChatModel(ClosedOnExit):
             return _Failure(detail=str(e), cause=e, fatal=fatal, endpoint_level=False)
         except openai.APIStatusError as e:
             return self._status_failure(e, attempts=attempts)
-        except (TimeoutError, openai.APITimeoutError, _LIBRARY.TimeoutException) as e:
+        except TIMEOUT_ERRORS as e:
             return _Failure(detail=f"no complete reply within the {deadline:g} s timeout", cause=e)
-        except (openai.APIConnectionError, _LIBRARY.TransportError) as e:
-            # the library's own errors come from reading the body, after the SDK returned
+        except CONNECTION_ERRORS as e:
             return _Failure(
                 detail=f"connection failed ({_cause_text(e)})", cause=e, connection=True
             )
@@ -393,41 +389,14 @@ class OpenAIChatModel(ClosedOnExit):
         )
 
     async def _exchange(self, request: PreparedRequest) -> bytes:
-        """Send the body through the ``openai`` client and read the reply within the limit."""
+        """Send the body through the ``openai`` client; the reply, read within the limit."""
         limit = self._config.max_reply_bytes
-        if not _POST_TAKES_CONTENT:  # an SDK without raw request bodies: the typed call
-            sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
-            create = self._client.chat.completions.with_streaming_response.create
-            async with create(**sdk) as raw:
-                return await read_bounded(raw.http_response, max_bytes=limit)
-        # The SDK's generic POST with the body already encoded (the same bytes ``create``
-        # sends): its request building without the per-request transform and re-encoding.
-        response = await self._client.post(
-            "/chat/completions",
-            cast_to=_LIBRARY.Response,  # returned unread (streamed)
-            content=request.content,
-            options={"headers": _HEADERS},
-            stream=True,
-        )
-        try:
-            # read as it arrives, inflated here within the limit (never a body whole)
-            return await read_bounded(response, max_bytes=limit)
-        finally:
-            await response.aclose()
-
-    def _head(self, seed: int | None) -> dict[str, Any]:
-        """Model and sampling parameters, in the order the SDK's ``create`` sends them."""
-        config = self._config
-        seed = config.seed if seed is None else seed
-        head: dict[str, Any] = {"model": config.model}
-        optional = {
-            "max_tokens": config.max_tokens,
-            "seed": seed,
-            "temperature": config.temperature,
-            "top_p": config.top_p,
-        }
-        head.update((key, value) for key, value in optional.items() if value is not None)
-        return head
+        if POST_TAKES_CONTENT:
+            return await post_raw(self._client, request.content, max_bytes=limit)
+        # an SDK without raw request bodies: its typed call
+        sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
+        async with self._client.chat.completions.with_streaming_response.create(**sdk) as raw:
+            return await read_bounded(raw.http_response, max_bytes=limit)
 
     def _request(
         self,
@@ -577,19 +546,14 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     return (when - datetime.now(UTC)).total_seconds()
 
 
-def _transport(base_url: str | None, connections: int, ramp: Ramp) -> dict[str, Any]:
-    """The pooled transport (``models/pool.py``) where it serves the endpoint, else the
-    ``openai`` client's default (``https://``, proxies); each accepted connection widens the
-    ramp."""
-    if not serves(base_url):
-        return {}
-    transport = pooled_transport(_LIBRARY, max_connections=connections, on_connected=ramp.connected)
-    return {"transport": transport}
-
-
 def _stream_base() -> type:
-    """The ``AsyncByteStream`` of the HTTP library the ``openai`` package uses."""
-    base: type = _LIBRARY.AsyncByteStream
+    """The ``AsyncByteStream`` of the HTTP library the ``openai`` package uses (``httpx``, or
+    ``httpx2`` in recent releases), found from its own default limits so that this module does
+    not name the library."""
+    library = importlib.import_module(
+        type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
+    )
+    base: type = library.AsyncByteStream
     return base
 
 

@@ -149,99 +149,115 @@ def pooled_transport(
     """A ``library.AsyncBaseTransport`` (``library``: ``httpx`` or ``httpx2``, the one the
     ``openai`` package uses) keeping at most ``max_connections`` connections open;
     ``on_connected`` is called for each new connection the server accepted."""
+    stream = type("PooledStream", (_PooledStream, library.AsyncByteStream), {})
+    transport = type("PooledTransport", (_PooledTransport, library.AsyncBaseTransport), {})
+    return transport(library, stream, _Pool(max_connections), on_connected)
 
-    class _Stream(library.AsyncByteStream):  # type: ignore[misc]
-        def __init__(
-            self, pool: _Pool, connection: Connection, parts: AsyncIterator[bytes], keep: bool
-        ) -> None:
-            self._pool = pool
-            self._connection = connection
-            self._parts = parts
-            self._keep = keep
-            self._complete = False
-            self._released = False
 
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            try:
-                async for part in self._parts:
-                    yield part
-            except (ProtocolError, TimeoutError, OSError) as error:
-                self._release()
-                raise _mapped(library, error, self._connection) from _cause(error)
-            self._complete = True
+class _PooledStream:
+    """A reply's body (the library's ``AsyncByteStream`` too): its connection goes back to the
+    pool once the body was read whole, and is closed when the reader stops early."""
+
+    def __init__(
+        self,
+        library: Any,
+        pool: _Pool,
+        connection: Connection,
+        parts: AsyncIterator[bytes],
+        keep: bool,
+    ) -> None:
+        self._library = library
+        self._pool = pool
+        self._connection = connection
+        self._parts = parts
+        self._keep = keep
+        self._complete = False
+        self._released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for part in self._parts:
+                yield part
+        except (ProtocolError, TimeoutError, OSError) as error:
             self._release()
+            raise _mapped(self._library, error, self._connection) from _cause(error)
+        self._complete = True
+        self._release()
 
-        async def aclose(self) -> None:
-            self._release()
+    async def aclose(self) -> None:
+        self._release()
 
-        def _release(self) -> None:
-            if not self._released:
-                self._released = True
-                self._pool.release(self._connection, reusable=self._keep and self._complete)
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._pool.release(self._connection, reusable=self._keep and self._complete)
 
-    class PooledTransport(library.AsyncBaseTransport):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self._pool = _Pool(max_connections)
 
-        async def handle_async_request(self, request: Any) -> Any:
-            timeouts = request.extensions.get("timeout", {})
-            url = request.url
-            origin = (url.host, url.port or 80)
-            connection = await self._connection(origin, timeouts)
-            connection.read_timeout = timeouts.get("read")
-            method = request.method.encode() if isinstance(request.method, str) else request.method
-            writing = True
-            try:
-                await send_request(connection, request, method, timeouts.get("write"))
-                writing = False
-                version, status, reason, headers = await read_head(connection)
-                body_framing, length, keep = framing(method, status, headers)
-            except BaseException as error:
-                self._pool.release(connection, reusable=False)
-                if isinstance(error, (ProtocolError, TimeoutError, OSError)):
-                    raise _mapped(library, error, connection, writing=writing) from _cause(error)
-                raise
-            stream = _Stream(
-                self._pool, connection, read_body(connection, body_framing, length), keep
-            )
-            return library.Response(
-                status,
-                headers=headers,
-                stream=stream,
-                extensions={"http_version": version, "reason_phrase": reason},
-            )
+class _PooledTransport:
+    """The transport (the library's ``AsyncBaseTransport`` too): one exchange per request on
+    a pooled connection."""
 
-        async def _connection(
-            self, origin: tuple[str, int], timeouts: dict[str, Any]
-        ) -> Connection:
-            try:
-                connection = await self._pool.acquire(origin, pool_timeout=timeouts.get("pool"))
-            except TimeoutError as error:
-                raise library.PoolTimeout("no connection became free in time") from error
-            if connection is not None:
-                return connection
-            loop = asyncio.get_running_loop()
-            try:
-                async with asyncio.timeout(timeouts.get("connect")):
-                    _, protocol = await loop.create_connection(
-                        lambda: Connection(origin), origin[0], origin[1]
-                    )
-            except BaseException as error:
-                self._pool.opening_failed()
-                if isinstance(error, TimeoutError):
-                    raise library.ConnectTimeout(
-                        f"connecting to {origin[0]}:{origin[1]} timed out"
-                    ) from error
-                if isinstance(error, OSError):
-                    raise library.ConnectError(str(error)) from error
-                raise
-            on_connected()
-            return protocol
+    def __init__(
+        self, library: Any, stream: type, pool: _Pool, on_connected: Callable[[], None]
+    ) -> None:
+        self._library = library
+        self._stream = stream
+        self._pool = pool
+        self._on_connected = on_connected
 
-        async def aclose(self) -> None:
-            self._pool.close_idle()
+    async def handle_async_request(self, request: Any) -> Any:
+        timeouts = request.extensions.get("timeout", {})
+        url = request.url
+        connection = await self._connection((url.host, url.port or 80), timeouts)
+        connection.read_timeout = timeouts.get("read")
+        method = request.method.encode() if isinstance(request.method, str) else request.method
+        writing = True
+        try:
+            await send_request(connection, request, method, timeouts.get("write"))
+            writing = False
+            version, status, reason, headers = await read_head(connection)
+            body_framing, length, keep = framing(method, status, headers)
+        except BaseException as error:
+            self._pool.release(connection, reusable=False)
+            if isinstance(error, (ProtocolError, TimeoutError, OSError)):
+                mapped = _mapped(self._library, error, connection, writing=writing)
+                raise mapped from _cause(error)
+            raise
+        parts = read_body(connection, body_framing, length)
+        return self._library.Response(
+            status,
+            headers=headers,
+            stream=self._stream(self._library, self._pool, connection, parts, keep),
+            extensions={"http_version": version, "reason_phrase": reason},
+        )
 
-    return PooledTransport()
+    async def _connection(self, origin: tuple[str, int], timeouts: dict[str, Any]) -> Connection:
+        library = self._library
+        try:
+            connection = await self._pool.acquire(origin, pool_timeout=timeouts.get("pool"))
+        except TimeoutError as error:
+            raise library.PoolTimeout("no connection became free in time") from error
+        if connection is not None:
+            return connection
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeouts.get("connect")):
+                _, protocol = await loop.create_connection(
+                    lambda: Connection(origin), origin[0], origin[1]
+                )
+        except BaseException as error:
+            self._pool.opening_failed()
+            if isinstance(error, TimeoutError):
+                where = f"{origin[0]}:{origin[1]}"
+                raise library.ConnectTimeout(f"connecting to {where} timed out") from error
+            if isinstance(error, OSError):
+                raise library.ConnectError(str(error)) from error
+            raise
+        self._on_connected()
+        return protocol
+
+    async def aclose(self) -> None:
+        self._pool.close_idle()
 
 
 def _cause(error: BaseException) -> BaseException | None:

@@ -29,10 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import Message
 from tau2_retail.models.wire import encode_messages
 
-__all__ = ["GENERATION_BYTES", "BodyEncoder", "PreparedRequest", "dumps"]
+__all__ = ["GENERATION_BYTES", "BodyEncoder", "PreparedRequest", "dumps", "request_head"]
 
 GENERATION_BYTES: Final = 16 * 1024 * 1024
 """Bytes of message JSON per generation (two are kept): 16 MiB covers the live histories of
@@ -52,6 +53,21 @@ class PreparedRequest:
     tools: Sequence[Mapping[str, Any]] | None
     seed: int | None
     content: bytes
+
+
+def request_head(config: EndpointConfig, seed: int | None) -> dict[str, Any]:
+    """Model and sampling parameters, in the order the SDK's ``create`` sends them (``seed``
+    None: the configured one)."""
+    seed = config.seed if seed is None else seed
+    head: dict[str, Any] = {"model": config.model}
+    optional = {
+        "max_tokens": config.max_tokens,
+        "seed": seed,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+    }
+    head.update((key, value) for key, value in optional.items() if value is not None)
+    return head
 
 
 def dumps(value: Any) -> str:
