@@ -1,6 +1,7 @@
 """Hundreds of conversations in flight: ``--tau2-concurrency`` against a slow model server.
 
-Run from the repository root (about ten minutes; the model latency is real sleeping)::
+Run from the repository root (about six minutes on an idle machine; the model latency is real
+sleeping)::
 
     TAU2_DATA_DIR=/path/to/data .venv/bin/python benchmarks/bench_concurrency.py
     # a user's environment: only the runtime dependencies, from the wheel
@@ -9,13 +10,17 @@ Run from the repository root (about ten minutes; the model latency is real sleep
 
 The server is the scripted dialogue of ``bench_server.py`` (20 completions per scenario, 2223 per
 114 scenarios, every scenario a success) in a process of its own, answering each completion
-after ``--latency`` seconds (default 1.0). The runs:
+after ``--latency`` seconds (default 1.0). The runs (``--runs``; the default leaves out ``n8``):
 
-- ``-n 0 --tau2-concurrency 114``: the 114 scenarios in flight in one process;
-- ``-n 0 --tau2-concurrency 456 --tau2-trials 4``: 456 scenarios, everything in flight;
-- ``-n 2 --dist each --tau2-concurrency 57``: the same 114 in two workers;
-- ``-n 2 --dist each --tau2-concurrency 228 --tau2-trials 4``: the 456, in two workers;
-- ``-n 8``: today's way, one scenario in flight per worker.
+- ``c114``: ``-n 0 --tau2-concurrency 114``: the 114 scenarios in flight in one process;
+- ``n2c57``: ``-n 2 --dist each --tau2-concurrency 57``: the same 114 in two workers;
+- ``c456``: ``-n 0 --tau2-concurrency 456 --tau2-trials 4``: 456 scenarios, all in flight;
+- ``c456n2``: ``-n 2 --dist each --tau2-concurrency 228 --tau2-trials 4``: the 456 in two;
+- ``c912``: ``-n 0 --tau2-concurrency 912 --tau2-trials 8``: pass^8's 912 in one process;
+- ``c912n2``: ``-n 2 --dist each --tau2-concurrency 456 --tau2-trials 8``: the 912 in two;
+- ``n8``: ``-n 8``, one scenario in flight per worker.
+
+The last table puts the runs beside upstream tau2's measured figures for the same 114 tasks.
 
 Ideal = start-up (command to the server's first request) + the model phase a perfect harness
 would need: max(longest scenario, 20 completions x latency; all completions x latency / slots),
