@@ -84,6 +84,7 @@ AGENT_MODEL = "bench-agent"
 USER_MODEL = "bench-user"
 AGENT_TOOL_TURNS = 16
 COMPLETIONS_PER_SCENARIO = AGENT_TOOL_TURNS + 2 + 2
+BACKLOG = 2048
 ANYTHING_ELSE = "Is there anything else I can help you with?"
 TARGETS = {"wall_over_ideal_n8": 1.15, "cpu_ms_per_completion": 3.0, "worker_maxrss_mb": 150.0}
 
@@ -191,7 +192,11 @@ def serve(latency: float) -> int:
     from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
 
     dialogue = ScriptedDialogue(resolve_data_dir())
-    with LoopbackOpenAIServer(responder=dialogue, latency=latency, record=False) as server:
+    # a listen backlog as uvicorn's (vLLM's server) and the kernel's default cap: 912
+    # conversations connect within milliseconds
+    with LoopbackOpenAIServer(
+        responder=dialogue, latency=latency, record=False, backlog=BACKLOG
+    ) as server:
         print(json.dumps({"base_url": server.base_url}), flush=True)
         for line in sys.stdin:
             command = line.strip()

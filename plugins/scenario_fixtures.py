@@ -187,6 +187,7 @@ async def tau2_scheduler(
     budget = tau2_run.budget
     if tau2_run.plan.settings.concurrency > 1:
         freeze_long_lived_objects()
+        raise_open_files_limit(tau2_run.plan.settings.concurrency)
     scheduler = ScenarioScheduler(
         limit=tau2_run.plan.settings.concurrency,
         start=start,
@@ -214,6 +215,22 @@ def freeze_long_lived_objects() -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(max(gc.get_threshold()[0], _YOUNG_COLLECTION_THRESHOLD), older, oldest)
+
+
+def raise_open_files_limit(concurrency: int) -> None:
+    """Let the process hold a connection per conversation and role: the soft limit of open
+    files (1024 on many systems; 912 conversations need about 1,900 sockets for the agent and
+    the customer) raised towards the hard limit. Nothing on systems without it (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 3 * concurrency + 256  # agent, customer and judge connections, and files
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def _report_notices(request: pytest.FixtureRequest, run: Tau2Process) -> None:

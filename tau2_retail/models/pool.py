@@ -208,6 +208,10 @@ class _PooledTransport:
     async def handle_async_request(self, request: Any) -> Any:
         timeouts = request.extensions.get("timeout", {})
         url = request.url
+        if url.scheme != "http":  # e.g. a redirect to https://: not for this transport
+            raise self._library.UnsupportedProtocol(
+                f"{url.scheme}:// through the plain-http connection pool: not sent"
+            )
         connection = await self._connection((url.host, url.port or 80), timeouts)
         connection.read_timeout = timeouts.get("read")
         method = request.method.encode() if isinstance(request.method, str) else request.method

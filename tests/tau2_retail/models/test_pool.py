@@ -232,3 +232,12 @@ async def test_accepted_connections_open_the_ramp_before_any_reply(
         turns = await asyncio.gather(*(model.complete(HELLO) for _ in range(64)))
     assert [turn.content for turn in turns] == ["ok"] * 64
     assert model.ramp.peak == 64
+
+
+@pytest.mark.asyncio
+async def test_a_redirect_to_https_is_not_sent_in_plain_text(raw: RawServer):
+    moved = b"HTTP/1.1 307 Temporary Redirect\r\nLocation: https://127.0.0.1:9/v1/chat/completions"
+    raw.replies = [moved + b"\r\nContent-Length: 0\r\n\r\n"]
+    async with model_at(raw.base_url) as model:
+        with pytest.raises(EndpointError, match="UnsupportedProtocol: https:// through the"):
+            await model.complete(HELLO)
