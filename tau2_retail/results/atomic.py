@@ -72,6 +72,21 @@ def _discard(temp: str) -> None:
         os.unlink(temp)
 
 
+def _temp_file(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path``; its folder is created when missing (only then:
+    a scenario writes ten files into one folder, and each check cost a system call)."""
+    prefix = f"{TEMP_PREFIX}{path.name}."
+    try:
+        return tempfile.mkstemp(dir=path.parent, prefix=prefix)
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ArtifactError(f"cannot create the folder of {path}: {error}") from error
+    return tempfile.mkstemp(dir=path.parent, prefix=prefix)
+
+
 def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically, creating parent folders.
 
@@ -87,11 +102,7 @@ def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
         # written with U+FFFD in its place rather than lost
         data = valid_unicode(text).encode("utf-8")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ArtifactError(f"cannot create the folder of {path}: {error}") from error
-    try:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{path.name}.")
+        fd, temp = _temp_file(path)
     except OSError as error:
         raise ArtifactError(f"cannot write {path}: {error}") from error
     try:
