@@ -84,6 +84,10 @@ def _no_ini(setting: Setting) -> str | None:
     return None
 
 
+def _declared_default(setting: Setting) -> str:
+    return setting.default
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Inputs:
     """Where raw values come from, and how the caller spells an option.
@@ -92,6 +96,8 @@ class Inputs:
     - ``option``: the text given on the command line, or None.
     - ``ini``: the text of the configuration file, or None (a relative path already joined).
     - ``applies``: whether the caller has the setting at all; the others keep their default.
+    - ``default``: a setting's default as the caller places it (pytest puts a relative default
+      folder in its rootdir, as it does its own cache).
     - ``load_agent``: the agent as code (``--tau2-agent``, a ``tau2_agent`` fixture).
     - ``one_scenario``: ``python -m tau2_retail run``, a scenario watched rather than a score
       compared: an endpoint agent may face the scripted customer, and a role's endpoint option
@@ -104,6 +110,7 @@ class Inputs:
     environ: Mapping[str, str]
     ini: Callable[[Setting], str | None] = _no_ini
     applies: Callable[[Setting], bool] = lambda setting: True
+    default: Callable[[Setting], str] = _declared_default
     one_scenario: bool = False
 
     def spelled(self, name: str) -> str:
@@ -112,7 +119,7 @@ class Inputs:
     def raw(self, setting: Setting) -> tuple[str, str]:
         """The raw text of a setting and where it came from."""
         if not self.applies(setting):
-            return setting.default, "default"
+            return self.default(setting), "default"
         value = self.option(setting)
         if value is not None:
             return value, self.flag(setting)
@@ -121,7 +128,7 @@ class Inputs:
         ini = self.ini(setting)
         if ini is not None and ini.strip():
             return ini, f"ini {setting.dest}"
-        return setting.default, "default"
+        return self.default(setting), "default"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,13 +266,9 @@ def resolve_settings(inputs: Inputs) -> Tau2Settings:
     judge, agent, user = models
     if inputs.one_scenario:
         _refuse_unused_role_options(sources, inputs, models)
-    elif not agent.is_builtin and user.is_builtin and sources["user_model"] == "default":
-        raise ConfigError(
-            f"{sources['agent_model']}: the agent {agent.name!r} is an endpoint, but the "
-            "simulated user would be the built-in scripted customer (it pastes the task and "
-            "agrees to everything), so the score would not compare with tau2's; set "
-            f"{flag('user_model')} (and {flag('user_base_url')}) to a model that plays the "
-            f"customer, or {flag('user_model')}=builtin:customer to accept the scripted one"
+    else:
+        _refuse_scripted_customer(
+            sources, inputs, agent=agent, agent_source=agent_source, user=user
         )
     _check_cost_and_cache(values, sources, inputs, models)
     # a replay never contacts an endpoint: it needs no key (a CI run reproduced on a laptop)
@@ -273,6 +276,36 @@ def resolve_settings(inputs: Inputs) -> Tau2Settings:
         for role, choice in (("agent", agent), ("user", user), ("judge", judge)):
             _check_key(role, choice, sources, inputs)
     return _settings(values, sources, agent_source, models=models)
+
+
+def _refuse_scripted_customer(
+    sources: Mapping[str, str],
+    inputs: Inputs,
+    *,
+    agent: ModelSettings,
+    agent_source: AgentSource | None,
+    user: ModelSettings,
+) -> None:
+    """An agent under test (an endpoint, or Python code) facing the scripted customer by
+    default: its score would not compare with tau2's, so the run asks for a customer model or
+    an explicit ``builtin:customer``."""
+    if not user.is_builtin or sources["user_model"] != "default":
+        return
+    if agent_source is not None:
+        source = agent_source.identity.source
+        where = source if agent_source.is_fixture else sources["agent"]
+        what = f"the agent is Python code ({source})"
+    elif not agent.is_builtin:
+        where, what = sources["agent_model"], f"the agent {agent.name!r} is an endpoint"
+    else:
+        return  # a built-in agent: the offline self-check, or the floor
+    flag = inputs.spelled
+    raise ConfigError(
+        f"{where}: {what}, but the simulated user would be the built-in scripted customer (it "
+        "pastes the task and agrees to everything), so the score would not compare with tau2's; "
+        f"set {flag('user_model')} (and {flag('user_base_url')}) to a model that plays the "
+        f"customer, or {flag('user_model')}=builtin:customer to accept the scripted one"
+    )
 
 
 def settings_from_recorded(
@@ -400,9 +433,10 @@ def _check_cost_and_cache(
         ]
         unpriced = sorted({m for m in endpoint_models if prices is None or prices.price(m) is None})
         if unpriced:
+            has, it = ("has", "it") if len(unpriced) == 1 else ("have", "them")
             raise ConfigError(
                 f"{sources['max_cost']}: {flag('max_cost')} needs a price for every model, and "
-                f"{', '.join(map(repr, unpriced))} has none; add it to {flag('prices')}, e.g. "
+                f"{', '.join(map(repr, unpriced))} {has} none; add {it} to {flag('prices')}, e.g. "
                 f'{flag("prices")} \'{{"{unpriced[0]}": {{"input": 0.15, "output": 0.6}}}}\''
             )
     mode: CacheMode = values["cache_mode"]
