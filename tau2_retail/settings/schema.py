@@ -421,7 +421,7 @@ _TABLE: tuple[Setting, ...] = (
         "output_dir",
         _text,
         "tau2_runs",
-        "folder of run directories (default: tau2_runs in the current folder)",
+        "folder of run directories (default: tau2_runs in pytest's rootdir)",
         env=True,
         path=True,
     ),
