@@ -12,6 +12,8 @@ Prints two tables (timings, never assertions):
    - ``endpoint (loopback HTTP)``: the OpenAI client against the loopback server playing the
      same script (server thread included in the process CPU).
    The in-process agent's cost over the endpoint path is its row minus the model path's.
+   Then the hop alone: one call of a ``respond`` that returns at once, sync and async, through
+   the scenario's agent thread (its own event loop), one call after the other.
 2. A sync agent that sleeps 1 s per turn, all scenarios at once (``--tau2-concurrency 114``):
    in the engine (``asyncio.gather``), and through pytest with ``--tau2-agent`` (minus the same
    run with an agent that does not sleep: start-up, collection and reporting), against the
@@ -143,6 +145,42 @@ async def _run_all(
         return await asyncio.gather(*(one(t) for t in task_ids))
 
 
+HOP_CALLS = 2000
+
+
+class _NoopSync:
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        return "ok"
+
+
+class _NoopAsync:
+    async def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        return "ok"
+
+
+def _hop_row(label: str, kind: type) -> dict[str, Any]:
+    """CPU and wall time of one agent call through its thread, without the conversation."""
+
+    async def calls() -> tuple[float, float]:
+        runner = AgentRunner(kind, AgentIdentity(source="b"))
+        await runner.start()
+        await runner.complete([], tools=[])  # the thread (and its loop) made
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(HOP_CALLS):
+            await runner.complete([], tools=[])
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        await runner.close()
+        return cpu, wall
+
+    cpu, wall = asyncio.run(calls())
+    return {
+        "path": label,
+        "calls": HOP_CALLS,
+        "cpu_us_per_call": 1e6 * cpu / HOP_CALLS,
+        "wall_us_per_call": 1e6 * wall / HOP_CALLS,
+    }
+
+
 def _cpu_row(
     label: str, bundle: Any, task_ids: Sequence[str], make: Any, roles: Roles | None = None
 ) -> dict[str, Any]:
@@ -263,7 +301,7 @@ def main() -> int:
         )
         rows.append(
             _cpu_row(
-                "turn agent, sync (thread per call)",
+                "turn agent, sync (its scenario's thread)",
                 bundle,
                 task_ids,
                 lambda t: SyncTurn(endpoint, t),
@@ -293,6 +331,13 @@ def main() -> int:
             f"{row['cpu_s']:>7.2f} {row['cpu_ms_per_turn']:>8.3f} "
             f"{row['cpu_ms_per_turn'] - base:>+16.3f}"
         )
+
+    hops = [_hop_row("sync respond", _NoopSync), _hop_row("async respond", _NoopAsync)]
+    print()
+    print(f"One agent call through its thread ({HOP_CALLS} calls, one after the other)")
+    print(f"{'agent':45} {'CPU us/call':>12} {'wall us/call':>13}")
+    for hop in hops:
+        print(f"{hop['path']:45} {hop['cpu_us_per_call']:>12.1f} {hop['wall_us_per_call']:>13.1f}")
 
     # 2. sync agents sleeping 1 s per turn, all at once
     with endpoint.server:
@@ -327,7 +372,7 @@ def main() -> int:
             f"{row['wall_s'] / row['ideal_s']:>6.2f}"
         )
     if args.json:
-        args.json.write_text(json.dumps({"cpu": rows, "overlap": overlap}, indent=2))
+        args.json.write_text(json.dumps({"cpu": rows, "hops": hops, "overlap": overlap}, indent=2))
     return 0
 
 

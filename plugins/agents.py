@@ -29,10 +29,12 @@ from tau2_retail.models.agent import (
     FIXTURE_SOURCE,
     AgentFactory,
     AgentIdentity,
+    AgentLedger,
     AgentRunner,
     agent_style,
     load_agent_factory,
 )
+from tau2_retail.models.agent_thread import BLOCKING_STEP_SECONDS
 from tau2_retail.settings import AgentSource
 
 __all__ = [
@@ -112,6 +114,8 @@ class AgentSupply:
         self._per_item: dict[str, AgentRunner] = {}
         self._shared: AgentFactory | None = None
         self.identity: AgentIdentity | None = source.identity if source else None
+        #: the agents handed out in this process: one handed out twice is refused
+        self.ledger = AgentLedger()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(
@@ -145,13 +149,13 @@ class AgentSupply:
             mode = "per_item"
             agent = value
             self._remember(AgentIdentity.of(source, agent, fixture=True))
-            self._per_item[nodeid] = AgentRunner(lambda: agent, self.identity_or(source))
+            self._per_item[nodeid] = self._runner(lambda: agent, self.identity_or(source))
         elif callable(value):
             factory: AgentFactory = value
             self._remember(AgentIdentity.of(source, value, fixture=True))
             if scope == "function":
                 mode = "per_item"
-                self._per_item[nodeid] = AgentRunner(factory, self.identity_or(source))
+                self._per_item[nodeid] = self._runner(factory, self.identity_or(source))
             else:
                 mode = "shared"
                 self._shared = factory
@@ -184,10 +188,27 @@ class AgentSupply:
         if runner is not None:
             return runner
         if self._shared is not None:
-            return AgentRunner(self._shared, self.identity_or(FIXTURE_SOURCE))
+            return self._runner(self._shared, self.identity_or(FIXTURE_SOURCE))
         if self.source is not None and self.source.factory is not None:
-            return AgentRunner(self.source.factory, self.source.identity)
+            return self._runner(self.source.factory, self.source.identity)
         return None
+
+    def _runner(self, factory: AgentFactory, identity: AgentIdentity) -> AgentRunner:
+        return AgentRunner(factory, identity, ledger=self.ledger)
+
+    @staticmethod
+    def after(runner: AgentRunner, notices: list[str]) -> None:
+        """Once its scenario is over: a line for ``notices`` when the agent's async code
+        blocked its event loop (the same line for every scenario: said once per run)."""
+        if runner.longest_block >= BLOCKING_STEP_SECONDS:
+            line = (
+                f"tau2: agent {runner.identity.source} blocks its event loop: a step of its "
+                f"async code ran {BLOCKING_STEP_SECONDS:g} s or more without awaiting "
+                "(time.sleep or blocking I/O inside async def); it runs on a loop of its own, so "
+                "it slows only its own scenario, within --tau2-max-duration (docs/agents.md)"
+            )
+            if line not in notices:
+                notices.append(line)
 
 
 AGENTS_KEY = pytest.StashKey[AgentSupply]()

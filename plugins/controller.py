@@ -37,12 +37,14 @@ import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import ProfileName, policy_for
-from tau2_retail.errors import ArtifactError, DataError, RunInUse
+from tau2_retail.errors import AgentInterrupted, ArtifactError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.budget import BUDGET_VERDICT
+from tau2_retail.plugins.empty_selection import EmptySelection
+from tau2_retail.plugins.errored import ErroredScenarios
 from tau2_retail.plugins.interop import record_suite_properties
 from tau2_retail.plugins.options import Tau2Settings, typed_setting
 from tau2_retail.plugins.process import (
@@ -79,6 +81,7 @@ from tau2_retail.settings import EXTRA_BODY_FLAGS
 __all__ = [
     "AGENT_PROPERTY",
     "ARTIFACTS_PROPERTY",
+    "INTERRUPT_PROPERTY",
     "NOTICE_PROPERTY",
     "NOT_RUN",
     "NOT_RUN_INTERRUPTED",
@@ -98,6 +101,8 @@ NOT_RUN_INTERRUPTED = "not run (interrupted)"
 NOTICE_PROPERTY = "tau2_notice"
 #: the agent given as code, as its scenario saw it (JSON: source, name, version)
 AGENT_PROPERTY = "tau2_agent"
+#: the agent's code raised KeyboardInterrupt (where): the run stops as for Ctrl-C
+INTERRUPT_PROPERTY = "tau2_interrupt"
 
 _BROKEN = {
     pytest.ExitCode.INTERRUPTED: "interrupted",
@@ -226,6 +231,10 @@ class Tau2Run:
         self.budget_skipped: set[str] = set()
         #: lines the processes asked to say once, in order
         self.notices: dict[str, None] = {}
+        #: whether the benchmark was collected (a gate on an empty selection fails)
+        self.empty = EmptySelection()
+        #: scenarios whose test errored: never a success (see ``plugins.errored``)
+        self.errored = ErroredScenarios()
 
     @property
     def process(self) -> Tau2Process:
@@ -423,6 +432,7 @@ class Tau2Run:
         # Before any scenario is scheduled: the claim happens before any scenario starts. Under
         # --dist each every worker holds its own share: the expected list is the union.
         scenarios = [scenario for nodeid in ids if (scenario := scenario_of(nodeid))]
+        self.empty.collected(ids)
         self.worker_scenarios[node_id] = frozenset(scenarios)
         self._collected(scenarios)
 
@@ -447,7 +457,11 @@ class Tau2Run:
         workers were still starting), a refused claim of the run folder, a crashed worker."""
         return exitstatus == pytest.ExitCode.INTERRUPTED or self.refused or bool(self.workers_down)
 
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        self.empty.collected(item.nodeid for item in items)
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.empty.collected(item.nodeid for item in session.items)
         self._collected(
             [scenario for item in session.items if (scenario := scenario_of(item.nodeid))]
         )
@@ -582,8 +596,8 @@ class Tau2Run:
             )
         if settings.max_cost is not None:
             lines.append(
-                f"tau2: budget ${settings.max_cost:,.4f} (--tau2-max-cost): once spent, no new "
-                "scenario starts"
+                f"tau2: budget ${settings.max_cost:,.4f} (--tau2-max-cost): each request "
+                "reserves its estimated cost first; one that would pass it is not sent"
             )
         return lines
 
@@ -598,16 +612,25 @@ class Tau2Run:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         scenario = scenario_of(report.nodeid)
+        interrupt = None
         for name, value in report.user_properties:
             if name == NOTICE_PROPERTY:
                 self.notices.setdefault(str(value), None)
             elif name == OUTCOME_PROPERTY and value == BUDGET_VERDICT and scenario:
                 self.budget_skipped.add(scenario)
+            elif name == INTERRUPT_PROPERTY:
+                interrupt = str(value)
         if scenario is not None:
             self.seen.add(scenario)
             self._agent_seen(report)
+            self.errored.observe(scenario, report)
         elif report.failed:
             self.others_failed.append(report.nodeid)
+        if interrupt is not None:
+            # what Ctrl-C does, here in the process that owns the run (under xdist its workers
+            # stop as for Ctrl-C; a worker interrupted itself would be reported as crashed)
+            self.problems.append(f"tau2: interrupted by the agent: {interrupt}")
+            raise AgentInterrupted(interrupt)
 
     def _agent_seen(self, report: pytest.TestReport) -> None:
         """A fixture's agent is known only once a scenario had it: its name and version then
@@ -636,9 +659,13 @@ class Tau2Run:
         written is complete even when Ctrl-C cut its test short or its report never reached
         this process; one without a whole record is lost, with the reason.
         """
+        self.problems.extend(self.errored.set_aside(self.run_dir))
         on_disk = load_run_metrics(self.run_dir)
         records = {m.scenario_id: m for m in on_disk.records}
         reasons = dict(on_disk.incomplete)
+        for scenario, reason in self.errored.reasons.items():  # lost, whatever its record
+            records.pop(scenario, None)
+            reasons[scenario] = reason
         for scenario in self.seen - records.keys() - self.budget_skipped:
             reasons.setdefault(scenario, "no metrics.json (interrupted, or its process was lost)")
         # selected but never started: lost, unless the budget kept them from starting
@@ -663,14 +690,21 @@ class Tau2Run:
         rates and the gate). An interrupted one is written after them: xdist's workers finish
         their current scenario while xdist shuts them down, and those records count too.
         """
-        active = bool(self.seen or (self.collected and self.plan.completed))
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        # interrupted before pytest reported a scenario (during the first test's set-up, while
+        # the scenarios started ahead ran): the records of those that finished still count
+        recorded = self.plan.completed or (interrupted and self.claimed)
+        active = bool(self.seen or (self.collected and recorded))
         self.interrupted = interrupted
         if active and not interrupted:
             self._finish(session)
         yield
         if active and interrupted:
             self._finish(session)
+        if not active and exitstatus not in _BROKEN and not self.config.option.collectonly:
+            self.gate = self.empty.verdict(self.settings)
+            if self.gate is not None:
+                self.exit_verdict = pytest.ExitCode.TESTS_FAILED
         # applied last: plugins that finish after us (one ORs in the status pytest passed to
         # the hook) must not undo the run's verdict
         if self.exit_verdict is not None:
@@ -727,6 +761,7 @@ class Tau2Run:
             max_regression=settings.max_regression or 0.0,
             regression_alpha=settings.regression_alpha,
             session_problem=self.exit_problem,
+            problems=[problem] if (problem := self.errored.gate_problem()) else [],
         )
         if self.gate is not None and self.others_failed:
             self.problems.append(
@@ -872,9 +907,9 @@ class Tau2Run:
         gate's verdict are the last lines a CI log shows (only pytest's closing line follows)."""
         yield
         if self.summary is None:
-            if self.problems:  # the summary was attempted and failed: say why, in our section
+            if self.problems or self.gate:  # the summary failed, or a gate ran on nothing
                 terminalreporter.section("tau2 retail")
-            for line in self.problems:
+            for line in [*self.problems, *([self.gate.line] if self.gate else [])]:
                 terminalreporter.write_line(line)
             return
         terminalreporter.section("tau2 retail")

@@ -155,6 +155,11 @@ class Tau2Process:
         self._budget: Budget | None = None
         self._bundle: DataBundle | None = None
 
+    def notice(self, line: str) -> None:
+        """Say ``line`` once, at the end of the run (the controller says each line once)."""
+        if line not in self.notices:
+            self.notices.append(line)
+
     @property
     def budget(self) -> Budget | None:
         """The session's spending against ``--tau2-max-cost`` (None without one)."""
@@ -175,7 +180,7 @@ class Tau2Process:
             return None
         if self._cache is None:
             self._cache = ResponseCache(
-                Path(settings.cache), mode=settings.cache_mode, warn=self.notices.append
+                Path(settings.cache), mode=settings.cache_mode, warn=self.notice
             )
         return self._cache
 

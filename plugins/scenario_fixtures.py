@@ -20,19 +20,27 @@ from tau2_retail import codec
 from tau2_retail.data.gold import Gold
 from tau2_retail.engine.harness import DataBundle, Harness
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
+from tau2_retail.errors import AgentInterrupted, BudgetExhausted
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.controller import (
     AGENT_PROPERTY,
     ARTIFACTS_PROPERTY,
+    INTERRUPT_PROPERTY,
     NOTICE_PROPERTY,
     OUTCOME_PROPERTY,
 )
 from tau2_retail.plugins.interop import remember_session_loop
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
-from tau2_retail.plugins.scheduler import NotStarted, ScenarioScheduler, upcoming_items
+from tau2_retail.plugins.scheduler import (
+    NotStarted,
+    ScenarioScheduler,
+    SchedulerInterrupted,
+    upcoming_items,
+)
 from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
+from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store
 
 __all__ = [
@@ -111,6 +119,7 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
         limits=settings.limits(),
         cache=tau2_run.cache,
         prices=settings.prices,
+        spending=tau2_run.budget,
     ) as harness:
         try:
             yield harness
@@ -150,7 +159,12 @@ async def _play(
                 )
             except SavedConversationError:
                 pass  # run it again from the start
-    return await harness.run(scenario, agent=agents.runner(nodeid))
+    runner = agents.runner(nodeid)
+    try:
+        return await harness.run(scenario, agent=runner)
+    finally:
+        if runner is not None:
+            agents.after(runner, run.notices)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -171,16 +185,23 @@ async def tau2_scheduler(
     async def start(item: pytest.Item) -> Finished:
         callspec: Any = getattr(item, "callspec", None)
         scenario: Scenario = callspec.params["tau2_scenario"]
-        outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
+        try:
+            outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
+        except AgentInterrupted as interrupt:
+            # as Ctrl-C: the scenarios in flight stop (no record), the test pytest is at tells
+            # the run, which stops there (summaries written, resume offered). An exception,
+            # not the KeyboardInterrupt, ends this task: that one would escape the event loop.
+            reason = f"{interrupt} in {scenario.id}"
+            scheduler.interrupt(reason)
+            raise SchedulerInterrupted(reason) from None
+        for hit in outcome.timeouts:
+            tau2_run.notice(timeout_notice(hit))
         directory = write_outcome(
             tau2_run.plan.run_dir,
             outcome,
             prompts=tau2_harness.prompts(scenario.task),
             config=configuration,
         )
-        if budget is not None:
-            cost = outcome.metrics.cost
-            budget.record(scenario.id, cost.total if cost is not None else None)
         return outcome, directory
 
     budget = tau2_run.budget
@@ -221,13 +242,19 @@ async def tau2_outcome(
         agents.accept(request.node.nodeid, tau2_agent)
     try:
         outcome, directory = await tau2_scheduler.outcome(request.node)
-    except NotStarted:
+    except SchedulerInterrupted as interrupted:
+        # the agent's KeyboardInterrupt: the run stops at this test's report
+        _report_notices(request, tau2_run)
+        request.node.user_properties.append((INTERRUPT_PROPERTY, str(interrupted)))
+        pytest.skip(f"not run: the agent interrupted the run ({interrupted})")
+    except (NotStarted, BudgetExhausted) as stopped:
         _report_notices(request, tau2_run)
         request.node.user_properties.append((OUTCOME_PROPERTY, BUDGET_VERDICT))
         budget = tau2_run.budget
         spent = f"${budget.spent:,.4f} of ${budget.limit:,.4f}" if budget else "the budget"
+        how = "stopped unscored" if isinstance(stopped, BudgetExhausted) else "not run"
         pytest.skip(
-            f"not run (budget): {spent} spent (--tau2-max-cost); resume with a higher "
+            f"{how} (budget): {spent} spent (--tau2-max-cost); resume with a higher "
             f"budget: --tau2-resume {tau2_run.plan.run_id}"
         )
     _report_notices(request, tau2_run)

@@ -34,6 +34,7 @@ from tau2_retail.plugins.interop import scheduled_items
 __all__ = [
     "NotStarted",
     "ScenarioScheduler",
+    "SchedulerInterrupted",
     "upcoming_items",
     "worker_share_items",
 ]
@@ -45,6 +46,10 @@ Start = Callable[[pytest.Item], Coroutine[Any, Any, T]]
 
 class NotStarted(Exception):
     """``admit()`` refused a scenario that was not started yet (the budget is spent)."""
+
+
+class SchedulerInterrupted(Exception):
+    """The run is being interrupted (``interrupt``): no outcome for this item."""
 
 
 class ScenarioScheduler(Generic[T]):
@@ -81,6 +86,7 @@ class ScenarioScheduler(Generic[T]):
         self._started: set[str] = set()
         self._current: pytest.Item | None = None
         self._closed = False
+        self._interrupted: str | None = None
         self.peak_in_flight = 0
 
     @property
@@ -92,6 +98,11 @@ class ScenarioScheduler(Generic[T]):
     def in_flight(self) -> int:
         return sum(not task.done() for task in self._tasks.values())
 
+    @property
+    def interrupted(self) -> bool:
+        """``interrupt`` was called: the run is stopping."""
+        return self._interrupted is not None
+
     def started(self, item: pytest.Item) -> bool:
         return item.nodeid in self._started
 
@@ -101,6 +112,8 @@ class ScenarioScheduler(Generic[T]):
         Also starts the scenarios that follow ``item``, up to the limit.
         """
         self._current = item
+        if self._interrupted is not None:
+            raise SchedulerInterrupted(self._interrupted)
         if item.nodeid not in self._tasks and not self._admit():
             raise NotStarted(item.nodeid)
         task = self._ensure(item)
@@ -109,9 +122,11 @@ class ScenarioScheduler(Generic[T]):
         try:
             # Look again now and then while waiting: an xdist worker receives its items over a
             # channel while its first test already runs, and ``--dist load`` sends more later.
-            while not task.done():
+            while not task.done() and not self.interrupted:
                 await asyncio.wait({task}, timeout=_REFILL_SECONDS)
                 self._fill()
+            if self.interrupted and (not task.done() or task.cancelled()):
+                raise SchedulerInterrupted(str(self._interrupted))
             return task.result()
         finally:
             # the test holds its outcome from here; the scheduler lets go of it (memory)
@@ -151,6 +166,17 @@ class ScenarioScheduler(Generic[T]):
         # A finished conversation frees a slot: start the next one without waiting for pytest
         # to reach the test of the one that finished.
         self._fill()
+
+    def interrupt(self, reason: str) -> None:
+        """Stop as for Ctrl-C: nothing new starts, the scenarios still running are cancelled
+        (those that finished keep their records), and ``outcome`` raises
+        :class:`SchedulerInterrupted` for every item not finished."""
+        self._interrupted = reason
+        self._closed = True
+        current = asyncio.current_task()
+        for task in self._tasks.values():
+            if task is not current and not task.done():
+                task.cancel()
 
     async def aclose(self) -> None:
         """Cancel the scenarios still running (those that finished keep their results)."""

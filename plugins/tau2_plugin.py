@@ -10,8 +10,9 @@ knows of other plugins (xdist, junitxml, syrupy, pluggy, pytest-asyncio) is in
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -56,6 +57,10 @@ __all__ = [
     "pytest_unconfigure",
 ]
 
+#: the lowest pytest the plugin runs under (pyproject.toml declares it too): the benchmark's NL
+#: assertions are pytest's built-in subtests (pytest 9)
+MIN_PYTEST: Final = (9, 0)
+
 #: whether this session collected a scenario (before any deselection)
 _COLLECTED_KEY = pytest.StashKey[bool]()
 _RUN_PLUGIN = "tau2-run"
@@ -77,9 +82,24 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
         check_option_names(args)
 
 
+def check_pytest_version(version: Sequence[int | str] | None = None) -> None:
+    """Refuse a pytest older than :data:`MIN_PYTEST` at start-up (exit 4): under pytest 8 every
+    scenario's test errors (``fixture 'subtests' not found``) after its scenario ran."""
+    parts = pytest.version_tuple if version is None else version
+    if tuple(part for part in parts[:2] if isinstance(part, int)) >= MIN_PYTEST:
+        return
+    needed = ".".join(map(str, MIN_PYTEST))
+    raise pytest.UsageError(
+        f"tau2-retail-pytest needs pytest {needed} or later (the benchmark's NL assertions are "
+        f"pytest's built-in subtests); this is pytest {'.'.join(map(str, parts))}: "
+        f"pip install 'pytest>={needed}'"
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-asyncio's: see quiet_dependency_warnings
 def pytest_configure(config: pytest.Config) -> None:
     quiet_dependency_warnings()
+    check_pytest_version()
     check_config_file(config)
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)

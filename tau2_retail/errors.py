@@ -8,6 +8,7 @@
     ├── ConfigError              a bad setting (the pytest plugin turns it into pytest.UsageError)
     ├── EndpointError            a model endpoint failed after the client's retries (infra_error)
     │   ├── ContextWindowExceeded  the endpoint refused the prompt as too long (a model-side ending)
+    │   ├── UnparsedModelOutput  the server could not parse the model's output (a model-side ending)
     │   ├── EndpointDown         the endpoint's circuit breaker is open: failed at once, not tried
     │   ├── CacheMiss            replay from the response cache found no reply (nothing was sent)
     │   └── AgentInfraError      raised by an agent's own code: its backend is down (public)
@@ -15,8 +16,16 @@
     │   ├── ReportError          the HTML report cannot be built or written (names the file)
     │   ├── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
     │   └── RunInUse             another live process holds the run folder's lock
-    └── Tau2InfraError           raised by a scenario's test when an endpoint failed: a pytest
-                                 error (not a failure), excluded from the rates, resumable
+    ├── Tau2InfraError           raised by a scenario's test when an endpoint failed: a pytest
+    │                            error (not a failure), excluded from the rates, resumable
+    └── BudgetExhausted          --tau2-max-cost: a request would pass the budget and was not
+                                 sent; its scenario is not run (budget), never scored, resumable
+
+Outside it, because it must not be caught as an ``Exception``:
+
+    KeyboardInterrupt
+    └── AgentInterrupted         an agent's own code raised KeyboardInterrupt: the run is
+                                 interrupted as by Ctrl-C (summaries written, resume offered)
 
 Tool failures are not exceptions of this tree: the dispatcher in ``tools`` turns them into
 ``Error: ...`` results for the model (see ``tools.tool_error.ToolError``). Our own bugs are never
@@ -25,9 +34,13 @@ caught and turned into text: they raise.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AgentInfraError",
+    "AgentInterrupted",
     "ArtifactError",
+    "BudgetExhausted",
     "CacheMiss",
     "ConfigError",
     "ContextWindowExceeded",
@@ -41,6 +54,7 @@ __all__ = [
     "SavedConversationError",
     "Tau2Error",
     "Tau2InfraError",
+    "UnparsedModelOutput",
     "UpstreamSourceError",
 ]
 
@@ -96,7 +110,8 @@ class EndpointError(Tau2Error):
     """A model endpoint failed after retries: an infrastructure error, not the model's fault.
 
     ``body`` is a short excerpt of the last error body, ``full_body`` the whole of it (kept in
-    the scenario's artifacts); ``attempts`` and ``wait_seconds`` say what the request cost.
+    the scenario's artifacts); ``attempts`` and ``wait_seconds`` say what the request cost;
+    ``timeout_seconds`` is set when its last attempt timed out.
     """
 
     def __init__(
@@ -108,17 +123,32 @@ class EndpointError(Tau2Error):
         full_body: str = "",
         attempts: int = 0,
         wait_seconds: float = 0.0,
+        timeout_seconds: float | None = None,
     ) -> None:
         self.status = status
         self.body = body
         self.full_body = full_body or body
         self.attempts = attempts
         self.wait_seconds = wait_seconds
+        #: set when the request failed because its last attempt got no complete reply
+        #: within this many seconds (the role's request timeout)
+        self.timeout_seconds = timeout_seconds
         super().__init__(message)
 
 
 class ContextWindowExceeded(EndpointError):
     """The endpoint rejected the request because the prompt exceeds the model's context."""
+
+
+class UnparsedModelOutput(EndpointError):
+    """The server answered that the model's output could not be parsed (``server`` names its
+    known form, ``tau2_retail.models.unparsed``): the model's malformed output, scored as the
+    agent's failure (``agent_error``) when the agent wrote it; for the simulated user and the
+    judge it stays an infra error of that role (their models are not what is measured)."""
+
+    def __init__(self, message: str, *, server: str, **kwargs: Any) -> None:
+        self.server = server
+        super().__init__(message, **kwargs)
 
 
 class EndpointDown(EndpointError):
@@ -142,6 +172,13 @@ class AgentInfraError(EndpointError):
     The scenario then ends as an infra error of the agent role, as for an endpoint outage: it
     is excluded from the rates, counted by the gate and run again by ``--tau2-resume``. Any
     other exception an agent raises is the agent's failure (``agent_error``).
+    """
+
+
+class AgentInterrupted(KeyboardInterrupt):
+    """An agent's own code raised ``KeyboardInterrupt`` (in its thread, where no real Ctrl-C
+    can land): the run is interrupted as Ctrl-C interrupts it. Its scenario has no record,
+    so ``--tau2-resume`` runs it again. Uncaught, it behaves as the ``KeyboardInterrupt`` it is.
     """
 
 
@@ -172,3 +209,9 @@ class RunInUse(ArtifactError):
     def __init__(self, message: str, *, holder: str) -> None:
         self.holder = holder
         super().__init__(message)
+
+
+class BudgetExhausted(Tau2Error):
+    """A model request was not sent: with what the run spent and what its requests in flight
+    reserved, its estimated cost would pass ``--tau2-max-cost``. The scenario stops unscored
+    (not a failure, not an infra error: "not run (budget)") and a resume runs it again."""

@@ -3,8 +3,10 @@ user copies from the pages.
 
 A fenced ``sh`` block right after the line ``<!-- tau2:user-commands -->`` holds commands that
 work from a user's repository after ``pip install``; a test runs each such block in a scratch
-repository against the installed wheel. A block after ``<!-- tau2:checkout -->`` runs in this
-checkout. ``docs/development.md`` states the convention for writers.
+repository against the installed wheel. A block after ``<!-- tau2:local-server -->`` holds
+commands against a model server at ``http://127.0.0.1:8080/v1``: the test runs it the same way
+with a loopback server standing in for it. A block after ``<!-- tau2:checkout -->`` runs in
+this checkout. ``docs/development.md`` states the convention for writers.
 """
 
 from __future__ import annotations
@@ -15,20 +17,25 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tau2_retail.data.tasks import Task, load_user_guidelines
 from tau2_retail.settings import OPTIONS
 from tau2_retail.testing.bench import hermetic_environ
+from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 from tau2_retail.testing.timeouts import scaled_timeout
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 USER_COMMANDS = "<!-- tau2:user-commands -->"
+LOCAL_SERVER = "<!-- tau2:local-server -->"
+LOCAL_SERVER_URL = "http://127.0.0.1:8080/v1"
 CHECKOUT = "<!-- tau2:checkout -->"
 # pages about working on this checkout: their commands run here, not in a user's repository
 CHECKOUT_PAGES = frozenset({"development.md", "performance.md"})
@@ -288,7 +295,7 @@ def test_path_options_are_written_with_an_equals_sign() -> None:
 
 def test_markers_stand_before_shell_blocks() -> None:
     marked = [b for b in all_blocks([README, *sorted(DOCS.glob("*.md"))]) if b.marker]
-    assert {b.marker for b in marked} <= {USER_COMMANDS, CHECKOUT}
+    assert {b.marker for b in marked} <= {USER_COMMANDS, LOCAL_SERVER, CHECKOUT}
     assert all(b.language == "sh" for b in marked), [b.id for b in marked]
 
 
@@ -306,12 +313,15 @@ def test_the_block_reader_finds_markers_and_commands() -> None:
 
 
 USER_BLOCKS = [b for b in all_blocks(user_facing_pages()) if b.marker == USER_COMMANDS]
+LOCAL_SERVER_BLOCKS = [b for b in all_blocks(user_facing_pages()) if b.marker == LOCAL_SERVER]
 
 
 def test_the_pages_hold_user_commands() -> None:
     pages = {block.page for block in USER_BLOCKS}
     assert {"README.md", "docs/data.md", "docs/cli.md", "docs/ci.md"} <= pages
     assert any("--pyargs tests_tau2_retail" in block.text for block in USER_BLOCKS)
+    assert {block.page for block in LOCAL_SERVER_BLOCKS} == {"docs/local-servers.md"}
+    assert all(LOCAL_SERVER_URL in block.text for block in LOCAL_SERVER_BLOCKS)
 
 
 def as_run_here(command_block: str, data_dir: Path) -> str:
@@ -360,11 +370,11 @@ def scratch_repository(tmp_path: Path) -> Path:
     return repo
 
 
-@pytest.mark.tau2_subprocess
-@pytest.mark.parametrize("block", USER_BLOCKS, ids=lambda block: block.id)
-def test_user_commands_run_from_a_scratch_repository(
-    block: Block, scratch_repository: Path, installed: Path, data_dir: Path, tmp_path: Path
-) -> None:
+def _run_as_a_user(
+    block: Block, script: str, repository: Path, installed: Path, data_dir: Path, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` (``block`` rewritten) with ``bash`` in a user's ``repository``, the wheel
+    installed and the data fetched into an empty cache; fails the test when it fails."""
     env = hermetic_environ(data_dir)
     # a user's machine: no data folder named, an empty data cache that data fetch fills
     del env["TAU2_DATA_DIR"]
@@ -377,16 +387,16 @@ def test_user_commands_run_from_a_scratch_repository(
     if "data fetch" not in block.text:
         subprocess.run(
             [sys.executable, "-m", "tau2_retail", "data", "fetch", "--from", str(data_dir)],
-            cwd=scratch_repository,
+            cwd=repository,
             env=env,
             check=True,
             capture_output=True,
             timeout=scaled_timeout(120),
         )
-    script = "set -euo pipefail\n" + as_run_here(block.text, data_dir)
+    script = "set -euo pipefail\n" + script
     result = subprocess.run(
         ["bash", "-c", script],
-        cwd=scratch_repository,
+        cwd=repository,
         env=env,
         capture_output=True,
         text=True,
@@ -397,3 +407,34 @@ def test_user_commands_run_from_a_scratch_repository(
     )
     # nothing was read from or written into this checkout
     assert str(ROOT) not in result.stdout
+    return result
+
+
+@pytest.mark.tau2_subprocess
+@pytest.mark.parametrize("block", USER_BLOCKS, ids=lambda block: block.id)
+def test_user_commands_run_from_a_scratch_repository(
+    block: Block, scratch_repository: Path, installed: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    script = as_run_here(block.text, data_dir)
+    _run_as_a_user(block, script, scratch_repository, installed, data_dir, tmp_path)
+
+
+@pytest.mark.tau2_subprocess
+@pytest.mark.parametrize("block", LOCAL_SERVER_BLOCKS, ids=lambda block: block.id)
+def test_local_server_commands_run_against_a_stand_in_server(
+    block: Block,
+    scratch_repository: Path,
+    installed: Path,
+    data_dir: Path,
+    tmp_path: Path,
+    tasks: Mapping[str, Task],
+) -> None:
+    # the loopback server plays the model (a gold-acting agent, the scripted customer)
+    endpoint = ScriptedEndpoint(tasks, load_user_guidelines(data_dir))
+    with endpoint.server:
+        script = as_run_here(block.text, data_dir).replace(LOCAL_SERVER_URL, endpoint.base_url)
+        _run_as_a_user(block, script, scratch_repository, installed, data_dir, tmp_path)
+    assert {request.role for request in endpoint.log} >= {"agent", "user"}
+    # no key was read: the placeholder went as the bearer key
+    keys = {request.header("authorization") for request in endpoint.server.requests}
+    assert keys == {"Bearer EMPTY"}

@@ -10,11 +10,13 @@ from typing import Final
 
 from tau2_retail.cli import cache, data, gold, merge, replay, report, run, summarize, tasks
 from tau2_retail.cli.common import Handler, ParserSource
-from tau2_retail.errors import Tau2Error
+from tau2_retail.errors import RunInUse, Tau2Error
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_PIPE_CLOSED", "build_parser", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_IN_USE", "EXIT_PIPE_CLOSED", "build_parser", "main"]
 
 EXIT_BAD_INPUT: Final = 2
+EXIT_IN_USE: Final = 4
+"""A live run holds the run folder (summarize, merge): as pytest's start-up refusal of it."""
 EXIT_PIPE_CLOSED: Final = 141
 """128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe."""
 
@@ -31,6 +33,7 @@ exit status:
   1    the command's check failed (run: the scenario failed; data verify: a file differs)
   {EXIT_BAD_INPUT}    bad input: unknown option or task id, missing or altered data, unreadable run
   3    run: infra_error (an endpoint failed; not the model's fault)
+  {EXIT_IN_USE}    summarize, merge: a live run holds the run folder (its pid is named)
   {EXIT_PIPE_CLOSED}  the output pipe was closed early (e.g. piped into head)
 
 `python -m tau2_retail COMMAND --help` describes each command's options.
@@ -67,6 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
+    except RunInUse as error:
+        print(
+            f"error: {error}; a live run writes its own summaries: wait for it to end, then "
+            "run this command again",
+            file=sys.stderr,
+        )
+        return EXIT_IN_USE
     except Tau2Error as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -3,12 +3,15 @@
 Copies the scenario folders, writes the merged ``run_args.json``, summaries and report, prints
 the summary, and exits with the gate of the shards' configuration (``--tau2-min-pass-rate``,
 ``--tau2-max-infra-errors``, ``--tau2-baseline``): 0 when it passes, 1 when it does not, 2 when
-the shards cannot be merged. See ``tau2_retail.results.merge``.
+the shards cannot be merged, 4 when a shard's run is still live (its pid is named; nothing is
+written). A shard of the recorded count that was not given is named, and fails the gate unless
+``--allow-missing-shards``. See ``tau2_retail.results.merge``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -16,11 +19,13 @@ from tau2_retail.cli.common import Argument, Command
 from tau2_retail.errors import ArtifactError
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.artifacts import validate_name
+from tau2_retail.results.lock import RunLock
 from tau2_retail.results.merge import (
     GateSettings,
     copy_scenarios,
     merge_shards,
     merged_gate,
+    missing_shards_problem,
     read_shard,
 )
 from tau2_retail.results.records import RunSummary
@@ -39,6 +44,16 @@ def merge_command(args: argparse.Namespace) -> int:
     if into.exists() and (not into.is_dir() or any(into.iterdir())):
         raise ArtifactError(f"--into {into}: expected a new or empty directory")
     run_id = validate_name("run id", into.absolute().name)
+    with contextlib.ExitStack() as held:
+        # read only, never while a shard's run is live (RunInUse names its pid)
+        for run_dir in args.run_dirs:
+            lock = RunLock.hold(Path(run_dir), shared=True)
+            if lock is not None:
+                held.enter_context(lock)
+        return _merge(args, into, run_id)
+
+
+def _merge(args: argparse.Namespace, into: Path, run_id: str) -> int:
     shards = [read_shard(Path(run_dir)) for run_dir in args.run_dirs]
     merged = merge_shards(
         shards,
@@ -69,7 +84,17 @@ def merge_command(args: argparse.Namespace) -> int:
     except ReportError as error:  # the summaries are written; the page is a convenience
         print(f"tau2: report.html not written: {error}", file=sys.stderr)
     sys.stdout.write(render_summary_text(summary))
-    verdict = merged_gate(summary, gate, baseline=baseline)
+    if merged.missing_shards:
+        print(
+            f"tau2: shard(s) {', '.join(merged.missing_shards)} not given: their scenarios are "
+            "in no summary"
+        )
+    verdict = merged_gate(
+        summary,
+        gate,
+        baseline=baseline,
+        problems=missing_shards_problem(merged.missing_shards, allowed=args.allow_missing_shards),
+    )
     for scenario_id in verdict.flipped:
         print(f"flipped pass->fail against the baseline: {scenario_id}")
     print(verdict.line)
@@ -82,7 +107,8 @@ COMMAND = Command(
     description="Copy the scenario folders of shard runs into one run directory and write "
     "its summaries and report, equal to those of a single run of the same scenarios; "
     "shards of different configurations or with a scenario in common are refused.",
-    epilog="exit status: 0 the gate passes, 1 it fails, 2 the shards cannot be merged",
+    epilog="exit status: 0 the gate passes, 1 it fails (also when a shard is missing), 2 the "
+    "shards cannot be merged, 4 a shard's run is still live",
     arguments=(
         Argument("run_dirs", metavar="RUN_DIR", nargs="+", help="a shard's run directory"),
         Argument(
@@ -90,6 +116,12 @@ COMMAND = Command(
             required=True,
             metavar="RUN_DIR",
             help="the merged run directory (new or empty)",
+        ),
+        Argument(
+            "--allow-missing-shards",
+            action="store_true",
+            help="gate the shards given even when some shards of their count are missing "
+            "(they are still named)",
         ),
     ),
     handler=merge_command,

@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,6 +39,7 @@ from tau2_retail.settings import (
     Tau2Settings,
     resolve_settings,
 )
+from tau2_retail.settings.notices import timeout_notice
 
 __all__ = [
     "DEFAULT_BASE_SEED",
@@ -224,9 +225,15 @@ def render_transcript(messages: Sequence[Message]) -> list[str]:
     return [line for message in messages for line in render_message(message)]
 
 
-def _print_live(message: Message) -> None:
-    for line in render_message(message):
-        print(line, flush=True)
+def _live_printer(mask: Callable[[str], str]) -> Callable[[Message], None]:
+    """Prints each message as it joins the conversation, the roles' keys masked (the
+    conversation itself goes on unmasked)."""
+
+    def print_live(message: Message) -> None:
+        for line in render_message(message):
+            print(mask(line), flush=True)
+
+    return print_live
 
 
 def _header(
@@ -347,9 +354,10 @@ def run_command(args: argparse.Namespace) -> int:
         async with Harness(
             bundle=bundle, roles=roles, limits=limits, cache=cache, prices=settings.prices
         ) as harness:
+            masker = harness.masker
             outcome = await harness.run(
                 scenario,
-                on_message=_print_live if live else None,
+                on_message=_live_printer(masker.text if masker else str) if live else None,
                 agent=AgentRunner(source.factory, source.identity)
                 if source is not None and source.factory is not None
                 else None,
@@ -378,6 +386,8 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         if cache is not None:
             cache.close()
+    for hit in outcome.timeouts:
+        print(timeout_notice(hit, cli=True), file=sys.stderr)
     if live:
         print()
         print("\n".join(_report(outcome)))

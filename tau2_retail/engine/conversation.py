@@ -25,8 +25,14 @@ from tau2_retail.codec import Omitted
 from tau2_retail.engine.metrics import ROLES
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.toolbox import ScenarioToolbox
-from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.errors import (
+    BudgetExhausted,
+    ContextWindowExceeded,
+    EndpointError,
+    UnparsedModelOutput,
+)
 from tau2_retail.models.agent import AgentFailed, AgentRunner
+from tau2_retail.models.agent_thread import BLOCKING_STEP_SECONDS
 from tau2_retail.models.messages import (
     STOP_TOKENS,
     AssistantTurn,
@@ -36,6 +42,7 @@ from tau2_retail.models.messages import (
     ToolCall,
     Usage,
 )
+from tau2_retail.models.progress import RequestProgress, tracking
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.dispatch import Action, dispatch_json
 from tau2_retail.tools.registry import END_CONVERSATION, TRANSFER_TO_HUMAN_AGENTS
@@ -155,6 +162,10 @@ class ConversationRules:
       upstream's orchestrator decides).
     - ``retry_empty_agent``: an agent reply with neither text nor tool calls is asked again
       once; otherwise it ends the conversation as ``agent_error`` at once.
+    - ``tool_calls_are_steps``: each tool call of a turn counts as a step toward
+      ``max_steps``, and a turn runs only the calls the limit leaves room for (the others are
+      not run; the conversation ends ``max_steps``). Otherwise (upstream's orchestrator) the
+      results of a turn count as one step and every call of the turn runs.
     """
 
     greeting: str = GREETING
@@ -164,6 +175,7 @@ class ConversationRules:
     normalize_ids: bool = True
     user_grace_turn: bool = True
     retry_empty_agent: bool = True
+    tool_calls_are_steps: bool = True
 
 
 MessageListener = Callable[[Message], None]
@@ -215,6 +227,9 @@ class ConversationResult(_Recorded):
     timestamps: tuple[float, ...]
     store: Store = field(repr=False, compare=False)
     failed_role: str | None = None
+    #: the failed role's request timeout (seconds per attempt) when its request ended the
+    #: conversation by timing out (not recorded in the transcript)
+    request_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not self.agent_traceback:
@@ -295,18 +310,41 @@ class _Stopped(Exception):
         return cls(Ending(reason=reason, detail=detail))
 
 
+def _failure_reason(role: str, error: EndpointError) -> StopReason:
+    """How a failed request ends the conversation: a prompt too long for the model is
+    ``context_window_exceeded``; output the server could not parse is the agent's
+    ``agent_error`` when the agent wrote it; anything else is an infra error of ``role``."""
+    if isinstance(error, ContextWindowExceeded):
+        return StopReason.CONTEXT_WINDOW_EXCEEDED
+    if isinstance(error, UnparsedModelOutput) and role == "agent":
+        return StopReason.AGENT_ERROR
+    return StopReason.INFRA_ERROR
+
+
+@dataclass(frozen=True, slots=True)
+class _Cast:
+    """Who speaks: the agent's and the user's models and the user's system prompt (the
+    scenario's instructions). Held by the running conversation only, never by
+    :class:`_Conversation`: the toolbox a loop-style agent gets reaches that object, and must
+    reach no task data."""
+
+    agent: ChatModel
+    user: ChatModel
+    user_system: Message
+
+
 def has_stop_token(text: str | None) -> bool:
     return text is not None and any(token in text for token in STOP_TOKENS)
 
 
 class _Conversation:
-    """The state of one running conversation."""
+    """The state of one running conversation: the agent's side of it (its prompt, tools and
+    database, the messages, the counters). The models and the user's prompt are in
+    :class:`_Cast`, passed to the turns."""
 
     def __init__(
         self,
         *,
-        agent: ChatModel,
-        user: ChatModel,
         prompts: ScenarioPrompts,
         store: Store,
         limits: Limits,
@@ -314,12 +352,10 @@ class _Conversation:
         clock: Clock,
         rules: ConversationRules,
         on_message: MessageListener | None,
+        toolbox: bool,
     ) -> None:
         self.rules = rules
-        self.agent = agent
-        self.user = user
         self.agent_system = Message(role=Role.SYSTEM, content=prompts.agent)
-        self.user_system = Message(role=Role.SYSTEM, content=prompts.user)
         self.tools = prompts.tools
         self.store = store
         self.limits = limits
@@ -333,15 +369,19 @@ class _Conversation:
         self.requests = {"agent": RequestStats(), "user": RequestStats()}
         self.history_chars = len(prompts.agent)
         self.error_body = ""
+        self.request_timeout: float | None = None
+        #: the role whose request was cut in flight (by the deadline)
+        self.cut_role: str | None = None
         self.agent_traceback = ""
         # a loop-style agent's toolbox: its calls may come from the agent's thread
         self.toolbox: ScenarioToolbox | None = None
         self.toolbox_lock = threading.Lock()
         self.toolbox_ids = itertools.count()
-        self.toolbox_stop: _Stopped | None = None
+        # an Ending, not the exception: a traceback would reach the frames of the harness
+        self.toolbox_stop: Ending | None = None
         self.toolbox_ended = False
         self.toolbox_closed = False
-        if isinstance(agent, AgentRunner):
+        if toolbox:
             self.toolbox = ScenarioToolbox(
                 schemas=prompts.tools, run=self.toolbox_call, ended=lambda: self.toolbox_ended
             )
@@ -378,22 +418,23 @@ class _Conversation:
 
     async def complete(self, role: str, model: ChatModel, messages: list[Message]) -> AssistantTurn:
         tools = self.tools if role == "agent" else None
-        try:
-            turn = await model.complete(messages, tools=tools, seed=self.seed)
-        except EndpointError as error:
-            self.requests[role] += RequestStats(
-                requests=1, attempts=error.attempts, failed=1, wait_seconds=error.wait_seconds
-            )
-            reason = (
-                StopReason.CONTEXT_WINDOW_EXCEEDED
-                if isinstance(error, ContextWindowExceeded)
-                else StopReason.INFRA_ERROR
-            )
-            raise _Stopped(
-                Ending.failure(reason, role, str(error)), body=error.full_body
-            ) from error
-        except AgentFailed as error:
-            raise self.agent_failed(error) from error
+        with tracking() as progress:
+            try:
+                turn = await model.complete(messages, tools=tools, seed=self.seed)
+            except EndpointError as error:
+                self.requests[role] += RequestStats(
+                    requests=1, attempts=error.attempts, failed=1, wait_seconds=error.wait_seconds
+                )
+                self.request_timeout = error.timeout_seconds
+                raise _Stopped(
+                    Ending.failure(_failure_reason(role, error), role, str(error)),
+                    body=error.full_body,
+                ) from error
+            except AgentFailed as error:
+                raise self.agent_failed(error) from error
+            except asyncio.CancelledError:
+                self.cut(role, progress)
+                raise
         self.usage[role] = self.usage[role] + turn.usage
         if turn.from_cache:  # nothing was sent: no request, no endpoint latency
             return turn
@@ -403,9 +444,21 @@ class _Conversation:
         self.latencies.append((role, turn.latency_seconds))
         return turn
 
-    def user_view(self) -> list[Message]:
+    def cut(self, role: str, progress: RequestProgress) -> None:
+        """Count ``role``'s request cut in flight (at the scenario's deadline, or the session
+        stopping): sent, failed, with the attempts and waits it had made; its tokens are
+        unknown (the server never said them), so usage and cost gain nothing."""
+        self.cut_role = role
+        self.requests[role] += RequestStats(
+            requests=1,
+            attempts=max(progress.attempts, 1),
+            failed=1,
+            wait_seconds=progress.wait_seconds,
+        )
+
+    def user_view(self, system: Message) -> list[Message]:
         """The user simulator sees agent text as 'user' and its own messages as 'assistant'."""
-        view = [self.user_system]
+        view = [system]
         for message in self.messages:
             if message.role is Role.USER:
                 view.append(Message(role=Role.ASSISTANT, content=message.content))
@@ -413,12 +466,12 @@ class _Conversation:
                 view.append(Message(role=Role.USER, content=message.content))
         return view
 
-    async def user_turn(self) -> Message:
+    async def user_turn(self, cast: _Cast) -> Message:
         self.check_limits()
-        turn = await self.complete("user", self.user, self.user_view())
+        turn = await self.complete("user", cast.user, self.user_view(cast.user_system))
         if not (turn.content and turn.content.strip()):
             self.check_limits()
-            turn = await self.complete("user", self.user, self.user_view())
+            turn = await self.complete("user", cast.user, self.user_view(cast.user_system))
         if not (turn.content and turn.content.strip()):
             raise _Stopped(
                 Ending.failure(
@@ -437,14 +490,14 @@ class _Conversation:
             traceback=error.traceback_text,
         )
 
-    async def agent_turn(self) -> bool:
+    async def agent_turn(self, agent: ChatModel) -> bool:
         """Run the agent until it answers in text (False) or leaves the conversation (True)."""
-        if isinstance(self.agent, AgentRunner) and self.agent.style == "loop":
-            return await self.loop_turn(self.agent)
+        if isinstance(agent, AgentRunner) and agent.style == "loop":
+            return await self.loop_turn(agent)
         retried_empty = False
         while True:
             self.check_limits()
-            turn = await self.complete("agent", self.agent, [self.agent_system, *self.messages])
+            turn = await self.complete("agent", agent, [self.agent_system, *self.messages])
             if turn.is_empty:
                 if retried_empty or not self.rules.retry_empty_agent:
                     raise _Stopped(_EMPTY_AGENT)
@@ -456,12 +509,8 @@ class _Conversation:
             self.steps += 1
             if not turn.tool_calls:
                 return False
-            exited = self.run_tools(turn)
-            self.steps += 1
-            if exited:
+            if self.run_tools(turn):
                 return True
-            if self.tool_errors >= self.limits.max_errors:
-                raise _Stopped.by(StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors")
 
     async def loop_turn(self, agent: AgentRunner) -> bool:
         """A loop-style agent's turn: it runs its tools through the toolbox (each call is
@@ -473,6 +522,9 @@ class _Conversation:
             started = time.perf_counter()
             try:
                 text = await agent.converse([self.agent_system, *self.messages], self.toolbox)
+            except asyncio.CancelledError:
+                self.cut("agent", RequestProgress(attempts=1))
+                raise
             except EndpointError as error:  # AgentInfraError: the agent's backend is down
                 self.requests["agent"] += RequestStats(requests=1, attempts=1, failed=1)
                 raise _Stopped(
@@ -486,7 +538,7 @@ class _Conversation:
             with self.toolbox_lock:
                 stop, ended = self.toolbox_stop, self.toolbox_ended
             if stop is not None:
-                raise stop
+                raise _Stopped(stop)
             if text and text.strip():
                 self.record(Message(role=Role.ASSISTANT, content=text))
                 self.steps += 1
@@ -507,8 +559,11 @@ class _Conversation:
                 return TOOLBOX_ENDED
             try:
                 self.check_limits()
+                if self.rules.tool_calls_are_steps and self.steps + 1 >= self.limits.max_steps:
+                    # no room for the call and its result: neither is recorded
+                    raise _Stopped.by(StopReason.MAX_STEPS, f"{self.steps} routed messages")
             except _Stopped as stop:
-                self.toolbox_stop = stop
+                self.toolbox_stop = stop.ending
                 return TOOLBOX_STOPPED
             call = ToolCall(
                 id=call_id or f"toolbox_{next(self.toolbox_ids)}", name=name, arguments=arguments
@@ -516,15 +571,13 @@ class _Conversation:
             turn = AssistantTurn(content=None, tool_calls=(call,))
             self.record(turn.to_message())
             self.steps += 1
-            exited = self.run_tools(turn)
-            self.steps += 1
+            try:
+                exited = self.run_tools(turn)
+            except _Stopped as stop:  # the error limit, reached by this call (it ran)
+                self.toolbox_stop, exited = stop.ending, False
             result = self.messages[-1].content or ""
             if exited:
                 self.toolbox_ended = True
-            elif self.tool_errors >= self.limits.max_errors:
-                self.toolbox_stop = _Stopped.by(
-                    StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors"
-                )
             return result
 
     def close_toolbox(self) -> None:
@@ -534,8 +587,17 @@ class _Conversation:
             self.toolbox_closed = True
 
     def run_tools(self, turn: AssistantTurn) -> bool:
-        """Execute the turn's calls in order; True when one of them ended the conversation."""
-        for call in turn.tool_calls:
+        """Execute the turn's calls in order and count their steps; True when one of them
+        ended the conversation. Raises ``_Stopped`` at the step limit (the turn's remaining
+        calls are not run; ``tool_calls_are_steps`` only) or the error limit."""
+        calls = turn.tool_calls
+        for done, call in enumerate(calls):
+            if self.rules.tool_calls_are_steps and self.steps >= self.limits.max_steps:
+                raise _Stopped.by(
+                    StopReason.MAX_STEPS,
+                    f"{self.steps} routed messages; {done} of the last turn's {len(calls)} tool "
+                    "calls run",
+                )
             result = dispatch_json(
                 self.store,
                 call.name,
@@ -554,16 +616,25 @@ class _Conversation:
             )
             if result.action is not None:
                 self.actions.append(result.action)
+            if self.rules.tool_calls_are_steps:
+                self.steps += 1
             if result.error:
                 self.tool_errors += 1
             elif call.name in self.rules.exit_tools:
-                return True
-        return False
+                return self._turn_done(exited=True)
+        return self._turn_done(exited=False)
 
-    async def converse(self) -> Ending:
-        if isinstance(self.agent, AgentRunner):
+    def _turn_done(self, *, exited: bool) -> bool:
+        if not self.rules.tool_calls_are_steps:
+            self.steps += 1  # upstream: the turn's results are one step
+        if not exited and self.tool_errors >= self.limits.max_errors:
+            raise _Stopped.by(StopReason.TOO_MANY_ERRORS, f"{self.tool_errors} tool errors")
+        return exited
+
+    async def converse(self, cast: _Cast) -> Ending:
+        if isinstance(cast.agent, AgentRunner):
             try:
-                self.agent.start()
+                await cast.agent.start()
             except AgentFailed as error:
                 self.agent_traceback = error.traceback_text
                 return Ending.failure(StopReason.AGENT_ERROR, "agent", error.detail)
@@ -575,7 +646,7 @@ class _Conversation:
         user_stopped = False
         try:
             while True:
-                message = await self.user_turn()
+                message = await self.user_turn(cast)
                 user_stopped = has_stop_token(message.content)
                 if user_stopped and not self.rules.user_grace_turn:
                     if self.steps >= self.limits.max_steps:
@@ -583,7 +654,7 @@ class _Conversation:
                             reason=StopReason.MAX_STEPS, detail=f"{self.steps} routed messages"
                         )
                     return Ending(reason=StopReason.USER_STOP)
-                if await self.agent_turn():
+                if await self.agent_turn(cast.agent):
                     return Ending(reason=StopReason.AGENT_EXIT)
                 if user_stopped:
                     return Ending(reason=StopReason.USER_STOP)
@@ -604,6 +675,7 @@ class _Conversation:
             stop_reason=ending.reason,
             detail=ending.detail,
             failed_role=ending.failed_role,
+            request_timeout=self.request_timeout if ending.failed_role else None,
             messages=tuple(self.messages),
             timestamps=tuple(self.timestamps),
             actions=tuple(self.actions),
@@ -638,9 +710,8 @@ async def run_conversation(
     ``on_message`` sees each message as it is recorded (the ``run`` command prints them live).
     """
     limits = limits or Limits()
+    runner = agent if isinstance(agent, AgentRunner) else None
     conversation = _Conversation(
-        agent=agent,
-        user=user,
         prompts=prompts,
         store=store,
         limits=limits,
@@ -648,20 +719,47 @@ async def run_conversation(
         clock=clock or SystemClock(),
         rules=rules or ConversationRules(),
         on_message=on_message,
+        toolbox=runner is not None,
+    )
+    cast = _Cast(
+        agent=agent, user=user, user_system=Message(role=Role.SYSTEM, content=prompts.user)
     )
     try:
-        # The clock checks between turns are exact; this bounds a single call that hangs.
-        async with asyncio.timeout(limits.max_duration_seconds):
-            ending = await conversation.converse()
-    except TimeoutError:
-        ending = Ending(
-            reason=StopReason.TIMEOUT,
-            detail=f"a model call outlived the {limits.max_duration_seconds} s limit",
-        )
-    finally:
-        conversation.close_toolbox()
-    if isinstance(agent, AgentRunner):
-        problem = await agent.close()
+        ending = await _bounded(conversation, cast, limits.max_duration_seconds)
+    except BudgetExhausted:
+        # not an ending: the scenario stops unscored; the agent still closes its clients
+        if runner is not None:
+            await runner.close()
+        raise
+    except BaseException:
+        if runner is not None:  # interrupted (Ctrl-C, the agent's KeyboardInterrupt)
+            runner.abandon()
+        raise
+    if runner is not None:
+        problem = await runner.close()
         if problem:
             ending = ending.noting(f"agent: {problem}")
     return conversation.result(ending)
+
+
+async def _bounded(conversation: _Conversation, cast: _Cast, seconds: float) -> Ending:
+    """The conversation's ending, within ``seconds`` (a call still running then is abandoned;
+    the toolbox is closed in any case)."""
+    try:
+        # The clock checks between turns are exact; this bounds a single call that hangs.
+        async with asyncio.timeout(seconds):
+            return await conversation.converse(cast)
+    except TimeoutError:
+        cut = conversation.cut_role
+        call = f"the {cut} request in flight (counted as failed)" if cut else "a model call"
+        ending = Ending(reason=StopReason.TIMEOUT, detail=f"{call} outlived the {seconds} s limit")
+        if isinstance(cast.agent, AgentRunner):
+            blocked = cast.agent.blocking_now()
+            if blocked >= BLOCKING_STEP_SECONDS:
+                ending = ending.noting(
+                    f"agent: its async code had held its event loop for {blocked:.1f} s "
+                    "without awaiting (time.sleep or blocking I/O inside async def?)"
+                )
+        return ending
+    finally:
+        conversation.close_toolbox()

@@ -15,11 +15,20 @@ runs (on one event loop), and closed by ``aclose``. Several ``run`` calls may be
 once: each scenario gets its own store and its own built-in models.
 
 With a ``cache`` (``tau2_retail.models.cache``), each scenario trial sees its endpoint models
-through it; with ``prices``, each outcome's metrics carry its cost per role.
+through it; with ``prices``, each outcome's metrics carry its cost per role. With ``spending``
+(``--tau2-max-cost``) too, each request of a priced endpoint model reserves its estimated cost
+before it is sent (``tau2_retail.models.spending``); a request the budget refuses raises
+``BudgetExhausted`` out of ``run``: the scenario is not scored.
+
+The conversation runs on exactly what the models said. The outcome ``run`` returns is what a
+run writes and shows (artifacts, failure messages, the terminal): the API keys of the roles'
+endpoints are masked in it (``masker``, by default built from the roles' key variables in
+the environment; ``tau2_retail.models.masking`` says which values count as keys).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,8 +45,10 @@ from tau2_retail.models.agent import AgentRunner
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
 from tau2_retail.models.cache import CachedChatModel, CacheMode, ResponseCache
 from tau2_retail.models.choice import ModelChoice
+from tau2_retail.models.masking import Masker, masked
 from tau2_retail.models.prices import PriceTable, RoleCosts
 from tau2_retail.models.protocol import ChatModel, ClosedOnExit
+from tau2_retail.models.spending import BudgetedChatModel, Spending
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
@@ -107,6 +118,8 @@ class Harness(ClosedOnExit):
     limits: Limits = field(default_factory=Limits)
     cache: ResponseCache | None = None
     prices: PriceTable | None = None
+    masker: Masker | None = None
+    spending: Spending | None = None
     _clients: dict[str, OpenAIChatModel] = field(default_factory=dict, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -116,6 +129,28 @@ class Harness(ClosedOnExit):
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.close()
+
+    def __post_init__(self) -> None:
+        if self.masker is None:
+            roles = (self.roles.agent, self.roles.user, self.roles.judge)
+            self.masker = Masker.for_endpoints(
+                (choice.endpoint for choice in roles if choice is not None), os.environ
+            )
+
+    def shown(self, outcome: ScenarioOutcome) -> ScenarioOutcome:
+        """``outcome`` as it is written and shown: every key masked in its conversation,
+        metrics, judgement and database difference (the same object when none holds one)."""
+        masker = self.masker
+        if not masker:
+            return outcome
+        mask = masker.text
+        return replace(
+            outcome,
+            conversation=masked(outcome.conversation, mask),
+            judge=masked(outcome.judge, mask),
+            db_diff=masked(outcome.db_diff, mask),
+            metrics=masked(outcome.metrics, mask),
+        )
 
     def prompts(self, task: Task) -> ScenarioPrompts:
         return self.bundle.profile.prompts(task)
@@ -138,9 +173,20 @@ class Harness(ClosedOnExit):
             return builtin_model(choice.name, scenario.task, role=role)
         client = self._client(role, choice)
         cache = self.cache
-        if cache is None or cache.mode is CacheMode.OFF:
-            return client
-        return CachedChatModel(self._clients[role], cache, role=role, trial=scenario.trial)
+        model: ChatModel = client
+        if cache is not None and cache.mode is not CacheMode.OFF:
+            model = CachedChatModel(
+                self._clients[role], cache, role=role, trial=scenario.trial, masker=self.masker
+            )
+        price = self.prices.price(choice.endpoint.model) if self.prices is not None else None
+        if self.spending is None or price is None:
+            return model
+        return BudgetedChatModel(
+            model,
+            price=price,
+            spending=self.spending,
+            max_tokens=self._clients[role].config.max_tokens,
+        )
 
     def costs(self, outcome: ScenarioOutcome) -> ScenarioOutcome:
         """``outcome`` with its cost per role in the metrics (unchanged without prices)."""
@@ -186,7 +232,7 @@ class Harness(ClosedOnExit):
             limits=self.limits,
             on_message=on_message,
         )
-        return self.costs(outcome)
+        return self.shown(self.costs(outcome))
 
     async def rejudge(
         self, scenario: Scenario, *, transcript: Mapping[str, Any], expected_db_hash: str
@@ -211,4 +257,4 @@ class Harness(ClosedOnExit):
             profile=self.bundle.profile,
             limits=self.limits,
         )
-        return self.costs(outcome)
+        return self.shown(self.costs(outcome))

@@ -32,8 +32,10 @@ from tau2_retail.engine.scoring import (
     db_difference,
     describe_db_difference,
 )
+from tau2_retail.engine.timeouts import TimeoutHit, timeouts_hit
 from tau2_retail.errors import ArtifactError, EndpointError, SavedConversationError
 from tau2_retail.models.messages import Message, RequestStats, Role, Usage
+from tau2_retail.models.progress import tracking
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import dispatch
@@ -87,6 +89,8 @@ class ScenarioOutcome:
     judge: JudgeResult | None
     db_diff: dict[str, dict[str, dict[str, Any]]]
     metrics: ScenarioMetrics
+    #: the time limits that ended it (a request timeout, the scenario's wall-clock limit)
+    timeouts: tuple[TimeoutHit, ...] = ()
 
     def __repr__(self) -> str:
         # Short on purpose: on Python 3.11, asyncio.Runner.run ends with signal.getsignal(),
@@ -346,26 +350,32 @@ async def _judge_and_score(
 ) -> ScenarioOutcome:
     judge = None
     judge_error: EndpointError | None = None
+    judge_deadline = False
     infra = conversation.stop_reason is StopReason.INFRA_ERROR
     task = scenario.task
     if judge_model is not None and profile.policy.judges(task) and not infra:
-        try:
-            # Each request has its own deadline; this bounds the judge's retries as a whole.
-            async with asyncio.timeout(limits.max_duration_seconds):
-                judge = await profile.judge(
-                    judge_model,
-                    task=task,
-                    messages=conversation.messages,
-                    reference_actions=gold.actions,
-                    recorded_actions=conversation.actions,
-                    seed=scenario.seed,
+        with tracking() as progress:
+            try:
+                # Each request has its own deadline; this bounds the judge's retries as a whole.
+                async with asyncio.timeout(limits.max_duration_seconds):
+                    judge = await profile.judge(
+                        judge_model,
+                        task=task,
+                        messages=conversation.messages,
+                        reference_actions=gold.actions,
+                        recorded_actions=conversation.actions,
+                        seed=scenario.seed,
+                    )
+            except EndpointError as error:
+                judge_error = error
+            except TimeoutError:
+                judge_deadline = True
+                judge_error = EndpointError(
+                    f"no verdict within the {limits.max_duration_seconds:g} s scenario limit",
+                    # the request cut in flight, as far as it had gone
+                    attempts=max(progress.attempts, 1),
+                    wait_seconds=progress.wait_seconds,
                 )
-        except EndpointError as error:
-            judge_error = error
-        except TimeoutError:
-            judge_error = EndpointError(
-                f"no verdict within the {limits.max_duration_seconds:g} s scenario limit"
-            )
     db_diff = db_difference(store, gold.store)
     metrics = build_metrics(
         scenario=scenario,
@@ -385,6 +395,12 @@ async def _judge_and_score(
         judge=judge,
         db_diff=db_diff,
         metrics=metrics,
+        timeouts=timeouts_hit(
+            conversation,
+            max_duration_seconds=limits.max_duration_seconds,
+            judge_error=judge_error,
+            judge_deadline=judge_deadline,
+        ),
     )
 
 

@@ -1,6 +1,7 @@
 """Who answers a scenario's requests: the ``ChatModel`` protocol, chat messages, endpoint
 configuration and the OpenAI client, the built-in models (``builtin`` defines their names, the
-one list) and ``choice`` (which model plays a role, the rule shared by options and CLI).
+one list), ``choice`` (which model plays a role, the rule shared by options and CLI), ``prices``
+and ``spending`` (what a request costs, and the budget's reserve-then-settle of each request).
 
 ``OpenAIChatModel`` and its constants are imported lazily: importing the ``openai`` package
 costs most of a second, and modules that only need the protocol or the config should not pay it.

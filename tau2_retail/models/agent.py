@@ -11,28 +11,34 @@ An agent is any object with one of two methods, sync or async:
 - loop style, ``converse(messages, toolbox)``: the agent runs its own tool loop through the
   ``toolbox`` (see :class:`Toolbox`) and returns the text to say to the customer.
 
-A sync method runs in a thread of its own, so scenarios in flight (``--tau2-concurrency``)
-overlap. An agent may also have ``close()`` or ``aclose()``: it is called once its scenario's
-conversation is over (to close its own clients). An exception raised by the agent is the
-agent's failure (``agent_error``, its traceback kept); :class:`~tau2_retail.errors.AgentInfraError`
-marks an outage of the agent's own backend (an infra error, excluded and resumable).
+Each scenario's agent runs in a thread of its own, with its own event loop
+(:mod:`tau2_retail.models.agent_thread`): scenarios in flight (``--tau2-concurrency``)
+overlap whether the agent is sync or async, and one that blocks holds up only its own
+scenario. An agent may also have ``close()`` or ``aclose()``: it is called once its scenario's
+conversation is over (to close its own clients). Anything raised by the agent's code is the
+agent's failure (``agent_error``, its traceback kept), ``SystemExit``, ``GeneratorExit`` and a
+``CancelledError`` it raises itself included; :class:`~tau2_retail.errors.AgentInfraError`
+marks an outage of the agent's own backend (an infra error, excluded and resumable) and
+``KeyboardInterrupt`` interrupts the run as Ctrl-C does
+(:class:`~tau2_retail.errors.AgentInterrupted`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import inspect
 import itertools
-import threading
+import json
 import time
-import traceback
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from tau2_retail.errors import AgentInfraError, ConfigError, Tau2Error
+from tau2_retail.errors import AgentInfraError, AgentInterrupted, ConfigError, Tau2Error
+from tau2_retail.models.agent_reply import Unreadable, plain_reply
+from tau2_retail.models.agent_thread import AgentThread, Outcome, Returned
 from tau2_retail.models.messages import AssistantTurn, Message, Usage
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion, read_message
 
@@ -41,17 +47,19 @@ __all__ = [
     "AgentFactory",
     "AgentFailed",
     "AgentIdentity",
+    "AgentLedger",
     "AgentRunner",
     "LoopAgent",
     "Toolbox",
     "TurnAgent",
     "agent_style",
-    "call_in_thread",
     "load_agent_factory",
     "parse_agent_spec",
 ]
 
 FIXTURE_SOURCE: Final = "tau2_agent fixture"
+# how long an agent's close()/aclose() may take before its thread is abandoned
+_CLOSE_SECONDS: Final = 30.0
 
 AgentStyle = Literal["turn", "loop"]
 AgentFactory = Callable[[], object]
@@ -160,9 +168,11 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
     """The factory named by ``spec`` and the identity of the agent it makes.
 
     The named object must be callable: a class, or a function returning a fresh agent. A
-    function is called once here to check what it returns (a class is inspected instead).
+    function is called twice here to check what it returns, and that it is a fresh object
+    each time (a class is inspected instead).
     Raises ``ConfigError`` naming what is wrong (module not importable, with the import error;
-    attribute missing; not callable; an object with neither ``respond`` nor ``converse``).
+    attribute missing; not callable; an object with neither ``respond`` nor ``converse``; one
+    object returned by every call).
     """
     module_name, attribute = parse_agent_spec(spec)
     try:
@@ -198,7 +208,21 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
             f"{spec}: {_kind(probe)} has neither respond(messages, tools) nor "
             "converse(messages, toolbox); see the agent contract in docs/agents.md"
         )
+    if not inspect.isclass(target) and _same_again(spec, target, probe):
+        raise ConfigError(
+            f"{spec}: the factory returned the same {type(probe).__name__} object twice: "
+            "every scenario would share it; return a fresh agent from each call (e.g. name "
+            "the agent's class)"
+        )
     return factory, AgentIdentity.of(spec, probe)
+
+
+def _same_again(spec: str, factory: Callable[[], object], first: object) -> bool:
+    """Whether a second call of ``factory`` gives ``first`` again (one shared agent)."""
+    try:
+        return factory() is first
+    except Exception as error:  # the user's factory: report it as a start-up error
+        raise ConfigError(f"{spec}: the factory raised {type(error).__name__}: {error}") from error
 
 
 def _kind(value: object) -> str:
@@ -219,65 +243,59 @@ class AgentFailed(Tau2Error):
         self.traceback_text = traceback_text or detail
 
 
-def _failed(where: str, error: Exception) -> AgentFailed:
-    text = "".join(traceback.format_exception(error))
-    return AgentFailed(f"{where} raised {type(error).__name__}: {error}", traceback_text=text)
+class AgentLedger:
+    """The agents one process has handed to scenarios: a factory (or a fixture) that gives a
+    second scenario an object an earlier one already had is refused, since every scenario
+    would share its state. Only identities are compared (no method of the agent is called)."""
 
+    def __init__(self) -> None:
+        self._seen: dict[int, Callable[[], object]] = {}
 
-async def call_in_thread(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` in a daemon thread of its own, awaited without blocking the loop.
+    def claim(self, agent: object) -> bool:
+        """False when ``agent`` was already handed out in this process (and is alive)."""
+        key = id(agent)
+        held = self._seen.get(key)
+        if held is not None and held() is agent:
+            return False
+        seen = self._seen
 
-    A thread per call rather than ``asyncio.to_thread``: the default executor has a handful of
-    workers (min(32, CPUs + 4)), which would cap ``--tau2-concurrency`` for sync agents, and its
-    threads are joined at exit, so one hung agent would hang the process after its scenario
-    timed out. A daemon thread costs tens of microseconds and is abandoned at the deadline.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+        def forget(_: object) -> None:
+            seen.pop(key, None)
 
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():
-            return  # cancelled at the deadline
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def run() -> None:
         try:
-            result, error = function(*args), None
-        except BaseException as raised:  # handed to the awaiting coroutine, which judges it
-            result, error = None, raised
-        # a closed loop: the scenario ended without this call (its deadline)
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, result, error)
+            seen[key] = weakref.ref(agent, forget)
+        except TypeError:  # cannot be weakly referenced: remembered while its scenario runs
+            seen[key] = lambda: agent
+        return True
 
-    threading.Thread(target=run, name="tau2-agent", daemon=True).start()
-    return await future
-
-
-async def _invoke(method: Callable[..., Any], *args: Any) -> Any:
-    if inspect.iscoroutinefunction(method):
-        return await method(*args)
-    result = await call_in_thread(method, *args)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+    def release(self, agent: object) -> None:
+        """Its scenario is over: forget an agent held strongly (a weak one forgets itself)."""
+        held = self._seen.get(id(agent))
+        if held is not None and not isinstance(held, weakref.ref):
+            del self._seen[id(agent)]
 
 
 class AgentRunner:
     """One scenario's agent: made by ``factory`` at ``start``, then called turn by turn.
 
     It is also the agent role's ``ChatModel`` for a turn-style agent (``complete``), so the
-    conversation runs its tools, limits and endings exactly as for an endpoint model.
+    conversation runs its tools, limits and endings exactly as for an endpoint model. Every
+    call into the agent's code runs in the scenario's :class:`AgentThread`; what it raises
+    becomes :class:`AgentFailed`, :class:`AgentInfraError` or :class:`AgentInterrupted` here.
+    ``ledger`` refuses an agent object that another scenario of the process already had.
     """
 
-    def __init__(self, factory: AgentFactory, identity: AgentIdentity) -> None:
+    def __init__(
+        self, factory: AgentFactory, identity: AgentIdentity, *, ledger: AgentLedger | None = None
+    ) -> None:
         self._factory = factory
         self.identity = identity
+        self._ledger = ledger
         self._agent: object | None = None
         self._style: AgentStyle | None = None
         self._call_ids = itertools.count()
+        self._thread = AgentThread(identity.describe())
+        self._tools: tuple[object, str] | None = None
 
     @property
     def name(self) -> str:
@@ -289,45 +307,97 @@ class AgentRunner:
             raise RuntimeError("the agent is not started")
         return self._style
 
-    def start(self) -> None:
-        """Make the agent; raises ``AgentFailed`` when the factory raises or makes no agent."""
-        try:
-            agent = self._factory()
-        except AgentInfraError:
-            raise
-        except Exception as error:  # the user's code: its failure, with its traceback
-            raise _failed("the agent factory", error) from error
-        style = agent_style(agent)
+    @property
+    def longest_block(self) -> float:
+        """The longest time one step of the agent's async code held its event loop (seconds),
+        the step still running included."""
+        return max(self._thread.longest_step, self._thread.blocking_for())
+
+    def blocking_now(self) -> float:
+        """How long the agent's async code has held its loop in the step running now."""
+        return self._thread.blocking_for()
+
+    async def start(self) -> None:
+        """Make the agent (in its thread); raises ``AgentFailed`` when the factory raises or
+        makes no agent, or makes one another scenario already had."""
+        factory = self._factory
+
+        def make() -> tuple[object, AgentStyle | None]:
+            agent = factory()
+            return agent, agent_style(agent)
+
+        agent, style = self._value(await self._thread.run(make), "the agent factory")
         if style is None:
             raise AgentFailed(
                 f"{self.identity.source} gave a {type(agent).__name__} object, which has "
                 "neither respond(messages, tools) nor converse(messages, toolbox)"
             )
+        if self._ledger is not None and not self._ledger.claim(agent):
+            raise AgentFailed(
+                f"{self.identity.source} gave an agent object that another scenario of this "
+                "process already had: every scenario would share it; make each call return a "
+                "fresh agent (e.g. the agent's class)"
+            )
         self._agent, self._style = agent, style
 
-    async def _call(self, method: str, *args: Any) -> Any:
-        try:
-            return await _invoke(getattr(self._agent, method), *args)
-        except AgentInfraError:
-            raise
-        except Exception as error:  # the user's code: its failure, with its traceback
-            raise _failed(f"{method}()", error) from error
+    def _value(self, outcome: Outcome, where: str) -> Any:
+        if isinstance(outcome, Returned):
+            return outcome.value
+        if issubclass(outcome.kind, AgentInfraError):
+            raise AgentInfraError(outcome.text)
+        if issubclass(outcome.kind, KeyboardInterrupt):
+            raise AgentInterrupted(f"{self.identity.source}: {where} raised KeyboardInterrupt")
+        if issubclass(outcome.kind, Unreadable):
+            detail = f"{where} {outcome.text}"
+        else:
+            text = f": {outcome.text}" if outcome.text else ""
+            detail = f"{where} raised {outcome.kind.__name__}{text}"
+        raise AgentFailed(detail, traceback_text=outcome.traceback_text)
+
+    async def _call(self, method: str, arguments: Callable[[], tuple[Any, ...]]) -> Any:
+        """``agent.<method>(*arguments())`` in the agent's thread, its reply made plain there."""
+        agent = self._agent
+
+        def call() -> Any:
+            return getattr(agent, method)(*arguments())
+
+        return self._value(await self._thread.run(call, plain_reply), f"{method}()")
 
     async def close(self) -> str:
-        """Call the agent's ``aclose()`` or ``close()`` if it has one; returns what it raised
-        (one line, empty when nothing), which does not change how the scenario scored."""
-        if self._agent is None:
+        """Call the agent's ``aclose()`` or ``close()`` if it has one, then end its thread;
+        returns what went wrong (one line, empty when nothing), which does not change how the
+        scenario scored. Not called while a call abandoned at the deadline still runs."""
+        agent, thread = self._agent, self._thread
+        if agent is None:
+            thread.stop()
             return ""
-        method = getattr(self._agent, "aclose", None) or getattr(self._agent, "close", None)
-        if not callable(method):
-            return ""
+        if self._ledger is not None:
+            self._ledger.release(agent)
+        if thread.busy:
+            return "close() not called: its last call was still running at the deadline"
+
+        def call() -> Any:
+            method = getattr(agent, "aclose", None) or getattr(agent, "close", None)
+            return method() if callable(method) else None
+
         try:
-            await _invoke(method)
-        except Exception as error:  # the user's clean-up code: reported beside the result
-            return (
-                f"{getattr(method, '__name__', 'close')}() raised {type(error).__name__}: {error}"
-            )
+            outcome = await asyncio.wait_for(thread.run(call), _CLOSE_SECONDS)
+        except TimeoutError:
+            return f"close() did not return within {_CLOSE_SECONDS:g} s"
+        thread.stop()
+        try:
+            self._value(outcome, "close()")
+        except AgentFailed as error:  # the user's clean-up code: reported beside the result
+            return error.detail
+        except AgentInfraError as error:
+            return f"close() raised AgentInfraError: {error}"
         return ""
+
+    def abandon(self) -> None:
+        """The scenario ended without closing its agent (interrupted): let its thread end."""
+        if self._agent is not None and self._ledger is not None:
+            self._ledger.release(self._agent)
+        self._thread.stop()
 
     async def complete(
         self,
@@ -336,10 +406,13 @@ class AgentRunner:
         tools: Sequence[Mapping[str, Any]] | None = None,
         seed: int | None = None,
     ) -> AssistantTurn:
-        """The turn-style agent's next turn, read as an endpoint's reply is read."""
+        """The turn-style agent's next turn, read as an endpoint's reply is read. The agent
+        gets the messages and a fresh copy of the tools: nothing it changes reaches another
+        call, scenario or record."""
         started = time.perf_counter()
-        wire_tools = [dict(tool) for tool in tools or ()]
-        reply = await self._call("respond", encode_messages(messages), wire_tools)
+        tools_text = self._tools_text(tools or ())
+        wire = encode_messages(messages)
+        reply = await self._call("respond", lambda: (wire, json.loads(tools_text)))
         content, tool_calls, usage = self._read(reply)
         return AssistantTurn(
             content=content,
@@ -348,9 +421,16 @@ class AgentRunner:
             latency_seconds=time.perf_counter() - started,
         )
 
+    def _tools_text(self, tools: Sequence[Mapping[str, Any]]) -> str:
+        # the same list every turn: encoded once, decoded into a fresh copy per call
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = (tools, json.dumps(list(tools)))
+        return self._tools[1]
+
     async def converse(self, messages: Sequence[Message], toolbox: Toolbox) -> str | None:
         """The loop-style agent's text for the conversation so far (None or "" is empty)."""
-        reply = await self._call("converse", encode_messages(messages), toolbox)
+        wire = encode_messages(messages)
+        reply = await self._call("converse", lambda: (wire, toolbox))
         if reply is None or isinstance(reply, str):
             return reply
         content, tool_calls, _ = self._read(reply)
@@ -362,19 +442,16 @@ class AgentRunner:
         return content
 
     def _read(self, reply: object) -> tuple[str | None, tuple[Any, ...], Usage]:
+        """A reply already made plain (``plain_reply``) read as an endpoint's."""
         if isinstance(reply, str):
             return reply, (), Usage(n_calls=1)
         if reply is None:
             return None, (), Usage(n_calls=1)
-        data = reply
-        dump = getattr(reply, "model_dump", None)
-        if callable(dump) and not isinstance(reply, Mapping):
-            data = dump()
         try:
-            if isinstance(data, Mapping) and "choices" in data:
-                content, tool_calls, usage, _ = read_completion(data, self._call_ids)
+            if isinstance(reply, Mapping) and "choices" in reply:
+                content, tool_calls, usage, _ = read_completion(reply, self._call_ids)
                 return content, tool_calls, usage
-            content, tool_calls = read_message(data, self._call_ids)
+            content, tool_calls = read_message(reply, self._call_ids)
         except UnreadableReply as error:
             raise AgentFailed(
                 f"the agent returned a {type(reply).__name__} that is not an assistant turn "

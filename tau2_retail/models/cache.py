@@ -14,12 +14,16 @@ and several runs read and write it at once); ``CachedChatModel`` is one scenario
   request within the scenario (a request asked again after an empty or unreadable reply gets
   the reply it got the first time round, not the first reply again).
 
-Only the digest, the role, the model, the host and the reply are stored: no prompt text.
+Only the digest, the role, the model, the host and the reply are stored: no prompt text. The
+reply is stored with the roles' API keys masked (``tau2_retail.models.masking``), like any file
+a run writes.
 
 Modes: ``read-write`` (a hit is served, a miss goes to the endpoint and is stored), ``replay``
 (never contacts an endpoint: a miss is a ``CacheMiss``, an infra error naming the request
-digest; the file is opened read-only) and ``off``. A hit costs nothing: its usage counts it in
-``cache_hits`` with its tokens.
+digest; the file is opened read-only, from a read-only folder or mount too) and ``off``. A hit
+costs nothing: its usage counts it in ``cache_hits`` with its tokens. A stored reply passes
+the bounds of a live one (size, token counts; see ``ResponseCache.lookup``) and is masked where
+it is written or shown, as a live one is.
 
 Faults never cost a scenario: a cache file that is locked for longer than the busy timeout,
 corrupted, or full (``sqlite3.Error`` of any kind) turns the cache off for the rest of the
@@ -29,6 +33,7 @@ process, and ``warn`` is called once with one line saying so.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -42,7 +47,10 @@ from urllib.parse import urlsplit
 
 from tau2_retail import codec
 from tau2_retail.errors import ArtifactError, CacheMiss
+from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
+from tau2_retail.models.masking import Masker
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.text import valid_unicode
 
 if TYPE_CHECKING:
     from tau2_retail.models.openai_client import OpenAIChatModel
@@ -77,6 +85,15 @@ CREATE TABLE IF NOT EXISTS responses (
     hits INTEGER NOT NULL DEFAULT 0
 )
 """
+
+
+# the cheapest statement that fails when the file or its table cannot be read
+_PROBE: Final = "SELECT count(*) FROM responses WHERE 0"
+# an entry over the size limit is not handed to Python at all (NULL), only its size
+_SELECT_REPLY: Final = (
+    "SELECT CASE WHEN length(CAST(reply AS BLOB)) <= ? THEN reply END, "
+    "length(CAST(reply AS BLOB)) FROM responses WHERE digest = ? AND format = ?"
+)
 
 
 class CacheMode(StrEnum):
@@ -122,13 +139,30 @@ def request_digest(
 def _connect(path: Path, *, read_only: bool, busy_seconds: float) -> sqlite3.Connection:
     """A connection to the cache file (tests wrap this to inject faults)."""
     if read_only:
-        connection = sqlite3.connect(
-            f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=busy_seconds
-        )
+        connection = _open_read_only(path, busy_seconds=busy_seconds)
     else:
         connection = sqlite3.connect(path, timeout=busy_seconds)
     # autocommit: each statement is its own short transaction (no lock held between them)
     connection.isolation_level = None
+    return connection
+
+
+def _open_read_only(path: Path, *, busy_seconds: float) -> sqlite3.Connection:
+    """The file opened for reading only; from a read-only folder or mount, as immutable.
+
+    A cache in WAL mode is read through a shared-memory file beside it, which a read-only
+    folder cannot hold ("unable to open database file", "attempt to write a readonly
+    database"); a file that nobody writes can be read without it (``immutable=1``: no locks,
+    no shared memory). Replies still in a ``-wal`` file beside it are then not seen: the last
+    connection of the run that wrote the cache folds them into the file when it ends.
+    """
+    uri = path.absolute().as_uri()
+    connection = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=busy_seconds)
+    try:
+        connection.execute(_PROBE).fetchall()
+    except sqlite3.Error:
+        connection.close()
+        return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=busy_seconds)
     return connection
 
 
@@ -146,13 +180,38 @@ def _reply_json(turn: AssistantTurn) -> str:
     return json.dumps(codec.encode(reply), ensure_ascii=False)
 
 
+_USAGE_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Usage))
+
+
+def _reply_problem(reply: CachedReply) -> str | None:
+    """Why a cache entry is refused where a live reply would be: a negative token count, a
+    tool call without a name (the reader of live replies refuses both)."""
+    usage = reply.usage
+    if min(getattr(usage, name) for name in _USAGE_FIELDS) < 0:
+        return "a negative token count"
+    if any(not call.name for call in reply.tool_calls):
+        return "a tool call without a name"
+    return None
+
+
 def _turn_from_reply(text: str) -> AssistantTurn:
-    """The turn of a cache entry; ``ArtifactError`` when the entry is damaged."""
+    """The turn of a cache entry; ``ArtifactError`` when the entry is damaged or refused."""
     reply = codec.decode(CachedReply, text, "response cache entry")
+    problem = _reply_problem(reply)
+    if problem is not None:
+        raise ArtifactError(f"response cache entry: {problem}")
     usage = reply.usage
     return AssistantTurn(
-        content=reply.content,
-        tool_calls=reply.tool_calls,
+        # the same text rules as a live reply (half a surrogate pair becomes U+FFFD)
+        content=None if reply.content is None else valid_unicode(reply.content),
+        tool_calls=tuple(
+            ToolCall(
+                id=valid_unicode(call.id),
+                name=valid_unicode(call.name),
+                arguments=valid_unicode(call.arguments),
+            )
+            for call in reply.tool_calls
+        ),
         usage=Usage(
             n_calls=1,
             prompt=usage.prompt,
@@ -193,6 +252,8 @@ class ResponseCache:
         self.hits = 0
         self.misses = 0
         self.stored = 0
+        #: why the last lookup refused the entry it found (None: it refused nothing)
+        self.refused: str | None = None
 
     @property
     def active(self) -> bool:
@@ -212,7 +273,7 @@ class ResponseCache:
                     # store: 6.5 ms per completion on the event loop (median), 0.06 ms with NORMAL.
                     connection.execute("PRAGMA synchronous=NORMAL")
                     connection.execute(_SCHEMA)
-                connection.execute("SELECT count(*) FROM responses WHERE 0").fetchall()
+                connection.execute(_PROBE).fetchall()
             except BaseException:
                 connection.close()
                 raise
@@ -230,16 +291,22 @@ class ResponseCache:
             "the cache (every request goes to its endpoint)"
         )
 
-    def lookup(self, digest: str) -> AssistantTurn | None:
-        """The stored reply of ``digest``, or None (a miss, or the cache is off)."""
+    def lookup(
+        self, digest: str, *, max_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    ) -> AssistantTurn | None:
+        """The stored reply of ``digest``, or None (a miss, or the cache is off).
+
+        An entry is held to the bounds of a live reply: one over ``max_bytes`` (the role's
+        ``max_reply_bytes``) is not even read, one with a negative token count or a tool call
+        without a name is refused; either is a miss (asked again, and overwritten, in
+        read-write mode) and ``refused`` says why until the next lookup.
+        """
+        self.refused = None
         if not self.active:
             return None
         try:
             db = self._db()
-            row = db.execute(
-                "SELECT reply FROM responses WHERE digest = ? AND format = ?",
-                (digest, CACHE_FORMAT),
-            ).fetchone()
+            row = db.execute(_SELECT_REPLY, (max_bytes, digest, CACHE_FORMAT)).fetchone()
             if row is not None and self.mode is CacheMode.READ_WRITE:
                 db.execute(
                     "UPDATE responses SET hits = hits + 1, last_used = ? WHERE digest = ?",
@@ -251,25 +318,44 @@ class ResponseCache:
         if row is None:
             self.misses += 1
             return None
+        text, size = row
+        if text is None:
+            self.misses += 1
+            self.refused = f"its entry of {size:,} bytes is over the {max_bytes:,}-byte limit"
+            return None
         try:
-            turn = _turn_from_reply(row[0])
-        except ArtifactError:
+            turn = _turn_from_reply(text)
+        except ArtifactError as error:
             self.misses += 1  # a damaged row: asked again (and overwritten) like a miss
+            self.refused = f"its entry is refused ({error})"
             return None
         self.hits += 1
         return turn
 
-    def store(self, digest: str, *, role: str, model: str, host: str, turn: AssistantTurn) -> None:
-        """Keep ``turn`` under ``digest`` (read-write mode only)."""
+    def store(
+        self,
+        digest: str,
+        *,
+        role: str,
+        model: str,
+        host: str,
+        turn: AssistantTurn,
+        masker: Masker | None = None,
+    ) -> None:
+        """Keep ``turn`` under ``digest`` (read-write mode only), its keys masked by
+        ``masker`` (the file is written, like an artifact)."""
         if not self.active or self.mode is not CacheMode.READ_WRITE:
             return
+        reply = _reply_json(turn)
+        if masker is not None:
+            reply = masker.text(reply)
         now = self._clock()
         try:
             self._db().execute(
                 "INSERT OR REPLACE INTO responses "
                 "(digest, format, role, model, host, reply, created, last_used, hits) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                (digest, CACHE_FORMAT, role, model, host, _reply_json(turn), now, now),
+                (digest, CACHE_FORMAT, role, model, host, reply, now, now),
             )
         except (sqlite3.Error, OSError) as error:
             self._fail(error)
@@ -287,12 +373,19 @@ class CachedChatModel:
     """A ``ChatModel``: ``client``'s completions for one scenario trial, through ``cache``."""
 
     def __init__(
-        self, client: OpenAIChatModel, cache: ResponseCache, *, role: str, trial: int
+        self,
+        client: OpenAIChatModel,
+        cache: ResponseCache,
+        *,
+        role: str,
+        trial: int,
+        masker: Masker | None = None,
     ) -> None:
         self._client = client
         self._cache = cache
         self._role = role
         self._trial = trial
+        self._masker = masker
         self._host = endpoint_host(client.config.base_url)
         self._seen: dict[str, int] = {}
 
@@ -326,19 +419,23 @@ class CachedChatModel:
                 occurrence=occurrence,
             )
         )
-        cached = self._cache.lookup(digest)
+        cache = self._cache
+        cached = cache.lookup(digest, max_bytes=self._client.config.max_reply_bytes)
         if cached is not None:
             return cached
-        if self._cache.mode is CacheMode.REPLAY:
-            why = f" ({self._cache.disabled})" if self._cache.disabled else ""
+        if cache.mode is CacheMode.REPLAY:
+            why = cache.disabled or cache.refused
+            usable = "usable " if cache.refused else ""
+            why = f" ({why})" if why else ""
             raise CacheMiss(
-                f"replay from the response cache {self._cache.path}: no reply "
+                f"replay from the response cache {cache.path}: no {usable}reply "
                 f"for request {digest[:16]} (model {self.name!r}, trial {self._trial + 1})"
                 f"{why}; replay needs the cache file of a run with the same settings",
                 digest=digest,
             )
         turn = await self._client.send(request)
-        self._cache.store(digest, role=self._role, model=self.name, host=self._host, turn=turn)
+        host, masker = self._host, self._masker
+        cache.store(digest, role=self._role, model=self.name, host=host, turn=turn, masker=masker)
         return turn
 
 

@@ -12,10 +12,14 @@ since a wrong URL, model or key does not heal by waiting.
 The reply body is parsed here, not by the ``openai`` models, so that a malformed reply is caught
 where JSON enters: tool-call arguments stay the raw string the model sent (the conversation turns
 invalid JSON into a tool error for the model), an empty string becomes ``{}``, a missing call id
-gets ``call_<n>``, and half a UTF-16 surrogate pair in any kept text becomes U+FFFD. An
-endpoint that echoes the API key in a completion has it masked (``***``) where the reply enters,
-so it reaches no transcript, metrics, report or terminal line (nor the next request's history).
+gets ``call_<n>``, and half a UTF-16 surrogate pair in any kept text becomes U+FFFD. A reply
+is kept exactly as the model wrote it (an echoed API key is masked where the run writes or
+shows text, ``tau2_retail.models.masking``); the error text made here is masked as it is made.
 The ``finish_reason`` of the first choice is kept on the turn and recorded in the transcript.
+
+A server that answers an error status saying the model's output could not be parsed
+(``tau2_retail.models.unparsed``: llama.cpp, vLLM, Ollama, TGI) raises ``UnparsedModelOutput``
+at once: the model's malformed output, not an outage.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ import itertools
 import json
 import os
 import random
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -36,7 +39,12 @@ from typing import Any, Final
 
 import openai
 
-from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
+from tau2_retail.errors import (
+    ContextWindowExceeded,
+    EndpointDown,
+    EndpointError,
+    UnparsedModelOutput,
+)
 from tau2_retail.models.backoff import BackoffGate
 from tau2_retail.models.bounded import (
     ACCEPT_ENCODING,
@@ -46,10 +54,13 @@ from tau2_retail.models.bounded import (
 )
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.masking import Masker
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.progress import current as current_progress
 from tau2_retail.models.protocol import ClosedOnExit
 from tau2_retail.models.ramp import Ramp
 from tau2_retail.models.text import finite_or_none, valid_unicode
+from tau2_retail.models.unparsed import unparsed_output_server
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
 
 __all__ = [
@@ -96,10 +107,6 @@ retried even with a 5xx status (llama.cpp's server answers a schema violation wi
 
 # Jitter spreads the retries of many xdist workers hitting one server at the same moment.
 _JITTER_FRACTION: Final = 0.1
-_REDACTED: Final = "***"
-# Shorter "keys" (placeholders such as "EMPTY" or "x") are not worth redacting and would mangle
-# ordinary words in error messages.
-_MIN_REDACTED_KEY_CHARS: Final = 8
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -122,6 +129,7 @@ class _Failure:
     fatal: EndpointError | None = None
     endpoint_level: bool = True
     connection: bool = False  # no connection, or it broke before any reply
+    timeout: float | None = None  # the attempt got no complete reply within this many seconds
 
     @property
     def answered(self) -> bool:
@@ -160,7 +168,7 @@ class OpenAIChatModel(ClosedOnExit):
         self._clock = clock
         self._jitter = jitter
         self._call_ids = itertools.count()
-        self._redact = _redactor(api_key)
+        self._redact = Masker([api_key]).text
         self._gate = BackoffGate(clock=clock, sleep=sleep)
         connections = config.max_connections or _DEFAULT_MAX_CONNECTIONS
         # Limits of the transport the SDK uses (httpx, or httpx2 in recent releases), taken from
@@ -249,6 +257,7 @@ class OpenAIChatModel(ClosedOnExit):
         failure: _Failure | None = None
         attempts = 0
         waited = 0.0
+        progress = current_progress()  # the caller's view, should the request be cut
         for attempt in range(allowed):
             if failure is not None:
                 delay = self._delay(attempt - 1, failure.retry_after)
@@ -268,6 +277,8 @@ class OpenAIChatModel(ClosedOnExit):
                 refused.attempts, refused.wait_seconds = attempts, waited
                 raise
             attempts += 1
+            if progress is not None:
+                progress.attempts, progress.wait_seconds = attempts, waited
             started = self._clock()
             async with self.ramp.slot():
                 outcome = await self._attempt(request, attempts)
@@ -321,6 +332,7 @@ class OpenAIChatModel(ClosedOnExit):
             full_body=failure.full_body,
             attempts=attempts,
             wait_seconds=waited,
+            timeout_seconds=failure.timeout,
         )
 
     async def _attempt(self, request: dict[str, Any], attempts: int) -> AssistantTurn | _Failure:
@@ -351,7 +363,11 @@ class OpenAIChatModel(ClosedOnExit):
         except openai.APIStatusError as e:
             return self._status_failure(e, attempts=attempts)
         except (TimeoutError, openai.APITimeoutError) as e:
-            return _Failure(detail=f"no complete reply within the {deadline:g} s timeout", cause=e)
+            return _Failure(
+                detail=f"no complete reply within the {deadline:g} s timeout",
+                cause=e,
+                timeout=deadline,
+            )
         except openai.APIConnectionError as e:
             return _Failure(
                 detail=f"connection failed ({_cause_text(e)})", cause=e, connection=True
@@ -416,6 +432,20 @@ class OpenAIChatModel(ClosedOnExit):
         text = error.response.text  # at most FULL_BODY_CHARS bytes and a marker (the hook)
         body = _excerpt(text, self._redact)
         full_body = valid_unicode(self._redact(text))
+        server = unparsed_output_server(status, text)
+        if server is not None:
+            # the model's malformed output: asking again sends the same prompt (at
+            # temperature 0 the same output); the endpoint answered, so it is up
+            fatal: EndpointError = UnparsedModelOutput(
+                f"{self._where()}: the server could not parse the model's output "
+                f"({server}, HTTP {status}; its whole reply is in the scenario's "
+                f"endpoint_error.txt): {body}",
+                server=server,
+                status=status,
+                body=body,
+                full_body=full_body,
+            )
+            return _Failure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
         invalid = any(m in text.lower() for m in INVALID_REQUEST_MARKERS)
         if status in RETRYABLE_STATUSES and not (status >= 500 and invalid):
             return _Failure(
@@ -427,7 +457,7 @@ class OpenAIChatModel(ClosedOnExit):
                 retry_after=_retry_after_seconds(error.response.headers),
             )
         if status == 400 and any(m in body.lower() for m in CONTEXT_WINDOW_MARKERS):
-            fatal: EndpointError = ContextWindowExceeded(
+            fatal = ContextWindowExceeded(
                 f"{self._where()}: the prompt exceeds the model's context window "
                 f"(HTTP {status}): {body}",
                 status=status,
@@ -476,17 +506,8 @@ class OpenAIChatModel(ClosedOnExit):
             content, tool_calls, usage, finish_reason = read_completion(data, self._call_ids)
         except UnreadableReply as e:
             raise _UnparseableReply(str(e)) from e
-        # an endpoint that echoes our key has it masked where its reply enters
-        redact = self._redact
-        return (
-            None if content is None else redact(content),
-            tuple(
-                ToolCall(id=redact(c.id), name=redact(c.name), arguments=redact(c.arguments))
-                for c in tool_calls
-            ),
-            usage,
-            finish_reason,
-        )
+        # kept as the model wrote it: masking belongs to what is written or shown
+        return content, tool_calls, usage, finish_reason
 
     def _where(self) -> str:
         return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
@@ -544,14 +565,6 @@ def _excerpt(text: str, redact: Callable[[str], str]) -> str:
     if len(flat) <= BODY_EXCERPT_CHARS:
         return flat
     return flat[: BODY_EXCERPT_CHARS - 1] + "…"
-
-
-def _redactor(api_key: str) -> Callable[[str], str]:
-    """Removes the key from text a server sent back (some echo it in a 401 body)."""
-    if len(api_key) < _MIN_REDACTED_KEY_CHARS:
-        return lambda text: text
-    pattern = re.compile(re.escape(api_key))
-    return lambda text: pattern.sub(_REDACTED, text)
 
 
 def _cause_text(error: BaseException) -> str:

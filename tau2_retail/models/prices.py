@@ -8,6 +8,11 @@ read from its prompt cache (the input price when absent)::
 
     {"gpt-4.1": {"input": 2.0, "output": 8.0, "cached_input": 0.5}}
 
+A price is at most :data:`MAX_PRICE` (USD 100,000 per million tokens, far above any model's) and
+a cost counts at most :data:`MAX_BILLED_TOKENS` tokens of each kind, so every cost is a finite
+number whatever an endpoint reports (a price of 1e308 once made a cost ``inf``, and writing it
+failed).
+
 Replies served from the response cache (``cache_hits``) cost nothing: their tokens are counted
 in the usage but never billed. A built-in model costs nothing; a model without a price has a
 cost of None (unknown), never a guess.
@@ -27,11 +32,23 @@ from tau2_retail.codec import Omitted, rounded
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.messages import Usage
 
-__all__ = ["COST_ROLES", "CURRENCY", "ModelPrice", "PriceTable", "RoleCosts"]
+__all__ = [
+    "COST_ROLES",
+    "CURRENCY",
+    "MAX_BILLED_TOKENS",
+    "MAX_PRICE",
+    "ModelPrice",
+    "PriceTable",
+    "RoleCosts",
+]
 
 CURRENCY: Final = "USD"
 COST_ROLES: Final = ("agent", "user", "judge")
 _PER_TOKENS: Final = 1_000_000
+MAX_PRICE: Final = 100_000.0
+"""The highest price accepted, in USD per million tokens."""
+MAX_BILLED_TOKENS: Final = 10**12
+"""The most tokens of one kind a cost counts (an endpoint may report any integer)."""
 _PRICE_KEYS: Final = ("input", "output", "cached_input")
 _EXAMPLE: Final = '{"my-model": {"input": 0.15, "output": 0.6}}'
 _MICRO: Final = rounded(6)
@@ -51,9 +68,9 @@ class ModelPrice:
 
     def cost(self, usage: Usage) -> float:
         """What ``usage`` was billed: cache hits excluded, provider-cached input at its price."""
-        prompt = max(usage.prompt - usage.hit_prompt, 0)
-        completion = max(usage.completion - usage.hit_completion, 0)
-        cached = min(usage.cached_prompt, prompt)
+        prompt = min(max(usage.prompt - usage.hit_prompt, 0), MAX_BILLED_TOKENS)
+        completion = min(max(usage.completion - usage.hit_completion, 0), MAX_BILLED_TOKENS)
+        cached = min(max(usage.cached_prompt, 0), prompt)
         cached_price = self.input if self.cached_input is None else self.cached_input
         dollars = (prompt - cached) * self.input + cached * cached_price + completion * self.output
         return dollars / _PER_TOKENS
@@ -161,11 +178,11 @@ class PriceTable:
                     not isinstance(value, int | float)
                     or isinstance(value, bool)
                     or not math.isfinite(value)
-                    or value < 0
+                    or not 0 <= value <= MAX_PRICE
                 ):
                     raise ConfigError(
-                        f"prices: model {name!r}: {key!r} must be a number >= 0 (USD per "
-                        f"million tokens), got {value!r}"
+                        f"prices: model {name!r}: {key!r} must be a number >= 0 and <= "
+                        f"{MAX_PRICE:,.0f} (USD per million tokens), got {value!r}"
                     )
                 values[key] = float(value)
             models[str(name)] = ModelPrice(

@@ -1,4 +1,5 @@
 """Secrets that must never reach an output: URL passwords, keys in argv, extra-body values.
+(API keys a server echoes are masked in what is written or shown: ``masking``.)
 
 - ``strip_userinfo``: ``http://user:PASS@host/v1`` becomes ``http://host/v1``. The password is
   never printed, stored or sent (as Basic auth); the key goes as the bearer key, from the

@@ -54,6 +54,7 @@ __all__ = [
     "render_conversation_log",
     "scenario_dir",
     "scenario_id_of_folder",
+    "set_aside_metrics",
     "validate_name",
     "write_outcome",
     "write_scenario_artifacts",
@@ -64,6 +65,9 @@ TRANSCRIPT_FILE = "transcript.json"
 ENDPOINT_ERROR_FILE = "endpoint_error.txt"
 AGENT_TRACEBACK_FILE = "agent_traceback.txt"
 JUDGE_FILE = "judge_result.json"
+#: a record that does not count (its test errored: ``set_aside_metrics``), and why
+SET_ASIDE_FILE = "metrics.set-aside.json"
+TEST_ERROR_FILE = "test_error.txt"
 CONFIG_DIR = "scenario_config"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -225,7 +229,7 @@ def write_scenario_artifacts(
     """
     directory = Path(directory)
     _refuse_symlinks(directory)
-    stale_names = [METRICS_FILE]
+    stale_names = [METRICS_FILE, SET_ASIDE_FILE, TEST_ERROR_FILE]
     if outcome.judge is None:
         stale_names.append(JUDGE_FILE)
     if not outcome.conversation.error_body:
@@ -334,6 +338,21 @@ def load_pending_judgement(directory: Path) -> PendingJudgement | None:
     if not isinstance(transcript, dict):
         return None
     return PendingJudgement(transcript=transcript, db_hash=metrics.db_state_actual_hash)
+
+
+def set_aside_metrics(directory: Path, reason: str) -> None:
+    """Make a scenario's record not count: ``metrics.json`` becomes ``metrics.set-aside.json``
+    beside ``test_error.txt`` saying why (its test errored after the record was written). The
+    folder then reads as incomplete: summaries count the scenario as lost, resume runs it
+    again (and its next attempt removes both files). ``ArtifactError`` when that fails."""
+    directory = Path(directory)
+    if not (directory / METRICS_FILE).is_file():
+        return
+    write_text_atomic(directory / TEST_ERROR_FILE, reason + "\n")
+    try:
+        os.replace(directory / METRICS_FILE, directory / SET_ASIDE_FILE)
+    except OSError as error:
+        raise ArtifactError(f"cannot set aside {directory / METRICS_FILE}: {error}") from error
 
 
 def is_complete(directory: Path) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import valid_unicode
 
-__all__ = ["TEMP_PREFIX", "dumps_json", "write_json_atomic", "write_text_atomic"]
+__all__ = ["TEMP_PREFIX", "dumps_json", "finite_or_null", "write_json_atomic", "write_text_atomic"]
 
 TEMP_PREFIX = ".tmp-"
 
@@ -38,10 +39,31 @@ _FILE_MODE = 0o644
 def dumps_json(value: Any) -> str:
     """The artifact JSON form: indent 1, keys in insertion order, UTF-8 kept, final newline.
 
-    Strict JSON: a NaN or an infinity raises ``ValueError`` (Python would write ``NaN``, which
-    no JSON reader accepts); non-finite numbers are refused or clamped where they enter.
+    Strict JSON: Python would write ``NaN`` or ``Infinity``, which no JSON reader accepts.
+    Non-finite numbers are refused or bounded where they enter (prices, token counts); one that
+    still reaches a file is written as ``null`` rather than losing the whole artifact (and with
+    ``metrics.json`` its scenario).
     """
-    return json.dumps(value, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n"
+    try:
+        text = json.dumps(value, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False)
+    except ValueError as error:
+        if "float" not in str(error):  # a circular reference: a bug of the caller
+            raise
+        text = json.dumps(
+            finite_or_null(value), indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False
+        )
+    return text + "\n"
+
+
+def finite_or_null(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (in lists and dicts) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(item) for item in value]
+    return value
 
 
 def _discard(temp: str) -> None:

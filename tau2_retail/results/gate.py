@@ -14,6 +14,12 @@ the gate tells a regression from noise: a drop beyond ``max_regression`` fails o
 also significant (``p <= alpha``), and the threshold fails only when the whole 95% interval of
 the success rate lies below it (its upper bound < threshold). Without it, both compare the
 point estimates, as before.
+
+A gate that cannot compare fails and says why; it never passes by default: a baseline with no
+scored scenario (all infra errors or lost), or one that shares no scored scenario with the run
+(:func:`baseline_problem`), fails the gate whatever the rates. ``problems`` are facts a caller
+found that leave the run unmeasured (a scenario whose test errored, a shard missing from a
+merge): each is named in the line and fails the gate.
 """
 
 from __future__ import annotations
@@ -25,7 +31,14 @@ from tau2_retail.engine.profiles import policy_for
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.stats import PairedComparison, paired_comparison
 
-__all__ = ["GateVerdict", "evaluate_gate", "flipped_to_fail", "pair_runs"]
+__all__ = [
+    "GateVerdict",
+    "baseline_problem",
+    "empty_selection_verdict",
+    "evaluate_gate",
+    "flipped_to_fail",
+    "pair_runs",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +84,32 @@ def pair_runs(summary: RunSummary, baseline: RunSummary) -> PairedComparison:
     )
 
 
+def baseline_problem(baseline: RunSummary, paired: PairedComparison) -> str | None:
+    """Why the run cannot be compared with ``baseline`` (None when it can): the baseline
+    scored nothing, or no scenario was scored in both runs."""
+    if baseline.success_rate.rate is None:
+        return (
+            "cannot compare (the baseline has no scored scenario, all infra errors or lost: "
+            "give a baseline run that scored its scenarios)"
+        )
+    if paired.pairs == 0:
+        return (
+            "cannot compare (the baseline shares no scored scenario with this run: give a "
+            "baseline of the same tasks and trials)"
+        )
+    return None
+
+
+def empty_selection_verdict(why: str) -> GateVerdict:
+    """The verdict of a gate asked for on a session that selected no scenario: it has nothing
+    to measure, so it fails and says why."""
+    return GateVerdict(
+        passed=False,
+        line=f"tau2 gate: no scenario ran ({why}); a gate with nothing to measure fails: FAIL",
+        rate=None,
+    )
+
+
 def p_text(p: float) -> str:
     """``p=0.125``, ``p=9.86e-32``: three significant digits."""
     return f"p={p:.3g}"
@@ -89,12 +128,13 @@ def evaluate_gate(
     max_regression: float = 0.0,
     regression_alpha: float | None = None,
     session_problem: str | None = None,
+    problems: Sequence[str] = (),
 ) -> GateVerdict | None:
     """The verdict, or None when no gate was asked for (no threshold and no baseline).
 
     ``regression_alpha`` (0 < A < 1, or None): see the module docstring. ``session_problem``
     (e.g. "interrupted") means the run did not finish: the gate is not applied and the verdict
-    is a failure that says so.
+    is a failure that says so. ``problems``: see the module docstring.
     """
     if min_pass_rate is None and baseline is None:
         return None
@@ -156,12 +196,19 @@ def evaluate_gate(
             f"baseline {_percent(baseline_rate)} (change {-drop:+.2%}, "
             f"max regression {max_regression:.2%}), {paired_text}"
         )
+        cannot = baseline_problem(baseline, paired)
+        if cannot is not None:
+            ok = False
+            parts.append(cannot)
     infra = summary.counts.infra_errors + summary.counts.lost
     ok = ok and infra <= max_infra_errors
     parts.append(f"infra errors {infra} (max {max_infra_errors})")
     if summary.counts.not_run:
         ok = False  # a run the budget stopped is not complete, whatever its rate
         parts.append(f"{summary.counts.not_run} not run (budget)")
+    if problems:
+        ok = False
+        parts.extend(problems)
     verdict = "PASS" if ok else "FAIL"
     return GateVerdict(
         passed=ok,

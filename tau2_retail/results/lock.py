@@ -16,6 +16,12 @@ the controller's lock after it died.
 A ``flock`` is held per open file description: the same process opening the file twice (an
 in-process pytest run inside a test) conflicts with itself, so :meth:`RunLock.release` must be
 called when the run ends (the plugin does it in ``pytest_unconfigure``). POSIX only.
+
+Commands that work on a finished run folder take its lock without waiting and without writing
+the lock file (:meth:`RunLock.hold`): ``merge`` shared while it reads its shards (a shard may sit
+on a read-only mount), ``summarize`` exclusive while it rewrites the summaries. Either stops
+with :class:`RunInUse` naming the live run that holds it; a run trying to take the folder
+meanwhile is refused. A folder without ``run.lock`` has no live run of this suite.
 """
 
 from __future__ import annotations
@@ -88,16 +94,7 @@ class RunLock:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
             raise ArtifactError(f"cannot open the run lock {path}: {error}") from error
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            who = holder.describe()
-            raise RunInUse(f"{path.parent} is in use by {who}", holder=who) from None
-        except OSError as error:
-            os.close(fd)
-            raise ArtifactError(f"cannot lock {path}: {error}") from error
+        _lock_or_close(fd, path, fcntl.LOCK_EX)
         lock = cls(path, fd)
         try:
             lock._describe()
@@ -118,9 +115,28 @@ class RunLock:
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, (text + "\n").encode("utf-8"), 0)
 
+    @classmethod
+    def hold(cls, run_dir: Path, *, shared: bool) -> RunLock | None:
+        """Hold ``run_dir``'s lock (``shared`` to read it, else exclusive) without writing the
+        lock file, or raise :class:`RunInUse` naming the live run that holds it. None when the
+        folder has no lock file (or it cannot be opened): no run of this suite is live there."""
+        path = Path(run_dir) / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        _lock_or_close(fd, path, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        return cls(path, fd)
+
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
 
     def release(self) -> None:
         """Give the lock up (idempotent). The file stays: see the module docstring."""
@@ -128,6 +144,21 @@ class RunLock:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the only descriptor releases the flock
+
+
+def _lock_or_close(fd: int, path: Path, operation: int) -> None:
+    """``flock`` ``fd`` without waiting; on failure close it and raise :class:`RunInUse` naming
+    the holder (or :class:`ArtifactError`)."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(fd)
+        os.close(fd)
+        who = holder.describe()
+        raise RunInUse(f"{path.parent} is in use by {who}", holder=who) from None
+    except OSError as error:
+        os.close(fd)
+        raise ArtifactError(f"cannot lock {path}: {error}") from error
 
 
 def _read_holder(fd: int) -> LockHolder:

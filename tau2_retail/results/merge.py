@@ -9,6 +9,11 @@ are refused: their scores do not add up. Settings that only say how or where a s
 (``shard``, ``concurrency``, ``run_id``, ``resume``, ``output_dir``, ``data_dir``; the data is
 verified by digest wherever it lives) may differ.
 
+A merge knows the shard count each shard recorded (``--tau2-shard I/N``): the shards not given
+are named (:attr:`MergedRun.missing_shards`) and the gate fails on them unless the merge is told
+``--allow-missing-shards`` (their scenarios are in no summary: a merge of 2 of 3 shards must
+not pass as the whole run). Shards of different counts are refused.
+
 Every record read and written is typed (:class:`~tau2_retail.results.records.RunArgs`,
 :class:`~tau2_retail.engine.metrics.ScenarioMetrics`); the gate is
 :func:`tau2_retail.results.gate.evaluate_gate` with the shards' gate settings.
@@ -38,6 +43,8 @@ __all__ = [
     "copy_scenarios",
     "merge_shards",
     "merged_gate",
+    "missing_shards",
+    "missing_shards_problem",
     "read_shard",
 ]
 
@@ -80,6 +87,8 @@ class MergedRun:
     metrics: tuple[ScenarioMetrics, ...]
     lost: Mapping[str, str]
     not_run: tuple[str, ...] = ()
+    #: the shards of the count the shards recorded that were not given (``"3/3"``)
+    missing_shards: tuple[str, ...] = ()
 
 
 def read_shard(run_dir: Path) -> ShardRun:
@@ -134,6 +143,35 @@ def _differences(first: Mapping[str, Any], other: Mapping[str, Any]) -> list[str
     return keys
 
 
+def _shard_of(shard: ShardRun) -> tuple[int, int] | None:
+    value = shard.args.configuration.settings.get("shard")
+    if (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+    ):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def missing_shards(shards: Sequence[ShardRun]) -> tuple[str, ...]:
+    """The shards (``I/N``) of the recorded count N that none of ``shards`` ran; shards of
+    different counts are refused (``ArtifactError``): their shares overlap."""
+    recorded = {shard.run_dir: found for shard in shards if (found := _shard_of(shard))}
+    counts = {count for _, count in recorded.values()}
+    if len(counts) > 1:
+        shown = ", ".join(f"{path} ({i}/{n})" for path, (i, n) in recorded.items())
+        raise ArtifactError(
+            f"refusing to merge shards of different counts: {shown}; the shards of one run "
+            "split it the same way (--tau2-shard I/N with one N)"
+        )
+    if not counts:
+        return ()
+    count = counts.pop()
+    given = {index for index, _ in recorded.values()}
+    return tuple(f"{index}/{count}" for index in range(1, count + 1) if index not in given)
+
+
 def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]) -> MergedRun:
     """The merged run of ``shards``; ``ArtifactError`` when they cannot be one run."""
     if not shards:
@@ -185,6 +223,7 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
         not_run=tuple(
             sorted({s for shard in shards for s in shard.not_run} - owner.keys() - lost.keys())
         ),
+        missing_shards=missing_shards(shards),
     )
 
 
@@ -230,13 +269,28 @@ class GateSettings:
         return gate
 
 
+def missing_shards_problem(missing: Sequence[str], *, allowed: bool) -> list[str]:
+    """The gate's words for the shards a merge lacks (none when allowed or none missing)."""
+    if not missing or allowed:
+        return []
+    return [
+        f"shard(s) {', '.join(missing)} missing from the merge (merge every shard, or pass "
+        "--allow-missing-shards to gate the shards given)"
+    ]
+
+
 def merged_gate(
-    summary: RunSummary, gate: GateSettings, *, baseline: RunSummary | None
+    summary: RunSummary,
+    gate: GateSettings,
+    *,
+    baseline: RunSummary | None,
+    problems: Sequence[str] = (),
 ) -> GateVerdict:
     """The gate of the merged run, as the plugin applies it to a single run.
 
     With a threshold or a baseline it is :func:`evaluate_gate`; without, pytest's own rule
     for a run: every scored scenario succeeded and none was an infra error or lost.
+    ``problems`` (missing shards) fail it either way, each named.
     """
     verdict = evaluate_gate(
         summary,
@@ -245,18 +299,20 @@ def merged_gate(
         baseline=baseline,
         max_regression=gate.max_regression or 0.0,
         regression_alpha=gate.regression_alpha,
+        problems=problems,
     )
     if verdict is not None:
         return verdict
     counts = summary.counts
     infra = counts.infra_errors + counts.lost
-    passed = counts.failed == 0 and infra == 0 and counts.not_run == 0
+    passed = counts.failed == 0 and infra == 0 and counts.not_run == 0 and not problems
     not_run = f", {counts.not_run} not run (budget)" if counts.not_run else ""
+    more = "".join(f", {problem}" for problem in problems)
     return GateVerdict(
         passed=passed,
         line=(
             f"tau2 gate: profile {summary.profile}, no threshold: {counts.failed} failed, "
-            f"{infra} infra errors or lost{not_run}: {'PASS' if passed else 'FAIL'}"
+            f"{infra} infra errors or lost{not_run}{more}: {'PASS' if passed else 'FAIL'}"
         ),
         rate=summary.success_rate.rate,
     )

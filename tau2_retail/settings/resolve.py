@@ -19,12 +19,13 @@ from typing import Any
 from tau2_retail.engine.conversation import Limits
 from tau2_retail.engine.harness import Roles
 from tau2_retail.engine.profiles import ProfileName, policy_for
-from tau2_retail.errors import ConfigError
+from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models.agent import AgentFactory, AgentIdentity
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.choice import ModelChoice, choose_model
 from tau2_retail.models.config import NO_API_KEY, EndpointConfig
 from tau2_retail.models.prices import PriceTable
+from tau2_retail.results.summary import read_summary
 from tau2_retail.settings.schema import (
     OPTIONS,
     SETTINGS,
@@ -271,6 +272,7 @@ def resolve_settings(inputs: Inputs) -> Tau2Settings:
             sources, inputs, agent=agent, agent_source=agent_source, user=user
         )
     _check_cost_and_cache(values, sources, inputs, models)
+    _check_baseline(values["baseline"], sources["baseline"], inputs.spelled("baseline"))
     # a replay never contacts an endpoint: it needs no key (a CI run reproduced on a laptop)
     if not (values["cache"] and values["cache_mode"] is CacheMode.REPLAY):
         for role, choice in (("agent", agent), ("user", user), ("judge", judge)):
@@ -452,3 +454,28 @@ def _check_cost_and_cache(
             f"{flag('cache_mode')} replay; expected an existing cache file (the one a run with "
             f"{flag('cache')} wrote)"
         )
+
+
+def _check_baseline(path: str, source: str, flag: str) -> None:
+    """A baseline the gate could not read would be found only after the whole run: it must be
+    the folder of a finished run, whose ``summary.json`` reads."""
+    if not path:
+        return
+    folder = Path(path)
+    if not folder.exists():
+        problem = "it does not exist"
+    elif not folder.is_dir():
+        problem = "it is a file"
+    else:
+        try:
+            summary = read_summary(folder)
+        except ArtifactError as error:
+            problem = "its summary.json cannot be read: " + " ".join(str(error).split())
+        else:
+            if summary is not None:
+                return
+            problem = "it has no summary.json (a run folder has one once its run ended)"
+    raise ConfigError(
+        f"{source}: {path!r} is not valid for {flag}; expected the folder of an earlier run "
+        f"holding its summary.json, but {problem}"
+    )

@@ -402,7 +402,13 @@ _TABLE: tuple[Setting, ...] = (
         "python -m tau2_retail merge",
     ),
     Setting("split", _choice(*SPLITS), "base", "task split: base (all 114), train or test"),
-    Setting("max_steps", _int_at_least(1), "200", "routed messages before max_steps"),
+    Setting(
+        "max_steps",
+        _int_at_least(1),
+        "200",
+        "routed messages before max_steps (each tool call's result is one in the default "
+        "profile; a turn runs only the calls that fit)",
+    ),
     Setting("max_errors", _int_at_least(1), "10", "tool errors before too_many_errors"),
     Setting(
         "max_duration",
@@ -446,8 +452,9 @@ _TABLE: tuple[Setting, ...] = (
         "max_cost",
         _float_range(0, None, low_open=True),
         "",
-        "USD: once the run has spent this much, no new scenario starts (those in flight "
-        "finish; the others are not run, and resumable); needs --tau2-prices for every model",
+        "USD, a cap: each model request reserves its estimated cost first and is not sent "
+        "when it would pass this (its scenario stops unscored, resumable); needs "
+        "--tau2-prices for every model",
     ),
     Setting(
         "cache",
@@ -478,7 +485,8 @@ _TABLE: tuple[Setting, ...] = (
         "baseline",
         _text,
         "",
-        "CI gate: RUN_DIR of an earlier run to compare the success rate against",
+        "CI gate: RUN_DIR of an earlier run to compare the success rate against (its "
+        "summary.json must read: checked at start-up)",
         empty="",
         path=True,
     ),

@@ -20,11 +20,12 @@ import contextlib
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
@@ -45,6 +46,7 @@ __all__ = [
     "benchmark_module",
     "hermetic_environ",
     "make_bench",
+    "read_only",
 ]
 
 RUN_TIMEOUT_SECONDS: Final = 240.0
@@ -346,3 +348,27 @@ def make_bench(
         junit=junit,
         pytester=pytester,
     )
+
+
+@contextlib.contextmanager
+def read_only(folder: Path, bench: Bench) -> Iterator[None]:
+    """``folder`` (and the files in it) not writable for the runs of ``bench``: modes 0555 and
+    0444, and for root (which ignores modes) the runs' capabilities to override them dropped,
+    as on a read-only mount. Skips the test where neither can be done. Modes are restored."""
+    files = [path for path in folder.iterdir() if path.is_file()]
+    for path in files:
+        path.chmod(0o444)
+    folder.chmod(0o555)
+    prefix = bench.prefix
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: a read-only folder cannot be made")
+        bench.prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    try:
+        yield
+    finally:
+        bench.prefix = prefix
+        folder.chmod(0o755)
+        for path in files:
+            path.chmod(0o644)

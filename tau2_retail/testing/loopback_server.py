@@ -17,6 +17,10 @@ malformed tool-call arguments are ``ReplyToolCall(name=..., arguments="{not json
 script is exhausted and no responder is set, the server answers 500 with a body that says so,
 so tests fail loudly.
 
+``billed_usd(prices)`` is what the server's completions would cost at ``prices`` (USD per million
+tokens by model, as ``--tau2-prices`` takes them), counted from the usage it sent: a measure of a
+run's spending independent of the suite's own accounting.
+
 ``dialect="llamacpp"`` speaks like llama.cpp's server (llama-cpp-python 0.3): a message whose
 ``content`` is null is rejected with its HTTP 500 validation error, and tools sent without a
 ``tool_choice`` are ignored (the reply is the script's, but ``RecordedRequest.tools_seen`` is
@@ -269,6 +273,8 @@ class LoopbackOpenAIServer:
         self._backlog = backlog
         self._requests: list[RecordedRequest] = []
         self._requests_lock = threading.Lock()
+        #: (model, prompt tokens, completion tokens) of every completion sent
+        self._billed: list[tuple[str, int, int]] = []
         self._port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -357,6 +363,21 @@ class LoopbackOpenAIServer:
         """Every request received so far, oldest first."""
         with self._requests_lock:
             return tuple(self._requests)
+
+    def completion_costs(self, prices: Mapping[str, Mapping[str, float]]) -> list[float]:
+        """USD of each completion sent so far, at ``prices`` (a model without one costs 0)."""
+        with self._requests_lock:
+            billed = list(self._billed)
+        costs = []
+        for model, prompt, completion in billed:
+            price = prices.get(model, {})
+            usd = prompt * price.get("input", 0.0) + completion * price.get("output", 0.0)
+            costs.append(usd / 1_000_000)
+        return costs
+
+    def billed_usd(self, prices: Mapping[str, Mapping[str, float]]) -> float:
+        """USD of every completion sent so far at ``prices``."""
+        return sum(self.completion_costs(prices))
 
     # -- the server thread --------------------------------------------------------------------
 
@@ -528,6 +549,8 @@ class LoopbackOpenAIServer:
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
             }
+            with self._requests_lock:
+                self._billed.append((str(body.get("model")), prompt, completion))
         choice = {"index": 0, "message": message, "finish_reason": finish_reason}
         return self._envelope(body, choices=[choice], usage=usage)
 

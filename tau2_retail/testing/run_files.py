@@ -1,15 +1,25 @@
-"""Readers of a run directory's files, for tests and benchmarks that ran the benchmark."""
+"""Readers of a run directory's files, for tests and benchmarks that ran the benchmark (and
+a hand-editor of the response cache file, as a hostile user edits it)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tau2_retail.results.atomic import TEMP_PREFIX
 
-__all__ = ["METRICS_KEYS", "RunFiles", "file_digests", "files_under", "temp_files"]
+__all__ = [
+    "METRICS_KEYS",
+    "RunFiles",
+    "edit_cache_replies",
+    "file_digests",
+    "files_under",
+    "temp_files",
+]
 
 # the keys every scenario's metrics.json holds (the artifact format; more may follow)
 METRICS_KEYS = frozenset(
@@ -74,3 +84,15 @@ def file_digests(folder: Path) -> dict[str, str]:
         str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in files_under(folder)
     }
+
+
+def edit_cache_replies(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Apply ``edit`` to every reply stored in the response cache file at ``path`` (its JSON
+    value, changed in place), as someone editing the file by hand would."""
+    with sqlite3.connect(path) as db:
+        for digest, text in db.execute("SELECT digest, reply FROM responses").fetchall():
+            reply = json.loads(text)
+            edit(reply)
+            db.execute(
+                "UPDATE responses SET reply = ? WHERE digest = ?", (json.dumps(reply), digest)
+            )

@@ -8,6 +8,7 @@ with the server stopped; a budget must keep new scenarios from starting.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -17,7 +18,9 @@ from typing import Any
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
+from tau2_retail.testing.bench import read_only
+from tau2_retail.testing.run_files import edit_cache_replies, files_under
+from tau2_retail.testing.scripted_endpoint import END, ScriptedEndpoint
 
 from .conftest import Bench
 
@@ -299,30 +302,28 @@ def test_a_full_cache_file_degrades_to_no_cache_with_one_line(
     assert "database or disk is full" in lines[0]
 
 
-def test_a_budget_stops_new_scenarios_and_a_higher_one_resumes_them(
+def test_a_budget_too_small_for_a_request_sends_nothing_and_a_higher_one_resumes(
     bench: Bench, three_roles: ScriptedEndpoint
 ) -> None:
     args = _args(three_roles, None)
     stopped = bench.run("-n", "0", *args, "--tau2-max-cost=0.000001", "--tau2-run-id=budget")
 
     assert stopped.ret == pytest.ExitCode.TESTS_FAILED, stopped.output
-    # the first scenario ran (nothing was spent before it); none started after it
-    assert stopped.outcomes() == {"tau2_retail__0": "passed"}, stopped.output
+    # every request's estimate passes the budget: nothing is sent, nothing is spent
+    assert three_roles.log == []
     summary = bench.summary("budget")
-    assert summary["not_run"] == ["tau2_retail__1", "tau2_retail__4"]
-    assert summary["counts"]["not_run"] == 2
+    assert summary["not_run"] == list(SCENARIOS)
+    assert summary["counts"]["not_run"] == 3
     assert summary["counts"]["lost"] == 0
-    rate = summary["success_rate"]
-    assert (rate["passed"], rate["total"], rate["rate"]) == (1, 1, 1.0)
-    spent = summary["cost"]["total"]
     budget_lines = [line for line in stopped.stdout.splitlines() if "budget reached" in line]
     assert budget_lines == [
-        f"tau2: budget reached: spent ${spent:,.4f} of --tau2-max-cost $0.0000; 2 scenario(s) "
-        "not run (resume with a higher --tau2-max-cost to run them)"
+        "tau2: budget reached: spent $0.0000 of --tau2-max-cost $0.0000 (a request is sent only "
+        "while its estimated cost fits); 3 scenario(s) not run or stopped unscored (resume with "
+        "a higher --tau2-max-cost to run them)"
     ]
     assert "NOT RUN (budget) tau2_retail__1" in stopped.stdout
     text = (bench.run_dir("budget") / "all_summary.txt").read_text(encoding="utf-8")
-    assert "Not run (budget; excluded from rates, resumable): 2" in text
+    assert "Not run (budget; excluded from rates, resumable): 3" in text
 
     resumed = bench.run("-n", "0", *args, "--tau2-max-cost=10", "--tau2-resume=budget")
 
@@ -332,16 +333,43 @@ def test_a_budget_stops_new_scenarios_and_a_higher_one_resumes_them(
     assert "not_run" not in summary
 
 
-def test_a_budget_holds_across_xdist_workers(bench: Bench, three_roles: ScriptedEndpoint) -> None:
-    args = _args(three_roles, None, "--tau2-tasks=0,1,2,3,4,5,6,7")
-    run = bench.run("-n", "2", *args, "--tau2-max-cost=0.000001", "--tau2-run-id=shared")
+TWENTY = "--tau2-tasks=" + ",".join(str(task) for task in range(20))
+
+
+@pytest.mark.parametrize(
+    "workers",
+    [("-n", "0", "--tau2-concurrency=20"), ("-n", "2", "--dist", "each", "--tau2-concurrency=10")],
+    ids=["one-process", "two-workers"],
+)
+def test_the_budget_is_a_cap_with_every_scenario_in_flight(
+    bench: Bench, three_roles: ScriptedEndpoint, workers: tuple[str, ...]
+) -> None:
+    """Issue 30, item 5: ``--tau2-max-cost 0.5`` with 114 scenarios in flight spent $79.64
+    (each scenario checked the budget only when it started). Spending, as the loopback
+    endpoint bills it, stays within one request per conversation in flight of the cap."""
+    full = bench.run("-n", "0", *_args(three_roles, None, TWENTY), "--tau2-run-id=full")
+    assert full.ret == 0, full.output
+    whole = three_roles.server.billed_usd(PRICES)
+    budget = whole / 5
+    before = len(three_roles.server.completion_costs(PRICES))
+
+    run = bench.run(
+        *workers, *_args(three_roles, None, TWENTY), f"--tau2-max-cost={budget!r}",
+        "--tau2-run-id=capped",
+    )  # fmt: skip
 
     assert run.ret == pytest.ExitCode.TESTS_FAILED, run.output
-    summary = bench.summary("shared")
-    # each worker may start one scenario before any cost is known; none starts after
-    assert 1 <= summary["counts"]["scored"] <= 2
-    assert summary["counts"]["not_run"] == 8 - summary["counts"]["scored"]
-    assert summary["counts"]["lost"] == 0
+    costs = three_roles.server.completion_costs(PRICES)[before:]
+    in_flight = 20  # conversations in flight at once, in all processes
+    assert sum(costs) <= budget + in_flight * max(costs), (sum(costs), budget)
+    summary = bench.summary("capped")
+    counts = summary["counts"]
+    assert counts["not_run"] > 0
+    assert counts["lost"] == counts["infra_errors"] == 0
+    assert counts["scored"] + counts["not_run"] == counts["expected"] == 20
+    assert [line for line in run.stdout.splitlines() if "tau2: budget reached: spent $" in line]
+    # the run's own accounting of what it spent never exceeds what was billed
+    assert summary["cost"]["total"] <= sum(costs) + 1e-6
 
 
 @pytest.mark.parametrize(
@@ -406,6 +434,44 @@ def test_bad_cost_and_cache_options_fail_at_start_up(
     assert message in result.stderr.str()
 
 
+def test_a_price_beyond_the_bound_is_refused_at_start_up(bench: Bench) -> None:
+    """Issue 30, item 6: a price of 1e308 made the cost ``inf``; writing metrics.json then
+    failed and every scenario was lost."""
+    prices = '{"m": {"input": 1e308, "output": 1}}'
+
+    result = bench.run_inprocess("--co", "--tau2-tasks=0", f"--tau2-prices={prices}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.stderr.str()
+    assert (
+        "prices: model 'm': 'input' must be a number >= 0 and <= 100,000 (USD per million "
+        "tokens), got 1e+308"
+    ) in errors[0]
+
+
+def test_a_huge_token_count_never_loses_the_scenario(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    """An endpoint may report any integer: 10**400 prompt tokens at the highest price made the
+    cost overflow and the scenario was lost. The cost stays a finite number and the scenario
+    is scored."""
+    endpoint.agent["10"] = dataclasses.replace(END, prompt_tokens=10**400)
+    prices = {"test-agent": {"input": 100_000, "output": 100_000}}
+
+    run = bench.run(
+        "-n", "0", "-rA", "--tau2-tasks=10", *endpoint.agent_args(),
+        f"--tau2-prices={json.dumps(prices)}",
+        "--tau2-run-id=huge",
+    )  # fmt: skip
+
+    assert run.ret == pytest.ExitCode.OK, run.output
+    assert run.outcomes() == {"tau2_retail__10": "passed"}
+    cost = bench.metrics("huge", "tau2_retail__10")["cost"]
+    assert cost["agent"] == pytest.approx(100_000 * 10**12 / 1_000_000, rel=1e-3)
+    assert bench.summary("huge")["cost"]["total"] == cost["total"]
+
+
 def test_prices_from_the_ini_file(bench: Bench) -> None:
     bench.add_ini(tau2_prices=json.dumps({"m": {"input": 1, "output": 2}}))
     result = bench.run_inprocess("--co", "--tau2-tasks=0")
@@ -450,3 +516,84 @@ def test_replay_needs_no_api_key(bench: Bench, tmp_path: Path) -> None:
     )
     assert replay.ret == 0, replay.stdout.str() + replay.stderr.str()
     assert "(replay: no endpoint is contacted" in replay.stdout.str()
+
+
+# -- issue 30, items 14 and 15: replay from a read-only copy; a cached reply is held to the
+# bounds and the masking of a live one
+
+KEY_ENV = "TAU2_CACHED_KEY"
+KEY = "sk-cached-5b3e9d1f7a2c4e6b"
+BOUNDS_TASKS = ("0", "5", "7")
+
+
+def _two_roles(endpoint: ScriptedEndpoint, cache: Path, *extra: str) -> list[str]:
+    return [
+        "-n", "0", "-rA", f"--tau2-tasks={','.join(BOUNDS_TASKS)}", f"--tau2-cache={cache}",
+        *endpoint.args("agent", api_key_env=KEY_ENV), *endpoint.args("user"), *extra,
+    ]  # fmt: skip
+
+
+def test_replay_works_from_a_read_only_folder(
+    bench: Bench, three_roles: ScriptedEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    folder = tmp_path / "mounted"
+    folder.mkdir()
+    cache = folder / "responses.sqlite"
+    recorded = bench.run(*_two_roles(three_roles, cache), "--tau2-run-id=rw")
+    assert recorded.ret == 0, recorded.output
+    replay = _two_roles(three_roles, cache, "--tau2-cache-mode=replay", "--tau2-run-id=ro")
+    three_roles.server.stop()
+
+    with read_only(folder, bench):
+        replayed = bench.run(*replay)
+
+    assert replayed.ret == 0, replayed.output
+    assert "unusable" not in replayed.output
+    for task in BOUNDS_TASKS:
+        scenario = f"tau2_retail__{task}"
+        assert _scored(bench, "ro", scenario) == _scored(bench, "rw", scenario)
+    assert sorted(path.name for path in folder.iterdir()) == ["responses.sqlite"]
+
+
+def _hostile(reply: dict[str, Any]) -> None:
+    """Task 0's last reply speaks the key; task 5's counts negative tokens; task 7's is huge."""
+    arguments = " ".join(call["arguments"] for call in reply["tool_calls"])
+    if any(call["name"] == "end_conversation" for call in reply["tool_calls"]):
+        reply["content"] = f"Goodbye. For the record, my key is {KEY}."
+    elif "8538875209" in arguments:
+        reply["usage"]["completion"] = -40
+    elif "1569765161" in arguments:
+        reply["content"] = "x" * 300_000
+
+
+def test_a_hand_edited_cache_entry_is_masked_and_bounded_like_a_live_reply(
+    bench: Bench, three_roles: ScriptedEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    cache = tmp_path / "edited.sqlite"
+    recorded = bench.run(*_two_roles(three_roles, cache), "--tau2-run-id=recorded")
+    assert recorded.ret == 0, recorded.output
+    edit_cache_replies(cache, _hostile)
+    replay = _two_roles(three_roles, cache, "--tau2-cache-mode=replay", "--tau2-run-id=edited")
+    three_roles.server.stop()
+
+    replayed = bench.run(*replay, "--tau2-max-reply-bytes=65536")
+
+    assert replayed.outcomes() == {
+        "tau2_retail__0": "passed",
+        "tau2_retail__5": "error",
+        "tau2_retail__7": "error",
+    }, replayed.output
+    infra = {row["scenario_id"]: row["detail"] for row in bench.summary("edited")["infra_errors"]}
+    assert "no usable reply" in infra["tau2_retail__5"]
+    assert "a negative token count" in infra["tau2_retail__5"]
+    assert "over the 65,536-byte limit" in infra["tau2_retail__7"]
+    # the key the entry holds: masked in every file and on the terminal
+    transcript = bench.read_json("edited", "tau2_retail__0/transcript.json")
+    said = [m.get("content") for m in transcript["messages"] if m["role"] == "assistant"]
+    assert "Goodbye. For the record, my key is ***." in said
+    run_dir = bench.run_dir("edited")
+    leaks = [str(path) for path in files_under(run_dir) if KEY.encode() in path.read_bytes()]
+    assert leaks == []
+    assert KEY not in replayed.output

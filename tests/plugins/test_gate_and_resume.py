@@ -86,21 +86,6 @@ def test_a_failing_test_of_the_users_own_keeps_the_run_failed_whatever_the_gate_
     )
 
 
-def test_a_baseline_without_a_summary_fails_the_run_and_says_why(
-    bench: Bench, endpoint: ScriptedEndpoint, xdist: tuple[str, ...]
-) -> None:
-    empty = bench.path / "not_a_run"
-    empty.mkdir()
-
-    result = bench.run(
-        *xdist, "--tau2-tasks=10", *endpoint.agent_args(), f"--tau2-baseline={empty}"
-    )
-
-    result.assert_outcomes(passed=1)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([f"tau2: baseline {empty} has no summary.json"])
-
-
 def test_without_a_gate_failures_and_errors_fail_the_run(
     bench: Bench, endpoint: ScriptedEndpoint
 ) -> None:

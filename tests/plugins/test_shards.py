@@ -18,7 +18,9 @@ COMMON = (
 )
 
 
-def _merge(bench: Bench, *run_ids: str, into: str) -> subprocess.CompletedProcess[str]:
+def _merge(
+    bench: Bench, *run_ids: str, into: str, options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -28,6 +30,7 @@ def _merge(bench: Bench, *run_ids: str, into: str) -> subprocess.CompletedProces
             *(str(bench.run_dir(run_id)) for run_id in run_ids),
             "--into",
             str(bench.run_dir(into)),
+            *options,
         ],
         capture_output=True,
         text=True,
@@ -75,4 +78,43 @@ def test_shards_of_different_configurations_are_refused(bench: Bench) -> None:
 
     assert merged.returncode == 2
     assert "their configurations differ in settings.seed" in merged.stderr
+    assert not bench.run_dir("merged").exists()
+
+
+def test_a_merge_of_two_of_three_shards_names_the_missing_one_and_fails_the_gate(
+    bench: Bench,
+) -> None:
+    """Issue 31, item 4: the merge of shards 1/3 and 2/3 said "4 expected, 4 scored" and PASS,
+    without a word about shard 3/3."""
+    passing = ("--tau2-tasks=10,12,24,25,50,57", "--tau2-agent-model=builtin:noop")
+    gate = "--tau2-min-pass-rate=0.7"
+    for index in (1, 2):
+        shard = bench.run(*passing, gate, f"--tau2-shard={index}/3", f"--tau2-run-id=s{index}")
+        assert shard.ret == 0, shard.output
+
+    merged = _merge(bench, "s1", "s2", into="partial")
+    allowed = _merge(bench, "s1", "s2", into="allowed", options=("--allow-missing-shards",))
+
+    assert merged.returncode == 1, merged.stdout + merged.stderr
+    assert "tau2: shard(s) 3/3 not given: their scenarios are in no summary" in merged.stdout
+    (line,) = [line for line in merged.stdout.splitlines() if line.startswith("tau2 gate:")]
+    assert (
+        "shard(s) 3/3 missing from the merge (merge every shard, or pass "
+        "--allow-missing-shards to gate the shards given): FAIL"
+    ) in line, line
+    # told so, the gate measures the shards given, and still names the missing one
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "tau2: shard(s) 3/3 not given" in allowed.stdout
+    assert allowed.stdout.splitlines()[-1].endswith(": PASS")
+
+
+def test_shards_of_different_counts_are_refused(bench: Bench) -> None:
+    passing = ("--tau2-tasks=10,12,24", "--tau2-agent-model=builtin:noop")
+    bench.run(*passing, "--tau2-shard=1/2", "--tau2-run-id=half")
+    bench.run(*passing, "--tau2-shard=2/3", "--tau2-run-id=third")
+
+    merged = _merge(bench, "half", "third", into="merged")
+
+    assert merged.returncode == 2
+    assert "refusing to merge shards of different counts" in merged.stderr
     assert not bench.run_dir("merged").exists()

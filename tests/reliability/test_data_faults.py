@@ -10,10 +10,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import pytest
 from tau2_retail.data import files as datafiles
 from tau2_retail.data.tasks import load_tasks
 from tau2_retail.errors import DataError
-from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.bench import Bench, read_only
 from tau2_retail.testing.run_files import file_digests
 
 FETCH = "python -m tau2_retail data fetch"
@@ -121,27 +120,6 @@ def test_unpinned_task_file_with_an_unknown_tool_names_task_and_tool(
 # -- the output folder --------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _read_only(folder: Path, bench: Bench) -> Iterator[None]:
-    """``folder`` not writable for the run: mode 0555, and for root (which ignores modes) the
-    run's capabilities to override them dropped."""
-    folder.mkdir()
-    folder.chmod(0o555)
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: a read-only folder cannot be made")
-        bench.prefix = [
-            setpriv,
-            "--bounding-set=-dac_override,-dac_read_search,-fowner",
-            "--",
-        ]
-    try:
-        yield
-    finally:
-        folder.chmod(0o755)
-
-
 @pytest.mark.parametrize("where", ["under a regular file", "read-only folder", "read-only parent"])
 def test_an_output_dir_that_cannot_be_written_is_a_usage_error(
     bench: Bench, tmp_path: Path, where: str
@@ -153,7 +131,8 @@ def test_an_output_dir_that_cannot_be_written_is_a_usage_error(
             output = blocker / "runs"
             expected = f"but {blocker} is a file"
         else:
-            stack.enter_context(_read_only(blocker, bench))
+            blocker.mkdir()
+            stack.enter_context(read_only(blocker, bench))
             output = blocker if where == "read-only folder" else blocker / "runs" / "deeper"
             expected = f"but {blocker} is not writable"
         run = bench.run("-n", "2", "--tau2-tasks=0,1", f"--tau2-output-dir={output}")

@@ -89,6 +89,44 @@ def test_a_live_run_owns_its_folder_and_a_killed_one_stays_described(
     assert (final["counts"]["succeeded"], final["counts"]["lost"]) == (len(TASKS), 0)
 
 
+def test_summarize_and_merge_of_a_live_run_are_refused_naming_its_pid(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    """Issue 30, item 16: ``summarize`` used to write its summaries into a live run's folder,
+    and ``merge`` read it while it grew. Both stop with exit 4 naming the live process, and
+    write nothing."""
+    held = HoldAgent()
+    endpoint.faults[TASKS[0]] = held
+    started = bench.start(
+        "-n", "0", f"--tau2-tasks={TASKS[0]}", *endpoint.agent_args(), "--tau2-run-id=live"
+    )  # fmt: skip
+    run_dir = bench.run_dir("live")
+    into = bench.run_dir("merged")
+    try:
+        assert held.held.wait(WAIT_SECONDS), "the scenario never reached the endpoint"
+        before = sorted(path.name for path in run_dir.iterdir())
+        live = f"pid {started.process.pid} on host {socket.gethostname()} (started "
+
+        summarize = bench.python("-m", "tau2_retail", "summarize", str(run_dir))
+        merge = bench.python("-m", "tau2_retail", "merge", str(run_dir), "--into", str(into))
+
+        for refused in (summarize, merge):
+            assert refused.returncode == 4, refused.stderr
+            lines = refused.stderr.splitlines()
+            assert len(lines) == 1, refused.stderr
+            assert lines[0].startswith(f"error: {run_dir} is in use by {live}"), lines[0]
+            assert lines[0].endswith("wait for it to end, then run this command again")
+        assert sorted(path.name for path in run_dir.iterdir()) == before
+        assert not (run_dir / "summary.json").exists()
+        assert not into.exists()
+    finally:
+        started.kill()  # its lock goes with it
+
+    summarized = bench.python("-m", "tau2_retail", "summarize", str(run_dir))
+    assert summarized.returncode == 0, summarized.stderr
+    assert bench.summary("live")["lost"] == [_scenario(TASKS[0])]
+
+
 def test_a_stopped_session_counts_the_scenarios_it_never_started(bench: Bench) -> None:
     """``-x`` stops the session after the first failure: the scenarios it selected but never
     started are expected and lost (one line for them all), not silently absent."""

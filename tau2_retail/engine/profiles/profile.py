@@ -133,6 +133,7 @@ def _load_tau2(data_dir: Path, *, agent_notes: bool, tasks: Mapping[str, Task] |
             normalize_ids=False,
             user_grace_turn=False,
             retry_empty_agent=False,
+            tool_calls_are_steps=False,
         ),
         user_guidelines=guidelines,
         upstream=upstream,

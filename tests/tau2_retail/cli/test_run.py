@@ -126,7 +126,7 @@ def test_noop_on_a_task_whose_gold_is_the_seed_succeeds(data_dir, capsys):
 
 
 def test_max_steps_is_a_failed_ending(data_dir, capsys):
-    assert run(data_dir, "0", "--max-steps", "3") == EXIT_FAILED
+    assert run(data_dir, "0", "--max-steps", "4") == EXIT_FAILED
     out = capsys.readouterr().out
     assert "ending: max_steps (4 routed messages)" in out  # greeting, user, call, result
     assert "failed DB_STATE_MATCH, CLEAN_EXIT" in out

@@ -16,7 +16,7 @@ import pytest
 from openai import OpenAI
 
 from tau2_retail import codec
-from tau2_retail.data.tasks import load_user_guidelines
+from tau2_retail.data.tasks import Task, load_user_guidelines
 from tau2_retail.engine.conversation import TOOLBOX_STOPPED, Limits, StopReason
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
@@ -25,6 +25,7 @@ from tau2_retail.models.agent import AgentIdentity, AgentRunner
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, Usage
+from tau2_retail.testing.object_graph import reachable, type_name
 from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 from tau2_retail.tools.store import Store
 
@@ -245,6 +246,81 @@ def test_no_task_field_reaches_the_agent(bundle, style):
     assert present == []
     # and what it was given is the profile's prompt and tools, the conversation so far
     assert json.dumps(profile.agent_prompt) in seen
+
+
+# What holds task data, or reaches it: found in what an agent is handed, the agent could
+# read the task's instructions, gold actions or expected database.
+_FORBIDDEN_MODULES = (
+    "tau2_retail.data.tasks",
+    "tau2_retail.data.gold",
+    "tau2_retail.engine.harness",
+    "tau2_retail.engine.scenario",
+    "tau2_retail.models.builtin",
+    "tau2_retail.plugins",
+    "_pytest",
+    "pytest_asyncio",
+    "asyncio",
+)
+
+
+class GraphWalker:
+    """Walks everything reachable from what it is handed, in either style, at its first call
+    (from the agent's own thread, as agent code would)."""
+
+    def __init__(self, style: str) -> None:
+        self.reached: dict[int, object] = {}
+        if style == "turn":
+            self.respond = self._respond
+        else:
+            self.converse = self._converse
+
+    def _walk(self, *handed: object) -> None:
+        for value in reachable(handed):
+            self.reached[id(value)] = value
+
+    def _respond(self, messages, tools):
+        self._walk(messages, tools, self)
+        return "How can I help?"
+
+    def _converse(self, messages, toolbox):
+        self._walk(messages, toolbox, toolbox.functions, toolbox.schemas, self)
+        return "How can I help?"
+
+
+@pytest.mark.parametrize("style", ["turn", "loop"])
+def test_nothing_an_agent_is_handed_reaches_task_data(bundle, style):
+    task = bundle.tasks[TASK]
+    gold = bundle.golds[task.id]
+    user = _PlainUser()
+    agent = GraphWalker(style)
+    asyncio.run(
+        run_scenario(
+            _scenario(bundle),
+            agent=AgentRunner(lambda: agent, AgentIdentity(source="t:t")),
+            user=user,
+            judge_model=None,
+            gold=gold,
+            store=Store(bundle.golds.seed),
+            profile=bundle.profile,
+        )
+    )
+    reached = agent.reached
+    # the walk went through everything handed: the conversation's store (the scenario's own
+    # database) in loop style, the tools' schemas in both
+    assert len(reached) > (50_000 if style == "loop" else 500)
+    found = [
+        type_name(value)
+        for value in reached.values()
+        if type_name(value).startswith(_FORBIDDEN_MODULES) or isinstance(value, Task)
+    ]
+    assert found == []
+    for forbidden in (task, gold, gold.store, gold.actions, bundle, bundle.golds, user):
+        assert id(forbidden) not in reached, type_name(forbidden)
+    candidates = [task.task_instructions, task.reason_for_call, task.unknown_info]
+    secrets = [text for text in candidates + list(task.nl_assertions) if text and len(text) > 20]
+    assert len(secrets) >= 2
+    texts = [value for value in reached.values() if isinstance(value, str)]
+    assert [s for s in secrets if any(s in text for text in texts)] == []
 
 
 def test_toolbox_functions_have_the_tools_signatures_and_docstrings(bundle):

@@ -31,9 +31,10 @@ from tau2_retail.engine.conversation import (
     run_conversation,
 )
 from tau2_retail.engine.prompts import GREETING
-from tau2_retail.errors import ContextWindowExceeded, EndpointError
+from tau2_retail.errors import ContextWindowExceeded, EndpointError, UnparsedModelOutput
 from tau2_retail.models.messages import STOP_TOKENS, AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.openai_client import OpenAIChatModel
+from tau2_retail.models.progress import current as current_progress
 from tau2_retail.testing.loopback_model import RecordedSleeps, loopback_model
 from tau2_retail.testing.loopback_server import (
     Completion,
@@ -325,15 +326,20 @@ async def test_max_steps_counts_greeting_user_and_agent_messages(store):
 
 
 @pytest.mark.asyncio
-async def test_max_steps_counts_a_batch_of_tool_results_once(store):
-    # greeting 1, user 2, two calls 3, their two results 4, text 5: stop before the user.
-    agent = Scripted("agent", [act(lookup(), lookup()), say("Found you.")])
+async def test_max_steps_counts_each_tool_call_and_runs_only_those_it_leaves_room_for(store):
+    # greeting 1, user 2, the turn of three calls 3, its first result 4, its second result 5:
+    # the third call is not run, and the agent is not asked again.
+    agent = Scripted("agent", [act(lookup(), lookup(), lookup()), say("never asked")])
     user = user_says("Hi.")
     result = await converse(store, agent, user, limits=Limits(max_steps=5))
     assert result.stop_reason is StopReason.MAX_STEPS
+    assert result.detail == "5 routed messages; 2 of the last turn's 3 tool calls run"
     assert result.steps == 5
-    assert len(result.messages) == 6
-    assert len(user.requests) == 1
+    assert [m.role for m in result.messages] == [
+        Role.ASSISTANT, Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL
+    ]  # fmt: skip
+    assert len(result.messages[2].tool_calls) == 3  # what the model said is recorded whole
+    assert (len(agent.requests), len(user.requests)) == (1, 1)
 
 
 @pytest.mark.asyncio
@@ -948,6 +954,66 @@ async def test_request_stats_count_attempts_failures_and_waits(store):
     }
     assert codec.encode(result.requests["user"])["attempts"] == 2
     assert result.to_json()["requests"]["agent"]["failed"] == 1
+
+
+@pytest.mark.asyncio
+async def test_output_the_server_could_not_parse_is_the_agents_error_and_others_infra(seed_db):
+    # issue 29: the agent's malformed output is scored, never excluded as an outage; the
+    # customer's and the judge's models are not what is measured: their failure stays infra
+    body = '{"error": {"message": "Failed to parse input at pos 3: <tool_call>"}}'
+    error = UnparsedModelOutput("llama.cpp says no", server="llama.cpp", full_body=body)
+    agent_side = await fail_on("agent", error, Store(seed_db))
+    assert agent_side.ending == Ending(
+        reason=StopReason.AGENT_ERROR, detail="agent: llama.cpp says no", failed_role="agent"
+    )
+    assert agent_side.error_body == body  # the server's text, for endpoint_error.txt
+    assert agent_side.requests["agent"].failed == 1
+    user_side = await fail_on("user", error, Store(seed_db))
+    assert user_side.ending.reason is StopReason.INFRA_ERROR
+    assert user_side.ending.failed_role == "user"
+
+
+class _Stalls:
+    """An endpoint-like model that makes ``attempts`` attempts, then hangs (as a request to a
+    slow server does), telling the conversation's progress record as the client does."""
+
+    name = "stalls"
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+
+    async def complete(self, messages, *, tools=None, seed=None):
+        progress = current_progress()
+        assert progress is not None
+        progress.attempts, progress.wait_seconds = self.attempts, 2.5
+        await asyncio.sleep(60)
+        raise AssertionError("not reached")
+
+
+@pytest.mark.asyncio
+async def test_a_request_cut_at_the_deadline_is_counted_as_failed(store):
+    # issue 29: 45 requests sent, 45 counted (the last as failed), not 44 and 0 failed
+    user = user_says("Hi.")
+    result = await run_conversation(
+        agent=_Stalls(attempts=3),
+        user=user,
+        prompts=PROMPTS,
+        store=store,
+        limits=Limits(max_duration_seconds=0.05),
+    )
+    assert result.stop_reason is StopReason.TIMEOUT
+    assert (
+        result.detail == "the agent request in flight (counted as failed) outlived the 0.05 s limit"
+    )
+    assert codec.encode(result.requests["agent"]) == {
+        "requests": 1,
+        "attempts": 3,
+        "retries": 2,
+        "failed": 1,
+        "wait_seconds": 2.5,
+    }
+    assert result.usage["agent"] == Usage()  # its tokens are unknown: nothing is made up
+    assert result.requests["user"].requests == 1
 
 
 @pytest.mark.asyncio

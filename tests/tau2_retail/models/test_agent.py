@@ -142,7 +142,7 @@ def _turn(reply: object) -> tuple[str | None, list[tuple[str, str, str]], int]:
             return reply
 
     runner = AgentRunner(Agent, AgentIdentity(source="t:t"))
-    runner.start()
+    asyncio.run(runner.start())
     turn = asyncio.run(runner.complete([Message(role=Role.USER, content="hi")], tools=[]))
     return (
         turn.content,
@@ -192,7 +192,7 @@ def test_an_exception_of_the_agent_keeps_its_traceback() -> None:
             raise KeyError("missing thing")
 
     runner = AgentRunner(Agent, AgentIdentity(source="t:t"))
-    runner.start()
+    asyncio.run(runner.start())
     with pytest.raises(AgentFailed) as raised:
         asyncio.run(runner.complete([], tools=[]))
     assert raised.value.detail == "respond() raised KeyError: 'missing thing'"
@@ -206,26 +206,38 @@ def test_agent_infra_error_passes_through() -> None:
             raise AgentInfraError("backend down")
 
     runner = AgentRunner(Agent, AgentIdentity(source="t:t"))
-    runner.start()
+    asyncio.run(runner.start())
     with pytest.raises(AgentInfraError, match="backend down"):
         asyncio.run(runner.complete([], tools=[]))
 
 
-def test_a_sync_agent_runs_off_the_event_loop() -> None:
+def test_each_agent_runs_off_the_event_loop_in_a_thread_of_its_own() -> None:
     import threading
 
-    seen: list[str] = []
+    threads: dict[str, set[int]] = {}
 
     class Agent:
         def respond(self, messages, tools):
-            seen.append(threading.current_thread().name)
+            assert threading.current_thread().name == "tau2-agent t:t"
+            threads.setdefault(type(self).__name__, set()).add(threading.get_ident())
             return "ok"
 
+    class AsyncAgent(Agent):
+        async def respond(self, messages, tools):  # type: ignore[override]
+            return super().respond(messages, tools)
+
     async def two() -> None:
-        runners = [AgentRunner(Agent, AgentIdentity(source="t:t")) for _ in range(2)]
+        runners = [AgentRunner(kind, AgentIdentity(source="t:t")) for kind in (Agent, AsyncAgent)]
         for runner in runners:
-            runner.start()
-        await asyncio.gather(*(r.complete([], tools=[]) for r in runners))
+            await runner.start()
+        for _ in range(2):
+            await asyncio.gather(*(r.complete([], tools=[]) for r in runners))
+        for runner in runners:
+            assert await runner.close() == ""
 
     asyncio.run(two())
-    assert seen == ["tau2-agent", "tau2-agent"]
+    # one thread per agent, kept across its calls (its async clients stay on one loop)
+    assert [len(idents) for idents in threads.values()] == [1, 1]
+    idents = set.union(*threads.values())
+    assert len(idents) == 2
+    assert threading.get_ident() not in idents

@@ -26,8 +26,10 @@ from tau2_retail.models.cache import (
     prune_cache,
     request_digest,
 )
+from tau2_retail.models.masking import Masker
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, ReplyToolCall
+from tau2_retail.testing.run_files import edit_cache_replies
 
 KEY_ENV = "TAU2_TEST_CACHE_KEY"
 SECRET = "sk-cache-test-0123456789-secret"
@@ -316,3 +318,78 @@ async def test_stats_and_prune(
     assert removed == 1  # the agent's entry, unused for ~10 days
     assert after <= before
     assert cache_stats(path).by_role == {"user": 1}
+
+
+# -- issue 30: a cached reply is held to the bounds of a live one --------------------------------
+
+
+def _negative(reply: dict[str, Any]) -> None:
+    reply["usage"]["prompt"] = -5
+
+
+def _nameless(reply: dict[str, Any]) -> None:
+    reply["tool_calls"] = [{"id": "c1", "name": "", "arguments": "{}"}]
+
+
+def _huge(reply: dict[str, Any]) -> None:
+    reply["content"] = "x" * 5000
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        (_negative, "its entry is refused (response cache entry: a negative token count)"),
+        (_nameless, "its entry is refused (response cache entry: a tool call without a name)"),
+        (_huge, "bytes is over the 2,048-byte limit"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_an_entry_outside_the_bounds_of_a_live_reply_is_refused(
+    openai_server: LoopbackOpenAIServer,
+    make_cache: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    edit: Callable[[dict[str, Any]], None],
+    why: str,
+) -> None:
+    config = EndpointConfig(
+        model="agent-model", base_url=openai_server.base_url, max_reply_bytes=2048, max_retries=0
+    )
+    client = OpenAIChatModel(config)
+    openai_server.enqueue(Completion(content="recorded"), Completion(content="asked again"))
+    await CachedChatModel(client, make_cache(), role="agent", trial=0).complete(HELLO)
+    edit_cache_replies(tmp_path / "cache.sqlite", edit)
+
+    replay = make_cache(CacheMode.REPLAY)
+    with pytest.raises(CacheMiss) as missed:
+        await CachedChatModel(client, replay, role="agent", trial=0).complete(HELLO)
+    assert "no usable reply for request" in str(missed.value)
+    assert why in str(missed.value)
+    # read-write: asked again, like a miss, and overwritten
+    cache = make_cache()
+    again = await CachedChatModel(client, cache, role="agent", trial=0).complete(HELLO)
+    await client.close()
+    assert again.content == "asked again"
+    assert (cache.misses, cache.stored) == (1, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_key_echoed_in_a_reply_is_served_as_sent_but_stored_masked(
+    openai_server: LoopbackOpenAIServer, client: OpenAIChatModel, make_cache: Any, tmp_path: Path
+) -> None:
+    openai_server.enqueue(Completion(content=f"Your key is {SECRET}."))
+    cache = make_cache()
+    masker = Masker([SECRET])
+    model = CachedChatModel(client, cache, role="agent", trial=0, masker=masker)
+    turn = await model.complete(HELLO)
+    await client.close()
+    assert turn.content == f"Your key is {SECRET}."  # the conversation goes on as the model said
+    assert SECRET.encode() not in _files(tmp_path / "cache.sqlite")
+    replayed = cache.lookup(next(iter(_digests(tmp_path / "cache.sqlite"))))
+    assert replayed is not None
+    assert replayed.content == "Your key is ***."
+
+
+def _digests(path: Path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT digest FROM responses")]

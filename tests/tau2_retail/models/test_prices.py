@@ -7,7 +7,13 @@ import pytest
 from tau2_retail import codec
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.messages import Usage
-from tau2_retail.models.prices import ModelPrice, PriceTable, RoleCosts
+from tau2_retail.models.prices import (
+    MAX_BILLED_TOKENS,
+    MAX_PRICE,
+    ModelPrice,
+    PriceTable,
+    RoleCosts,
+)
 
 
 def test_the_cost_is_tokens_times_prices_per_million() -> None:
@@ -78,6 +84,8 @@ def test_the_total_in_json_is_the_sum_of_its_rounded_parts() -> None:
         ('{"m": {"input": 1}}', "prices: model 'm': 'output' is required"),
         ('{"m": {"input": 1, "output": -2}}', "'output' must be a number >= 0"),
         ('{"m": {"input": true, "output": 2}}', "'input' must be a number >= 0"),
+        ('{"m": {"input": 1e308, "output": 2}}', "'input' must be a number >= 0 and <= 100,000"),
+        ('{"m": {"input": 1, "output": 100000.5}}', "'output' must be a number >= 0 and <= "),
         ('{"m": {"input": 1, "output": 2, "reasoning": 3}}', "unknown key(s) reasoning"),
     ],
 )
@@ -93,3 +101,11 @@ def test_a_table_round_trips_through_json() -> None:
     )
     assert PriceTable.parse(codec.encode(table.models, dict[str, ModelPrice])) == table
     assert table.price("a") == ModelPrice(input=1.0, output=2.0, cached_input=0.5)
+
+
+def test_a_cost_is_finite_whatever_the_token_count() -> None:
+    """An endpoint may report any integer; the highest price times 10**400 tokens must not
+    overflow (it is counted as MAX_BILLED_TOKENS)."""
+    table = PriceTable.parse({"m": {"input": MAX_PRICE, "output": MAX_PRICE}})
+    cost = table.cost("m", Usage(n_calls=1, prompt=10**400, completion=10**400))
+    assert cost == 2 * MAX_PRICE * MAX_BILLED_TOKENS / 1_000_000

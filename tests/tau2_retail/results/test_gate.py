@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from tau2_retail.results.gate import GateVerdict, evaluate_gate, flipped_to_fail, pair_runs
+from tau2_retail.results.gate import (
+    GateVerdict,
+    empty_selection_verdict,
+    evaluate_gate,
+    flipped_to_fail,
+    pair_runs,
+)
 from tau2_retail.results.records import (
     Counts,
     Mean,
@@ -212,3 +219,41 @@ def test_with_alpha_a_run_without_scored_scenarios_still_fails_against_a_baselin
     )
     assert not verdict.passed
     assert "0 fail->pass of 0 paired, p=1 (not significant at alpha 0.05)" in verdict.line
+
+
+def test_a_baseline_that_shares_no_scenario_cannot_compare() -> None:
+    baseline = summary(["PASS", "PASS"])
+    # the run's scenarios are other tasks: rename them so none pairs with the baseline's
+    current = dataclasses.replace(
+        summary(["FAIL", "FAIL"]),
+        scenarios=tuple(
+            dataclasses.replace(row, scenario_id=f"tau2_retail__{9 + i}", task_id=str(9 + i))
+            for i, row in enumerate(summary(["FAIL", "FAIL"]).scenarios)
+        ),
+    )
+    for alpha in (None, 0.05):
+        verdict = gate(current, baseline=baseline, max_regression=1.0, regression_alpha=alpha)
+        assert not verdict.passed
+        assert "cannot compare (the baseline shares no scored scenario" in verdict.line
+
+
+def test_a_baseline_without_a_scored_scenario_cannot_compare() -> None:
+    verdict = gate(summary(["FAIL"]), baseline=summary(["INFRA", "INFRA"]))
+    assert not verdict.passed
+    assert "baseline n/a" in verdict.line
+    assert "cannot compare (the baseline has no scored scenario" in verdict.line
+
+
+def test_problems_fail_the_gate_and_are_named() -> None:
+    verdict = gate(summary(["PASS"]), min_pass_rate=0.5, problems=["1 scenario test(s) errored"])
+    assert not verdict.passed
+    assert verdict.line.endswith("1 scenario test(s) errored: FAIL")
+
+
+def test_an_empty_selection_fails() -> None:
+    verdict = empty_selection_verdict("the selection is empty: --tau2-shard 2/2")
+    assert not verdict.passed
+    assert verdict.line == (
+        "tau2 gate: no scenario ran (the selection is empty: --tau2-shard 2/2); a gate with "
+        "nothing to measure fails: FAIL"
+    )

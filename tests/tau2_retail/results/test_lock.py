@@ -69,3 +69,21 @@ def test_a_run_folder_that_cannot_hold_a_lock_file_is_an_artifact_error(tmp_path
 )
 def test_the_holder_is_described_from_whatever_the_file_holds(text: str, described: str) -> None:
     assert LockHolder.parse(text).describe() == described
+
+
+def test_hold_reads_beside_readers_never_beside_a_run_and_writes_nothing(tmp_path: Path) -> None:
+    assert RunLock.hold(tmp_path, shared=True) is None  # no lock file: no live run
+    assert not (tmp_path / LOCK_FILE).exists()
+    RunLock.acquire(tmp_path).release()
+    described = (tmp_path / LOCK_FILE).read_text()
+    with RunLock.hold(tmp_path, shared=True) as first, RunLock.hold(tmp_path, shared=True):
+        assert first is not None
+        with pytest.raises(RunInUse):
+            RunLock.acquire(tmp_path)  # a run cannot take a folder being read
+        with pytest.raises(RunInUse):
+            RunLock.hold(tmp_path, shared=False)
+    assert (tmp_path / LOCK_FILE).read_text() == described  # never written
+    with ready_child(_HOLD, str(tmp_path)) as holder:
+        for shared in (True, False):
+            with pytest.raises(RunInUse, match=f"pid {holder.pid} on host"):
+                RunLock.hold(tmp_path, shared=shared)

@@ -11,7 +11,14 @@ import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
-from tau2_retail.results.merge import GateSettings, ShardRun, merge_shards, merged_gate
+from tau2_retail.results.merge import (
+    GateSettings,
+    ShardRun,
+    merge_shards,
+    merged_gate,
+    missing_shards,
+    missing_shards_problem,
+)
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import build_summary
 
@@ -156,3 +163,28 @@ def test_a_shards_cache_and_budget_may_differ_and_its_scenarios_not_run_stay_not
     verdict = merged_gate(summary, threshold, baseline=None)
     assert not verdict.passed
     assert verdict.line.endswith("infra errors 0 (max 0), 2 not run (budget): FAIL")
+
+
+def test_the_shards_not_given_are_named() -> None:
+    first = shard("s1", ["0"], shard=[1, 3])
+    second = shard("s2", ["1"], shard=[2, 3])
+    merged = merge_shards([first, second], run_id="m", argv=ARGV)
+    assert merged.missing_shards == ("3/3",)
+    assert missing_shards([first, second, shard("s3", ["2"], shard=[3, 3])]) == ()
+    assert missing_shards([shard("whole", ["0"], shard=None)]) == ()
+
+
+def test_shards_of_different_counts_are_refused() -> None:
+    with pytest.raises(ArtifactError, match="refusing to merge shards of different counts"):
+        missing_shards([shard("s1", ["0"], shard=[1, 2]), shard("s2", ["1"], shard=[2, 3])])
+
+
+def test_a_missing_shard_fails_the_merged_gate_unless_allowed() -> None:
+    passing = summary_of([metric("10")])
+    problems = missing_shards_problem(("3/3",), allowed=False)
+    for gate in (gate_of({}), gate_of({"min_pass_rate": 0.5})):
+        verdict = merged_gate(passing, gate, baseline=None, problems=problems)
+        assert not verdict.passed
+        assert "shard(s) 3/3 missing from the merge" in verdict.line
+    assert missing_shards_problem(("3/3",), allowed=True) == []
+    assert merged_gate(passing, gate_of({}), baseline=None).passed

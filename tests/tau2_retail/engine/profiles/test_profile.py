@@ -214,6 +214,52 @@ def test_tau2_step_limit_wins_over_the_users_stop_it_coincides_with(
     assert conversation.stop_reason is StopReason.MAX_STEPS
 
 
+# Upstream's orchestrator (src/tau2/orchestrator/orchestrator.py, half-duplex ``step``): the
+# agent's message is one step; all its tool calls then run in one environment step (another
+# step), whatever their number; the step and error limits are checked only after that
+# environment step (not while a reply to tool calls is owed), the error limit last (it wins).
+_MANY = 25
+
+
+def _one_turn(profile: Profile, seed: SeedDatabase, tool: str, **limits: Any) -> ConversationResult:
+    """A conversation whose agent answers the customer's first words with _MANY calls of
+    ``tool`` in one turn."""
+    turn = calls(*[(tool, {"expression": f"{n} + 1"}) for n in range(_MANY)])
+    return converse(
+        profile, seed, Scripted(turn, text("never asked")), Scripted(text("hi")), **limits
+    )
+
+
+def test_tau2_runs_every_tool_call_of_a_turn_as_one_step_as_upstream(
+    tau2: Profile, seed: SeedDatabase
+) -> None:
+    # user 1, the agent's 25 calls 2 (the limit: upstream still owes their results), results 3
+    conversation = _one_turn(tau2, seed, "calculate", max_steps=2)
+    results = [m for m in conversation.messages if m.role is Role.TOOL]
+    assert len(results) == _MANY
+    assert (conversation.stop_reason, conversation.steps) == (StopReason.MAX_STEPS, 3)
+
+
+def test_tau2_counts_every_tool_error_of_a_turn_then_stops_as_upstream(
+    tau2: Profile, seed: SeedDatabase
+) -> None:
+    conversation = _one_turn(tau2, seed, "no_such_tool", max_steps=3, max_errors=3)
+    # the step limit is reached by the same environment step: upstream reports the errors
+    assert conversation.stop_reason is StopReason.TOO_MANY_ERRORS
+    assert conversation.tool_errors == _MANY
+
+
+def test_default_counts_each_tool_call_of_a_turn_toward_the_step_limit(
+    default: Profile, seed: SeedDatabase
+) -> None:
+    # greeting 1, user 2, the agent's turn 3, then one step per call: 7 leaves room for four
+    conversation = _one_turn(default, seed, "calculate", max_steps=7)
+    results = [m for m in conversation.messages if m.role is Role.TOOL]
+    assert len(results) == 4
+    assert (conversation.stop_reason, conversation.steps) == (StopReason.MAX_STEPS, 7)
+    assert conversation.detail == f"7 routed messages; 4 of the last turn's {_MANY} tool calls run"
+
+
 def test_tau2_empty_agent_message_is_an_agent_error_at_once(
     tau2: Profile, seed: SeedDatabase
 ) -> None:

@@ -1,0 +1,91 @@
+"""Scenario tests that errored: a scenario whose test errored is never a success.
+
+A scenario runs in its test's set-up (``tau2_outcome``) and its record is written there; what
+follows can still break the test: a fixture that cannot be found (``subtests`` under a pytest
+older than 9), a user's fixture or plugin raising in set-up or teardown, a test that fails
+although its scenario passed. pytest then reports an error, while the record says PASS. Such a
+scenario counts as lost (excluded from the rates, named with the error), its ``metrics.json``
+is set aside so that ``summarize`` and ``--tau2-resume`` agree (resume runs it again), and the
+CI gate fails on it whatever ``--tau2-max-infra-errors`` allows.
+
+Expected failures are not errors: a scenario that failed (its outcome ``FAIL: ...``) fails in
+its test's call, and an infra error (``INFRA``) is raised in its set-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.errors import ArtifactError
+from tau2_retail.models.text import printable
+from tau2_retail.results.artifacts import set_aside_metrics
+
+__all__ = ["ErroredScenarios", "errored_reason"]
+
+_MAX_CHARS = 300
+_PHASES = {"setup": "set-up", "call": "call", "teardown": "teardown"}
+
+
+def _first_error_line(report: pytest.TestReport) -> str:
+    lines = [line.strip() for line in report.longreprtext.splitlines() if line.strip()]
+    marked = [line[1:].strip() for line in lines if line.startswith("E ")]
+    text = (marked or lines or ["no detail"])[0]
+    return printable(text)[:_MAX_CHARS]
+
+
+def errored_reason(report: pytest.TestReport, properties: Mapping[str, object]) -> str | None:
+    """Why this report of a scenario's test means its record cannot count, or None.
+
+    ``properties`` are the report's ``user_properties`` (the scenario's ``tau2_outcome``)."""
+    if not report.failed or report.when not in _PHASES:
+        return None  # xdist's report of a crashed worker ("???") is a lost scenario already
+    outcome = properties.get("tau2_outcome")
+    if report.when == "setup" and outcome == "INFRA":
+        return None
+    if report.when == "call" and isinstance(outcome, str) and outcome.startswith("FAIL"):
+        return None
+    return f"its test errored ({_PHASES[report.when]}: {_first_error_line(report)})"
+
+
+class ErroredScenarios:
+    """The scenarios of this session whose test errored, with why, and where their records
+    are (relative to the run folder)."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, str] = {}
+        self._folders: dict[str, str] = {}
+
+    def observe(self, scenario: str, report: pytest.TestReport) -> None:
+        properties = dict(report.user_properties)
+        folder = properties.get("tau2_artifacts")
+        if isinstance(folder, str):
+            self._folders[scenario] = folder
+        reason = errored_reason(report, properties)
+        if reason is not None:
+            self.reasons.setdefault(scenario, reason)
+
+    def set_aside(self, run_dir: Path) -> list[str]:
+        """Set the records of the errored scenarios aside; returns the problems met (a record
+        that could not be moved still does not count in this session's summary)."""
+        problems = []
+        for scenario, reason in self.reasons.items():
+            folder = self._folders.get(scenario)
+            if folder is None:
+                continue
+            try:
+                set_aside_metrics(run_dir / folder, reason)
+            except ArtifactError as error:
+                problems.append(f"tau2: {error}")
+        return problems
+
+    def gate_problem(self) -> str | None:
+        """The gate's words for them (None when no scenario test errored)."""
+        if not self.reasons:
+            return None
+        first = next(iter(self.reasons))
+        return (
+            f"{len(self.reasons)} scenario test(s) errored (first: {first}: {self.reasons[first]})"
+        )

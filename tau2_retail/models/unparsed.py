@@ -1,0 +1,77 @@
+"""Server texts that mean "the model's output could not be parsed": one table, one place.
+
+A server that parses tool calls itself (llama.cpp's ``llama-server``, vLLM, Ollama, TGI)
+answers an error status when the model wrote a call it cannot read. That is the model's
+malformed output, exactly as an unreadable tool call we parse ourselves is: the client raises
+``UnparsedModelOutput`` at once (not retried, not counted toward the circuit breaker), the
+conversation scores it as the agent's failure (``agent_error``, the server's text kept in
+``endpoint_error.txt``), never as an outage. Any other error status stays what it was (a plain
+500 is retried, then an infra error).
+
+Each form is a status and phrases that must all appear in the body (case-insensitive); the
+phrases are the servers' own, as their sources and issue trackers show them:
+
+- llama.cpp: ``The model produced output that does not match the expected <format> format``
+  (HTTP 500, recent builds); ``Failed to parse input at pos <n>: <rest of the output>``
+  (HTTP 500, earlier builds); ``Failed to parse tool call arguments as JSON`` (HTTP 500: the
+  agent's own earlier arguments, not valid JSON, sent back to it in the history).
+- vLLM: a 400 ``... validation error for list[...] Invalid JSON ...`` when ``tool_choice`` is
+  ``required`` or names a tool and the output is no JSON list of calls; a 500 ``unexpected
+  tokens remaining in message header`` from its parser of gpt-oss (harmony) output.
+- Ollama: HTTP 500 ``error parsing tool call: raw='...', err=...``.
+- TGI (text-generation-inference): HTTP 422 ``Tool error: Failed to parse generated text``.
+
+SGLang and vLLM's other tool parsers (``auto`` tool choice) return an unparsed call as the
+reply's text with HTTP 200: the agent then answered in text, as it wrote it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["UNPARSED_OUTPUT_FORMS", "UnparsedOutputForm", "unparsed_output_server"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnparsedOutputForm:
+    """One server's way of saying that the model's output could not be parsed."""
+
+    server: str
+    status: int
+    #: lower-case phrases that must all appear in the error body
+    phrases: tuple[str, ...]
+
+
+UNPARSED_OUTPUT_FORMS: Final = (
+    UnparsedOutputForm(
+        server="llama.cpp",
+        status=500,
+        phrases=("model produced output that does not match the expected",),
+    ),
+    UnparsedOutputForm(server="llama.cpp", status=500, phrases=("failed to parse input at pos",)),
+    UnparsedOutputForm(
+        server="llama.cpp", status=500, phrases=("failed to parse tool call arguments as json",)
+    ),
+    UnparsedOutputForm(
+        server="vLLM", status=400, phrases=("validation error for list[", "invalid json")
+    ),
+    UnparsedOutputForm(
+        server="vLLM", status=500, phrases=("unexpected tokens remaining in message header",)
+    ),
+    UnparsedOutputForm(server="Ollama", status=500, phrases=("error parsing tool call",)),
+    UnparsedOutputForm(server="TGI", status=422, phrases=("failed to parse generated text",)),
+)
+
+
+def unparsed_output_server(status: int, body: str) -> str | None:
+    """The server whose known form ``status`` and ``body`` are (``llama.cpp``), or None."""
+    lowered: str | None = None
+    for form in UNPARSED_OUTPUT_FORMS:
+        if form.status != status:
+            continue
+        if lowered is None:
+            lowered = body.lower()
+        if all(phrase in lowered for phrase in form.phrases):
+            return form.server
+    return None

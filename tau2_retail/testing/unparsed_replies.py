@@ -1,0 +1,78 @@
+"""Error replies of real servers saying the model's output could not be parsed, one per known
+form of ``tau2_retail.models.unparsed`` (same order), in each server's own error format.
+
+The loopback server answers with them in the tests: the client must recognise each, and a
+run must score each as the agent's malformed output. ``GENERIC_500`` is a server error that
+says nothing of the sort (it stays an infra error).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+from tau2_retail.testing.loopback_server import HttpError
+
+__all__ = ["GENERIC_500", "UNPARSED_REPLIES"]
+
+
+def _openai_style(status: int, message: str, error_type: str) -> HttpError:
+    error = {"message": message, "type": error_type, "param": None, "code": status}
+    return HttpError(status=status, body=json.dumps({"error": error}))
+
+
+def _llamacpp(message: str) -> HttpError:
+    error = {"code": 500, "message": message, "type": "server_error"}
+    return HttpError(status=500, body=json.dumps({"error": error}))
+
+
+UNPARSED_REPLIES: Final[dict[str, HttpError]] = {
+    "llama.cpp: output not in the expected format": _llamacpp(
+        "The model produced output that does not match the expected peg-native format"
+    ),
+    "llama.cpp: input not parsed at a position": _llamacpp(
+        'Failed to parse input at pos 37: <tool_call>{"name": "get_order_details", "argu'
+    ),
+    "llama.cpp: tool-call arguments in the history": _llamacpp(
+        "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse "
+        "error at line 1, column 2: syntax error while parsing object key"
+    ),
+    "vLLM: required tool call not a JSON list": _openai_style(
+        400,
+        "1 validation error for list[function-wrap[__log_extra_fields__()]]\n  Invalid JSON: "
+        "EOF while parsing a list at line 1 column 9 [type=json_invalid, input_value='[{\"name\"'"
+        ", input_type=str]",
+        "BadRequestError",
+    ),
+    "vLLM: gpt-oss header": _openai_style(
+        500,
+        'unexpected tokens remaining in message header: Some("to=functions.get_order")',
+        "InternalServerError",
+    ),
+    "Ollama: tool call not parsed": HttpError(
+        status=500,
+        body=json.dumps(
+            {
+                "error": {
+                    "message": 'error parsing tool call: raw=\'{"order_id": "#W1\', '
+                    "err=unexpected end of JSON input",
+                    "type": "api_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+        ),
+    ),
+    "TGI: generated text not parsed": HttpError(
+        status=422,
+        body=json.dumps(
+            {
+                "error": "Tool error: Failed to parse generated text: expected value at line 1 "
+                'column 1 "I will look up the order"',
+                "error_type": "tool_error",
+            }
+        ),
+    ),
+}
+
+GENERIC_500: Final = HttpError.server_error()

@@ -1,0 +1,206 @@
+"""Issue 29: what a run against a local model server (llama.cpp's ``llama-server``, vLLM,
+Ollama) must get right, through the real plugin against the loopback server.
+
+- A placeholder key (``anything``) changes no reply, tool call or artifact; a key the server
+  echoes is masked in every file and on the terminal, and only there (the conversation goes on
+  with what the model said).
+- The server's "the model's output could not be parsed" is the agent's malformed output
+  (scored, ``agent_error``); a plain 500 stays an infra error; the customer's stays infra.
+- A request in flight at the scenario's deadline is counted; the limit that was hit is named
+  once, with the option that raises it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tau2_retail.data.tasks import Task, load_user_guidelines
+from tau2_retail.testing.loopback_server import Completion, Hang, Reply, ReplyToolCall
+from tau2_retail.testing.run_files import files_under
+from tau2_retail.testing.scripted_endpoint import END, Request, ScriptedEndpoint
+from tau2_retail.testing.unparsed_replies import GENERIC_500, UNPARSED_REPLIES
+
+from .conftest import Bench
+
+PLACEHOLDER_ENV, PLACEHOLDER = "TAU2_LOCAL_SERVER_KEY", "anything"
+ECHO_ENV, ECHO = "TAU2_ECHOED_KEY", "sk-echoed-7c1d9e2a4b6f8a0c"
+LOOKUP = '{"email": "anything@example.com"}'
+
+
+@pytest.fixture
+def scripted(tasks: Mapping[str, Task], data_dir: Path) -> Iterator[ScriptedEndpoint]:
+    """A started loopback endpoint playing the agent, the customer and the judge."""
+    endpoint = ScriptedEndpoint(tasks, load_user_guidelines(data_dir))
+    with endpoint.server:
+        yield endpoint
+
+
+def _customer_echoes_the_key(request: Request) -> Reply | None:
+    """Task 0's customer: done (echoing its own key) once the agent asks "anything else"."""
+    if request.role != "user" or request.attempt == 0:
+        return None
+    last = request.body["messages"][-1]["content"]
+    if "Is there anything else" in last:
+        return Completion(content=f"No, that is all. My key is {ECHO}. ###STOP###")
+    return Completion(content="Yes, go on.")
+
+
+def _agent_looks_up_anything(request: Request) -> Reply | None:
+    """Task 10's agent: one lookup whose argument holds the placeholder's word, then the end."""
+    if request.role != "agent":
+        return None
+    if request.attempt == 0:
+        call = ReplyToolCall(name="find_user_id_by_email", arguments=LOOKUP, id="lookup")
+        return Completion(tool_calls=(call,))
+    return END
+
+
+def _judge_quotes_the_key(request: Request) -> Reply | None:
+    if request.role != "judge":
+        return None
+    verdict = {"index": 1, "passed": False, "reason": f"the agent read out {ECHO}"}
+    reply = {"score": 0.1, "reason": "no", "nl_assertion_verdicts": [verdict]}
+    return Completion(content=json.dumps(reply))
+
+
+def test_a_placeholder_key_changes_nothing_and_an_echoed_key_is_masked_where_shown(
+    bench: Bench,
+    scripted: ScriptedEndpoint,
+    tasks: Mapping[str, Task],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert len(tasks["4"].nl_assertions) == 1
+    scripted.faults["0"] = _customer_echoes_the_key
+    scripted.faults["10"] = _agent_looks_up_anything
+    scripted.faults["4"] = _judge_quotes_the_key
+    monkeypatch.setenv(PLACEHOLDER_ENV, PLACEHOLDER)
+    monkeypatch.setenv(ECHO_ENV, ECHO)
+
+    run = bench.run(
+        "-n", "2", "-rA", "--tau2-tasks=0,4,10", "--tau2-run-id=keys",
+        *scripted.args("agent", api_key_env=PLACEHOLDER_ENV, max_retries=0),
+        *scripted.args("user", api_key_env=ECHO_ENV),
+        *scripted.args("judge", api_key_env=ECHO_ENV),
+    )  # fmt: skip
+
+    # the agent's "Is there anything else" reached the customer as said: it stopped
+    assert run.outcomes() == {
+        "tau2_retail__0": "passed",
+        "tau2_retail__4": "failed",
+        "tau2_retail__10": "passed",
+    }, run.output
+    transcript = bench.read_json("keys", "tau2_retail__0/transcript.json")
+    said = [m["content"] for m in transcript["messages"] if m["role"] == "assistant"]
+    assert "Is there anything else I can help you with?" in " ".join(filter(None, said))
+    # the echoed key went on in the conversation (the agent's grace turn saw it) ...
+    grace = scripted.requests("0", "agent")[-1].body["messages"][-1]["content"]
+    assert grace == f"No, that is all. My key is {ECHO}. ###STOP###"
+    # ... and is masked where it is written
+    heard = [m["content"] for m in transcript["messages"] if m["role"] == "user"]
+    assert heard[-1] == "No, that is all. My key is ***. ###STOP###"
+    # the tool call went to the tool, and into the artifacts, as the model wrote it
+    looked_up = bench.read_json("keys", "tau2_retail__10/transcript.json")["messages"]
+    calls = [c for m in looked_up for c in m.get("tool_calls", ())]
+    assert [c["arguments"] for c in calls if c["id"] == "lookup"] == [LOOKUP]
+    assert (
+        scripted.requests("10", "agent")[1].body["messages"][-2]["tool_calls"][0]["function"][
+            "arguments"
+        ]
+        == LOOKUP
+    )
+    log = (bench.run_dir("keys") / "tau2_retail__10" / "conversation_log.txt").read_text()
+    assert f"find_user_id_by_email({LOOKUP})" in log
+    # the judge's reason, on the terminal and in every file: masked
+    assert "judged not met: the agent read out ***" in run.stdout
+    assert ECHO not in run.output
+    leaks = [str(path) for path in files_under(bench.path) if ECHO.encode() in path.read_bytes()]
+    assert leaks == []
+    turns = bench.metrics("keys", "tau2_retail__0")["turns"]
+    assert any("Is there anything else" in turn["text"] for turn in turns)
+
+
+def _first_agent_request(reply: Reply) -> Any:
+    return lambda request: reply if request.role == "agent" and request.attempt == 0 else None
+
+
+def test_output_the_server_cannot_parse_is_the_agents_failure_and_a_plain_500_is_infra(
+    bench: Bench, scripted: ScriptedEndpoint
+) -> None:
+    llamacpp = UNPARSED_REPLIES["llama.cpp: output not in the expected format"]
+    vllm = UNPARSED_REPLIES["vLLM: required tool call not a JSON list"]
+    scripted.faults["0"] = _first_agent_request(llamacpp)
+    scripted.faults["1"] = _first_agent_request(vllm)
+    scripted.faults["5"] = lambda r: GENERIC_500 if r.role == "agent" else None
+    # the customer's model failing to parse is not the agent's failure
+    scripted.faults["6"] = lambda r: llamacpp if r.role == "user" and r.attempt == 1 else None
+
+    run = bench.run(
+        "-n", "2", "-rA", "--tau2-tasks=0,1,5,6", "--tau2-run-id=parse",
+        *scripted.args("agent", max_retries=2), *scripted.args("user", max_retries=2),
+    )  # fmt: skip
+
+    assert run.outcomes() == {
+        "tau2_retail__0": "failed",
+        "tau2_retail__1": "failed",
+        "tau2_retail__5": "error",
+        "tau2_retail__6": "error",
+    }, run.output
+    for task, reply in (("0", llamacpp), ("1", vllm)):
+        scenario = f"tau2_retail__{task}"
+        metrics = bench.metrics("parse", scenario)
+        assert metrics["stop_reason"] == "agent_error"
+        assert metrics["infra_error"] is False
+        assert "the server could not parse the model's output" in metrics["stop_detail"]
+        assert metrics["requests"]["agent"]["attempts"] == 1  # not retried
+        kept = (bench.run_dir("parse") / scenario / "endpoint_error.txt").read_text()
+        assert kept == reply.body + "\n"
+    assert len(scripted.requests("5", "agent")) == 3  # a plain 500: retried, then infra
+    summary = bench.summary("parse")
+    infra = {row["scenario_id"]: row["detail"] for row in summary["infra_errors"]}
+    assert set(infra) == {"tau2_retail__5", "tau2_retail__6"}
+    assert infra["tau2_retail__6"].startswith("user: ")
+    assert summary["counts"]["scored"] == 2
+    assert "the conversation ended with agent_error (agent: model 'scripted-agent'" in run.stdout
+
+
+def test_a_request_cut_by_the_deadline_counts_and_each_limit_is_named_once(
+    bench: Bench, scripted: ScriptedEndpoint
+) -> None:
+    hang = Hang()
+    for task in ("0", "1"):  # the agent's first request never ends: the scenario's limit
+        scripted.faults[task] = _first_agent_request(hang)
+    for task in ("5", "6"):  # the customer's second request times out
+        scripted.faults[task] = lambda r: hang if r.role == "user" and r.attempt == 1 else None
+
+    run = bench.run(
+        "-n", "2", "-rA", "--tau2-tasks=0,1,5,6", "--tau2-run-id=slow",
+        "--tau2-max-duration=6",
+        *scripted.args("agent", max_retries=0),
+        *scripted.args("user", max_retries=0, timeout=1),
+    )  # fmt: skip
+
+    assert run.outcomes() == {
+        "tau2_retail__0": "failed",
+        "tau2_retail__1": "failed",
+        "tau2_retail__5": "error",
+        "tau2_retail__6": "error",
+    }, run.output
+    for task in ("0", "1"):
+        metrics = bench.metrics("slow", f"tau2_retail__{task}")
+        assert metrics["stop_reason"] == "timeout"
+        sent = len(scripted.requests(task, "agent"))
+        assert metrics["requests"]["agent"]["requests"] == sent == 1
+        assert metrics["requests"]["agent"]["failed"] == 1
+        assert "the agent request in flight (counted as failed)" in metrics["stop_detail"]
+    lines = run.stdout.lines
+    deadline = [line for line in lines if "wall-clock limit (--tau2-max-duration raises" in line]
+    timeout = [line for line in lines if "(--tau2-user-timeout raises it" in line]
+    assert len(deadline) == 1, run.stdout
+    assert deadline[0].startswith("tau2: a scenario reached its 6 s wall-clock limit")
+    assert len(timeout) == 1, run.stdout
+    assert timeout[0].startswith("tau2: user requests timed out: no complete reply within 1 s")
