@@ -81,6 +81,7 @@ __all__ = [
     "INTERRUPT_PROPERTY",
     "NOTICE_PROPERTY",
     "NOT_RUN",
+    "NOT_RUN_INTERRUPTED",
     "OUTCOME_PROPERTY",
     "RUN_KEY",
     "Tau2Run",
@@ -91,6 +92,8 @@ ARTIFACTS_PROPERTY = "tau2_artifacts"
 OUTCOME_PROPERTY = "tau2_outcome"
 #: why an expected scenario has no record when this session never started it
 NOT_RUN = "not run (the session ended before it started)"
+#: why an expected scenario has no record when Ctrl-C stopped the session before it started
+NOT_RUN_INTERRUPTED = "not run (interrupted)"
 #: a line a process has to say once (the response cache turned itself off)
 NOTICE_PROPERTY = "tau2_notice"
 #: the agent given as code, as its scenario saw it (JSON: source, name, version)
@@ -632,7 +635,7 @@ class Tau2Run:
             worker = crashed.get(scenario)
             reasons.setdefault(
                 scenario,
-                NOT_RUN
+                (NOT_RUN_INTERRUPTED if self.interrupted else NOT_RUN)
                 if worker is None
                 else f"not run: its worker {worker} crashed and no worker took it over",
             )
@@ -808,11 +811,7 @@ class Tau2Run:
             if with_nl and (settings.agent_source or not settings.roles.agent.is_builtin):
                 rates[0] += f"; NL assertions of {with_nl} scenario(s) NOT judged: no judge"
         lines.extend(rates)
-        counts = summary.counts
-        lines.append(
-            f"infra errors: {counts.infra_errors}, lost scenarios: {counts.lost} "
-            "(excluded from the rates; see all_summary.txt)"
-        )
+        lines.append(counts_line(summary))
         lines.extend(self.usage_lines(summary))
         judge_format = judge_format_line(summary)
         if judge_format is not None:
@@ -824,7 +823,7 @@ class Tau2Run:
             reason = summary.lost_reasons.get(scenario_id, "no metrics")
             # those never started are one line below, not one each: a stopped session may
             # leave a hundred
-            if reason != NOT_RUN:
+            if reason not in (NOT_RUN, NOT_RUN_INTERRUPTED):
                 lines.append(f"LOST {scenario_id}: {reason}")
         for scenario_id in summary.not_run:
             lines.append(f"NOT RUN (budget) {scenario_id}")
@@ -834,9 +833,7 @@ class Tau2Run:
         if self.report_path is not None:
             lines.append(f"report: {self.report_path}")
         not_run = self.not_run()
-        if self.exit_problem == "interrupted":
-            lines.append(f"tau2: interrupted; resume with: {self.resume_command()}")
-        elif not_run:
+        if not_run and self.exit_problem != "interrupted":  # Ctrl-C: see closing_lines
             lines.append(
                 f"tau2: the session stopped early; {len(not_run)} selected scenario(s) did not "
                 f"run (counted as lost); resume with: {self.resume_command()}"
@@ -875,17 +872,34 @@ class Tau2Run:
                 terminalreporter.section("tau2 retail")
             for line in [*self.problems, *([self.gate.line] if self.gate else [])]:
                 terminalreporter.write_line(line)
-            if self.interrupted and not self.problems and self.run_dir.is_dir():
-                # Ctrl-C before any scenario reported (workers still starting): one line
-                terminalreporter.write_line(
-                    f"tau2: interrupted before any scenario finished; resume with: "
-                    f"{self.resume_command()}"
-                )
             return
         terminalreporter.section("tau2 retail")
         failures_listed = bool(terminalreporter.hasopt("f"))
         for line in self.terminal_lines(failures_listed=failures_listed):
             terminalreporter.write_line(line)
+
+    def closing_lines(self) -> list[str]:
+        """After Ctrl-C, the resume command: the session's very last line (below pytest's
+        KeyboardInterrupt banner and its count of tests)."""
+        if not self.interrupted or not self.run_dir.is_dir():
+            return []
+        if self.summary is None and self.problems:
+            return []  # the run could not be summarized: the section said why
+        when = "" if self.summary is not None else " before any scenario finished"
+        return [f"tau2: interrupted{when}; resume with: {self.resume_command()}"]
+
+
+def counts_line(summary: RunSummary) -> str:
+    """Infra errors and the scenarios without a record: lost, or never started after Ctrl-C."""
+    counts = summary.counts
+    unstarted = sum(
+        1 for key in summary.lost if summary.lost_reasons.get(key) == NOT_RUN_INTERRUPTED
+    )
+    not_run = f", not run (interrupted): {unstarted}" if unstarted else ""
+    return (
+        f"infra errors: {counts.infra_errors}, lost scenarios: {counts.lost - unstarted}"
+        f"{not_run} (excluded from the rates; see all_summary.txt)"
+    )
 
 
 def failure_reason(row: ScenarioRow, profile: str = ProfileName.DEFAULT) -> str:

@@ -43,6 +43,10 @@ def _no_ini(setting: Setting) -> str | None:
     return None
 
 
+def _declared_default(setting: Setting) -> str:
+    return setting.default
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Inputs:
     """Where raw values come from, and how the caller spells an option.
@@ -51,6 +55,8 @@ class Inputs:
     - ``option``: the text given on the command line, or None.
     - ``ini``: the text of the configuration file, or None (a relative path already joined).
     - ``applies``: whether the caller has the setting at all; the others keep their default.
+    - ``default``: a setting's default as the caller places it (pytest puts a relative default
+      folder in its rootdir, as it does its own cache).
     - ``load_agent``: the agent as code (``--tau2-agent``, a ``tau2_agent`` fixture).
     - ``one_scenario``: ``python -m tau2_retail run``, a scenario watched rather than a score
       compared: an endpoint agent may face the scripted customer, and a role's endpoint option
@@ -63,12 +69,13 @@ class Inputs:
     environ: Mapping[str, str]
     ini: Callable[[Setting], str | None] = _no_ini
     applies: Callable[[Setting], bool] = lambda setting: True
+    default: Callable[[Setting], str] = _declared_default
     one_scenario: bool = False
 
     def raw(self, setting: Setting) -> tuple[str, str]:
         """The raw text of a setting and where it came from."""
         if not self.applies(setting):
-            return setting.default, "default"
+            return self.default(setting), "default"
         value = self.option(setting)
         if value is not None:
             return value, self.flag(setting)
@@ -77,7 +84,7 @@ class Inputs:
         ini = self.ini(setting)
         if ini is not None and ini.strip():
             return ini, f"ini {setting.dest}"
-        return setting.default, "default"
+        return self.default(setting), "default"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -191,17 +198,28 @@ def _check_run(settings: Tau2Settings, where: _Where) -> None:
 
 
 def _refuse_the_scripted_customer(settings: Tau2Settings, where: _Where) -> None:
-    """An endpoint agent against the built-in customer does not measure what tau2 measures."""
+    """An agent under test (an endpoint, or Python code) facing the scripted customer by
+    default: its score would not compare with tau2's, so the run asks for a customer model or
+    an explicit ``builtin:customer``."""
     agent, user = settings.roles.agent, settings.roles.user
-    if not agent.is_builtin and user.is_builtin and not where.given("user", "model"):
-        user_model = where.flag("user", "model")
-        raise ConfigError(
-            f"{where.source('agent', 'model')}: the agent {agent.name!r} is an endpoint, but "
-            "the simulated user would be the built-in scripted customer (it pastes the task "
-            "and agrees to everything), so the score would not compare with tau2's; set "
-            f"{user_model} (and {where.flag('user', 'base_url')}) to a model that plays the "
-            f"customer, or {user_model}=builtin:customer to accept the scripted one"
-        )
+    if not user.is_builtin or where.given("user", "model"):
+        return
+    agent_source = settings.agent_source
+    if agent_source is not None:
+        source = agent_source.identity.source
+        origin = source if agent_source.is_fixture else where.source("agent_code")
+        what = f"the agent is Python code ({source})"
+    elif not agent.is_builtin:
+        origin, what = where.source("agent", "model"), f"the agent {agent.name!r} is an endpoint"
+    else:
+        return  # a built-in agent: the offline self-check, or the floor
+    user_model = where.flag("user", "model")
+    raise ConfigError(
+        f"{origin}: {what}, but the simulated user would be the built-in scripted customer (it "
+        "pastes the task and agrees to everything), so the score would not compare with tau2's; "
+        f"set {user_model} (and {where.flag('user', 'base_url')}) to a model that plays the "
+        f"customer, or {user_model}=builtin:customer to accept the scripted one"
+    )
 
 
 def _refuse_unused_role_options(settings: Tau2Settings, where: _Where) -> None:
@@ -253,10 +271,11 @@ def _check_cost_and_cache(settings: Tau2Settings, where: _Where) -> None:
         unpriced = sorted({m for m in endpoint_models if prices is None or prices.price(m) is None})
         if unpriced:
             flag = where.flag("prices")
+            has, it = ("has", "it") if len(unpriced) == 1 else ("have", "them")
             raise ConfigError(
                 f"{where.source('max_cost')}: {where.flag('max_cost')} needs a price for every "
-                f"model, and {', '.join(map(repr, unpriced))} has none; add it to {flag}, e.g. "
-                f'{flag} \'{{"{unpriced[0]}": {{"input": 0.15, "output": 0.6}}}}\''
+                f"model, and {', '.join(map(repr, unpriced))} {has} none; add {it} to {flag}, "
+                f'e.g. {flag} \'{{"{unpriced[0]}": {{"input": 0.15, "output": 0.6}}}}\''
             )
     mode, path = settings.cache_mode, settings.cache
     cache, cache_mode = where.flag("cache"), where.flag("cache_mode")

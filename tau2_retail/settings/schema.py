@@ -286,7 +286,7 @@ class Tau2Settings:
     output_dir: str = setting(
         p.text,
         default="tau2_runs",
-        help="folder of run directories (default: tau2_runs in the current folder)",
+        help="folder of run directories (default: tau2_runs in pytest's rootdir)",
         env=True,
         path=True,
     )

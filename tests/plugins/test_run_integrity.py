@@ -13,6 +13,7 @@ import pytest
 from tau2_retail import codec
 from tau2_retail.cli.main import main
 from tau2_retail.data.tasks import Task
+from tau2_retail.plugins.hints import NO_SCENARIO_HINT
 from tau2_retail.results.records import RunArgs, RunConfiguration
 
 from .conftest import CHAT, SEED_DB_TASKS, Bench, ScriptedEndpoint
@@ -191,6 +192,24 @@ def test_the_plugin_is_silent_without_scenarios(bench: Bench) -> None:
     assert not [line for line in result.stdout.lines if line.startswith("tau2")]
     assert "tau2 retail" not in result.stdout.str()
     assert not bench.output_dir.exists()
+
+
+def test_k_tau2_retail_in_a_repository_without_the_scenarios_says_to_add_pyargs(
+    bench: Bench,
+) -> None:
+    """Issue 31, item 6: ``pytest -k tau2_retail`` in a team's repository deselected their
+    tests and exited 5 without a word; the scenarios are collected with ``--pyargs``."""
+    bench.pytester.makepyfile(test_other="def test_other():\n    pass\n")
+
+    result = bench.run_inprocess("test_other.py", "-k", "tau2_retail", output_dir=False)
+
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert NO_SCENARIO_HINT in result.stdout.lines
+    assert "--pyargs tests_tau2_retail" in NO_SCENARIO_HINT
+    # a selection that does not mean the benchmark gets no hint
+    other = bench.run_inprocess("test_other.py", "-k", "nothing_matches", output_dir=False)
+    assert other.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert NO_SCENARIO_HINT not in other.stdout.lines
 
 
 # -- junit XML, the judge notice, the gate against a baseline -----------------------------------
