@@ -235,11 +235,12 @@ def run_suite(
     python: str = sys.executable,
     cwd: Path = ROOT,
     preimport_openai: bool = False,
+    prefix: Sequence[str] = (),
 ) -> Run:
     """Run ``python -m pytest ARGS`` from the repository root and measure it.
 
     With ``probe_dir`` the probe plugin is loaded (``-p _measure``) and each process's record
-    is read back from that (empty) folder.
+    is read back from that (empty) folder. ``prefix`` goes before the command (a profiler).
     """
     argv = [python, "-m", "pytest", *args]
     if probe_dir is not None:
@@ -247,6 +248,7 @@ def run_suite(
         for stale in [*probe_dir.glob("*.json"), *probe_dir.glob("*.exit")]:
             stale.unlink()
         argv[3:3] = ["-p", "_measure"]
+    argv[:0] = prefix
     env = child_env(probe_dir, preimport_openai=preimport_openai)
     started = time.monotonic()
     start = time.perf_counter()

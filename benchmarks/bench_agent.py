@@ -261,6 +261,7 @@ def _pytest_span(folder: Path, sleep: float, n: int) -> tuple[float, float, int]
             "no:randomly",
             f"--tau2-concurrency={n}",
             f"--tau2-agent={name}:Sleeper",
+            "--tau2-user-model=builtin:customer",
             f"--tau2-output-dir={folder / 'runs'}",
             f"--tau2-run-id={name}",
         ],

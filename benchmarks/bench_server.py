@@ -84,6 +84,7 @@ AGENT_MODEL = "bench-agent"
 USER_MODEL = "bench-user"
 AGENT_TOOL_TURNS = 16
 COMPLETIONS_PER_SCENARIO = AGENT_TOOL_TURNS + 2 + 2
+BACKLOG = 2048
 ANYTHING_ELSE = "Is there anything else I can help you with?"
 TARGETS = {"wall_over_ideal_n8": 1.15, "cpu_ms_per_completion": 3.0, "worker_maxrss_mb": 150.0}
 
@@ -112,6 +113,7 @@ class ScriptedDialogue:
             ("get_product_details", {"product_id": products[i % len(products)]})
             for i in range(AGENT_TOOL_TURNS)
         ]
+        self._calls: dict[str, list[tuple[str, str]]] = {}
         self.counts: Counter[str] = Counter()
         self.first: float | None = None
         self.last: float | None = None
@@ -148,17 +150,24 @@ class ScriptedDialogue:
         opening = next(m["content"] for m in messages if m["role"] == "user")
         task = self.task_by_opening[opening]
         made = sum(len(m.get("tool_calls") or ()) for m in messages if m["role"] == "assistant")
-        calls = [(a.name, a.plain_arguments()) for a in task.actions]
-        calls += self.padding[: max(0, AGENT_TOOL_TURNS - len(calls))]
+        calls = self.calls_of(task)
         if made < len(calls):
             name, arguments = calls[made]
-            return Completion(
-                tool_calls=(ReplyToolCall(name=name, arguments=json.dumps(arguments)),)
-            )
+            return Completion(tool_calls=(ReplyToolCall(name=name, arguments=arguments),))
         last = messages[-1]
         if last["role"] == "user" and "###STOP###" in (last.get("content") or ""):
             return Completion(tool_calls=(ReplyToolCall(name="end_conversation"),))
         return Completion(content=f"I have taken care of your request. {ANYTHING_ELSE}")
+
+    def calls_of(self, task: Any) -> list[tuple[str, str]]:
+        """The agent's tool calls for ``task`` (name, JSON arguments), computed once."""
+        calls = self._calls.get(task.id)
+        if calls is None:
+            calls = [(a.name, json.dumps(a.plain_arguments())) for a in task.actions]
+            padding = self.padding[: max(0, AGENT_TOOL_TURNS - len(calls))]
+            calls += [(name, json.dumps(arguments)) for name, arguments in padding]
+            self._calls[task.id] = calls
+        return calls
 
     def stats(self) -> dict[str, Any]:
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -183,7 +192,11 @@ def serve(latency: float) -> int:
     from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
 
     dialogue = ScriptedDialogue(resolve_data_dir())
-    with LoopbackOpenAIServer(responder=dialogue, latency=latency) as server:
+    # a listen backlog as uvicorn's (vLLM's server) and the kernel's default cap: 912
+    # conversations connect within milliseconds
+    with LoopbackOpenAIServer(
+        responder=dialogue, latency=latency, record=False, backlog=BACKLOG
+    ) as server:
         print(json.dumps({"base_url": server.base_url}), flush=True)
         for line in sys.stdin:
             command = line.strip()

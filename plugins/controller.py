@@ -28,7 +28,6 @@ import platform
 import shlex
 import sys
 from collections.abc import Generator, Sequence
-from dataclasses import MISSING
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,12 @@ from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.errors import AgentInterrupted, ArtifactError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode
-from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.budget import BUDGET_VERDICT
 from tau2_retail.plugins.empty_selection import EmptySelection
 from tau2_retail.plugins.errored import ErroredScenarios
 from tau2_retail.plugins.interop import record_suite_properties
-from tau2_retail.plugins.options import Tau2Settings, typed_setting
+from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import (
     RunPlan,
     Tau2Process,
@@ -60,7 +58,6 @@ from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.lock import RunLock
 from tau2_retail.results.records import (
-    RESUME_KEYS,
     RunArgs,
     RunConfiguration,
     RunSummary,
@@ -75,7 +72,7 @@ from tau2_retail.results.summary import (
     write_run_args,
     write_run_summary,
 )
-from tau2_retail.settings import EXTRA_BODY_FLAGS
+from tau2_retail.settings import EXTRA_BODY_FLAGS, adopt_stored, resume_differences
 from tau2_retail.tau2_format.after_run import export_after_run
 from tau2_retail.tau2_format.upstream_run import read_baseline
 
@@ -85,6 +82,7 @@ __all__ = [
     "INTERRUPT_PROPERTY",
     "NOTICE_PROPERTY",
     "NOT_RUN",
+    "NOT_RUN_INTERRUPTED",
     "OUTCOME_PROPERTY",
     "RUN_KEY",
     "Tau2Run",
@@ -95,6 +93,8 @@ ARTIFACTS_PROPERTY = "tau2_artifacts"
 OUTCOME_PROPERTY = "tau2_outcome"
 #: why an expected scenario has no record when this session never started it
 NOT_RUN = "not run (the session ended before it started)"
+#: why an expected scenario has no record when Ctrl-C stopped the session before it started
+NOT_RUN_INTERRUPTED = "not run (interrupted)"
 #: a line a process has to say once (the response cache turned itself off)
 NOTICE_PROPERTY = "tau2_notice"
 #: the agent given as code, as its scenario saw it (JSON: source, name, version)
@@ -170,21 +170,6 @@ def resume_arguments(args: Sequence[str]) -> list[str]:
 def profile_line(profile: ProfileName) -> str:
     """The run header's line naming the profile and what it means."""
     return f"tau2: profile {profile.value}: {policy_for(profile).description}"
-
-
-_ENDPOINT_DEFAULTS: dict[str, Any] = {
-    f.name: f.default for f in dataclasses.fields(EndpointConfig) if f.default is not MISSING
-}
-
-
-def _endpoint_default(key: str) -> Any:
-    """The default of the endpoint field a recorded ``<role>_<field>`` key names (a marker
-    that equals nothing when the key names no endpoint field with a default)."""
-    field_name = key.partition("_")[2]
-    return _ENDPOINT_DEFAULTS.get(field_name, _NO_DEFAULT)
-
-
-_NO_DEFAULT = object()
 
 
 class Tau2Run:
@@ -326,7 +311,7 @@ class Tau2Run:
                     problem = "is not writable"
                 if problem:
                     raise pytest.UsageError(
-                        f"{settings.sources['output_dir']}: {settings.output_dir!r} is not "
+                        f"{settings.source('output_dir')}: {settings.output_dir!r} is not "
                         "valid for --tau2-output-dir; expected a folder (or a path to create "
                         f"one), but {folder} {problem}"
                     )
@@ -342,7 +327,7 @@ class Tau2Run:
             return  # the data error is reported, with its fix, when scenarios are collected
         problem = unknown_task_ids(self.settings.tasks, tasks, given_as="--tau2-tasks")
         if problem:
-            raise pytest.UsageError(f"{self.settings.sources['tasks']}: {problem}")
+            raise pytest.UsageError(f"{self.settings.source('tasks')}: {problem}")
 
     def _start_resume(self) -> None:
         settings = self.settings
@@ -377,47 +362,25 @@ class Tau2Run:
 
     def _compare(self, stored: RunArgs) -> None:
         """Adopt the stored scenario set where not given; refuse any other difference."""
-        settings = self.settings
-        before = stored.configuration.identity()
-        adopted: dict[str, Any] = {}
-        for key in RESUME_KEYS:
-            if key in before and settings.sources.get(key) == "default":
-                value = typed_setting(key, before[key])
-                if getattr(settings, key, value) != value:
-                    adopted[key] = value
-        if adopted:
-            settings = dataclasses.replace(
-                settings,
-                **adopted,
-                # only what was adopted: a stored value must not hide a setting given now
-                recorded={
-                    **settings.recorded,
-                    **{key: stored.configuration.settings[key] for key in adopted},
-                },
+        run_id = self.plan.run_id
+        try:
+            settings, adopted = adopt_stored(
+                self.settings, stored.configuration, where=f"{self.run_dir}/run_args.json: settings"
             )
+        except ArtifactError as error:
+            raise pytest.UsageError(f"--tau2-resume {run_id}: {error}") from None
+        if adopted:
             self.plan = dataclasses.replace(self.plan, settings=settings, adopted=adopted)
-        # endpoints as their requests carry them; a run written before they were recorded so
-        # stored them as configured (the tau2 profile's temperature 0.0 as null): either matches
-        now = run_configuration(self.plan).identity()
-        configured = run_configuration(self.plan, effective=False).identity()
-        # an endpoint field the stored run did not record (written by an older version) is
-        # compared only when it is set away from its default now
-        keys = before.keys() | {
-            key for key in now if key not in RESUME_KEYS and now[key] != _endpoint_default(key)
-        }
-        differing = sorted(
-            key
-            for key in keys
-            if before.get(key) != now.get(key) and before.get(key) != configured.get(key)
+        differing = resume_differences(
+            stored.configuration,
+            now=run_configuration(self.plan),
+            configured=run_configuration(self.plan, effective=False),
         )
         if differing:
-            shown = "; ".join(
-                f"{key}: stored {before.get(key)!r}, now {now.get(key)!r}" for key in differing
-            )
             raise pytest.UsageError(
-                f"--tau2-resume {self.plan.run_id}: the settings differ from the stored run "
-                f"({shown}); resume with the stored settings (drop or change those options), "
-                "or start a new run without --tau2-resume"
+                f"--tau2-resume {run_id}: the settings differ from the stored run "
+                f"({'; '.join(map(str, differing))}); resume with the stored settings (drop or "
+                "change those options), or start a new run without --tau2-resume"
             )
 
     # -- the workers (reached through ``plugins.interop``) -------------------------------------
@@ -538,14 +501,15 @@ class Tau2Run:
 
     def header_lines(self) -> list[str]:
         settings = self.settings
+        roles = settings.roles
         lines = [
-            f"tau2: agent {settings.describe_agent()}; user {settings.user.describe()}; "
-            f"judge {settings.judge.describe() if settings.judge else 'none'}",
+            f"tau2: agent {settings.describe_agent()}; user {roles.user.describe()}; "
+            f"judge {roles.judge.describe() if roles.judge else 'none'}",
             f"tau2: run {self.plan.run_id} -> {self.run_dir}",
         ]
         if settings.is_offline_self_check:
             lines.append(self.offline_banner())
-        if settings.judge is None:
+        if roles.judge is None:
             lines.append(
                 "tau2: NL assertions not applicable: no judge configured "
                 "(set --tau2-judge-model; --tau2-judge-base-url defaults to OpenAI's)"
@@ -602,7 +566,7 @@ class Tau2Run:
         return lines
 
     def offline_banner(self) -> str:
-        agent = self.settings.agent.name.removeprefix("builtin:")
+        agent = self.settings.roles.agent.name.removeprefix("builtin:")
         return (
             f"tau2: OFFLINE SELF-CHECK (built-in {agent} agent, scripted customer, no judge): "
             "this measures the harness, not a model"
@@ -674,7 +638,7 @@ class Tau2Run:
             worker = crashed.get(scenario)
             reasons.setdefault(
                 scenario,
-                NOT_RUN
+                (NOT_RUN_INTERRUPTED if self.interrupted else NOT_RUN)
                 if worker is None
                 else f"not run: its worker {worker} crashed and no worker took it over",
             )
@@ -866,16 +830,12 @@ class Tau2Run:
         # a headline of upstream's reward already shows pass^k
         if pass_k and not policy_for(summary.profile).reward_is_headline:
             rates.insert(1, pass_k)
-        if summary.nl_assertion.rate is None and settings.judge is None:
+        if summary.nl_assertion.rate is None and settings.roles.judge is None:
             with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
-            if with_nl and (settings.agent_source or not settings.agent.is_builtin):
+            if with_nl and (settings.agent_source or not settings.roles.agent.is_builtin):
                 rates[0] += f"; NL assertions of {with_nl} scenario(s) NOT judged: no judge"
         lines.extend(rates)
-        counts = summary.counts
-        lines.append(
-            f"infra errors: {counts.infra_errors}, lost scenarios: {counts.lost} "
-            "(excluded from the rates; see all_summary.txt)"
-        )
+        lines.append(counts_line(summary))
         lines.extend(self.usage_lines(summary))
         judge_format = judge_format_line(summary)
         if judge_format is not None:
@@ -887,7 +847,7 @@ class Tau2Run:
             reason = summary.lost_reasons.get(scenario_id, "no metrics")
             # those never started are one line below, not one each: a stopped session may
             # leave a hundred
-            if reason != NOT_RUN:
+            if reason not in (NOT_RUN, NOT_RUN_INTERRUPTED):
                 lines.append(f"LOST {scenario_id}: {reason}")
         for scenario_id in summary.not_run:
             lines.append(f"NOT RUN (budget) {scenario_id}")
@@ -898,9 +858,7 @@ class Tau2Run:
             lines.append(f"report: {self.report_path}")
         lines.extend(self.export_lines)
         not_run = self.not_run()
-        if self.exit_problem == "interrupted":
-            lines.append(f"tau2: interrupted; resume with: {self.resume_command()}")
-        elif not_run:
+        if not_run and self.exit_problem != "interrupted":  # Ctrl-C: see closing_lines
             lines.append(
                 f"tau2: the session stopped early; {len(not_run)} selected scenario(s) did not "
                 f"run (counted as lost); resume with: {self.resume_command()}"
@@ -939,17 +897,34 @@ class Tau2Run:
                 terminalreporter.section("tau2 retail")
             for line in [*self.problems, *([self.gate.line] if self.gate else [])]:
                 terminalreporter.write_line(line)
-            if self.interrupted and not self.problems and self.run_dir.is_dir():
-                # Ctrl-C before any scenario reported (workers still starting): one line
-                terminalreporter.write_line(
-                    f"tau2: interrupted before any scenario finished; resume with: "
-                    f"{self.resume_command()}"
-                )
             return
         terminalreporter.section("tau2 retail")
         failures_listed = bool(terminalreporter.hasopt("f"))
         for line in self.terminal_lines(failures_listed=failures_listed):
             terminalreporter.write_line(line)
+
+    def closing_lines(self) -> list[str]:
+        """After Ctrl-C, the resume command: the session's very last line (below pytest's
+        KeyboardInterrupt banner and its count of tests)."""
+        if not self.interrupted or not self.run_dir.is_dir():
+            return []
+        if self.summary is None and self.problems:
+            return []  # the run could not be summarized: the section said why
+        when = "" if self.summary is not None else " before any scenario finished"
+        return [f"tau2: interrupted{when}; resume with: {self.resume_command()}"]
+
+
+def counts_line(summary: RunSummary) -> str:
+    """Infra errors and the scenarios without a record: lost, or never started after Ctrl-C."""
+    counts = summary.counts
+    unstarted = sum(
+        1 for key in summary.lost if summary.lost_reasons.get(key) == NOT_RUN_INTERRUPTED
+    )
+    not_run = f", not run (interrupted): {unstarted}" if unstarted else ""
+    return (
+        f"infra errors: {counts.infra_errors}, lost scenarios: {counts.lost - unstarted}"
+        f"{not_run} (excluded from the rates; see all_summary.txt)"
+    )
 
 
 def failure_reason(row: ScenarioRow, profile: str = ProfileName.DEFAULT) -> str:

@@ -22,6 +22,7 @@ import pytest
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import printable
 from tau2_retail.results.artifacts import set_aside_metrics
+from tau2_retail.results.summary import scenario_order
 
 __all__ = ["ErroredScenarios", "errored_reason"]
 
@@ -85,7 +86,8 @@ class ErroredScenarios:
         """The gate's words for them (None when no scenario test errored)."""
         if not self.reasons:
             return None
-        first = next(iter(self.reasons))
+        # the first in task order, not in arrival order: workers finish in any order
+        first = min(self.reasons, key=scenario_order)
         return (
             f"{len(self.reasons)} scenario test(s) errored (first: {first}: {self.reasons[first]})"
         )

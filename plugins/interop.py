@@ -18,7 +18,9 @@ where its plugin is active (``config.pluginmanager.hasplugin``):
 - **pluggy** (:class:`PluggyTeardownFilter`): its warning about an old-style wrapper's teardown
   when Ctrl-C lands in it.
 - **pytest-asyncio** (:class:`EventLoopSettling`): the session loop made usable again after a
-  Ctrl-C landed inside it.
+  Ctrl-C landed inside it; its start-up warning about an unset
+  ``asyncio_default_fixture_loop_scope`` kept out of a user's run
+  (:func:`quiet_dependency_warnings`).
 - **pytest's Ctrl-C traceback** (:class:`InterruptTraceback`): entries without a line number
   dropped before pytest formats them.
 """
@@ -44,6 +46,7 @@ __all__ = [
     "WorkerHub",
     "XdistController",
     "has_line_number",
+    "quiet_dependency_warnings",
     "record_suite_properties",
     "register_interop",
     "remember_session_loop",
@@ -313,6 +316,25 @@ def settle_interrupted_loop(config: pytest.Config) -> None:
         return
     loop.stop()
     loop.run_forever()
+
+
+#: pytest-asyncio's warning to every project that has not set its loop scope ini key
+_UNSET_LOOP_SCOPE = r'The configuration option "asyncio_default_fixture_loop_scope" is unset'
+
+
+def quiet_dependency_warnings() -> None:
+    """Keep pytest-asyncio's start-up warning about an unset
+    ``asyncio_default_fixture_loop_scope`` out of a run: the benchmark's async fixtures and
+    test name their loop scope, so the default it warns about changes nothing here, and a user
+    who installed this plugin did not ask for pytest-asyncio.
+
+    Called first in the plugin's ``pytest_configure`` (``tryfirst``: before pytest-asyncio's),
+    inside the warning filters pytest applies while plugins are configured, so a
+    ``filterwarnings = error`` of the user does not turn it into an error either; pytest drops
+    the filter with its own when the session's configuration ends."""
+    warnings.filterwarnings(
+        "ignore", message=_UNSET_LOOP_SCOPE, category=pytest.PytestDeprecationWarning
+    )
 
 
 class EventLoopSettling:

@@ -1,44 +1,30 @@
-"""The ``tau2`` pytest options: the settings schema as ``--tau2-*`` options and ``tau2_*`` ini keys.
+"""The ``tau2`` pytest options: the settings as ``--tau2-*`` options and ``tau2_*`` ini keys.
 
-The settings are declared once in :mod:`tau2_retail.settings` (shared with ``python -m
-tau2_retail run``). This module only declares them to pytest and reads their raw values: the
-option wins, then the ``TAU2_*`` environment variable, then the ini file, then the default. A
-value that cannot work raises ``pytest.UsageError`` naming the option, the value and what is
-accepted (the ``ConfigError`` of the settings, converted here).
+The settings are declared once, as the fields of :class:`~tau2_retail.settings.Tau2Settings`
+(shared with ``python -m tau2_retail run``). This module only declares them to pytest, walking
+the declarations, and reads their raw values: the option wins, then the ``TAU2_*`` environment
+variable, then the ini file, then the default. A value that cannot work raises
+``pytest.UsageError`` naming the option, the value and what is accepted (the ``ConfigError``
+of the settings, converted here).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from tau2_retail.errors import ConfigError
 from tau2_retail.plugins.agents import load_agent_source
-from tau2_retail.settings import (
-    OPTIONS,
-    Inputs,
-    ModelSettings,
-    Setting,
-    Tau2Settings,
-    plain_setting,
-    typed_setting,
-)
+from tau2_retail.settings import OPTIONS, Inputs, Setting, Tau2Settings, declarations
 from tau2_retail.settings import resolve_settings as resolve
 
-__all__ = [
-    "OPTIONS",
-    "ModelSettings",
-    "Setting",
-    "Tau2Settings",
-    "add_options",
-    "plain_setting",
-    "resolve_settings",
-    "typed_setting",
-]
+__all__ = ["Tau2Settings", "add_options", "check_option_names", "resolve_settings"]
 
 # the lowest pytest is 9.0 (its built-in subtests); 9.1 added union types for ini values
 _PYTEST_VERSION = tuple(map(int, re.findall(r"\d+", pytest.__version__)[:2]))
@@ -66,9 +52,10 @@ def _ini_text(value: object) -> str:
     return str(value)
 
 
-def add_options(parser: pytest.Parser) -> None:
+def add_options(parser: pytest.Parser, model: type[Tau2Settings] = Tau2Settings) -> None:
+    """Every setting of ``model`` as an option of the ``tau2`` group and an ini key."""
     group = parser.getgroup("tau2", "tau2 retail benchmark")
-    for setting in OPTIONS:
+    for setting in declarations(model):
         env_note = f" [env {setting.env_var}]" if setting.env_var else ""
         default_note = f" ({setting.default_note()})" if setting.default_note else ""
         group.addoption(
@@ -96,18 +83,48 @@ def _inputs(config: pytest.Config) -> Inputs:
             text = os.path.join(config.inipath.parent, os.path.expanduser(text.strip()))
         return text
 
+    def default(setting: Setting) -> str:
+        if setting.path and setting.default:
+            # a folder of the project, wherever pytest was started (as pytest's .pytest_cache)
+            return os.path.join(config.rootpath, setting.default)
+        return setting.default
+
     return Inputs(
         flag=lambda setting: setting.flag,
         option=option,
         ini=ini,
+        default=default,
         environ=os.environ,
         load_agent=lambda spec, source: load_agent_source(config, spec=spec, spec_source=source),
     )
 
 
-def resolve_settings(config: pytest.Config) -> Tau2Settings:
+def resolve_settings(
+    config: pytest.Config, model: type[Tau2Settings] = Tau2Settings
+) -> Tau2Settings:
     """Resolve and validate every setting; raises ``pytest.UsageError`` on a bad value."""
     try:
-        return resolve(_inputs(config))
+        return resolve(_inputs(config), model)
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
+
+
+def check_option_names(args: Sequence[str]) -> None:
+    """Stop at a misspelled ``--tau2-*`` option, naming the nearest one.
+
+    pytest would refuse it too, with ``unrecognized arguments`` and no suggestion; this runs
+    before that parse (from ``pytest_load_initial_conftests``), so the message can say which
+    option was meant. Arguments after ``--`` are not options.
+    """
+    prefix = "--tau2-"
+    known = sorted(setting.flag.removeprefix(prefix) for setting in OPTIONS)
+    for arg in args:
+        if arg == "--":
+            return
+        name = arg.partition("=")[0]
+        if not name.startswith(prefix) or name.removeprefix(prefix) in known:
+            continue
+        # compared without the prefix that every option shares
+        nearest = difflib.get_close_matches(name.removeprefix(prefix), known, n=1, cutoff=0.6)
+        hint = f"did you mean {prefix}{nearest[0]}?" if nearest else "pytest --help lists them"
+        raise pytest.UsageError(f"unrecognized arguments: {arg}; no tau2 option {name}, {hint}")

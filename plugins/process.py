@@ -11,6 +11,7 @@ worker), kept under ``PROCESS_KEY``, reads its plan and holds what the process b
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
 import time
@@ -30,11 +31,11 @@ from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
 from tau2_retail.plugins.agents import load_agent_source
 from tau2_retail.plugins.budget import Budget, new_budget_token
-from tau2_retail.plugins.options import ModelSettings, Tau2Settings
+from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.results.artifacts import validate_name
 from tau2_retail.results.records import ModelRecord, RunConfiguration
-from tau2_retail.settings import settings_from_recorded
+from tau2_retail.settings import SETTINGS, settings_from_recorded
 
 __all__ = [
     "PROCESS_KEY",
@@ -126,18 +127,19 @@ def receive_plan(config: pytest.Config, workerinput: Mapping[str, Any]) -> RunPl
     """The plan the controller sent (:func:`send_plan`). Only the agent's code is looked up
     here: a factory and a conftest's fixture live in each process."""
     sent = workerinput[_PLAN_KEY]
-    recorded: Mapping[str, Any] = sent["settings"]
-    sources: Mapping[str, str] = sent["sources"]
+    settings = settings_from_recorded(sent["settings"], sent["sources"])
     try:
-        source = load_agent_source(config, spec=recorded["agent"], spec_source=sources["agent"])
+        source = load_agent_source(
+            config, spec=settings.agent_code, spec_source=settings.source("agent_code")
+        )
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
-    settings = settings_from_recorded(recorded, sources, agent_source=source)
+    settings = dataclasses.replace(settings, agent_source=source)
     return RunPlan(
         settings=settings,
         run_id=sent["run_id"],
         completed=frozenset(sent["completed"]),
-        adopted={key: getattr(settings, key) for key in sent["adopted"]},
+        adopted={key: SETTINGS[key].value_of(settings) for key in sent["adopted"]},
         budget_token=sent["budget_token"],
     )
 
@@ -211,14 +213,15 @@ def run_configuration(
     """
     settings = plan.settings
 
-    def record(role: str, model: ModelSettings) -> ModelRecord:
+    def record(role: str, model: ModelChoice) -> ModelRecord:
         if effective and model.endpoint is not None:
             endpoint = policy_for(settings.profile).request_config(role, model.endpoint)
             model = ModelChoice(name=model.name, endpoint=endpoint)
         data = redact(codec.encode(model))
         return ModelRecord(model=data["model"], endpoint=data["endpoint"])
 
-    agent = record("agent", settings.agent)
+    roles = settings.roles
+    agent = record("agent", roles.agent)
     if settings.agent_source is not None:
         identity = agent_identity or settings.agent_source.identity
         code = {**settings.agent_source.record(), "name": identity.name}
@@ -229,8 +232,8 @@ def run_configuration(
         settings=redact(dict(settings.recorded)),
         sources=dict(settings.sources),
         agent=agent,
-        user=record("user", settings.user),
-        judge=record("judge", settings.judge) if settings.judge else None,
+        user=record("user", roles.user),
+        judge=record("judge", roles.judge) if roles.judge else None,
     )
 
 

@@ -22,7 +22,7 @@ __all__ = ["DataBundle", "load_bundle", "select_scenarios"]
 def load_bundle(settings: Tau2Settings) -> DataBundle:
     # From the environment, let the data layer read TAU2_DATA_DIR itself so its messages name
     # the variable; an option or ini value is an explicit folder.
-    from_env = settings.sources["data_dir"] == DATA_DIR_ENV
+    from_env = settings.source("data_dir") == DATA_DIR_ENV
     data_dir = resolve_data_dir(None if from_env else settings.data_dir or None)
     return harness.load_bundle(data_dir, agent_notes=settings.agent_notes, profile=settings.profile)
 

@@ -11,6 +11,7 @@ knows of other plugins (xdist, junitxml, syrupy, pluggy, pytest-asyncio) is in
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from pathlib import Path
 from typing import Final
 
 import pytest
@@ -19,13 +20,16 @@ from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import printable
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.controller import RUN_KEY, Tau2Run
+from tau2_retail.plugins.hints import no_scenario_hint
+from tau2_retail.plugins.installed import installed_benchmark, installed_benchmark_module
 from tau2_retail.plugins.interop import (
+    quiet_dependency_warnings,
     register_interop,
     unregister_interop,
     worker_input,
     worker_share,
 )
-from tau2_retail.plugins.options import add_options, resolve_settings
+from tau2_retail.plugins.options import add_options, check_option_names, resolve_settings
 from tau2_retail.plugins.process import (
     PROCESS_KEY,
     Tau2InfraError,
@@ -41,10 +45,15 @@ pytest_plugins = ["tau2_retail.plugins.scenario_fixtures"]
 
 __all__ = [
     "pytest_addoption",
+    "pytest_collect_directory",
     "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_generate_tests",
+    "pytest_itemcollected",
+    "pytest_load_initial_conftests",
+    "pytest_pycollect_makemodule",
     "pytest_runtest_makereport",
+    "pytest_terminal_summary",
     "pytest_unconfigure",
 ]
 
@@ -52,6 +61,8 @@ __all__ = [
 #: assertions are pytest's built-in subtests (pytest 9)
 MIN_PYTEST: Final = (9, 0)
 
+#: whether this session collected a scenario (before any deselection)
+_COLLECTED_KEY = pytest.StashKey[bool]()
 _RUN_PLUGIN = "tau2-run"
 _AGENTS_PLUGIN = "tau2-agents"
 MARKERS = (
@@ -64,6 +75,11 @@ MARKERS = (
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    if not (early_config.known_args_namespace.help or early_config.known_args_namespace.version):
+        check_option_names(args)
 
 
 def check_pytest_version(version: Sequence[int | str] | None = None) -> None:
@@ -80,7 +96,9 @@ def check_pytest_version(version: Sequence[int | str] | None = None) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-asyncio's: see quiet_dependency_warnings
 def pytest_configure(config: pytest.Config) -> None:
+    quiet_dependency_warnings()
     check_pytest_version()
     check_config_file(config)
     for marker in MARKERS:
@@ -104,14 +122,30 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(RUN_KEY, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if run is not None and reporter is not None:
+        for line in run.closing_lines():
+            reporter.write_line(line)
     unregister_interop(config)
     for name in (_RUN_PLUGIN, _AGENTS_PLUGIN):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin, name)
-    run = config.stash.get(RUN_KEY, None)
     if run is not None:
         run.close()  # the run folder's lock, held since the claim
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    return installed_benchmark(path, parent)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Module | None:
+    return installed_benchmark_module(module_path, parent)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -174,3 +208,25 @@ def pytest_runtest_makereport(
         # a failed write (full disk, permissions): one line naming the file and the cause
         report.longrepr = f"ArtifactError: {printable(str(excinfo.value))}"
     return report
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if scenario_of(item.nodeid) is not None:
+        item.config.stash[_COLLECTED_KEY] = True
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """Exit 5 after ``-k tau2_retail`` in a team's repository: say how to collect the scenarios."""
+    if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or config.stash.get(_COLLECTED_KEY, False):
+        return
+    if (config.rootpath / "tests_tau2_retail").is_dir():
+        return  # this project's checkout: its testpaths hold the benchmark
+    hint = no_scenario_hint(
+        keyword=config.option.keyword,
+        markexpr=config.option.markexpr,
+        args=config.invocation_params.args,
+    )
+    if hint is not None:
+        terminalreporter.write_line(hint)

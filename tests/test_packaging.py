@@ -125,13 +125,82 @@ def test_the_installed_benchmark_runs_from_an_empty_folder(
     imported_from = [line for line in result.stdout.splitlines() if "rootdir:" in line]
     assert imported_from
     assert str(ROOT) not in imported_from[0]
-    cases = ElementTree.parse(folder / "j.xml").getroot().iter("testcase")
+    cases = list(ElementTree.parse(folder / "j.xml").getroot().iter("testcase"))
     assert sorted(case.get("name", "") for case in cases) == [
         "test_tau2_retail[tau2_retail__0]",
         "test_tau2_retail[tau2_retail__24]",
     ]
+    assert {case.get("classname") for case in cases} == {"tests_tau2_retail.test_scenarios"}
     (run_dir,) = runs.iterdir()
     assert (run_dir / "report.html").is_file()
+
+
+def test_a_users_run_shows_no_warning_from_our_dependencies(
+    installed: Path, tmp_path: Path, data_dir: Path
+) -> None:
+    """Issue 27, item 7: pytest-asyncio (a dependency) warned every project that has not set
+    ``asyncio_default_fixture_loop_scope``; under ``filterwarnings = error`` the run crashed."""
+    repo = tmp_path / "your-repo"
+    repo.mkdir()
+    args = (
+        "-m",
+        "pytest",
+        "--pyargs",
+        "tests_tau2_retail",
+        "--tau2-tasks=0",
+        "-p",
+        "no:cacheprovider",
+    )
+    options = (f"--tau2-output-dir={tmp_path / 'runs'}", f"--tau2-data-dir={data_dir}")
+    for config in (
+        "[tool.pytest.ini_options]\n",
+        '[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n',
+    ):
+        (repo / "pyproject.toml").write_text(config, encoding="utf-8")
+        result = _run_elsewhere(installed, repo, *args, *options)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output
+        assert "Warning" not in output
+        assert "warnings" not in result.stdout.splitlines()[-1]
+
+
+def test_node_ids_do_not_depend_on_where_the_environment_sits(
+    wheel: Path, tmp_path: Path, data_dir: Path
+) -> None:
+    """Issue 31, item 6: with the virtual environment inside the repository, junit class names
+    and failure lines started with ``.venv.lib.python3.11.site-packages.``."""
+    repo = tmp_path / "your-repo"
+    site = repo / ".venv" / "lib" / "python3.11" / "site-packages"
+    (repo / "pyproject.toml").parent.mkdir(parents=True)
+    (repo / "pyproject.toml").write_text("[tool.pytest.ini_options]\n", encoding="utf-8")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],
+        check=True,
+        capture_output=True,
+        timeout=scaled_timeout(300),
+    )
+    result = _run_elsewhere(
+        site,
+        repo,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "tests_tau2_retail",
+        "--tau2-tasks=0",
+        "--tau2-agent-model=builtin:noop",  # a failure, for its failure line
+        f"--tau2-output-dir={tmp_path / 'runs'}",
+        f"--tau2-data-dir={data_dir}",
+        "--junitxml=j.xml",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    failed = "FAILED tests_tau2_retail/test_scenarios.py::test_tau2_retail[tau2_retail__0]"
+    # (under CI=true pytest adds the message to the line)
+    assert [line for line in result.stdout.splitlines() if line.startswith(failed)]
+    assert ".venv" not in result.stdout.replace(str(site), "")
+    (case,) = ElementTree.parse(repo / "j.xml").getroot().iter("testcase")
+    assert case.get("classname") == "tests_tau2_retail.test_scenarios"
 
 
 def test_the_installed_command_line_runs_from_the_root_folder(installed: Path) -> None:
@@ -179,7 +248,9 @@ def test_the_installed_copy_caches_the_data_in_the_users_cache(
     )
     assert fetched.returncode == 0, fetched.stderr
     cache = tmp_path / "xdg" / "tau2_retail"
-    assert fetched.stdout.startswith(f"{cache}: 14 written, 0 already present, all verified")
+    assert fetched.stdout.startswith(
+        f"{cache} (the default cache): 14 written, 0 already present, all verified"
+    )
     assert _data_files(installed) == before  # nothing written into site-packages
     verified = _run_elsewhere(
         installed, Path("/"), "-m", "tau2_retail", "data", "verify", environ=environ

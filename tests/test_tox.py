@@ -9,17 +9,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_self_check_writes_its_runs_into_the_env_temp_folder() -> None:
+def _tox_ini() -> configparser.ConfigParser:
     tox = configparser.ConfigParser(interpolation=None)
     tox.read(ROOT / "tox.ini", encoding="utf-8")
+    return tox
+
+
+def test_the_self_check_writes_its_runs_into_the_env_temp_folder() -> None:
+    tox = _tox_ini()
     commands = tox["testenv"]["commands"]
     assert "tests_tau2_retail" in commands
     assert "--tau2-output-dir {env_tmp_dir}/" in commands
 
 
 def test_tox_builds_the_documentation_site_in_strict_mode() -> None:
-    tox = configparser.ConfigParser(interpolation=None)
-    tox.read(ROOT / "tox.ini", encoding="utf-8")
+    tox = _tox_ini()
     assert "docs" in [env.strip() for env in tox["tox"]["env_list"].split(",")]
     docs = tox["testenv:docs"]
     assert docs["dependency_groups"].split() == ["docs"]
@@ -31,10 +35,19 @@ def test_tox_builds_the_documentation_site_in_strict_mode() -> None:
 def test_the_lowest_declared_pytest_is_the_one_tox_tests() -> None:
     import tomllib
 
-    tox = configparser.ConfigParser(interpolation=None)
-    tox.read(ROOT / "tox.ini", encoding="utf-8")
+    tox = _tox_ini()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     declared = [d for d in project["project"]["dependencies"] if d.startswith("pytest>=")]
     assert declared == ["pytest>=9.0"]
     assert tox["testenv:lowest"]["deps"].strip() == "pytest==9.0.0"
     assert "lowest" in tox["tox"]["env_list"]
+
+
+def test_the_quick_tier_is_its_own_env_and_not_part_of_the_full_run() -> None:
+    """Issue 31, item 2: the README offers ``tox -e fast`` before the full ``tox``."""
+    tox = _tox_ini()
+    fast = tox["testenv:fast"]["commands"]
+    assert 'pytest tests tests_tau2_retail -m "not tau2_subprocess"' in fast
+    assert "--tau2-output-dir={env_tmp_dir}/" in fast
+    assert "fast" not in [env.strip() for env in tox["tox"]["env_list"].split(",")]
+    assert "tox -e fast" in (ROOT / "README.md").read_text(encoding="utf-8")

@@ -33,7 +33,7 @@ async def test_tau2_retail(
     task = tau2_outcome.scenario.task
     judge = tau2_outcome.judge
     for index, assertion in enumerate(task.nl_assertions, start=1):
-        if tau2_settings.judge is None:
+        if tau2_settings.roles.judge is None:
             # no subtest at all: a skipped one would make junit show a testcase both skipped
             # and failed
             record_property(f"tau2_nl_{index}", NO_JUDGE)

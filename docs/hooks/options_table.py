@@ -1,18 +1,19 @@
-"""MkDocs hook: the configuration page's option tables, generated from the options table.
+"""MkDocs hook: the configuration page's option tables, generated from the settings.
 
 ``docs/configuration.md`` holds the marker ``<!-- tau2:options-table -->``; at build time it
-is replaced by tables rendered from the settings schema, ``tau2_retail.settings.OPTIONS`` (flag,
-ini key, environment variable, default, help, and the flag of ``python -m tau2_retail run``),
-so the page never drifts from the code.
-``tests/test_docs.py`` renders the same tables and checks them against ``OPTIONS``.
+is replaced by tables rendered from the settings' declarations, ``tau2_retail.settings.OPTIONS``
+(flag, ini key, environment variable, default, help, and the flag of ``python -m tau2_retail
+run``), one table per declared table (the run's settings, then each role's), so the page never
+drifts from the code. ``tests/test_docs.py`` renders the same tables and checks them against
+``OPTIONS``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 MARKER = "<!-- tau2:options-table -->"
-ROLES = ("agent", "user", "judge")
 
 
 def _cell(text: str) -> str:
@@ -41,26 +42,20 @@ def _table(settings: list[Any]) -> list[str]:
     ]
 
 
-def options_markdown() -> str:
-    """The option tables as Markdown: run settings, then one table per role."""
-    from tau2_retail.settings import OPTIONS
+def options_markdown(settings: Sequence[Any] | None = None) -> str:
+    """The option tables as Markdown: each declared table in order (run settings, then one
+    table per role) of ``settings`` (default: every setting)."""
+    if settings is None:
+        from tau2_retail.settings import OPTIONS
 
-    names = {setting.name for setting in OPTIONS}
-    # a role's settings: the suffixes every role has (agent_notes is a run setting)
-    suffixes = {
-        name.removeprefix("agent_")
-        for name in names
-        if name.startswith("agent_") and all(f"{role}_{name[6:]}" in names for role in ROLES)
-    }
-    per_role = {
-        role: [s for s in OPTIONS if s.name.removeprefix(role + "_") in suffixes] for role in ROLES
-    }
-    in_roles = {s.name for settings in per_role.values() for s in settings}
-    lines = ["### Run settings", "", *_table([s for s in OPTIONS if s.name not in in_roles])]
-    titles = {"agent": "The agent", "user": "The simulated user", "judge": "The judge"}
-    for role in ROLES:
-        lines += ["", f"### {titles[role]}", "", *_table(per_role[role])]
-    return "\n".join(lines) + "\n"
+        settings = OPTIONS
+    tables: dict[str, list[Any]] = {}
+    for setting in settings:
+        tables.setdefault(setting.table, []).append(setting)
+    lines: list[str] = []
+    for title, rows in tables.items():
+        lines += ["", f"### {title}", "", *_table(rows)]
+    return "\n".join(lines[1:]) + "\n"
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

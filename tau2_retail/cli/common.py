@@ -93,8 +93,7 @@ DATA_DIR = Argument(
     "--data-dir",
     metavar="DIR",
     help="folder holding the upstream files (default: $TAU2_DATA_DIR, else the data cache "
-    "that `data fetch` fills: fixtures/cache in a checkout, ~/.cache/tau2_retail when "
-    "installed)",
+    "that `data fetch` fills: $XDG_CACHE_HOME/tau2_retail, ~/.cache/tau2_retail when unset)",
 )
 RUN_DIR = Argument("run_dir", metavar="RUN_DIR", help="a run directory, e.g. tau2_runs/<run id>")
 

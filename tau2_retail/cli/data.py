@@ -13,10 +13,9 @@ from pathlib import Path
 from tau2_retail.cli.common import Argument, Command
 from tau2_retail.data.files import (
     CheckStatus,
+    chosen_data_dir,
     combined_digest,
-    default_cache_dir,
     fetch,
-    folder_to_verify,
     format_checks,
     load_manifest,
     verify_folder,
@@ -49,7 +48,9 @@ def _pinned_commit() -> str:
 
 
 def fetch_command(args: argparse.Namespace) -> int:
-    dest = Path(args.dest).expanduser().absolute() if args.dest else default_cache_dir()
+    # the folder runs read: with $TAU2_DATA_DIR already holding the verified files, nothing is
+    # downloaded (a CI job that restored them, the README's first command on such a machine)
+    dest, origin = chosen_data_dir(args.dest)
     source_dir = Path(args.source_dir).expanduser().absolute() if args.source_dir else None
     written = fetch(
         dest,
@@ -58,17 +59,21 @@ def fetch_command(args: argparse.Namespace) -> int:
         progress=lambda message: print(message, file=sys.stderr),
     )
     total = len(load_manifest().files)
-    print(f"{dest}: {len(written)} written, {total - len(written)} already present, all verified")
+    where = "" if args.dest else f" ({origin})"
+    print(
+        f"{dest}{where}: {len(written)} written, {total - len(written)} already present, "
+        "all verified"
+    )
     return 0
 
 
 def verify_command(args: argparse.Namespace) -> int:
-    folder = folder_to_verify(args.folder)
+    folder = chosen_data_dir(args.folder)[0]
     checks = verify_folder(folder)
     print(format_checks(folder, checks))
     problems = [check for check in checks if check.status is not CheckStatus.OK]
     if problems:
-        dest = "" if folder == default_cache_dir() else f" --dest {folder}"
+        dest = "" if folder == chosen_data_dir()[0] else f" --dest {folder}"
         print(
             f"{len(problems)} of {len(checks)} files missing or different; run "
             f"`python -m tau2_retail data fetch{dest}` (add --from FOLDER to copy)"
@@ -112,8 +117,8 @@ COMMAND = Command(
                 Argument(
                     "--dest",
                     metavar="DIR",
-                    help="target folder (default: the data cache: fixtures/cache in a checkout, "
-                    "$XDG_CACHE_HOME/tau2_retail or ~/.cache/tau2_retail when installed)",
+                    help="target folder (default: $TAU2_DATA_DIR when set, else the data cache "
+                    "$XDG_CACHE_HOME/tau2_retail, ~/.cache/tau2_retail when unset)",
                 ),
                 Argument(
                     "--base-url",

@@ -31,12 +31,11 @@ from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.results.artifacts import write_outcome
 from tau2_retail.results.summary import usd
 from tau2_retail.settings import (
-    OPTIONS,
     SETTINGS,
     AgentSource,
     Inputs,
-    Setting,
     Tau2Settings,
+    declarations,
     resolve_settings,
 )
 from tau2_retail.settings.notices import timeout_notice
@@ -48,6 +47,7 @@ __all__ = [
     "EXIT_SUCCESS",
     "MAX_SHOWN_CHARS",
     "add_parser",
+    "add_setting_flags",
     "render_message",
     "render_transcript",
     "resolve_run_settings",
@@ -69,33 +69,7 @@ _NO_JUDGE_HINT: Final = (
 DEFAULT_BASE_SEED: Final = int(SETTINGS["seed"].default)
 """The pytest plugin's default ``--tau2-seed``."""
 
-# -- the arguments: the settings schema's flags of one scenario -----------------------------------
-
-_ROLE_GROUPS: Final = {
-    "agent": "agent model (the agent)",
-    "user": "user model (the simulated user)",
-    "judge": "judge model (the NL-assertion judge)",
-}
-_GROUPS: Final = {
-    "agent": _ROLE_GROUPS["agent"],
-    "seed": "limits, seed and output",
-    "max_steps": "limits, seed and output",
-    "max_errors": "limits, seed and output",
-    "max_duration": "limits, seed and output",
-    "profile": "limits, seed and output",
-    "agent_notes": "limits, seed and output",
-    "breaker_failures": "connections (every endpoint)",
-    "breaker_window_seconds": "connections (every endpoint)",
-    "breaker_probe_seconds": "connections (every endpoint)",
-    "max_reply_bytes": "connections (every endpoint)",
-    "prices": "cost and response cache (as --tau2-prices, --tau2-cache)",
-    "cache": "cost and response cache (as --tau2-prices, --tau2-cache)",
-    "cache_mode": "cost and response cache (as --tau2-prices, --tau2-cache)",
-}
-
-
-def _group_of(setting: Setting) -> str:
-    return _GROUPS.get(setting.name) or _ROLE_GROUPS[setting.name.partition("_")[0]]
+# -- the arguments: the settings of one scenario -------------------------------------------------
 
 
 def add_parser(commands: SubParsers) -> None:
@@ -115,24 +89,8 @@ def add_parser(commands: SubParsers) -> None:
     run.add_argument(
         "task_id", metavar="ID", help="task id, 0..113 (list: python -m tau2_retail tasks)"
     )
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for setting in OPTIONS:
-        if not setting.cli:
-            continue
-        title = _group_of(setting)
-        if title not in groups:
-            groups[title] = run.add_argument_group(title)
-        env = f" [env {setting.env_var}]" if setting.env_var else ""
-        # a help that names its default already (``(default 8 MiB)``) is not told it twice
-        told = "(default" in setting.help
-        default = f" (default: {setting.default})" if setting.default and not told else ""
-        groups[title].add_argument(
-            setting.cli_flag,
-            dest=setting.dest,
-            metavar=setting.metavar,
-            help=f"{setting.help}{default}{env}",
-        )
-    limits = groups[_GROUPS["seed"]]
+    groups = add_setting_flags(run)
+    limits = groups[SETTINGS["seed"].run_group or ""]
     limits.add_argument(
         "--no-agent-notes",
         dest=SETTINGS["agent_notes"].dest,
@@ -155,6 +113,30 @@ def add_parser(commands: SubParsers) -> None:
     run.set_defaults(handler=run_command)
 
 
+def add_setting_flags(
+    parser: argparse.ArgumentParser, model: type[Tau2Settings] = Tau2Settings
+) -> dict[str, argparse._ArgumentGroup]:
+    """A flag for each setting of ``model`` the command takes, in the group its declaration
+    names; returns the groups by title."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for setting in declarations(model):
+        if setting.run_group is None:
+            continue
+        if setting.run_group not in groups:
+            groups[setting.run_group] = parser.add_argument_group(setting.run_group)
+        env = f" [env {setting.env_var}]" if setting.env_var else ""
+        # a help that names its default already (``(default 8 MiB)``) is not told it twice
+        told = "(default" in setting.help
+        default = f" (default: {setting.default})" if setting.default and not told else ""
+        groups[setting.run_group].add_argument(
+            setting.cli_flag,
+            dest=setting.dest,
+            metavar=setting.metavar,
+            help=f"{setting.help}{default}{env}",
+        )
+    return groups
+
+
 def _load_agent(spec: str, source: str) -> AgentSource | None:
     if not spec:
         return None
@@ -162,7 +144,9 @@ def _load_agent(spec: str, source: str) -> AgentSource | None:
     return AgentSource(identity=identity, factory=factory)
 
 
-def resolve_run_settings(args: argparse.Namespace) -> Tau2Settings:
+def resolve_run_settings(
+    args: argparse.Namespace, model: type[Tau2Settings] = Tau2Settings
+) -> Tau2Settings:
     """The settings of ``args`` (flag, then ``TAU2_*`` environment variable, then default), as
     the pytest plugin resolves them; ``ConfigError`` (exit status 2) for a bad one."""
     return resolve_settings(
@@ -173,7 +157,8 @@ def resolve_run_settings(args: argparse.Namespace) -> Tau2Settings:
             environ=os.environ,
             load_agent=_load_agent,
             one_scenario=True,
-        )
+        ),
+        model,
     )
 
 
@@ -332,7 +317,7 @@ def run_command(args: argparse.Namespace) -> int:
     """Run task ``args.task_id`` once and print it; the exit status says how it went."""
     # Every setting is checked before the data is loaded or any client is built.
     settings = resolve_run_settings(args)
-    roles = settings.roles()
+    roles = settings.roles
     limits = settings.limits()
     source = settings.agent_source
     identity = source.identity if source is not None else None

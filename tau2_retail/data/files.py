@@ -3,7 +3,8 @@
 The upstream files are never committed. ``fixtures/manifest.json`` names the pinned commit of
 tau2-bench and the sha256 of each file; the data folder is found in this order: an explicit
 folder (``--tau2-data-dir`` / ``--data-dir``), the ``TAU2_DATA_DIR`` environment variable, the
-default cache (``fixtures/cache`` in a checkout, ``~/.cache/tau2_retail`` when installed).
+default cache (``$XDG_CACHE_HOME/tau2_retail``, else ``~/.cache/tau2_retail``; the same for a
+checkout and an installed copy, never inside the project).
 Every read goes through :func:`verified_path` or :func:`read_verified`, which check the sha256
 once per process per file state.
 """
@@ -31,10 +32,10 @@ __all__ = [
     "FileCheck",
     "Manifest",
     "ManifestFile",
+    "chosen_data_dir",
     "combined_digest",
     "default_cache_dir",
     "fetch",
-    "folder_to_verify",
     "format_checks",
     "load_manifest",
     "locate_sources",
@@ -123,17 +124,16 @@ def manifest_path() -> Path:
 
 
 def default_cache_dir() -> Path:
-    """The default data folder: ``fixtures/cache`` in a checkout, else the user's cache.
+    """The default data folder: ``$XDG_CACHE_HOME/tau2_retail``, else ``~/.cache/tau2_retail``.
 
-    A checkout (its ``fixtures/`` folder sits beside ``pyproject.toml``) keeps the git-ignored
-    ``fixtures/cache``; an installed copy never writes into site-packages and uses
-    ``$XDG_CACHE_HOME/tau2_retail`` (``~/.cache/tau2_retail`` when the variable is unset).
+    The same for a checkout and an installed copy, and never inside the project: data a command
+    downloads (upstream's Python sources among it) must not land where the project's own checks
+    (mypy, ruff, the wheel build) read code. A relative ``XDG_CACHE_HOME`` is ignored, as the
+    XDG specification asks.
     """
-    fixtures = _fixtures_dir().resolve()
-    if (fixtures.parent / "pyproject.toml").is_file():
-        return fixtures / "cache"
-    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache_home) / "tau2_retail"
+    cache_home = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(cache_home) if os.path.isabs(cache_home) else Path.home() / ".cache"
+    return base / "tau2_retail"
 
 
 def _is_hex(text: object, length: int) -> TypeGuard[str]:
@@ -213,7 +213,7 @@ def _candidate_dir(explicit: str | os.PathLike[str] | None) -> tuple[Path, str]:
 
 
 def resolve_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The data folder: ``explicit``, else ``$TAU2_DATA_DIR``, else ``fixtures/cache``.
+    """The data folder: ``explicit``, else ``$TAU2_DATA_DIR``, else the default cache.
 
     Raises :class:`DataError` naming the folder and the fix when it or one of the manifest's
     files is missing. Digests are not checked here but on each read.
@@ -586,6 +586,8 @@ def format_checks(folder: Path, checks: Sequence[FileCheck]) -> str:
     return "\n".join(lines)
 
 
-def folder_to_verify(explicit: str | os.PathLike[str] | None) -> Path:
-    """The folder ``data verify`` checks: ``explicit``, else the one data loading would use."""
-    return _candidate_dir(explicit)[0]
+def chosen_data_dir(explicit: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
+    """The folder data loading would use (``explicit``, else ``$TAU2_DATA_DIR``, else the
+    default cache), unchecked, and where that choice came from: what ``data fetch`` fills and
+    ``data verify`` checks when given no folder."""
+    return _candidate_dir(explicit)

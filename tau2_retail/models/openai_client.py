@@ -59,6 +59,14 @@ from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
 from tau2_retail.models.progress import current as current_progress
 from tau2_retail.models.protocol import ClosedOnExit
 from tau2_retail.models.ramp import Ramp
+from tau2_retail.models.request_body import BodyEncoder, PreparedRequest, request_head
+from tau2_retail.models.sdk_transport import (
+    CONNECTION_ERRORS,
+    POST_TAKES_CONTENT,
+    TIMEOUT_ERRORS,
+    http_options,
+    post_raw,
+)
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.unparsed import unparsed_output_server
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
@@ -170,6 +178,7 @@ class OpenAIChatModel(ClosedOnExit):
         self._call_ids = itertools.count()
         self._redact = Masker([api_key]).text
         self._gate = BackoffGate(clock=clock, sleep=sleep)
+        self._encoder = BodyEncoder()
         connections = config.max_connections or _DEFAULT_MAX_CONNECTIONS
         # Limits of the transport the SDK uses (httpx, or httpx2 in recent releases), taken from
         # its own default so that this module does not name the transport. Keep-alive matches
@@ -187,17 +196,25 @@ class OpenAIChatModel(ClosedOnExit):
             probe_seconds=config.breaker_probe_seconds,
         )
         """Shared by every request of this client (one client per role and process)."""
+        # plain http: the pooled transport, and only the attempt's deadline (sdk_transport.py)
+        timeout, transport = http_options(
+            config.base_url,
+            max_connections=connections,
+            timeout_seconds=config.timeout_seconds,
+            on_connected=self.ramp.connected,
+        )
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             api_key=api_key,
-            timeout=config.timeout_seconds,
+            timeout=timeout,
             max_retries=0,
             http_client=openai.DefaultAsyncHttpxClient(
                 limits=limits,
-                timeout=config.timeout_seconds,
+                timeout=timeout,
                 event_hooks={
                     "response": [error_body_hook(_stream_base(), max_bytes=FULL_BODY_CHARS)]
                 },
+                **transport,
             ),
         )
 
@@ -239,19 +256,24 @@ class OpenAIChatModel(ClosedOnExit):
         *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         seed: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> PreparedRequest:
         """The request ``complete`` sends for these arguments (``send`` sends it)."""
-        return self._request(messages, tools=tools, seed=seed)
+        head = request_head(self._config, seed)
+        content = self._encoder.body(
+            head=head, messages=messages, tools=tools, extra=self._config.extra_body
+        )
+        return PreparedRequest(messages=messages, tools=tools, seed=seed, content=content)
 
-    @staticmethod
-    def wire_body(request: Mapping[str, Any]) -> dict[str, Any]:
-        """The JSON body a prepared request puts on the wire: model, sampling parameters,
-        messages, tools and extra body (no key, no header: those travel beside it)."""
-        body = {k: v for k, v in request.items() if k not in ("messages", "extra_body")}
-        body.update(request["extra_body"])
+    def wire_body(self, request: PreparedRequest) -> dict[str, Any]:
+        """The JSON body a prepared request puts on the wire, as a dict: model, sampling
+        parameters, messages, tools and extra body (no key, no header: those travel beside
+        it)."""
+        sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
+        body = {k: v for k, v in sdk.items() if k not in ("messages", "extra_body")}
+        body.update(sdk["extra_body"])
         return body
 
-    async def send(self, request: dict[str, Any]) -> AssistantTurn:
+    async def send(self, request: PreparedRequest) -> AssistantTurn:
         """Send a request made by ``prepare``, retried as ``complete`` says."""
         allowed = self._config.max_retries + 1
         failure: _Failure | None = None
@@ -335,21 +357,15 @@ class OpenAIChatModel(ClosedOnExit):
             timeout_seconds=failure.timeout,
         )
 
-    async def _attempt(self, request: dict[str, Any], attempts: int) -> AssistantTurn | _Failure:
+    async def _attempt(self, request: PreparedRequest, attempts: int) -> AssistantTurn | _Failure:
         """One attempt under the total deadline (connect to the last byte of the reply)."""
         deadline = self._config.timeout_seconds
         try:
             # asyncio.timeout bounds the whole exchange: httpx's own timeout restarts on every
             # byte, so a server dripping one byte per second would never trip it. Cancelling
             # the request closes its connection (httpcore does not reuse a half-read one).
-            async with (
-                asyncio.timeout(deadline),
-                self._client.chat.completions.with_streaming_response.create(**request) as raw,
-            ):
-                # read as it arrives, inflated here within the limit (never a body whole)
-                payload = await read_bounded(
-                    raw.http_response, max_bytes=self._config.max_reply_bytes
-                )
+            async with asyncio.timeout(deadline):
+                payload = await self._exchange(request)
         except ReplyTooLarge as e:
             # Not the model's output: max_tokens bounds a completion far below the limit, so
             # only a broken or hostile server (or proxy) sends this. An infra error, excluded
@@ -362,13 +378,13 @@ class OpenAIChatModel(ClosedOnExit):
             return _Failure(detail=str(e), cause=e, fatal=fatal, endpoint_level=False)
         except openai.APIStatusError as e:
             return self._status_failure(e, attempts=attempts)
-        except (TimeoutError, openai.APITimeoutError) as e:
+        except TIMEOUT_ERRORS as e:
             return _Failure(
                 detail=f"no complete reply within the {deadline:g} s timeout",
                 cause=e,
                 timeout=deadline,
             )
-        except openai.APIConnectionError as e:
+        except CONNECTION_ERRORS as e:
             return _Failure(
                 detail=f"connection failed ({_cause_text(e)})", cause=e, connection=True
             )
@@ -387,6 +403,16 @@ class OpenAIChatModel(ClosedOnExit):
         return AssistantTurn(
             content=content, tool_calls=tool_calls, usage=usage, finish_reason=finish_reason
         )
+
+    async def _exchange(self, request: PreparedRequest) -> bytes:
+        """Send the body through the ``openai`` client; the reply, read within the limit."""
+        limit = self._config.max_reply_bytes
+        if POST_TAKES_CONTENT:
+            return await post_raw(self._client, request.content, max_bytes=limit)
+        # an SDK without raw request bodies: its typed call
+        sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
+        async with self._client.chat.completions.with_streaming_response.create(**sdk) as raw:
+            return await read_bounded(raw.http_response, max_bytes=limit)
 
     def _request(
         self,

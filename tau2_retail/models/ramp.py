@@ -5,7 +5,10 @@ request would open a new TCP connection: a healthy server with a small listen ba
 a busy accept loop) refuses or resets part of that burst. ``Ramp`` admits at most ``window``
 attempts at a time on one client. The window starts at :data:`DEFAULT_INITIAL_WINDOW` and
 grows by one with every attempt the endpoint answers (so it doubles per round trip, as TCP's
-slow start does: 16, 32, 64, 128 in four replies' time), up to the connection limit. A failed
+slow start does: 16, 32, 64, 128 in four replies' time) and, over the pooled transport of
+plain-http endpoints (``models/pool.py``), with every new connection the endpoint accepted (a
+connection is accepted in microseconds, a reply takes the model's seconds: 912 conversations
+start within milliseconds instead of six replies' time), up to the connection limit. A failed
 connection halves it (never below the initial window): the server is asked for fewer new
 connections while it catches up. Once the window is past the number of conversations, it
 costs nothing; the connections it let open stay open (keep-alive) for the rest of the run.
@@ -60,6 +63,12 @@ class Ramp:
         if self.window < self._maximum:
             self.window += 1
             self._wake()
+
+    def connected(self) -> None:
+        """The endpoint accepted a new connection: one more attempt may be in flight (with a
+        model's seconds of latency, growing per reply alone took several seconds to let
+        hundreds of conversations start; connections are accepted in microseconds)."""
+        self.answered()
 
     def connection_failed(self) -> None:
         """An attempt could not connect (refused, reset): ask for fewer at once."""

@@ -80,6 +80,21 @@ def _discard(temp: str) -> None:
         os.unlink(temp)
 
 
+def _temp_file(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path``; its folder is created when missing (only then:
+    a scenario writes ten files into one folder, and each check cost a system call)."""
+    prefix = f"{TEMP_PREFIX}{path.name}."
+    try:
+        return tempfile.mkstemp(dir=path.parent, prefix=prefix)
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ArtifactError(f"cannot create the folder of {path}: {error}") from error
+    return tempfile.mkstemp(dir=path.parent, prefix=prefix)
+
+
 @contextlib.contextmanager
 def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
     """A binary handle whose bytes replace ``path`` atomically when the block ends without an
@@ -91,11 +106,7 @@ def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
     """
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ArtifactError(f"cannot create the folder of {path}: {error}") from error
-    try:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{path.name}.")
+        fd, temp = _temp_file(path)
     except OSError as error:
         raise ArtifactError(f"cannot write {path}: {error}") from error
     try:

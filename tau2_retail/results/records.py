@@ -31,7 +31,6 @@ from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
 
 __all__ = [
-    "RESUME_KEYS",
     "Counts",
     "FlakyTask",
     "GroupRate",
@@ -48,21 +47,6 @@ __all__ = [
     "SignalRate",
 ]
 
-#: The settings a resumed run must share with the run it continues (secrets are never stored;
-#: output folder, run id, gate thresholds and the like may change between the two).
-RESUME_KEYS = (
-    "trials",
-    "seed",
-    "tasks",
-    "shard",
-    "split",
-    "max_steps",
-    "max_errors",
-    "max_duration",
-    "agent_notes",
-    "profile",
-)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRecord:
@@ -76,21 +60,6 @@ class ModelRecord:
     model: str
     endpoint: Mapping[str, Any] | None
     code: Annotated[Mapping[str, Any] | None, Omitted] = None
-
-    def identity(self, role: str) -> dict[str, Any]:
-        """What a resumed run must share: the model and endpoint, or the agent's code (its
-        source; and name/version for an import string, known at start-up)."""
-        if self.code:
-            out = {f"{role}_code": self.code.get("source")}
-            if self.code.get("kind") != "fixture":  # a fixture's agent is seen only later
-                out[f"{role}_code_name"] = self.code.get("name")
-                out[f"{role}_code_version"] = self.code.get("version")
-            return out
-        out = {f"{role}_model": self.model}
-        endpoint = dict(self.endpoint) if self.endpoint else {}
-        for key in sorted(endpoint):
-            out[f"{role}_{key}"] = endpoint[key]
-        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,16 +102,6 @@ class RunConfiguration:
         """The configured profile (None in runs recorded before profiles existed)."""
         value = self.settings.get("profile")
         return str(value) if value else None
-
-    def identity(self) -> dict[str, Any]:
-        """What a resumed run must share with this one: models, endpoints, the scenario set."""
-        out: dict[str, Any] = {
-            key: self.settings.get(key) for key in RESUME_KEYS if key in self.settings
-        }
-        for role in ("agent", "user", "judge"):
-            record: ModelRecord | None = getattr(self, role)
-            out.update(record.identity(role) if record else {f"{role}_model": None})
-        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

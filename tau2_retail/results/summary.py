@@ -83,6 +83,7 @@ __all__ = [
     "read_run_args",
     "read_summary",
     "render_summary_text",
+    "scenario_order",
     "summarize",
     "usd",
     "write_run_args",
@@ -303,9 +304,9 @@ def build_summary(
         raise ValueError(f"scenarios reported more than once: {', '.join(duplicates)}")
     reported = set(ids)
     reasons = dict(lost) if isinstance(lost, Mapping) else dict.fromkeys(lost, "")
-    unstarted = sorted(set(not_run) - reported, key=_id_sort_key)
+    unstarted = sorted(set(not_run) - reported, key=scenario_order)
     missing = set(reasons) | (set(expected or ()) - reported)
-    lost_ids = sorted(missing - reported - set(unstarted), key=_id_sort_key)
+    lost_ids = sorted(missing - reported - set(unstarted), key=scenario_order)
     cost, unpriced = _cost(ordered, configuration)
 
     infra = [m for m in ordered if m.infra_error]
@@ -389,8 +390,8 @@ def _task_sort_key(task_id: str) -> tuple[float, str]:
     return (float(int(task_id)) if task_id.isdigit() else math.inf), task_id
 
 
-def _id_sort_key(scenario_id: str) -> tuple[float, str]:
-    """``tau2_retail__12-trial3`` sorts by 12 then the text (trial)."""
+def scenario_order(scenario_id: str) -> tuple[float, str]:
+    """The sort key of a scenario id: ``tau2_retail__12-trial3`` sorts by 12 then the text."""
     tail = scenario_id.rpartition("__")[2]
     number = tail.partition("-")[0]
     return (float(int(number)) if number.isdigit() else math.inf), scenario_id

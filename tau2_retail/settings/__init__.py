@@ -1,29 +1,35 @@
-"""The settings of a run: one schema for the pytest options and the command line.
+"""The settings of a run: each declared once, as a field of one typed, frozen model.
 
-:mod:`~tau2_retail.settings.schema` declares every setting (option, ini key, environment
-variable, default, parser); :mod:`~tau2_retail.settings.resolve` resolves and checks them once,
-raising ``ConfigError``. The pytest plugin (``tau2_retail.plugins.options``) and ``python -m
-tau2_retail run`` (``tau2_retail.cli.run``) are thin adapters over both; this package imports
-neither pytest nor argparse.
+:mod:`~tau2_retail.settings.schema` declares every setting as a field of
+:class:`Tau2Settings` (parser, default, help, environment variable, ``run`` flag, identity);
+:mod:`~tau2_retail.settings.declare` is how a field declares one and walks them all;
+:mod:`~tau2_retail.settings.resolve` resolves and checks them once, raising ``ConfigError``;
+:mod:`~tau2_retail.settings.resume` compares a resumed run with the stored one. The pytest
+plugin (``tau2_retail.plugins.options``), ``python -m tau2_retail run``
+(``tau2_retail.cli.run``) and the docs' configuration table are thin adapters over the
+declarations; this package imports neither pytest nor argparse.
 """
 
 from __future__ import annotations
 
-from tau2_retail.settings.resolve import (
-    AgentSource,
-    Inputs,
-    ModelSettings,
-    Tau2Settings,
-    resolve_settings,
-    settings_from_recorded,
+from tau2_retail.settings.declare import (
+    Identity,
+    Setting,
+    at,
+    declarations,
+    group,
+    named,
+    setting,
 )
+from tau2_retail.settings.resolve import Inputs, resolve_settings, settings_from_recorded
+from tau2_retail.settings.resume import Difference, adopt_stored, resume_differences
 from tau2_retail.settings.schema import (
     EXTRA_BODY_FLAGS,
     OPTIONS,
     SETTINGS,
-    Setting,
-    plain_setting,
-    typed_setting,
+    AgentSource,
+    RoleSettings,
+    Tau2Settings,
 )
 
 __all__ = [
@@ -31,12 +37,19 @@ __all__ = [
     "OPTIONS",
     "SETTINGS",
     "AgentSource",
+    "Difference",
+    "Identity",
     "Inputs",
-    "ModelSettings",
+    "RoleSettings",
     "Setting",
     "Tau2Settings",
-    "plain_setting",
+    "adopt_stored",
+    "at",
+    "declarations",
+    "group",
+    "named",
     "resolve_settings",
+    "resume_differences",
+    "setting",
     "settings_from_recorded",
-    "typed_setting",
 ]

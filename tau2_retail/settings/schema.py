@@ -1,585 +1,448 @@
-"""The settings schema: every setting of a run, declared once, with its parser.
+"""The settings of a run, each declared once: the fields of :class:`Tau2Settings`.
 
-Each :class:`Setting` is a ``--tau2-*`` pytest option, a ``tau2_*`` ini key and, where it is a
-deployment detail, a ``TAU2_*`` environment variable; the settings of one scenario are also
-flags of ``python -m tau2_retail run`` (``--agent-model``). Nothing here knows pytest or
-argparse: ``tau2_retail.plugins.options`` and ``tau2_retail.cli.run`` generate their options
-from :data:`OPTIONS`, and :mod:`tau2_retail.settings.resolve` parses and checks the values.
-A parser raises :class:`InvalidValue` whose message says what is accepted.
+Each field is a ``--tau2-*`` pytest option, a ``tau2_*`` ini key and, where it is a deployment
+detail, a ``TAU2_*`` environment variable; the settings of one scenario are also flags of
+``python -m tau2_retail run`` (``--agent-model``). A role's settings are :class:`RoleSettings`,
+declared once and used for the agent, the simulated user and the judge. Nothing here knows
+pytest or argparse: the adapters walk the declarations (:mod:`.declare`), and
+:mod:`.resolve` parses the raw values, applies the precedence and checks the rules across
+settings. Reading a value is attribute access: ``settings.trials``, ``settings.agent.model``;
+who plays each role, as the harness takes it, is derived once: ``settings.roles``.
 """
 
 from __future__ import annotations
 
-import ast
-import json
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
-from tau2_retail import codec
+from pydantic import PlainSerializer, PlainValidator
+
 from tau2_retail.data.files import default_cache_dir
-from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
+from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.harness import Roles
+from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.errors import ConfigError
-from tau2_retail.models.agent import parse_agent_spec
+from tau2_retail.models.agent import AgentFactory, AgentIdentity
 from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_ORACLE
 from tau2_retail.models.cache import CacheMode
-from tau2_retail.models.choice import ROLES
-from tau2_retail.models.config import ENDPOINT_BOUNDS, Bound
+from tau2_retail.models.choice import ModelChoice, choose_model
+from tau2_retail.models.config import DEFAULT_API_KEY_ENV, EndpointConfig
 from tau2_retail.models.prices import ModelPrice, PriceTable
-from tau2_retail.models.secrets import strip_userinfo
-from tau2_retail.results.artifacts import MAX_NAME_CHARS
+from tau2_retail.settings import parsers as p
+from tau2_retail.settings.declare import Identity, at, declarations, group, named, setting
 
 __all__ = [
-    "DEFAULT_MODELS",
     "EXTRA_BODY_FLAGS",
     "OPTIONS",
     "SETTINGS",
-    "SPLITS",
-    "InvalidValue",
-    "Setting",
-    "env_name",
-    "on_off",
-    "plain_setting",
-    "typed_setting",
+    "AgentSource",
+    "RoleSettings",
+    "Tau2Settings",
 ]
 
-SPLITS = ("base", "train", "test")
-DEFAULT_MODELS = {"agent": BUILTIN_ORACLE, "user": BUILTIN_CUSTOMER, "judge": ""}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# the groups of ``python -m tau2_retail run --help``
+_AGENT = "agent model (the agent)"
+_LIMITS = "limits, seed and output"
+_CONNECTIONS = "connections (every endpoint)"
+_COST = "cost and response cache (as --tau2-prices, --tau2-cache)"
 
 
-class InvalidValue(ValueError):
-    """A raw value failed its parser; the message says what is accepted."""
+def _price_mapping(table: PriceTable) -> dict[str, ModelPrice]:
+    return dict(sorted(table.models.items()))
 
 
-def _within(bound: Bound) -> Callable[[str], Any]:
-    """A parser of a number within ``bound`` (the rule :class:`EndpointConfig` checks too)."""
-    convert: Callable[[str], int | float] = int if bound.integer else float
-
-    def parse(raw: str) -> Any:
-        try:
-            value = convert(raw)
-        except ValueError:
-            raise InvalidValue(bound.accepted) from None
-        if not bound.accepts(value):
-            raise InvalidValue(bound.accepted)
+def _price_table(value: Any) -> PriceTable:
+    if isinstance(value, PriceTable):
         return value
-
-    return parse
-
-
-def _int_at_least(low: int) -> Callable[[str], Any]:
-    return _within(Bound(low, integer=True))
-
-
-def _float_range(low: float, high: float | None, *, low_open: bool = False) -> Callable[[str], Any]:
-    return _within(Bound(low, high, low_open=low_open))
-
-
-def _endpoint(field_name: str) -> Callable[[str], Any]:
-    """The parser of an endpoint field: its range is :data:`ENDPOINT_BOUNDS`'s."""
-    return _within(ENDPOINT_BOUNDS[field_name])
-
-
-def _open_unit(raw: str) -> float:
-    """A level strictly between 0 and 1 (a significance level: 0 and 1 decide nothing)."""
     try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidValue("a number > 0 and < 1, e.g. 0.05") from None
-    if not 0 < value < 1:  # also rejects nan
-        raise InvalidValue("a number > 0 and < 1, e.g. 0.05")
-    return value
-
-
-def _text(raw: str) -> str:
-    return raw.strip()
-
-
-def _url(raw: str) -> str:
-    # A user:password@ part is dropped here, before the value is shown or stored anywhere;
-    # the key travels as the bearer key from --tau2-<role>-api-key-env.
-    value = strip_userinfo(raw.strip())
-    if value and not value.startswith(("http://", "https://")):
-        raise InvalidValue("an http:// or https:// URL")
-    return value
-
-
-def env_name(raw: str) -> str:
-    value = raw.strip()
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-        # never echo it back: it may be the key itself pasted by mistake
-        raise InvalidValue("the NAME of an environment variable (the value is not shown)")
-    return value
-
-
-def _json_object(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        raise InvalidValue('a JSON object, e.g. \'{"chat_template_kwargs": {"x": 1}}\'') from None
-    if not isinstance(value, dict):
-        raise InvalidValue("a JSON object")
-    return value
-
-
-def on_off(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("on", "true", "yes", "1"):
-        return True
-    if value in ("off", "false", "no", "0"):
-        return False
-    raise InvalidValue("on or off")
-
-
-def _choice(*choices: str) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
-        value = raw.strip()
-        if value not in choices:
-            raise InvalidValue("one of " + ", ".join(choices))
-        return value
-
-    return parse
-
-
-def _profile(raw: str) -> ProfileName:
-    try:
-        return ProfileName(raw.strip())
-    except ValueError:
-        raise InvalidValue("one of " + ", ".join(PROFILE_NAMES)) from None
-
-
-def _name(raw: str) -> str:
-    value = raw.strip()
-    if not _NAME.fullmatch(value) or len(value) > MAX_NAME_CHARS:
-        raise InvalidValue(
-            f"at most {MAX_NAME_CHARS} letters, digits, '_', '.', '-' "
-            "(not starting with '.', '_' or '-')"
-        )
-    return value
-
-
-def _agent_spec(raw: str) -> str:
-    value = raw.strip()
-    if value:
-        try:
-            parse_agent_spec(value)
-        except ConfigError:
-            raise InvalidValue("an import string package.module:factory") from None
-    return value
-
-
-def _task_ids(raw: str) -> tuple[str, ...]:
-    ids = tuple(part.strip() for part in raw.replace(" ", ",").split(",") if part.strip())
-    if not ids or not all(part.isdigit() for part in ids):
-        raise InvalidValue("task ids separated by commas, e.g. 0,5,17")
-    return ids
-
-
-def _shard(raw: str) -> tuple[int, int]:
-    """``I/N``: the I-th (1-based) of N shards."""
-    index, slash, count = raw.strip().partition("/")
-    accepted = "I/N with 1 <= I <= N, e.g. 2/4"
-    if not slash or not index.isdigit() or not count.isdigit():
-        raise InvalidValue(accepted)
-    if not 1 <= int(index) <= int(count):
-        raise InvalidValue(accepted)
-    return int(index), int(count)
-
-
-def _prices(raw: str) -> PriceTable:
-    text = raw.strip()
-    try:
-        value: Any = json.loads(text)
-    except json.JSONDecodeError:
-        # a TOML table under [tool.pytest.ini_options] reaches us as its Python repr
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            value = text
-    try:
-        return PriceTable.parse(value if isinstance(value, dict) else text)
+        return PriceTable.parse(value)
     except ConfigError as error:
-        raise InvalidValue(f"JSON prices per million tokens by model ({error})") from None
+        raise ValueError(str(error)) from None
 
 
-def _cache_mode(raw: str) -> CacheMode:
-    try:
-        return CacheMode(raw.strip())
-    except ValueError:
-        raise InvalidValue("one of " + ", ".join(mode.value for mode in CacheMode)) from None
+Prices = Annotated[
+    PriceTable,
+    PlainSerializer(_price_mapping, return_type=dict[str, ModelPrice]),
+    PlainValidator(_price_table),
+]
+"""A price table, recorded as ``--tau2-prices`` takes it: ``{model: price}``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One setting: its option, ini key, environment variable and parser."""
+def _model_help(who: str, default: str) -> str:
+    return f"model of {who}: a model id at the endpoint" + (
+        f", or builtin (default {default})" if default else " (default: no judge)"
+    )
 
-    name: str
-    parse: Callable[[str], Any]
-    default: str
-    help: str
-    env: bool = False
-    #: the value of an unset setting whose default is empty
-    empty: Any = None
-    #: an empty value given on the command line is refused (it would silently mean "all")
-    refuse_blank: bool = False
-    #: a folder or file: a relative value from a configuration file is relative to that file's
-    #: folder (as pytest reads its own paths), not to the current folder
-    path: bool = False
-    #: where the default really is, found when the options are declared (``--help``)
-    default_note: Callable[[], str] | None = None
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSource:
+    """Where the agent comes from: an import string (``factory`` set) or a fixture (None)."""
+
+    identity: AgentIdentity
+    factory: AgentFactory | None = None
 
     @property
-    def flag(self) -> str:
-        return "--tau2-" + self.name.replace("_", "-")
+    def is_fixture(self) -> bool:
+        return self.factory is None
 
-    @property
-    def dest(self) -> str:
-        return "tau2_" + self.name
-
-    #: also a flag of ``python -m tau2_retail run`` (``--agent-model``): a setting of one scenario
-    cli: bool = False
-
-    @property
-    def cli_flag(self) -> str:
-        """The flag of ``python -m tau2_retail run``: the option without ``tau2-``."""
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def env_var(self) -> str | None:
-        return "TAU2_" + self.name.upper() if self.env else None
-
-    @property
-    def metavar(self) -> str:
-        return self.name.split("_")[-1].upper()
-
-    @property
-    def kind(self) -> type:
-        """What a TOML value of the setting may also be: ``bool``, ``int``, ``float`` or ``str``."""
-        if self.parse is on_off:
-            return bool
-        try:
-            sample = self.parse("1")
-        except InvalidValue:
-            return str
-        return type(sample) if isinstance(sample, int | float) else str
+    def record(self) -> dict[str, Any]:
+        """The ``code`` part of the agent's ``ModelRecord``."""
+        return {
+            "source": self.identity.source,
+            "kind": "fixture" if self.is_fixture else "import",
+            "name": self.identity.name,
+            "version": self.identity.version,
+        }
 
 
-def _model_settings(role: str) -> list[Setting]:
-    who = {"agent": "the agent", "user": "the simulated user", "judge": "the NL-assertion judge"}[
-        role
-    ]
-    default = DEFAULT_MODELS[role]
-    return [
-        Setting(
-            f"{role}_model",
-            _text,
-            default,
-            f"model of {who}: a model id at the endpoint"
-            + (f", or builtin (default {default})" if default else " (default: no judge)"),
-            env=True,
-        ),
-        Setting(f"{role}_base_url", _url, "", f"OpenAI-compatible base URL of {who}", env=True),
-        Setting(
-            f"{role}_api_key_env",
-            env_name,
-            "OPENAI_API_KEY",
-            f"NAME of the environment variable holding the API key of {who}",
-            env=True,
-        ),
-        Setting(
-            f"{role}_temperature", _endpoint("temperature"), "", f"sampling temperature of {who}"
-        ),
-        Setting(f"{role}_top_p", _endpoint("top_p"), "", f"top_p of {who}"),
-        Setting(
-            f"{role}_max_tokens", _endpoint("max_tokens"), "", f"max tokens per reply of {who}"
-        ),
-        Setting(
-            f"{role}_extra_body",
-            _json_object,
-            "",
-            f"JSON object merged into every request body of {who} (server-specific fields)",
-        ),
-        Setting(
-            f"{role}_timeout",
-            _endpoint("timeout_seconds"),
-            "120",
-            f"seconds per request attempt of {who}, connect to last byte",
-        ),
-        Setting(
-            f"{role}_max_retries", _endpoint("max_retries"), "4", f"retries per request of {who}"
-        ),
-        Setting(
-            f"{role}_max_connections",
-            _endpoint("max_connections"),
-            "",
-            f"HTTP connections at most to the endpoint of {who}, shared by the process's "
-            "conversations (default: the openai package's, 1000)",
-        ),
-    ]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleSettings:
+    """Who plays a role and how its endpoint is called (``--tau2-<role>-*``)."""
+
+    model: str | None = setting(p.text, help=_model_help, env=True)
+    base_url: str | None = setting(p.url, help="OpenAI-compatible base URL of {who}", env=True)
+    api_key_env: str = setting(
+        p.env_name,
+        default=DEFAULT_API_KEY_ENV,
+        help="NAME of the environment variable holding the API key of {who}",
+        env=True,
+    )
+    temperature: float | None = setting(
+        p.endpoint_value("temperature"), help="sampling temperature of {who}"
+    )
+    top_p: float | None = setting(p.endpoint_value("top_p"), help="top_p of {who}")
+    max_tokens: int | None = setting(
+        p.endpoint_value("max_tokens"), help="max tokens per reply of {who}"
+    )
+    extra_body: dict[str, Any] | None = setting(
+        p.json_object,
+        help="JSON object merged into every request body of {who} (server-specific fields)",
+    )
+    timeout: float = setting(
+        p.endpoint_value("timeout_seconds"),
+        default="120",
+        help="seconds per request attempt of {who}, connect to last byte",
+    )
+    max_retries: int = setting(
+        p.endpoint_value("max_retries"), default="4", help="retries per request of {who}"
+    )
+    max_connections: int | None = setting(
+        p.endpoint_value("max_connections"),
+        help="HTTP connections at most to the endpoint of {who}, shared by the process's "
+        "conversations (default: the openai package's, 1000)",
+    )
 
 
-_TABLE: tuple[Setting, ...] = (
-    Setting(
-        "agent",
-        _agent_spec,
-        "",
-        "your agent as Python code: package.module:factory, a class or function making a "
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tau2Settings:
+    """Every resolved setting as a typed attribute (safe to print: keys are never held).
+
+    ``sources`` says where each value came from (``--tau2-trials``, ``TAU2_OUTPUT_DIR``, ``ini
+    tau2_trials``, ``default``) by setting name; ``agent_source`` is the agent as code
+    (``--tau2-agent`` or a ``tau2_agent`` fixture), else None. ``roles`` is derived: the agent,
+    user and judge these settings choose, as the harness takes them; a bad model raises
+    ``ConfigError`` naming where it came from. ``recorded`` is every value as plain JSON (what
+    ``run_args.json`` records and what an xdist worker receives).
+    """
+
+    agent_code: str = setting(
+        p.agent_spec,
+        name="agent",
+        help="your agent as Python code: package.module:factory, a class or function making a "
         "fresh agent (respond or converse) per scenario; instead of --tau2-agent-model",
         env=True,
         empty="",
-    ),
-    Setting(
-        "data_dir",
-        _text,
-        "",
-        "folder with the upstream data files",
+        run=_AGENT,
+    )
+    data_dir: str = setting(
+        p.text,
+        help="folder with the upstream data files",
         env=True,
         empty="",
         path=True,
         default_note=lambda: f"default: {default_cache_dir()}",
-    ),
-    *(setting for role in ROLES for setting in _model_settings(role)),
-    Setting(
-        "profile",
-        _profile,
-        "default",
-        "default (ours: notes, end_conversation, our judge) or tau2 (upstream tau2-bench's "
+    )
+    agent: RoleSettings = group(
+        who="the agent", table="The agent", run=_AGENT, defaults={"model": BUILTIN_ORACLE}
+    )
+    user: RoleSettings = group(
+        who="the simulated user",
+        table="The simulated user",
+        run="user model (the simulated user)",
+        defaults={"model": BUILTIN_CUSTOMER},
+    )
+    judge: RoleSettings = group(
+        who="the NL-assertion judge",
+        table="The judge",
+        run="judge model (the NL-assertion judge)",
+        defaults={"model": ""},
+    )
+    profile: ProfileName = setting(
+        p.profile_name,
+        default="default",
+        help="default (ours: notes, end_conversation, our judge) or tau2 (upstream tau2-bench's "
         "prompts, tools, endings and reward, from its pinned sources)",
         env=True,
-    ),
-    Setting(
-        "breaker_failures",
-        _endpoint("breaker_failures"),
-        "5",
-        "consecutive failed attempts after which an endpoint counts as down: its remaining "
-        "scenarios end at once as infra errors (per process)",
-    ),
-    Setting(
-        "breaker_window_seconds",
-        _endpoint("breaker_window_seconds"),
-        "10",
-        "seconds without any successful reply, from the first of those failures, before an "
-        "endpoint counts as down (so a burst of refused connections is not 'down')",
-    ),
-    Setting(
-        "breaker_probe_seconds",
-        _endpoint("breaker_probe_seconds"),
-        "30",
-        "seconds between probes of an endpoint that is down (one request; success closes it)",
-    ),
-    Setting(
-        "max_reply_bytes",
-        _endpoint("max_reply_bytes"),
-        str(DEFAULT_MAX_REPLY_BYTES),
-        "the largest reply body read from an endpoint, counted as it arrives and after "
+        run=_LIMITS,
+        identity=Identity.ADOPTED,
+    )
+    breaker_failures: int = setting(
+        p.endpoint_value("breaker_failures"),
+        default="5",
+        help="consecutive failed attempts after which an endpoint counts as down: its "
+        "remaining scenarios end at once as infra errors (per process)",
+        run=_CONNECTIONS,
+    )
+    breaker_window_seconds: float = setting(
+        p.endpoint_value("breaker_window_seconds"),
+        default="10",
+        help="seconds without any successful reply, from the first of those failures, before "
+        "an endpoint counts as down (so a burst of refused connections is not 'down')",
+        run=_CONNECTIONS,
+    )
+    breaker_probe_seconds: float = setting(
+        p.endpoint_value("breaker_probe_seconds"),
+        default="30",
+        help="seconds between probes of an endpoint that is down (one request; success closes it)",
+        run=_CONNECTIONS,
+    )
+    max_reply_bytes: int = setting(
+        p.endpoint_value("max_reply_bytes"),
+        default=str(DEFAULT_MAX_REPLY_BYTES),
+        help="the largest reply body read from an endpoint, counted as it arrives and after "
         "decompression (default 8 MiB); a larger one ends the scenario as an infra error",
-    ),
-    Setting(
-        "agent_notes",
-        on_off,
-        "on",
-        "append our Additional Notes to the policy (off: the policy alone, as upstream tau2)",
-    ),
-    Setting("trials", _int_at_least(1), "1", "runs of each scenario (pass^k over them)"),
-    Setting("seed", _int_at_least(0), "300", "base seed; trial seeds follow tau2's rule"),
-    Setting(
-        "tasks",
-        _task_ids,
-        "",
-        "only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
+        run=_CONNECTIONS,
+    )
+    agent_notes: bool = setting(
+        p.on_off,
+        default="on",
+        help="append our Additional Notes to the policy (off: the policy alone, as upstream tau2)",
+        run=_LIMITS,
+        identity=Identity.ADOPTED,
+    )
+    trials: int = setting(
+        p.at_least(1),
+        default="1",
+        help="runs of each scenario (pass^k over them)",
+        identity=Identity.ADOPTED,
+    )
+    seed: int = setting(
+        p.at_least(0),
+        default="300",
+        help="base seed; trial seeds follow tau2's rule",
+        run=_LIMITS,
+        identity=Identity.ADOPTED,
+    )
+    tasks: tuple[str, ...] = setting(
+        p.task_ids,
+        help="only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
         empty=(),
         refuse_blank=True,
-    ),
-    Setting(
-        "shard",
-        _shard,
-        "",
-        "I/N: run only the I-th of N balanced shares of the selected scenarios "
+        identity=Identity.ADOPTED,
+    )
+    shard: tuple[int, int] | None = setting(
+        p.shard,
+        help="I/N: run only the I-th of N balanced shares of the selected scenarios "
         "(all trials of a task in one share); merge the shards' run directories with "
         "python -m tau2_retail merge",
-    ),
-    Setting("split", _choice(*SPLITS), "base", "task split: base (all 114), train or test"),
-    Setting(
-        "max_steps",
-        _int_at_least(1),
-        "200",
-        "routed messages before max_steps (each tool call's result is one in the default "
+        identity=Identity.ADOPTED,
+    )
+    split: str = setting(
+        p.choice(*p.SPLITS),
+        default="base",
+        help="task split: base (all 114), train or test",
+        identity=Identity.ADOPTED,
+    )
+    max_steps: int = setting(
+        p.at_least(1),
+        default="200",
+        help="routed messages before max_steps (each tool call's result is one in the default "
         "profile; a turn runs only the calls that fit)",
-    ),
-    Setting("max_errors", _int_at_least(1), "10", "tool errors before too_many_errors"),
-    Setting(
-        "max_duration",
-        _float_range(0, None, low_open=True),
-        "900",
-        "wall-clock seconds per scenario before timeout",
-    ),
-    Setting(
-        "concurrency",
-        _int_at_least(1),
-        "1",
-        "scenarios in flight per pytest process, started ahead of their tests "
+        run=_LIMITS,
+        identity=Identity.ADOPTED,
+    )
+    max_errors: int = setting(
+        p.at_least(1),
+        default="10",
+        help="tool errors before too_many_errors",
+        run=_LIMITS,
+        identity=Identity.ADOPTED,
+    )
+    max_duration: float = setting(
+        p.positive(),
+        default="900",
+        help="wall-clock seconds per scenario before timeout",
+        run=_LIMITS,
+        identity=Identity.ADOPTED,
+    )
+    concurrency: int = setting(
+        p.at_least(1),
+        default="1",
+        help="scenarios in flight per pytest process, started ahead of their tests "
         "(under xdist, per worker: use --dist each, which deals each worker its share)",
-    ),
-    Setting(
-        "output_dir",
-        _text,
-        "tau2_runs",
-        "folder of run directories (default: tau2_runs in the current folder)",
+    )
+    output_dir: str = setting(
+        p.text,
+        default="tau2_runs",
+        help="folder of run directories (default: tau2_runs in pytest's rootdir)",
         env=True,
         path=True,
-    ),
-    Setting("run_id", _name, "", "run directory name, new (default: a timestamp)", empty=""),
-    Setting(
-        "resume",
-        _name,
-        "",
-        "RUN_ID: re-run only the scenarios without complete artifacts, with the stored settings",
+    )
+    run_id: str = setting(
+        p.run_name, help="run directory name, new (default: a timestamp)", empty=""
+    )
+    resume: str = setting(
+        p.run_name,
+        help="RUN_ID: re-run only the scenarios without complete artifacts, with the stored "
+        "settings",
         empty="",
-    ),
-    Setting(
-        "export_tau2",
-        _text,
-        "",
-        "PATH: when the run ends, write it as upstream tau2-bench's results.json there "
+    )
+    export_tau2: str = setting(
+        p.text,
+        help="PATH: when the run ends, write it as upstream tau2-bench's results.json there "
         "(tau2 profile only; on resume too; a shard leaves it to `python -m tau2_retail merge`)",
         env=True,
         empty="",
         path=True,
-    ),
-    Setting(
-        "prices",
-        _prices,
-        "",
-        'JSON prices in USD per million tokens by model, e.g. {"my-model": {"input": 0.15, '
+    )
+    prices: Prices | None = setting(
+        p.prices,
+        help='JSON prices in USD per million tokens by model, e.g. {"my-model": {"input": 0.15, '
         '"output": 0.6, "cached_input": 0.075}} (cached_input optional); the run reports its '
         "cost per role and scenario",
         env=True,
-    ),
-    Setting(
-        "max_cost",
-        _float_range(0, None, low_open=True),
-        "",
-        "USD, a cap: each model request reserves its estimated cost first and is not sent "
+        run=_COST,
+    )
+    max_cost: float | None = setting(
+        p.positive(),
+        help="USD, a cap: each model request reserves its estimated cost first and is not sent "
         "when it would pass this (its scenario stops unscored, resumable); needs "
         "--tau2-prices for every model",
-    ),
-    Setting(
-        "cache",
-        _text,
-        "",
-        "PATH of the response cache (SQLite): every completion is stored and served again "
+    )
+    cache: str = setting(
+        p.text,
+        help="PATH of the response cache (SQLite): every completion is stored and served again "
         "to an identical request",
         env=True,
         empty="",
-    ),
-    Setting(
-        "cache_mode",
-        _cache_mode,
-        "read-write",
-        "read-write (default), replay (never contact an endpoint: a miss is an infra error) or off",
+        run=_COST,
+    )
+    cache_mode: CacheMode = setting(
+        p.cache_mode,
+        default="read-write",
+        help="read-write (default), replay (never contact an endpoint: a miss is an infra "
+        "error) or off",
         env=True,
-    ),
-    Setting(
-        "min_pass_rate",
-        _float_range(0, 1),
-        "",
-        "CI gate: exit status from the overall success rate (0..1) instead of test failures",
-    ),
-    Setting(
-        "max_infra_errors", _int_at_least(0), "0", "CI gate: infra errors tolerated (default 0)"
-    ),
-    Setting(
-        "baseline",
-        _text,
-        "",
-        "CI gate: RUN_DIR of an earlier run, or an upstream tau2-bench results.json, to "
+        run=_COST,
+    )
+    min_pass_rate: float | None = setting(
+        p.unit_range(),
+        help="CI gate: exit status from the overall success rate (0..1) instead of test failures",
+    )
+    max_infra_errors: int = setting(
+        p.at_least(0), default="0", help="CI gate: infra errors tolerated (default 0)"
+    )
+    baseline: str = setting(
+        p.text,
+        help="CI gate: RUN_DIR of an earlier run, or an upstream tau2-bench results.json, to "
         "compare the success rate against, paired by task and trial (it must read: checked "
         "at start-up)",
         empty="",
         path=True,
-    ),
-    Setting(
-        "max_regression",
-        _float_range(0, 1),
-        "",
-        "CI gate: largest drop of the success rate against --tau2-baseline (0..1, default 0)",
-    ),
-    Setting(
-        "regression_alpha",
-        _open_unit,
-        "",
-        "CI gate: significance level A (0 < A < 1, e.g. 0.05); a drop beyond "
+    )
+    max_regression: float | None = setting(
+        p.unit_range(),
+        help="CI gate: largest drop of the success rate against --tau2-baseline (0..1, default 0)",
+    )
+    regression_alpha: float | None = setting(
+        p.open_unit,
+        help="CI gate: significance level A (0 < A < 1, e.g. 0.05); a drop beyond "
         "--tau2-max-regression fails only when the paired exact McNemar p-value is <= A, and "
         "--tau2-min-pass-rate fails only when the upper bound of the rate's 95 percent "
         "interval is below it "
         "(default: unset, the point estimates decide)",
         env=True,
-    ),
-)
+    )
+    # -- not settings: where the values came from, the agent as code, and what is derived
+    sources: Mapping[str, str] = field(default_factory=dict)
+    agent_source: AgentSource | None = None
+    roles: Roles = field(init=False)
+
+    def __post_init__(self) -> None:
+        judge = self._choose("judge", self.judge) if self.judge.model else None
+        agent = self._choose("agent", self.agent)
+        object.__setattr__(
+            self, "roles", Roles(agent=agent, user=self._choose("user", self.user), judge=judge)
+        )
+
+    def _choose(self, role: str, declared: RoleSettings) -> ModelChoice:
+        def endpoint(name: str) -> EndpointConfig:
+            # every field was parsed and checked by its setting's parser
+            return EndpointConfig(
+                model=name,
+                base_url=declared.base_url or None,
+                api_key_env=declared.api_key_env,
+                temperature=declared.temperature,
+                top_p=declared.top_p,
+                max_tokens=declared.max_tokens,
+                extra_body=declared.extra_body or {},
+                timeout_seconds=declared.timeout,
+                max_retries=declared.max_retries,
+                max_connections=declared.max_connections,
+                breaker_failures=self.breaker_failures,
+                breaker_window_seconds=self.breaker_window_seconds,
+                breaker_probe_seconds=self.breaker_probe_seconds,
+                max_reply_bytes=self.max_reply_bytes,
+            )
+
+        try:
+            return choose_model(role, declared.model or "", endpoint)
+        except ConfigError as error:
+            model = at(type(self), role, "model")
+            raise ConfigError(f"{self.sources.get(model.name, model.flag)}: {error}") from error
+
+    def source(self, *attr_path: str) -> str:
+        """Where the setting at ``attr_path`` came from: ``settings.source("agent", "model")``."""
+        return self.sources[at(type(self), *attr_path).name]
+
+    @property
+    def recorded(self) -> dict[str, Any]:
+        """Every setting's value as plain JSON, by name (the codec's form of its type)."""
+        return {s.name: s.encode(s.value_of(self)) for s in declarations(type(self))}
+
+    def limits(self) -> Limits:
+        """When a conversation is cut short, as these settings say."""
+        return Limits(
+            max_steps=self.max_steps,
+            max_errors=self.max_errors,
+            max_duration_seconds=self.max_duration,
+        )
+
+    @property
+    def is_offline_self_check(self) -> bool:
+        roles = self.roles
+        return (
+            self.agent_source is None
+            and roles.agent.is_builtin
+            and roles.user.is_builtin
+            and roles.judge is None
+        )
+
+    def describe_agent(self) -> str:
+        if self.agent_source is not None:
+            return f"code {self.agent_source.identity.describe()}"
+        return self.roles.agent.describe()
 
 
-# the run settings that are flags of ``python -m tau2_retail run`` too, with every role setting:
-# one scenario has no trials, selection, run folder, budget or gate
-_RUN_COMMAND = frozenset(
-    {
-        "agent",
-        "profile",
-        "agent_notes",
-        "seed",
-        "max_steps",
-        "max_errors",
-        "max_duration",
-        "breaker_failures",
-        "breaker_window_seconds",
-        "breaker_probe_seconds",
-        "max_reply_bytes",
-        "prices",
-        "cache",
-        "cache_mode",
-    }
-)
-
-OPTIONS: tuple[Setting, ...] = tuple(
-    replace(setting, cli=True)
-    if setting.name in _RUN_COMMAND or setting.name.startswith(tuple(f"{r}_" for r in ROLES))
-    else setting
-    for setting in _TABLE
-)
+OPTIONS = declarations(Tau2Settings)
 """Every setting, in the order ``pytest --help`` lists them."""
 
-SETTINGS: dict[str, Setting] = {setting.name: setting for setting in OPTIONS}
+SETTINGS = named(Tau2Settings)
 """The settings by name."""
 
 EXTRA_BODY_FLAGS: frozenset[str] = frozenset(
-    setting.flag for setting in OPTIONS if setting.name.endswith("_extra_body")
+    setting.flag for setting in OPTIONS if setting.attr_path[-1] == "extra_body"
 )
 """The pytest options whose JSON a recorded command line redacts."""
-
-
-def plain_setting(value: Any) -> Any:
-    """A parsed value as plain JSON: what the run files record and what xdist can send to a
-    worker (the inverse of :func:`typed_setting`)."""
-    if isinstance(value, tuple):
-        return list(value)
-    if isinstance(value, ProfileName | CacheMode):
-        return value.value
-    if isinstance(value, PriceTable):  # {model: price}, the form --tau2-prices takes
-        return codec.encode(dict(sorted(value.models.items())), dict[str, ModelPrice])
-    return value
-
-
-def typed_setting(name: str, value: Any) -> Any:
-    """A recorded (plain JSON) value as the parser gives it: what a resumed run adopts from the
-    stored run."""
-    if isinstance(value, list):
-        return tuple(value)
-    if name == "profile" and isinstance(value, str):
-        return ProfileName(value)
-    if name == "cache_mode" and isinstance(value, str):
-        return CacheMode(value)
-    if name == "prices" and isinstance(value, dict):
-        return PriceTable.parse(value)
-    return value

@@ -12,4 +12,5 @@
   parsed, one per known form;
 - ``fake_models``: chat models made of a function (a scripted agent, a fixed judge);
 - ``child``: a Python child process that says when it is ready (to be killed mid-work);
-- ``upstream_checkout``: a fake tau2-bench checkout made from a data folder."""
+- ``upstream_checkout``: a fake tau2-bench checkout made from a data folder;
+- ``unavailable``: a missing resource skips a test locally and fails it in CI."""

@@ -231,13 +231,15 @@ aiohttp answers 500 and logs the traceback (pytest shows it with the failing tes
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordedRequest:
-    """One request as the server saw it. Header names are lower-cased."""
+    """One request as the server saw it (``raw_body``: the bytes as received). Header names
+    are lower-cased."""
 
     method: str
     path: str
     body: Any
     headers: Mapping[str, str]
     tools_seen: bool = True
+    raw_body: bytes = b""
 
     def header(self, name: str) -> str | None:
         """The value of header ``name`` (case-insensitive), or None."""
@@ -250,6 +252,8 @@ class LoopbackOpenAIServer:
     Scripted replies (``replies`` and ``enqueue``) are used first, in order; then the
     ``responder`` if one is set; otherwise the server answers 500 saying the script ran out.
     ``latency`` is added before every reply (benchmarks use it to model a real server).
+    ``record=False`` keeps no ``requests`` (a benchmark's thousands of large bodies would
+    cost the server memory and garbage-collection time).
     """
 
     def __init__(
@@ -261,6 +265,7 @@ class LoopbackOpenAIServer:
         port: int = 0,
         dialect: str = "openai",
         backlog: int = 128,
+        record: bool = True,
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
@@ -275,6 +280,8 @@ class LoopbackOpenAIServer:
         self._requests_lock = threading.Lock()
         #: (model, prompt tokens, completion tokens) of every completion sent
         self._billed: list[tuple[str, int, int]] = []
+        self._record = record
+        self._n_received = 0
         self._port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -425,16 +432,22 @@ class LoopbackOpenAIServer:
         ignores_tools = (
             self.dialect == "llamacpp" and isinstance(body, dict) and "tool_choice" not in body
         )
-        recorded = RecordedRequest(
-            method=request.method,
-            path=request.path,
-            body=body,
-            headers={name.lower(): value for name, value in request.headers.items()},
-            tools_seen=isinstance(body, dict) and bool(body.get("tools")) and not ignores_tools,
-        )
         with self._requests_lock:
-            self._requests.append(recorded)
-            n_received = len(self._requests)
+            if self._record:
+                self._requests.append(
+                    RecordedRequest(
+                        method=request.method,
+                        path=request.path,
+                        body=body,
+                        headers={name.lower(): value for name, value in request.headers.items()},
+                        tools_seen=isinstance(body, dict)
+                        and bool(body.get("tools"))
+                        and not ignores_tools,
+                        raw_body=raw,
+                    )
+                )
+            self._n_received += 1
+            n_received = self._n_received
         if not isinstance(body, dict):
             return _error_response(400, "loopback server: the request body is not a JSON object")
         if self.dialect == "llamacpp":

@@ -166,6 +166,37 @@ def test_a_bad_agent_stops_the_run_at_start_up_with_one_line(
     assert not (agents.output_dir).exists() or not any(agents.output_dir.iterdir())
 
 
+@pytest.mark.parametrize(
+    ("args", "conftest", "where"),
+    [
+        (["--tau2-agent=my_agents:Ender"], None, "--tau2-agent: the agent is Python code"),
+        ([], FIXTURE, "conftest.py::tau2_agent: the agent is Python code"),
+    ],
+    ids=["import-string", "fixture"],
+)
+def test_a_code_agent_with_the_default_customer_is_refused_as_an_endpoint_agent_is(
+    agents: Bench, args: list[str], conftest: str | None, where: str
+) -> None:
+    """Issue 31, item 5: the scripted customer makes a score that does not compare with
+    tau2's, whoever the agent is; asked for explicitly, it runs."""
+    ini = agents.path / "pytest.ini"
+    ini.write_text(ini.read_text().replace("tau2_user_model = builtin:customer\n", ""))
+    if conftest is not None:
+        (agents.path / "conftest.py").write_text(conftest, encoding="utf-8")
+    assert agents.pytester is not None
+    agents.pytester.syspathinsert()  # my_agents.py, as `python -m pytest` finds it
+
+    result = agents.run_inprocess("--co", *args, TASKS)
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stderr.str()
+    assert where in text
+    assert "the simulated user would be the built-in scripted customer" in text
+    assert "--tau2-user-model=builtin:customer to accept the scripted one" in text
+    accepted = agents.run_inprocess("--co", *args, TASKS, "--tau2-user-model=builtin:customer")
+    assert accepted.ret == pytest.ExitCode.OK
+
+
 def test_the_agent_comes_from_the_environment_too(agents: Bench, monkeypatch) -> None:
     monkeypatch.setenv("TAU2_AGENT", "my_agents:Missing")
     result = agents.run(TASKS)

@@ -10,8 +10,10 @@ import pytest
 from .conftest import Bench, distributed
 
 # Records, when each scenario test's call starts, how many scenarios of this process have
-# started and the most that were ever in flight at once.
+# started, the most that were ever in flight at once, and the objects frozen out of the
+# garbage collector's passes.
 _PROBE = """\
+import gc
 import json
 import os
 
@@ -29,6 +31,8 @@ def pytest_runtest_call(item):
         "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
         "started": started,
         "peak": scheduler.peak_in_flight,
+        "frozen": gc.get_freeze_count(),
+        "young": gc.get_threshold()[0],
     }
     with open("probe.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\\n")
@@ -61,6 +65,9 @@ def test_scenarios_start_ahead_of_their_tests_up_to_the_limit(
     least = 2 if distributed(xdist) else 3
     assert all(int(str(line["started"])) >= least for line in first_per_process.values()), probe
     assert max(int(str(line["peak"])) for line in probe) <= 3
+    # what existed before the first scenario is left out of the collector's full passes
+    assert all(int(str(line["frozen"])) > 0 for line in probe), probe
+    assert {line["young"] for line in probe} == {20_000}  # fewer passes over young objects
     # each scenario is still its own test: one junit entry and one metrics file each
     cases = ET.parse(bench.path / "j.xml").getroot().iter("testcase")
     assert sorted(case.get("name") for case in cases) == [
@@ -77,6 +84,8 @@ def test_a_concurrency_of_one_runs_each_scenario_in_its_own_set_up(bench: Bench)
 
     result.assert_outcomes(passed=6)
     assert [line["started"] for line in _probe(bench)] == [1, 2, 3, 4, 5, 6]
+    # the collector as pytest has it (Python's own threshold: 700, or 2000 since 3.13)
+    assert all(line["frozen"] == 0 and line["young"] < 20_000 for line in _probe(bench))
 
 
 def test_a_bad_concurrency_stops_at_start_up(bench: Bench) -> None:

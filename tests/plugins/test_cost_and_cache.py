@@ -386,6 +386,18 @@ def test_the_budget_is_a_cap_with_every_scenario_in_flight(
             "has none; add it to --tau2-prices",
         ),
         (
+            (
+                "--tau2-agent-model=mock-agent",
+                "--tau2-agent-base-url=http://127.0.0.1:9/v1",
+                "--tau2-judge-model=mock-judge",
+                "--tau2-judge-base-url=http://127.0.0.1:9/v1",
+                "--tau2-max-cost=5",
+                '--tau2-prices={"other": {"input": 1, "output": 1}}',
+            ),
+            "--tau2-max-cost: --tau2-max-cost needs a price for every model, and 'mock-agent', "
+            "'mock-judge' have none; add them to --tau2-prices",
+        ),
+        (
             ("--tau2-prices={not json",),
             "--tau2-prices: '{not json' is not valid for --tau2-prices; expected JSON prices",
         ),
@@ -406,6 +418,7 @@ def test_the_budget_is_a_cap_with_every_scenario_in_flight(
     ],
     ids=[
         "budget-without-price",
+        "budget-two-models-without-prices",
         "prices-not-json",
         "negative-price",
         "replay-no-file",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from tau2_retail.plugins.errored import ErroredScenarios
 from tau2_retail.plugins.tau2_plugin import check_pytest_version
 
 from .conftest import Bench
@@ -106,4 +107,17 @@ def test_a_test_failing_although_its_scenario_passed_is_not_a_success(bench: Ben
     assert summary["counts"]["succeeded"] == 0
     assert summary["lost_reasons"]["tau2_retail__12"] == (
         "its test errored (teardown: RuntimeError: teardown of a user fixture)"
+    )
+
+
+def test_the_gate_names_the_first_errored_scenario_in_task_order_not_arrival_order() -> None:
+    # under xdist the workers report in any order; the gate's line must not depend on it
+    errored = ErroredScenarios()
+    for scenario in ("tau2_retail__12", "tau2_retail__100", "tau2_retail__9"):
+        errored.reasons[scenario] = f"its test errored ({scenario})"
+
+    problem = errored.gate_problem()
+
+    assert problem == (
+        "3 scenario test(s) errored (first: tau2_retail__9: its test errored (tau2_retail__9))"
     )

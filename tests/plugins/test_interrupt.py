@@ -52,6 +52,18 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
     resume = [line for line in result.stdout.lines if "resume with: " in line]
     assert len(resume) == 1
     assert resume[0].endswith("--tau2-resume=int")
+    # the last line, below pytest's KeyboardInterrupt banner and its count of tests
+    assert [line for line in result.stdout.lines if line.strip()][-1] == resume[0]
+    assert result.stdout.str().index("KeyboardInterrupt") < result.stdout.str().index(resume[0])
+    # scenarios Ctrl-C kept from starting are "not run (interrupted)", not lost
+    reasons = summary["lost_reasons"]
+    assert "not run (the session ended before it started)" not in reasons.values()
+    unstarted = [key for key, reason in reasons.items() if reason == "not run (interrupted)"]
+    counts = next(line for line in result.stdout.lines if line.startswith("infra errors: "))
+    if unstarted:
+        assert f"not run (interrupted): {len(unstarted)} (excluded" in counts
+    assert f"lost scenarios: {len(summary['lost']) - len(unstarted)}" in counts
+    assert not [line for line in result.stdout.lines if line.startswith("LOST ")]
 
     # resume reads the tasks from the stored run: no --tau2-tasks
     (bench.path / "conftest.py").unlink()

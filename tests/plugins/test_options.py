@@ -176,6 +176,25 @@ def test_a_usage_error_stops_an_xdist_run_before_any_worker(bench: Bench) -> Non
     assert "created: 2/2 workers" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [
+        ("--tau2-task=0", "did you mean --tau2-tasks?"),
+        ("--tau2-agnet-model=m", "did you mean --tau2-agent-model?"),
+        ("--tau2-outputdir=runs", "did you mean --tau2-output-dir?"),
+        ("--tau2-zzzz", "pytest --help lists them"),
+    ],
+)
+def test_a_misspelled_option_names_the_nearest_one(bench: Bench, given: str, hint: str) -> None:
+    result = bench.run_inprocess("--co", given)
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    name = given.partition("=")[0]
+    assert error_line(result) == (
+        f"ERROR: unrecognized arguments: {given}; no tau2 option {name}, {hint}"
+    )
+
+
 # -- precedence: option > environment > ini > default --------------------------------------
 
 
@@ -379,6 +398,23 @@ def test_a_relative_output_dir_in_the_config_file_is_relative_to_that_file(
     assert result.ret == pytest.ExitCode.OK, result.stderr.str()
     expected = bench.path / "my_runs" / "where"
     assert f"tau2: run where -> {expected}" in result.stdout.str()
+
+
+def test_the_default_output_dir_is_in_the_rootdir_when_started_from_a_subfolder(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31, item 6: ``cd tests && pytest ...`` wrote ``tests/tau2_runs``; the default
+    folder is the rootdir's, as pytest's own cache is."""
+    below = bench.path / "tests"
+    below.mkdir()
+    monkeypatch.chdir(below)
+
+    result = bench.run_inprocess(
+        str(bench.path / "test_scenarios.py"), "--co", "--tau2-run-id=where", output_dir=False
+    )
+
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    assert f"tau2: run where -> {bench.path / 'tau2_runs' / 'where'}" in result.stdout.str()
 
 
 def test_help_shows_where_the_data_folder_really_defaults_to(bench: Bench) -> None:

@@ -13,6 +13,7 @@ import pytest
 from tau2_retail import codec
 from tau2_retail.cli.main import main
 from tau2_retail.data.tasks import Task
+from tau2_retail.plugins.hints import NO_SCENARIO_HINT
 from tau2_retail.results.records import RunArgs, RunConfiguration
 
 from .conftest import CHAT, SEED_DB_TASKS, Bench, ScriptedEndpoint
@@ -144,24 +145,42 @@ def test_resume_continues_in_the_stored_profile_on_every_worker(bench: Bench) ->
     assert bench.summary("old")["profile"] == "tau2"
 
 
-def test_toml_numbers_and_booleans_are_accepted(bench: Bench) -> None:
+def _toml_project(bench: Bench, *settings: str) -> None:
+    """The project configured by a ``pytest.toml`` with these ``key = value`` lines."""
     (bench.path / "pytest.ini").unlink()
     (bench.path / "pytest.toml").write_text(
         "[pytest]\n"
         'testpaths = ["test_scenarios.py"]\n'
         'asyncio_default_fixture_loop_scope = "function"\n'
         'addopts = ["-p", "no:syrupy", "-p", "no:cacheprovider"]\n'
-        "tau2_trials = 2\n"
-        "tau2_agent_notes = false\n"
-        "tau2_max_duration = 30.5\n"
-        "tau2_min_pass_rate = 1\n",
+        + "".join(f"{line}\n" for line in settings),
         encoding="utf-8",
+    )
+
+
+def test_toml_numbers_and_booleans_are_accepted(bench: Bench) -> None:
+    _toml_project(
+        bench,
+        "tau2_trials = 2",
+        "tau2_agent_notes = false",
+        "tau2_max_duration = 30.5",
+        "tau2_min_pass_rate = 1",
     )
 
     result = bench.run_inprocess("--co", "-q", "--tau2-tasks=3")
 
     assert result.ret == pytest.ExitCode.OK, error_text(result)
     assert sum("tau2_retail__3-trial" in line for line in result.stdout.lines) == 2
+
+
+def test_a_toml_number_is_accepted_by_every_numeric_setting(bench: Bench) -> None:
+    # the ini type came from sampling each parser with "1": --tau2-max-reply-bytes (>= 1024) and
+    # --tau2-regression-alpha (< 1) refused their TOML numbers; now it is the declared type
+    _toml_project(bench, "tau2_max_reply_bytes = 2048", "tau2_regression_alpha = 0.05")
+
+    result = bench.run_inprocess("--co", "-q", "--tau2-tasks=3")
+
+    assert result.ret == pytest.ExitCode.OK, error_text(result)
 
 
 def test_the_plugin_is_silent_without_scenarios(bench: Bench) -> None:
@@ -173,6 +192,24 @@ def test_the_plugin_is_silent_without_scenarios(bench: Bench) -> None:
     assert not [line for line in result.stdout.lines if line.startswith("tau2")]
     assert "tau2 retail" not in result.stdout.str()
     assert not bench.output_dir.exists()
+
+
+def test_k_tau2_retail_in_a_repository_without_the_scenarios_says_to_add_pyargs(
+    bench: Bench,
+) -> None:
+    """Issue 31, item 6: ``pytest -k tau2_retail`` in a team's repository deselected their
+    tests and exited 5 without a word; the scenarios are collected with ``--pyargs``."""
+    bench.pytester.makepyfile(test_other="def test_other():\n    pass\n")
+
+    result = bench.run_inprocess("test_other.py", "-k", "tau2_retail", output_dir=False)
+
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert NO_SCENARIO_HINT in result.stdout.lines
+    assert "--pyargs tests_tau2_retail" in NO_SCENARIO_HINT
+    # a selection that does not mean the benchmark gets no hint
+    other = bench.run_inprocess("test_other.py", "-k", "nothing_matches", output_dir=False)
+    assert other.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert NO_SCENARIO_HINT not in other.stdout.lines
 
 
 # -- junit XML, the judge notice, the gate against a baseline -----------------------------------

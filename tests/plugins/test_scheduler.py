@@ -138,3 +138,20 @@ async def test_once_admit_refuses_nothing_new_starts_and_those_in_flight_finish(
         await scheduler.outcome(ITEMS[3])  # type: ignore[arg-type]
     assert "test[d]" not in conversations.started
     await scheduler.aclose()
+
+
+def test_the_open_files_limit_is_raised_for_many_conversations() -> None:
+    resource = pytest.importorskip("resource")
+    from tau2_retail.plugins.scenario_fixtures import raise_open_files_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 3 * 912 + 256:
+        pytest.skip(f"the hard limit of open files here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))  # as low as on many systems
+    try:
+        raise_open_files_limit(912)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (3 * 912 + 256, hard)
+        raise_open_files_limit(3)  # never lowered
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 3 * 912 + 256
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

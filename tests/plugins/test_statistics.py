@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest
 
+from tests.test_docs import readme_sample_output, sample_of_run
+
 from .conftest import SEED_DB_TASKS, Bench
 
 SIX = "--tau2-tasks=0,1,2,10,12,24"  # 10, 12, 24: seed tasks
@@ -77,6 +79,9 @@ def test_the_alpha_comes_from_the_environment_and_the_ini_file(
 def test_full_noop_run_against_the_oracle_is_a_significant_regression(bench: Bench) -> None:
     oracle = bench.run("-n", "2", "--tau2-run-id=oracle")
     assert oracle.ret == pytest.ExitCode.OK
+    # the baseline is the README's first command (all 114, offline, -n 2): its sample output
+    # is this run's (issue 27, item 7), compared here rather than at the cost of another run
+    assert readme_sample_output() == sample_of_run(oracle.stdout.lines)
 
     result = bench.run(
         "-n", "2", NOOP, "--tau2-run-id=floor",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from tau2_retail.report.page import write_report
+from tau2_retail.testing.unavailable import unavailable
 from tests.report.runs import MIXED_PLAN, write_run
 
 if TYPE_CHECKING:
@@ -43,13 +44,9 @@ BASELINE_PLAN = {task: ["oracle", "noop"] for task in BROWSER_PLAN}
 
 
 def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI") == "true":
-        pytest.fail(
-            f"{reason}; CI=true, so the browser tests may not be skipped "
-            "(.ci/run installs chromium, tox installs the 'browser' dependency group)",
-            pytrace=False,
-        )
-    pytest.skip(reason)
+    unavailable(
+        reason, in_ci=".ci/run installs chromium, tox installs the 'browser' dependency group"
+    )
 
 
 @pytest.fixture(scope="module")

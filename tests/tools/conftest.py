@@ -1,13 +1,13 @@
 """Fixtures of the tool tests: the seed database, a fresh store, a call helper, gold calls.
 
-The data comes from ``$TAU2_DATA_DIR`` (the folder holding the upstream ``db.json`` and
-``tasks.json``); without it these tests are skipped, saying how to point at the data.
+The data comes from the suite's ``data_dir`` fixture (``$TAU2_DATA_DIR``, else the data cache
+that ``python -m tau2_retail data fetch`` fills); without it these tests are skipped, saying how
+to get the data.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,32 +15,24 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
+from tau2_retail.data.files import read_verified
 from tau2_retail.tools.database import SeedDatabase
 from tau2_retail.tools.dispatch import ToolResult, dispatch
 from tau2_retail.tools.registry import TOOLS, ToolKind
 from tau2_retail.tools.store import Store
 
 
-def _data_dir() -> Path:
-    value = os.environ.get("TAU2_DATA_DIR")
-    if not value:
-        pytest.skip(
-            "TAU2_DATA_DIR is not set: point it at the folder with the upstream db.json and "
-            "tasks.json (e.g. TAU2_DATA_DIR=../shared/tau2_retail)"
-        )
-    return Path(value)
+@pytest.fixture(scope="session")
+def seed(data_dir: Path) -> SeedDatabase:
+    """The seed database from the data folder's ``db.json``, parsed once per session."""
+    return SeedDatabase.from_json(read_verified(data_dir, "db.json"))
 
 
 @pytest.fixture(scope="session")
-def seed() -> SeedDatabase:
-    """The seed database from ``$TAU2_DATA_DIR/db.json``, parsed once per session."""
-    return SeedDatabase.from_json((_data_dir() / "db.json").read_bytes())
-
-
-@pytest.fixture(scope="session")
-def gold_tasks() -> dict[str, list[tuple[str, dict[str, Any]]]]:
-    """Each task's gold actions from ``$TAU2_DATA_DIR/tasks.json``, as ``(name, arguments)``."""
-    tasks = json.loads((_data_dir() / "tasks.json").read_bytes())
+def gold_tasks(data_dir: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Each task's gold actions from the data folder's ``tasks.json``, as ``(name,
+    arguments)``."""
+    tasks = json.loads(read_verified(data_dir, "tasks.json"))
     return {
         task["id"]: [
             (action["name"], action["arguments"])

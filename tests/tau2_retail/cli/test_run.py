@@ -487,7 +487,7 @@ def test_connection_options_and_the_environment_reach_the_endpoint(monkeypatch):
         ]
     )
     settings = resolve_run_settings(args)
-    endpoint = settings.agent.endpoint
+    endpoint = settings.roles.agent.endpoint
     assert endpoint is not None
     assert (endpoint.model, endpoint.base_url) == ("env-model", "http://127.0.0.1:8/v1")
     assert (endpoint.max_connections, endpoint.breaker_failures) == (3, 2)

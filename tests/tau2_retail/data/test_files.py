@@ -109,6 +109,55 @@ def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("xdg", ["absolute", "unset", "relative"])
+def test_the_default_cache_is_the_users_cache_even_in_a_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, xdg: str
+) -> None:
+    """Issue 31, item 1: in a checkout the cache was ``fixtures/cache``, which the project's
+    own checks (mypy through the ``tau2_retail/fixtures`` link) then read as code."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if xdg == "absolute":
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    elif xdg == "relative":  # the XDG specification: a relative path is ignored
+        monkeypatch.setenv("XDG_CACHE_HOME", "xdg")
+    else:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    cache = datafiles.default_cache_dir()
+
+    assert (ROOT / "pyproject.toml").is_file()  # this test runs in a checkout
+    expected = tmp_path / ("xdg" if xdg == "absolute" else "home/.cache") / "tau2_retail"
+    assert cache == expected
+    assert not cache.is_relative_to(ROOT)
+
+
+def test_fetch_fills_the_folder_named_by_the_environment_without_downloading(
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The README's first command where ``TAU2_DATA_DIR`` already holds the verified files (a
+    CI job with no network): ``data fetch`` checks them and downloads nothing."""
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("data fetch tried the network")
+
+    monkeypatch.setattr("urllib.request.urlopen", no_network)
+
+    assert main(["data", "fetch"]) == 0
+    out, _ = capsys.readouterr()
+    assert (
+        out == f"{data_dir} (from ${DATA_DIR_ENV}): 0 written, 14 already present, all verified\n"
+    )
+    assert not (tmp_path / "xdg").exists()
+
+
 @pytest.mark.usefixtures("empty_cache")
 def test_explicit_folder_wins_over_the_environment(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -9,6 +9,7 @@ import json
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +37,19 @@ class FakeResponse:
         for chunk in self._chunks:
             self.read += 1
             yield chunk
+
+
+def _socket_buffers_max() -> int:
+    """The most a TCP connection buffers in the kernel: the largest receive buffer of one
+    socket plus the largest send buffer of the other (Linux's limits; 64 MiB elsewhere)."""
+    try:
+        limits = [
+            int(Path(f"/proc/sys/net/ipv4/tcp_{kind}").read_text().split()[2])
+            for kind in ("rmem", "wmem")
+        ]
+    except (OSError, ValueError, IndexError):
+        return 64 * MiB
+    return sum(limits)
 
 
 def _chunks(data: bytes, size: int = 64 * 1024) -> list[bytes]:
@@ -186,5 +200,8 @@ async def test_a_50_mb_error_body_is_read_1_mb_at_most_and_cut_with_a_marker(
     assert len(kept) < FULL_BODY_CHARS + 100
     assert kept.startswith('{"error": {"message": "xxx')
     if encoding == "identity":
-        # the server could write at most the socket buffers' worth beyond the megabyte
-        assert sum(huge.sent) < 10 * MiB
+        # the client read a megabyte and hung up: the server wrote at most that, what the
+        # kernel's socket buffers hold (their largest sizes, which autotuning reaches on a busy
+        # machine: 10.7 MiB once broke a fixed 10 MiB bound) and aiohttp's write buffer
+        assert sum(huge.sent) < 2 * MiB + _socket_buffers_max()
+        assert sum(huge.sent) < len(text)

@@ -45,3 +45,12 @@ async def test_attempts_beyond_the_window_wait_and_a_reply_lets_one_more_in():
     await asyncio.gather(*tasks, return_exceptions=True)
     assert entered == [0, 1, 2, 4]
     assert (ramp.in_flight, ramp.peak) == (0, 3)
+
+
+def test_an_accepted_connection_widens_the_window_like_a_reply():
+    ramp = Ramp(initial=2, maximum=4)
+    ramp.connected()
+    assert ramp.window == 3
+    for _ in range(5):
+        ramp.connected()
+    assert ramp.window == 4

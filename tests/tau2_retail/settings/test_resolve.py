@@ -44,9 +44,10 @@ def test_the_option_wins_then_the_environment_then_ini_then_the_default() -> Non
         ini=ini,
         environ=environ,
     )
-    assert settings.agent.name == "env-model"
-    assert settings.agent.endpoint is not None
-    assert settings.agent.endpoint.base_url == "http://127.0.0.1:2/v1"
+    assert settings.agent.model == "env-model"
+    assert settings.roles.agent.name == "env-model"
+    assert settings.roles.agent.endpoint is not None
+    assert settings.roles.agent.endpoint.base_url == "http://127.0.0.1:2/v1"
     assert settings.trials == 3
     assert settings.seed == 300
     assert [settings.sources[name] for name in ("agent_model", "agent_base_url", "trials")] == [

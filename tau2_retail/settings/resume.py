@@ -1,0 +1,118 @@
+"""A resumed run against the run it continues: what it adopts, and what must not differ.
+
+The run's identity is declared on the settings (:class:`~.declare.Identity`): a setting
+marked ``ADOPTED`` (the scenario set and how it runs: trials, seed, tasks, profile, ...) is
+taken from the stored run when this session does not give it, and any identity setting given
+with another value is a difference. Who plays each role is compared as its recorded player:
+the model and its endpoint as its requests carry them, or the agent's code (source, and the
+name and version an import string had at start-up).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+from tau2_retail.models.choice import ROLES
+from tau2_retail.models.config import EndpointConfig
+from tau2_retail.results.records import ModelRecord, RunConfiguration
+from tau2_retail.settings.declare import Identity, Setting, declarations, replaced
+from tau2_retail.settings.schema import Tau2Settings
+
+__all__ = ["Difference", "adopt_stored", "resume_differences"]
+
+_NO_DEFAULT: Final = object()
+#: the defaults of the endpoint's fields: a field a stored run did not record (written by an
+#: older version) is compared only when it is set away from its default now
+_ENDPOINT_DEFAULTS: Final = {
+    f.name: f.default
+    for f in dataclasses.fields(EndpointConfig)
+    if f.default is not dataclasses.MISSING
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Difference:
+    """One value a resume would change: ``agent_model: stored 'a', now 'b'``."""
+
+    key: str
+    stored: Any
+    now: Any
+
+    def __str__(self) -> str:
+        return f"{self.key}: stored {self.stored!r}, now {self.now!r}"
+
+
+def adopt_stored(
+    settings: Tau2Settings, stored: RunConfiguration, *, where: str
+) -> tuple[Tau2Settings, dict[str, Any]]:
+    """``settings`` with the stored value of each adopted identity setting this session did
+    not give, and those values by name (typed). ``ArtifactError`` naming ``where`` for a stored
+    value that is not one."""
+    adopted: dict[Setting, Any] = {}
+    for setting in declarations(type(settings)):
+        if setting.identity is not Identity.ADOPTED or setting.name not in stored.settings:
+            continue
+        if settings.sources.get(setting.name) != "default":
+            continue
+        value = setting.decode(stored.settings[setting.name], where)
+        if setting.value_of(settings) != value:
+            adopted[setting] = value
+    return replaced(settings, adopted), {s.name: value for s, value in adopted.items()}
+
+
+def resume_differences(
+    stored: RunConfiguration,
+    *,
+    now: RunConfiguration,
+    configured: RunConfiguration,
+    model: type[Tau2Settings] = Tau2Settings,
+) -> list[Difference]:
+    """What differs between the stored run and this session, by key.
+
+    ``now`` records the endpoints as their requests carry them, ``configured`` as configured:
+    a run written before the endpoints were recorded as sent stored them as configured (the
+    tau2 profile's temperature 0.0 as null), so either matches.
+    """
+    found = [
+        Difference(key=s.name, stored=stored.settings[s.name], now=now.settings.get(s.name))
+        for s in declarations(model)
+        if s.identity is not None
+        and s.name in stored.settings
+        and stored.settings[s.name] != now.settings.get(s.name)
+    ]
+    for role in ROLES:
+        before = _player(_record(stored, role))
+        current = _player(_record(now, role))
+        as_configured = _player(_record(configured, role))
+        keys = before.keys() | {
+            key
+            for key, value in current.items()
+            if value != _ENDPOINT_DEFAULTS.get(key, _NO_DEFAULT)
+        }
+        found += [
+            Difference(key=f"{role}_{key}", stored=before.get(key), now=current.get(key))
+            for key in keys
+            if before.get(key) != current.get(key) and before.get(key) != as_configured.get(key)
+        ]
+    return sorted(found, key=lambda difference: difference.key)
+
+
+def _record(configuration: RunConfiguration, role: str) -> ModelRecord | None:
+    record: ModelRecord | None = getattr(configuration, role)
+    return record
+
+
+def _player(record: ModelRecord | None) -> Mapping[str, Any]:
+    """Who played a role, as compared: the model and each endpoint field, or the agent's code
+    (its source; and the name and version of an import string, known at start-up)."""
+    if record is None:
+        return {"model": None}
+    if record.code:
+        player = {"code": record.code.get("source")}
+        if record.code.get("kind") != "fixture":  # a fixture's agent is seen only later
+            player["code_name"] = record.code.get("name")
+            player["code_version"] = record.code.get("version")
+        return player
+    return {"model": record.model, **dict(record.endpoint or {})}

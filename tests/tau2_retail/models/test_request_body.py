@@ -1,0 +1,92 @@
+"""The request body: the bytes the ``openai`` client's ``create`` sends, encoded from caches."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tau2_retail.models.messages import Message, Role, ToolCall
+from tau2_retail.models.request_body import BodyEncoder, dumps
+from tau2_retail.models.wire import encode_messages
+from tau2_retail.testing.loopback_model import loopback_model
+from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer
+
+TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_order_details",
+        "description": 'Détails d\'une commande, ünïcode and "quotes".',
+        "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+    },
+}
+HISTORY = (
+    Message(role=Role.SYSTEM, content="You are a retail agent. Policy: ½ refunds ✓"),
+    Message(role=Role.USER, content="Hi! my order #W123 \ud83d never came 😀"),
+    Message(
+        role=Role.ASSISTANT,
+        content=None,
+        tool_calls=(
+            ToolCall(id="call_1", name="get_order_details", arguments='{"order_id": "#W123"}'),
+        ),
+        finish_reason="tool_calls",
+    ),
+    Message(role=Role.TOOL, tool_call_id="call_1", name="get_order_details", content='{"a": 1}'),
+    Message(role=Role.ASSISTANT, content="It is on its way.\n\tTabs, \\ back\x00slash"),
+)
+
+CONFIGS = {
+    "bare": {},
+    "sampling": {"temperature": 0.0, "top_p": 0.5, "seed": 7, "max_tokens": 256},
+    "extra body": {
+        "temperature": 1.0,
+        "extra_body": {"reasoning_effort": "low", "tool_choice": "required", "temperature": 0.2},
+    },
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("tools", [None, (TOOL,)], ids=["no tools", "tools"])
+@pytest.mark.parametrize("fields", CONFIGS.values(), ids=CONFIGS.keys())
+async def test_the_body_is_byte_for_byte_what_the_sdks_create_sends(
+    openai_server: LoopbackOpenAIServer, fields: dict[str, Any], tools: Any
+) -> None:
+    openai_server.enqueue(Completion(content="ok"), Completion(content="ok"))
+    async with loopback_model(openai_server, **fields) as model:
+        await model.complete(HISTORY, tools=tools)
+        # what the SDK's typed call sends for the same arguments (this package's old path)
+        typed = model._request(HISTORY, tools=tools, seed=None)
+        await model._client.chat.completions.create(**typed)
+    ours, sdk = openai_server.requests
+    assert ours.raw_body == sdk.raw_body
+    assert model.prepare(HISTORY, tools=tools).content == sdk.raw_body
+    assert ours.header("content-type") == sdk.header("content-type") == "application/json"
+    assert ours.header("accept-encoding") == sdk.header("accept-encoding")
+
+
+def test_cached_encodings_equal_fresh_ones_across_generations() -> None:
+    encoder = BodyEncoder(generation_bytes=200)  # a few messages per generation
+    grown: list[Message] = []
+    for message in HISTORY * 3:
+        grown.append(message)
+        # rebuilt each time, as the customer simulator's view is: equal values, new objects
+        view = [Message(role=m.role, content=m.content, tool_calls=m.tool_calls) for m in grown]
+        expected = dumps(encode_messages(view)).encode()
+        assert encoder.messages_json(view) == expected
+        assert encoder.messages_json(grown) == dumps(encode_messages(grown)).encode()
+    assert sum(len(text) for text in encoder._current.values()) <= 200 + max(
+        len(dumps(encode_messages([m])).encode()) for m in HISTORY
+    )
+
+
+def test_a_tool_tuple_is_encoded_once_and_a_changed_list_is_encoded_again() -> None:
+    encoder = BodyEncoder()
+    tools = (TOOL,)
+    first = encoder.tools_json(tools)
+    assert json.loads(first) == [TOOL]
+    assert encoder.tools_json(tools) is first
+    listed: list[dict[str, Any]] = [TOOL]
+    assert json.loads(encoder.tools_json(listed)) == [TOOL]
+    listed.append(TOOL)
+    assert json.loads(encoder.tools_json(listed)) == [TOOL, TOOL]

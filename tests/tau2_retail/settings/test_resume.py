@@ -1,0 +1,119 @@
+"""A resumed run against the stored one, without pytest: the identity settings, the players
+of the roles, and a stored run written by an older version."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from tau2_retail.plugins.process import RunPlan, run_configuration
+from tau2_retail.results.records import ModelRecord, RunConfiguration
+from tau2_retail.settings import (
+    Inputs,
+    Tau2Settings,
+    adopt_stored,
+    resolve_settings,
+    resume_differences,
+)
+
+ENDPOINT = {"agent_model": "m", "agent_base_url": "http://127.0.0.1:1/v1"}
+
+
+def resolve(options: Mapping[str, str]) -> Tau2Settings:
+    return resolve_settings(
+        Inputs(
+            flag=lambda setting: setting.flag,
+            option=lambda setting: {"user_model": "builtin:customer", **options}.get(setting.name),
+            environ={},
+            load_agent=lambda spec, source: None,
+        )
+    )
+
+
+def configuration(settings: Tau2Settings, *, effective: bool = True) -> RunConfiguration:
+    return run_configuration(RunPlan(settings=settings, run_id="r"), effective=effective)
+
+
+def differences(stored: RunConfiguration, settings: Tau2Settings) -> list[str]:
+    now, configured = configuration(settings), configuration(settings, effective=False)
+    return [str(d) for d in resume_differences(stored, now=now, configured=configured)]
+
+
+def test_the_adopted_settings_come_from_the_stored_run_unless_given() -> None:
+    stored = configuration(resolve({"trials": "3", "tasks": "0,5", "profile": "tau2"}))
+
+    settings, adopted = adopt_stored(resolve({"trials": "2"}), stored, where="run_args.json")
+
+    assert adopted == {"tasks": ("0", "5"), "profile": "tau2"}
+    assert (settings.trials, settings.tasks, settings.profile) == (2, ("0", "5"), "tau2")
+    assert differences(stored, settings) == ["trials: stored 3, now 2"]
+
+
+def test_a_setting_outside_the_identity_may_change() -> None:
+    stored = configuration(resolve({"concurrency": "4", "min_pass_rate": "0.5"}))
+
+    assert differences(stored, resolve({"concurrency": "1"})) == []
+
+
+def test_an_endpoint_setting_differs_only_for_a_role_an_endpoint_plays() -> None:
+    stored = configuration(resolve(ENDPOINT))
+
+    assert differences(stored, resolve({**ENDPOINT, "agent_timeout": "5"})) == [
+        "agent_timeout_seconds: stored 120.0, now 5.0"
+    ]
+    # the built-in customer has no endpoint: its endpoint settings play no part
+    assert differences(stored, resolve({**ENDPOINT, "user_timeout": "5"})) == []
+
+
+def test_a_field_the_stored_run_lacks_is_compared_only_away_from_its_default() -> None:
+    settings = resolve(ENDPOINT)
+    stored = configuration(settings)
+    assert stored.agent.endpoint is not None
+    older = {k: v for k, v in stored.agent.endpoint.items() if k != "max_reply_bytes"}
+    written_before = dataclasses.replace(stored, agent=ModelRecord(model="m", endpoint=older))
+
+    assert differences(written_before, settings) == []
+    assert differences(written_before, resolve({**ENDPOINT, "max_reply_bytes": "2048"})) == [
+        "agent_max_reply_bytes: stored None, now 2048"
+    ]
+
+
+def test_an_endpoint_stored_as_configured_matches_the_request_values_sent_now() -> None:
+    # the tau2 profile sends temperature 0.0 when none is set; older runs stored null
+    settings = resolve({**ENDPOINT, "profile": "tau2"})
+    as_configured = configuration(settings, effective=False)
+    assert as_configured.agent.endpoint is not None
+    assert as_configured.agent.endpoint["temperature"] is None
+
+    assert differences(as_configured, settings) == []
+    assert differences(
+        as_configured, resolve({**ENDPOINT, "profile": "tau2", "agent_temperature": "0.5"})
+    ) == ["agent_temperature: stored None, now 0.5"]
+
+
+def test_an_agent_as_code_is_compared_by_its_source_name_and_version() -> None:
+    stored = configuration(resolve({}))
+    code = {"source": "pkg.mod:make", "kind": "import", "name": "Bot", "version": "1"}
+    as_code = dataclasses.replace(
+        stored, agent=ModelRecord(model="pkg.mod:make (Bot 1)", endpoint=None, code=code)
+    )
+    newer = dataclasses.replace(
+        as_code,
+        agent=ModelRecord(
+            model="pkg.mod:make (Bot 2)", endpoint=None, code={**code, "version": "2"}
+        ),
+    )
+
+    now, configured = newer, newer
+    found = [str(d) for d in resume_differences(as_code, now=now, configured=configured)]
+    assert found == ["agent_code_version: stored '1', now '2'"]
+    fixture = {**code, "kind": "fixture", "source": "conftest.py::tau2_agent"}
+    by_fixture = dataclasses.replace(
+        stored, agent=ModelRecord(model="x", endpoint=None, code=fixture)
+    )
+    found = [str(d) for d in resume_differences(by_fixture, now=as_code, configured=as_code)]
+    assert found == [
+        "agent_code: stored 'conftest.py::tau2_agent', now 'pkg.mod:make'",
+        "agent_code_name: stored None, now 'Bot'",
+        "agent_code_version: stored None, now '1'",
+    ]
