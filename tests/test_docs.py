@@ -176,6 +176,15 @@ def test_the_readme_is_short_and_in_the_order_a_newcomer_reads_it() -> None:
     assert "converse(messages, toolbox)" in agent
 
 
+def test_the_readme_states_how_long_the_test_command_takes() -> None:
+    # a newcomer must know what they start: the whole `tox`, and the quick tier offered first
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## The two commands") : text.index("## Use it in your repository")]
+    after = section[section.index("<!-- tau2:checkout -->") :].split("```")[2]
+    assert re.search(r"takes about \d+ minutes on 2 cores", after), after
+    assert re.search(r"`tox -e fast`[^.]*in about \d+ minutes", after), after
+
+
 README_SAMPLE_INTRO = "The first command prints:"
 # what differs between two runs of the same command: the run id and the folder it writes
 _RUN_FOLDER = [
