@@ -64,8 +64,9 @@ from tau2_retail.models.sdk_transport import (
     CONNECTION_ERRORS,
     POST_TAKES_CONTENT,
     TIMEOUT_ERRORS,
+    RawPost,
+    http_client,
     http_options,
-    post_raw,
 )
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.unparsed import unparsed_output_server
@@ -208,7 +209,7 @@ class OpenAIChatModel(ClosedOnExit):
             api_key=api_key,
             timeout=timeout,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(
+            http_client=http_client(
                 limits=limits,
                 timeout=timeout,
                 event_hooks={
@@ -217,6 +218,7 @@ class OpenAIChatModel(ClosedOnExit):
                 **transport,
             ),
         )
+        self._post = RawPost(self._client)
 
     @property
     def name(self) -> str:
@@ -408,7 +410,7 @@ class OpenAIChatModel(ClosedOnExit):
         """Send the body through the ``openai`` client; the reply, read within the limit."""
         limit = self._config.max_reply_bytes
         if POST_TAKES_CONTENT:
-            return await post_raw(self._client, request.content, max_bytes=limit)
+            return await self._post(request.content, max_bytes=limit)
         # an SDK without raw request bodies: its typed call
         sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
         async with self._client.chat.completions.with_streaming_response.create(**sdk) as raw:
