@@ -71,7 +71,10 @@ OWNERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("openai: request building, response wrapping", ("openai/", "sniffio/")),
     ("our request body (cached message JSON)", ("models/request_body.py", "models/messages.py")),
     ("tools, scoring, hashing", ("tau2_retail/tools/", "engine/scoring", "data/gold")),
-    ("our client (retries, breaker, ramp, backoff)", ("openai_client.py", "ramp.py", "breaker.py")),
+    (
+        "our client (retries, breaker, ramp, backoff)",
+        ("openai_client.py", "sdk_transport.py", "ramp.py", "breaker.py"),
+    ),
     ("scheduler", ("plugins/scheduler.py",)),
     ("logging", ("logging/",)),
     ("conversation engine", ("tau2_retail/engine/", "tau2_retail/models/")),

@@ -111,6 +111,9 @@ def test_cached_encodings_equal_fresh_ones_across_generations() -> None:
     assert sum(len(text) for text in encoder._current.values()) <= 200 + max(
         len(dumps(encode_messages([m])).encode()) for m in HISTORY
     )
+    # the identity index holds only the current generation's messages (bounded with it)
+    assert encoder._by_id
+    assert all(encoder._current[m] is text for m, text in encoder._by_id.values())
 
 
 def test_a_tool_tuple_is_encoded_once_and_a_changed_list_is_encoded_again() -> None:
