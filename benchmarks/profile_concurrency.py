@@ -106,7 +106,13 @@ def classify(stack: Sequence[str]) -> str | None:
         return None  # the executor's idle thread, waiting on its queue
     if _functions(frames, "_find_and_load", "pytest_collection", "pytest_configure"):
         return START_UP
-    if _functions(frames, "pytest_sessionfinish", "pytest_terminal_summary", "pytest_unconfigure"):
+    if _functions(
+        frames,
+        "pytest_sessionfinish",
+        "pytest_terminal_summary",
+        "pytest_unconfigure",
+        "_ensure_unconfigure",  # pytest's cleanups too: its final gc.collect()
+    ):
         return FINISH
     loop = [i for i, (function, _) in enumerate(frames) if function == "Handle._run"]
     if not loop:
