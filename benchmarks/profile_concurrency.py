@@ -71,7 +71,10 @@ OWNERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("openai: request building, response wrapping", ("openai/", "sniffio/")),
     ("our request body (cached message JSON)", ("models/request_body.py", "models/messages.py")),
     ("tools, scoring, hashing", ("tau2_retail/tools/", "engine/scoring", "data/gold")),
-    ("our client (retries, breaker, ramp, backoff)", ("openai_client.py", "ramp.py", "breaker.py")),
+    (
+        "our client (retries, breaker, ramp, backoff)",
+        ("openai_client.py", "sdk_transport.py", "ramp.py", "breaker.py"),
+    ),
     ("scheduler", ("plugins/scheduler.py",)),
     ("logging", ("logging/",)),
     ("conversation engine", ("tau2_retail/engine/", "tau2_retail/models/")),
@@ -103,7 +106,13 @@ def classify(stack: Sequence[str]) -> str | None:
         return None  # the executor's idle thread, waiting on its queue
     if _functions(frames, "_find_and_load", "pytest_collection", "pytest_configure"):
         return START_UP
-    if _functions(frames, "pytest_sessionfinish", "pytest_terminal_summary", "pytest_unconfigure"):
+    if _functions(
+        frames,
+        "pytest_sessionfinish",
+        "pytest_terminal_summary",
+        "pytest_unconfigure",
+        "_ensure_unconfigure",  # pytest's cleanups too: its final gc.collect()
+    ):
         return FINISH
     loop = [i for i, (function, _) in enumerate(frames) if function == "Handle._run"]
     if not loop:

@@ -290,4 +290,5 @@ async def send_request(
         body = b"".join([part async for part in request.stream])
         if any(name.lower() == b"transfer-encoding" for name, _ in request.headers.raw):
             body = (b"%x\r\n%s\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
-    await connection.write(b"\r\n".join(lines) + b"\r\n\r\n" + body, write_timeout)
+    lines += [b"", body]  # the blank line ending the head, then the body: one copy of it
+    await connection.write(b"\r\n".join(lines), write_timeout)

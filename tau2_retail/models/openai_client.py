@@ -33,9 +33,9 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import openai
 
@@ -64,8 +64,9 @@ from tau2_retail.models.sdk_transport import (
     CONNECTION_ERRORS,
     POST_TAKES_CONTENT,
     TIMEOUT_ERRORS,
+    RawPost,
+    http_client,
     http_options,
-    post_raw,
 )
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.unparsed import unparsed_output_server
@@ -145,6 +146,15 @@ class _Failure:
         return self.status is not None or not self.endpoint_level
 
 
+class _Reply(NamedTuple):
+    """A 200 reply read: what becomes the ``AssistantTurn`` (built once, with its timing)."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+    finish_reason: str | None
+
+
 class _UnparseableReply(Exception):
     """A 200 reply that is not a chat completion we can read (retried like a 5xx)."""
 
@@ -208,7 +218,7 @@ class OpenAIChatModel(ClosedOnExit):
             api_key=api_key,
             timeout=timeout,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(
+            http_client=http_client(
                 limits=limits,
                 timeout=timeout,
                 event_hooks={
@@ -217,6 +227,7 @@ class OpenAIChatModel(ClosedOnExit):
                 **transport,
             ),
         )
+        self._post = RawPost(self._client)
 
     @property
     def name(self) -> str:
@@ -304,14 +315,17 @@ class OpenAIChatModel(ClosedOnExit):
             started = self._clock()
             async with self.ramp.slot():
                 outcome = await self._attempt(request, attempts)
-            if isinstance(outcome, AssistantTurn) or outcome.answered:
+            if isinstance(outcome, _Reply) or outcome.answered:
                 self.ramp.answered()
             elif outcome.connection:
                 self.ramp.connection_failed()
-            if isinstance(outcome, AssistantTurn):
+            if isinstance(outcome, _Reply):
                 self.breaker.record_success()
-                return replace(
-                    outcome,
+                return AssistantTurn(
+                    content=outcome.content,
+                    tool_calls=outcome.tool_calls,
+                    usage=outcome.usage,
+                    finish_reason=outcome.finish_reason,
                     latency_seconds=self._clock() - started,
                     attempts=attempts,
                     wait_seconds=waited,
@@ -357,7 +371,7 @@ class OpenAIChatModel(ClosedOnExit):
             timeout_seconds=failure.timeout,
         )
 
-    async def _attempt(self, request: PreparedRequest, attempts: int) -> AssistantTurn | _Failure:
+    async def _attempt(self, request: PreparedRequest, attempts: int) -> _Reply | _Failure:
         """One attempt under the total deadline (connect to the last byte of the reply)."""
         deadline = self._config.timeout_seconds
         try:
@@ -400,15 +414,13 @@ class OpenAIChatModel(ClosedOnExit):
                 body=body,
                 full_body=_full_body(text, self._redact),
             )
-        return AssistantTurn(
-            content=content, tool_calls=tool_calls, usage=usage, finish_reason=finish_reason
-        )
+        return _Reply(content, tool_calls, usage, finish_reason)
 
     async def _exchange(self, request: PreparedRequest) -> bytes:
         """Send the body through the ``openai`` client; the reply, read within the limit."""
         limit = self._config.max_reply_bytes
         if POST_TAKES_CONTENT:
-            return await post_raw(self._client, request.content, max_bytes=limit)
+            return await self._post(request.content, max_bytes=limit)
         # an SDK without raw request bodies: its typed call
         sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
         async with self._client.chat.completions.with_streaming_response.create(**sdk) as raw:

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Final
 
 __all__ = ["DEFAULT_INITIAL_WINDOW", "Ramp"]
@@ -48,15 +47,13 @@ class Ramp:
         self.peak = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    def slot(self) -> _Slot:
         """Hold one of the window's places for the body (waits while the window is full)."""
-        await self._acquire()
-        try:
-            yield
-        finally:
-            self.in_flight -= 1
-            self._wake()
+        return _Slot(self)
+
+    def _release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
 
     def answered(self) -> None:
         """The endpoint answered an attempt (any reply): one more attempt may be in flight."""
@@ -102,3 +99,24 @@ class Ramp:
                 continue
             self._admit()
             waiter.set_result(None)
+
+
+class _Slot:
+    """``Ramp.slot()``'s context: a class, not a generator (one per request: the generator's
+    machinery cost more than the slot itself)."""
+
+    __slots__ = ("_ramp",)
+
+    def __init__(self, ramp: Ramp) -> None:
+        self._ramp = ramp
+
+    async def __aenter__(self) -> None:
+        await self._ramp._acquire()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._ramp._release()

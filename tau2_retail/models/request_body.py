@@ -82,6 +82,9 @@ class BodyEncoder:
         self._limit = generation_bytes
         self._current: dict[Message, bytes] = {}
         self._previous: dict[Message, bytes] = {}
+        # the current generation's messages by identity (a history's messages are the same
+        # objects at its next turn: no hashing of their fields), each kept alive by its entry
+        self._by_id: dict[int, tuple[Message, bytes]] = {}
         self._current_bytes = 0
         # id -> (the list itself, kept so that its id is not reused while cached; its JSON)
         self._tools: dict[int, tuple[object, bytes]] = {}
@@ -146,16 +149,20 @@ class BodyEncoder:
         return text
 
     def _message_json(self, message: Message) -> bytes:
+        known = self._by_id.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
         text = self._current.get(message)
-        if text is not None:
-            return text
-        text = self._previous.pop(message, None)
         if text is None:
-            text = dumps(encode_messages((message,))[0]).encode()
-        if self._current_bytes + len(text) > self._limit:
-            self._previous = self._current
-            self._current = {}
-            self._current_bytes = 0
-        self._current[message] = text
-        self._current_bytes += len(text)
+            text = self._previous.pop(message, None)
+            if text is None:
+                text = dumps(encode_messages((message,))[0]).encode()
+            if self._current_bytes + len(text) > self._limit:
+                self._previous = self._current
+                self._current = {}
+                self._by_id = {}
+                self._current_bytes = 0
+            self._current[message] = text
+            self._current_bytes += len(text)
+        self._by_id[id(message)] = (message, text)
         return text

@@ -1,13 +1,25 @@
 """How the OpenAI-compatible client drives the ``openai`` package: its generic raw-body POST,
 and the HTTP client it is given.
 
-- :func:`post_raw`: ``AsyncOpenAI.post("/chat/completions", content=<bytes>, stream=True,
+- :class:`RawPost`: ``AsyncOpenAI.post("/chat/completions", content=<bytes>, stream=True,
   cast_to=<the HTTP library's Response>)``, the SDK's public call for requests it has no typed
   method for: the SDK builds the request (headers, auth, URL, error statuses as
   ``APIStatusError``) and returns the response unread; the body is read here within
   ``max_bytes`` (``read_bounded``). The typed ``chat.completions.create`` ran its transform
   and re-encoded the whole history for every request. :data:`POST_TAKES_CONTENT` is False for
   an SDK without raw request bodies (the caller then uses the typed call).
+
+  What ``post`` does besides, once per client instead of per request (a quarter of the
+  harness's CPU per completion with hundreds in flight; the request on the wire is the same,
+  ``tests/tau2_retail/models/test_request_body.py`` compares it with the SDK's typed call):
+  the URL is the one ``post`` would make of the path (``base_url`` + ``chat/completions``),
+  given whole, so that the SDK parses it once instead of joining a relative path (two parses);
+  the request options (``FinalRequestOptions``, a pydantic model whose construction deep-copies
+  its defaults) are built once and copied per request with the body, through the SDK's own
+  ``request`` (what ``post`` calls), where the SDK has them (:data:`OPTIONS_TEMPLATE`); the
+  idempotency key is a counter, not a fresh UUID (the OpenAI client sends no idempotency
+  header; retries are ours). The HTTP client (:func:`http_client`) remembers the URLs it
+  parsed (one per endpoint).
 - :func:`http_options`: for a plain ``http://`` endpoint without a proxy, the pooled
   transport (``models/pool.py``; each connection it opens widens the ramp) and a timeout that
   bounds only connecting: the attempt's own deadline bounds connect to last byte, and read,
@@ -19,6 +31,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import itertools
+import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -30,10 +44,12 @@ from tau2_retail.models.pool import pooled_transport, serves
 __all__ = [
     "CONNECTION_ERRORS",
     "LIBRARY",
+    "OPTIONS_TEMPLATE",
     "POST_TAKES_CONTENT",
     "TIMEOUT_ERRORS",
+    "RawPost",
+    "http_client",
     "http_options",
-    "post_raw",
 ]
 
 LIBRARY: Final[Any] = importlib.import_module(
@@ -62,21 +78,96 @@ CONNECTION_ERRORS: Final[tuple[type[BaseException], ...]] = (
 _HEADERS: Final = {"Accept-Encoding": ACCEPT_ENCODING, "Content-Type": "application/json"}
 
 
-async def post_raw(client: openai.AsyncOpenAI, content: bytes, *, max_bytes: int) -> bytes:
-    """POST ``content`` to ``/chat/completions``; the reply body, read within ``max_bytes``."""
-    response = await client.post(
-        "/chat/completions",
-        cast_to=LIBRARY.Response,
-        content=content,
-        options={"headers": _HEADERS},
-        stream=True,
-    )
+_PATH: Final = "/chat/completions"
+
+
+def _options_class() -> Any:
+    """The SDK's request options model, when ``request`` takes it as ``post`` builds it (a
+    pydantic model with ``content``): None otherwise (then ``post`` builds them per request)."""
     try:
-        # read as it arrives, inflated here within the limit (never a body whole)
-        body: bytes = await read_bounded(response, max_bytes=max_bytes)
-        return body
-    finally:
-        await response.aclose()
+        options: Any = importlib.import_module("openai._models").FinalRequestOptions
+    except (ImportError, AttributeError):
+        return None
+    fields = getattr(options, "model_fields", {})
+    wanted = ("method", "url", "headers", "content", "idempotency_key")
+    if not all(name in fields for name in wanted) or not hasattr(options, "model_copy"):
+        return None
+    request = getattr(openai.AsyncOpenAI, "request", None)
+    parameters = inspect.signature(request).parameters if request is not None else {}
+    return options if ("cast_to" in parameters and "options" in parameters) else None
+
+
+OPTIONS_TEMPLATE: Final[Any] = _options_class() if POST_TAKES_CONTENT else None
+"""The SDK's ``FinalRequestOptions`` when a request's options can be one copy of a template
+(``request(cast_to, options)``, what ``post`` calls); None: ``post`` per request."""
+
+
+class RawPost:
+    """POSTs of raw bodies to one client's ``/chat/completions``, read within a limit."""
+
+    def __init__(self, client: openai.AsyncOpenAI) -> None:
+        self._client = client
+        base = client.base_url
+        # what the SDK's _prepare_url makes of the relative path, once
+        self.url = str(base.copy_with(raw_path=base.raw_path + _PATH.lstrip("/").encode()))
+        self._keys = itertools.count()
+        self._key_prefix = f"tau2-{uuid.uuid4().hex}-"
+        self._template: Any = None
+        if OPTIONS_TEMPLATE is not None:
+            self._template = OPTIONS_TEMPLATE.construct(
+                method="post", url=self.url, headers=_HEADERS
+            )
+
+    async def __call__(self, content: bytes, *, max_bytes: int) -> bytes:
+        """POST ``content``; the reply body, read within ``max_bytes``."""
+        key = f"{self._key_prefix}{next(self._keys)}"
+        if self._template is not None:
+            options = self._template.model_copy(update={"content": content, "idempotency_key": key})
+            response = await self._client.request(LIBRARY.Response, options, stream=True)
+        else:
+            response = await self._client.post(
+                self.url,
+                cast_to=LIBRARY.Response,
+                content=content,
+                options={"headers": _HEADERS, "idempotency_key": key},
+                stream=True,
+            )
+        try:
+            # read as it arrives, inflated here within the limit (never a body whole)
+            body: bytes = await read_bounded(response, max_bytes=max_bytes)
+            return body
+        finally:
+            await response.aclose()
+
+
+_MAX_URLS: Final = 64
+
+
+class _RememberedURLs:
+    """Mixed into the ``openai`` client's HTTP client: a URL string it was given is parsed
+    once (the SDK gives the same one for every request of an endpoint)."""
+
+    _urls: dict[str, Any]
+
+    def build_request(self, method: str, url: Any, **kwargs: Any) -> Any:
+        if isinstance(url, str):
+            urls = self.__dict__.setdefault("_urls", {})
+            parsed = urls.get(url)
+            if parsed is None:
+                if len(urls) >= _MAX_URLS:
+                    urls.clear()
+                parsed = urls[url] = LIBRARY.URL(url)
+            url = parsed
+        return super().build_request(method, url, **kwargs)  # type: ignore[misc]
+
+
+_HTTP_CLIENT: Final[Any] = type("HttpClient", (_RememberedURLs, openai.DefaultAsyncHttpxClient), {})
+
+
+def http_client(**kwargs: Any) -> Any:
+    """The ``openai`` client's default HTTP client (``DefaultAsyncHttpxClient``, its
+    arguments), remembering the URLs it parsed."""
+    return _HTTP_CLIENT(**kwargs)
 
 
 def http_options(

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import openai
 import pytest
 
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.models.request_body import BodyEncoder, dumps
+from tau2_retail.models.sdk_transport import RawPost
 from tau2_retail.models.wire import encode_messages
 from tau2_retail.testing.loopback_model import loopback_model
 from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer
@@ -60,9 +62,40 @@ async def test_the_body_is_byte_for_byte_what_the_sdks_create_sends(
         await model._client.chat.completions.create(**typed)
     ours, sdk = openai_server.requests
     assert ours.raw_body == sdk.raw_body
+    # the same URL and the same headers (authorization, the SDK's x-stainless-*, lengths)
+    assert ours.path == sdk.path
+    assert ours.headers == sdk.headers
     assert model.prepare(HISTORY, tools=tools).content == sdk.raw_body
     assert ours.header("content-type") == sdk.header("content-type") == "application/json"
     assert ours.header("accept-encoding") == sdk.header("accept-encoding")
+
+
+@pytest.mark.asyncio
+async def test_each_request_carries_its_own_body_through_the_copied_options(
+    openai_server: LoopbackOpenAIServer,
+) -> None:
+    histories = [HISTORY[:n] for n in (2, 5, 3)]
+    openai_server.enqueue(*(Completion(content="ok") for _ in histories))
+    async with loopback_model(openai_server) as model:
+        for history in histories:
+            await model.complete(history)
+        expected = [model.prepare(history).content for history in histories]
+    assert [request.raw_body for request in openai_server.requests] == expected
+    assert all(r.path == "/v1/chat/completions" for r in openai_server.requests)
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://127.0.0.1:8000/v1",
+        "http://127.0.0.1:8000/v1/",
+        "http://127.0.0.1:8000",
+        "http://localhost:8000/openai/deployments/x/?api-version=1",
+    ],
+)
+def test_the_whole_url_is_the_one_the_sdk_makes_of_the_path(base_url: str) -> None:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="k")
+    assert RawPost(client).url == str(client._prepare_url("/chat/completions"))
 
 
 def test_cached_encodings_equal_fresh_ones_across_generations() -> None:
@@ -78,6 +111,9 @@ def test_cached_encodings_equal_fresh_ones_across_generations() -> None:
     assert sum(len(text) for text in encoder._current.values()) <= 200 + max(
         len(dumps(encode_messages([m])).encode()) for m in HISTORY
     )
+    # the identity index holds only the current generation's messages (bounded with it)
+    assert encoder._by_id
+    assert all(encoder._current[m] is text for m, text in encoder._by_id.values())
 
 
 def test_a_tool_tuple_is_encoded_once_and_a_changed_list_is_encoded_again() -> None:
