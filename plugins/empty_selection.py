@@ -11,16 +11,11 @@ environment; a gate in the ini file of a project whose session did not collect t
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.results.gate import GateVerdict, empty_selection_verdict
 
 __all__ = ["EmptySelection"]
 
-# the shipped benchmark test, with a scenario or pytest's empty-parameter-set id, or none
-_BENCHMARK_NODE = re.compile(r"::test_tau2_retail(\[[^\]]*\])?$")
 _GATE_SETTINGS = ("min_pass_rate", "baseline")
 _SELECTION_SETTINGS = ("tasks", "shard", "split")
 
@@ -31,10 +26,10 @@ class EmptySelection:
     def __init__(self) -> None:
         self.benchmark_collected = False
 
-    def collected(self, node_ids: Iterable[str]) -> None:
-        """Node ids this session collected (or deselected): the benchmark's among them?"""
-        if not self.benchmark_collected:
-            self.benchmark_collected = any(_BENCHMARK_NODE.search(node) for node in node_ids)
+    def collected(self, benchmark: bool) -> None:
+        """Whether a process of this session collected a test of the benchmark (deselected
+        ones included)."""
+        self.benchmark_collected = self.benchmark_collected or benchmark
 
     def verdict(self, settings: Tau2Settings) -> GateVerdict | None:
         """The failing verdict when a gate applies to this session that ran no scenario."""

@@ -14,13 +14,13 @@ its test's call, and an infra error (``INFRA``) is raised in its set-up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import printable
+from tau2_retail.plugins.scenario_report import INFRA_VERDICT, ScenarioReport
 from tau2_retail.results.artifacts import set_aside_metrics
 from tau2_retail.results.summary import scenario_order
 
@@ -37,16 +37,15 @@ def _first_error_line(report: pytest.TestReport) -> str:
     return printable(text)[:_MAX_CHARS]
 
 
-def errored_reason(report: pytest.TestReport, properties: Mapping[str, object]) -> str | None:
+def errored_reason(report: pytest.TestReport, record: ScenarioReport | None) -> str | None:
     """Why this report of a scenario's test means its record cannot count, or None.
 
-    ``properties`` are the report's ``user_properties`` (the scenario's ``tau2_outcome``)."""
+    ``record`` is the scenario's report (None when its test ended before its scenario did)."""
     if not report.failed or report.when not in _PHASES:
         return None  # xdist's report of a crashed worker ("???") is a lost scenario already
-    outcome = properties.get("tau2_outcome")
-    if report.when == "setup" and outcome == "INFRA":
+    if record is not None and report.when == "setup" and record.verdict == INFRA_VERDICT:
         return None
-    if report.when == "call" and isinstance(outcome, str) and outcome.startswith("FAIL"):
+    if record is not None and report.when == "call" and record.failed:
         return None
     return f"its test errored ({_PHASES[report.when]}: {_first_error_line(report)})"
 
@@ -59,12 +58,12 @@ class ErroredScenarios:
         self.reasons: dict[str, str] = {}
         self._folders: dict[str, str] = {}
 
-    def observe(self, scenario: str, report: pytest.TestReport) -> None:
-        properties = dict(report.user_properties)
-        folder = properties.get("tau2_artifacts")
-        if isinstance(folder, str):
-            self._folders[scenario] = folder
-        reason = errored_reason(report, properties)
+    def observe(
+        self, scenario: str, report: pytest.TestReport, record: ScenarioReport | None
+    ) -> None:
+        if record is not None and record.artifacts is not None:
+            self._folders[scenario] = record.artifacts
+        reason = errored_reason(report, record)
         if reason is not None:
             self.reasons.setdefault(scenario, reason)
 

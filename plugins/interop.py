@@ -5,12 +5,15 @@ The core plugin (``tau2_plugin``, ``run``, ``fixtures``, ``scheduler``) names no
 hands plain values to the functions below, and ``register_interop`` registers each adapter only
 where its plugin is active (``config.pluginmanager.hasplugin``):
 
-- **pytest-xdist** (:class:`XdistController`, on the controller; the ``worker_*`` functions and
-  ``scheduled_items`` in a worker). Run-wide values travel to workers in ``workerinput`` from
-  ``pytest_configure_node``; each worker's collection and its end (or crash) reach the run as
-  plain values through :class:`WorkerHub`. Under ``--dist each`` the adapter deals the shares,
-  a replacement worker taking the share of the one that crashed. Optional hooks throughout
-  (``optionalhook=True``): without xdist nothing calls them.
+- **pytest-xdist** (:class:`XdistController`, on the controller; :class:`XdistWorker`, the
+  ``worker_*`` functions and ``scheduled_items`` in a worker). Run-wide values travel to
+  workers in ``workerinput`` from ``pytest_configure_node``; each worker's collection, its end
+  (or crash) and what it still had to say (its ``workeroutput``) reach the run as plain values
+  through :class:`WorkerHub`. Under ``--dist each`` the adapter deals the shares, a replacement
+  worker taking the share of the one that crashed. Optional hooks throughout
+  (``optionalhook=True``): without xdist nothing calls them. The one read of xdist's internals
+  is :func:`scheduled_items` (its worker queue); ``tests/plugins/test_interop.py`` runs it
+  against the installed xdist, so a change there fails that test.
 - **junitxml** (:func:`record_suite_properties`): the run's rates and gate as ``<testsuite>``
   properties.
 - **syrupy** (:class:`SyrupyWarningFilter`): its warning about missing worker reports, after a
@@ -35,7 +38,8 @@ from typing import Any, Protocol
 import pytest
 from pluggy import PluggyTeardownRaisedWarning
 
-from tau2_retail.plugins.process import scenario_of
+from tau2_retail import codec
+from tau2_retail.plugins.scenario_report import WorkerLeftovers, scenario_of_item
 
 __all__ = [
     "SESSION_LOOP_KEY",
@@ -45,8 +49,10 @@ __all__ = [
     "SyrupyWarningFilter",
     "WorkerHub",
     "XdistController",
+    "XdistWorker",
     "has_line_number",
     "quiet_dependency_warnings",
+    "received_leftovers",
     "record_suite_properties",
     "register_interop",
     "remember_session_loop",
@@ -71,8 +77,11 @@ class WorkerHub(Protocol):
         """A worker collected ``ids`` (node ids); no test has been scheduled yet."""
         ...
 
-    def on_worker_down(self, node_id: str, error: object | None) -> None:
-        """A worker ended: cleanly (``error`` None) or not (it crashed, or was interrupted)."""
+    def on_worker_down(
+        self, node_id: str, error: object | None, leftovers: WorkerLeftovers | None
+    ) -> None:
+        """A worker ended: cleanly (``error`` None) or not (it crashed, or was interrupted);
+        ``leftovers`` is what it still had to say (None when it sent nothing: a crash)."""
         ...
 
     def incomplete(self, exitstatus: int) -> bool:
@@ -81,9 +90,14 @@ class WorkerHub(Protocol):
         ...
 
 
-def register_interop(config: pytest.Config, hub: WorkerHub | None) -> None:
+def register_interop(
+    config: pytest.Config,
+    hub: WorkerHub | None,
+    leftovers: Callable[[], WorkerLeftovers] | None = None,
+) -> None:
     """Register the adapters of the plugins active in this session; ``hub`` is the run, on the
-    process that owns it (None in an xdist worker)."""
+    process that owns it (None in an xdist worker); ``leftovers`` what an xdist worker still
+    has to tell the run at its end."""
     manager = config.pluginmanager
     adapters: dict[str, object] = {
         "interrupts": InterruptTraceback(),
@@ -91,6 +105,8 @@ def register_interop(config: pytest.Config, hub: WorkerHub | None) -> None:
     }
     if manager.hasplugin("asyncio"):
         adapters["asyncio"] = EventLoopSettling()
+    if hub is None and leftovers is not None and worker_input(config) is not None:
+        adapters["xdist"] = XdistWorker(leftovers)
     if hub is not None and manager.hasplugin("xdist"):
         adapters["xdist"] = XdistController(hub, dist=config.getoption("dist", None))
     if hub is not None and manager.hasplugin("syrupy"):
@@ -159,13 +175,41 @@ class XdistController:
         index = self.shares.pop(node.gateway.id, None)
         if error is not None and index is not None:
             self.free_shares.append(index)
-        self.hub.on_worker_down(str(node.gateway.id), error)
+        self.hub.on_worker_down(str(node.gateway.id), error, received_leftovers(node))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
         # Called for each worker before the controller schedules any test (xdist schedules
         # once every worker has collected).
         self.hub.on_worker_collection(str(node.gateway.id), list(ids))
+
+
+_LEFTOVERS_KEY = "tau2_leftovers"
+
+
+class XdistWorker:
+    """pytest-xdist in a worker: what it still has to tell the run goes into its
+    ``workeroutput``, which xdist sends the controller when the worker finishes."""
+
+    def __init__(self, leftovers: Callable[[], WorkerLeftovers]) -> None:
+        self._leftovers = leftovers
+
+    # after pytest's own (the session's fixtures torn down: their notices count), before
+    # xdist's wrapper sends the output
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+        if output is not None:
+            output[_LEFTOVERS_KEY] = codec.encode(self._leftovers())
+
+
+def received_leftovers(node: Any) -> WorkerLeftovers | None:
+    """What a worker that finished sent in its ``workeroutput`` (None after a crash)."""
+    output = getattr(node, "workeroutput", None)
+    sent = output.get(_LEFTOVERS_KEY) if isinstance(output, dict) else None
+    if sent is None:
+        return None
+    return codec.decode_value(WorkerLeftovers, sent, "a worker's workeroutput")
 
 
 def worker_share(config: pytest.Config) -> tuple[int, int] | None:
@@ -281,7 +325,7 @@ class PluggyTeardownFilter:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
-        if scenario_of(item.nodeid) is not None:
+        if scenario_of_item(item) is not None:
             warnings.filterwarnings(
                 "ignore",
                 message=r"(?s).*\nKeyboardInterrupt: ",

@@ -33,6 +33,7 @@ from tau2_retail.plugins.agents import load_agent_source
 from tau2_retail.plugins.budget import Budget, new_budget_token
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
+from tau2_retail.plugins.scenario_report import WorkerLeftovers
 from tau2_retail.results.artifacts import validate_name
 from tau2_retail.results.records import ModelRecord, RunConfiguration
 from tau2_retail.settings import SETTINGS, settings_from_recorded
@@ -45,13 +46,11 @@ __all__ = [
     "receive_plan",
     "redact",
     "run_configuration",
-    "scenario_of",
     "send_plan",
 ]
 
 _PLAN_KEY = "tau2_plan"
 
-_SCENARIO_IN_NODEID = re.compile(r"::test_tau2_retail\[(tau2_retail__\d+(?:-trial\d+)?)\]$")
 # A key that names a secret (api_key, x-api-key, access_token, Authorization), not one that only
 # mentions a word such as the sampling setting ``max_tokens``.
 _SECRETISH = re.compile(r"(key|token|secret|authorization|password)$", re.IGNORECASE)
@@ -59,12 +58,6 @@ _SECRETISH = re.compile(r"(key|token|secret|authorization|password)$", re.IGNORE
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def scenario_of(nodeid: str) -> str | None:
-    """The scenario id of a benchmark test's node id, None for any other test."""
-    match = _SCENARIO_IN_NODEID.search(nodeid)
-    return match.group(1) if match else None
 
 
 def redact(value: Any) -> Any:
@@ -103,7 +96,7 @@ class RunPlan:
         try:
             validate_name("run id", self.run_id)
         except ArtifactError as error:
-            raise pytest.UsageError(str(error)) from None
+            raise ConfigError(str(error)) from None
 
     @property
     def run_dir(self) -> Path:
@@ -152,7 +145,9 @@ class Tau2Process:
         self.plan = plan
         #: lines for the terminal (e.g. the response cache turned itself off), each said once
         self.notices: list[str] = []
-        self.notices_reported = 0
+        self._notices_reported = 0
+        #: a test of the benchmark was collected here (before any deselection)
+        self.benchmark_collected = False
         self._cache: ResponseCache | None = None
         self._budget: Budget | None = None
         self._bundle: DataBundle | None = None
@@ -161,6 +156,19 @@ class Tau2Process:
         """Say ``line`` once, at the end of the run (the controller says each line once)."""
         if line not in self.notices:
             self.notices.append(line)
+
+    def take_notices(self) -> tuple[str, ...]:
+        """The notices not handed to the run yet (each is handed once)."""
+        new = tuple(self.notices[self._notices_reported :])
+        self._notices_reported = len(self.notices)
+        return new
+
+    def leftovers(self) -> WorkerLeftovers:
+        """What this process still has to tell the run at its end (an xdist worker's
+        ``workeroutput``)."""
+        return WorkerLeftovers(
+            notices=self.take_notices(), benchmark_collected=self.benchmark_collected
+        )
 
     @property
     def budget(self) -> Budget | None:

@@ -7,24 +7,35 @@ object rather than in module globals.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from tau2_retail.data.files import DATA_DIR_ENV, resolve_data_dir
-from tau2_retail.data.tasks import Task, trial_seeds, unknown_task_ids
+from tau2_retail.data.tasks import Task, load_tasks, trial_seeds, unknown_task_ids
 from tau2_retail.engine import harness
 from tau2_retail.engine.harness import DataBundle
 from tau2_retail.engine.scenario import Scenario
 from tau2_retail.engine.shards import shard_tasks
 from tau2_retail.plugins.options import Tau2Settings
 
-__all__ = ["DataBundle", "load_bundle", "select_scenarios"]
+__all__ = ["DataBundle", "load_bundle", "scenario_ids", "select_scenarios"]
 
 
-def load_bundle(settings: Tau2Settings) -> DataBundle:
+def _data_dir(settings: Tau2Settings) -> Path:
     # From the environment, let the data layer read TAU2_DATA_DIR itself so its messages name
     # the variable; an option or ini value is an explicit folder.
     from_env = settings.source("data_dir") == DATA_DIR_ENV
-    data_dir = resolve_data_dir(None if from_env else settings.data_dir or None)
+    return resolve_data_dir(None if from_env else settings.data_dir or None)
+
+
+def load_bundle(settings: Tau2Settings) -> DataBundle:
+    data_dir = _data_dir(settings)
     return harness.load_bundle(data_dir, agent_notes=settings.agent_notes, profile=settings.profile)
+
+
+def scenario_ids(settings: Tau2Settings) -> list[str]:
+    """The ids of the scenarios the processes parametrize (before ``-k``/``-m``), from the
+    tasks alone; raises ``DataError`` (no data) or ``ValueError`` (unknown task ids)."""
+    return [scenario.id for scenario in select_scenarios(settings, load_tasks(_data_dir(settings)))]
 
 
 def select_scenarios(settings: Tau2Settings, tasks: Mapping[str, Task]) -> list[Scenario]:

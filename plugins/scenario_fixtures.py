@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,17 +22,18 @@ from tau2_retail.engine.harness import DataBundle, Harness
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
 from tau2_retail.errors import AgentInterrupted, BudgetExhausted
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
-from tau2_retail.plugins.budget import BUDGET_VERDICT
-from tau2_retail.plugins.controller import (
-    AGENT_PROPERTY,
-    ARTIFACTS_PROPERTY,
-    INTERRUPT_PROPERTY,
-    NOTICE_PROPERTY,
-    OUTCOME_PROPERTY,
-)
 from tau2_retail.plugins.interop import remember_session_loop
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
+from tau2_retail.plugins.scenario_report import (
+    BUDGET_VERDICT,
+    INFRA_VERDICT,
+    INTERRUPTED_VERDICT,
+    PASS_VERDICT,
+    ScenarioReport,
+    attach_report,
+    scenario_of_item,
+)
 from tau2_retail.plugins.scheduler import (
     NotStarted,
     ScenarioScheduler,
@@ -131,10 +131,8 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
 
 def _is_scenario_item(item: pytest.Item) -> bool:
     """A benchmark scenario test the scheduler may start ahead (not one marked to skip)."""
-    callspec = getattr(item, "callspec", None)
     return (
-        callspec is not None
-        and "tau2_scenario" in callspec.params
+        scenario_of_item(item) is not None
         and "tau2_outcome" in getattr(item, "fixturenames", ())
         and item.get_closest_marker("skip") is None
     )
@@ -184,8 +182,8 @@ async def tau2_scheduler(
     agents = session.config.stash[AGENTS_KEY]
 
     async def start(item: pytest.Item) -> Finished:
-        callspec: Any = getattr(item, "callspec", None)
-        scenario: Scenario = callspec.params["tau2_scenario"]
+        scenario = scenario_of_item(item)
+        assert scenario is not None, "the scheduler starts only scenario items"
         try:
             outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
         except AgentInterrupted as interrupt:
@@ -254,12 +252,41 @@ def raise_open_files_limit(concurrency: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
-def _report_notices(request: pytest.FixtureRequest, run: Tau2Process) -> None:
-    """Hand this process's new notices (e.g. the cache turned itself off) to the controller,
-    which says each once."""
-    for line in run.notices[run.notices_reported :]:
-        request.node.user_properties.append((NOTICE_PROPERTY, line))
-    run.notices_reported = len(run.notices)
+def _report(
+    request: pytest.FixtureRequest,
+    run: Tau2Process,
+    scenario: Scenario,
+    verdict: str,
+    **fields: Any,
+) -> None:
+    """Tell the run how this scenario's test went: one record, with this process's notices
+    new since its previous report (the run says each once)."""
+    report = ScenarioReport(
+        scenario_id=scenario.id,
+        trial=scenario.trial + 1,
+        verdict=verdict,
+        notices=run.take_notices(),
+        **fields,
+    )
+    attach_report(request.node, report)
+
+
+def _verdict(outcome: ScenarioOutcome) -> str:
+    if outcome.is_infra_error:
+        return INFRA_VERDICT
+    if outcome.metrics.is_successful:
+        return PASS_VERDICT
+    return f"FAIL: {outcome.short_reason()}"
+
+
+def _budget_skip_reason(run: Tau2Process, stopped: Exception) -> str:
+    budget = run.budget
+    spent = f"${budget.spent:,.4f} of ${budget.limit:,.4f}" if budget else "the budget"
+    how = "stopped unscored" if isinstance(stopped, BudgetExhausted) else "not run"
+    return (
+        f"{how} (budget): {spent} spent (--tau2-max-cost); resume with a higher "
+        f"budget: --tau2-resume {run.plan.run_id}"
+    )
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -271,7 +298,7 @@ async def tau2_outcome(
     tau2_agent: object | None,
 ) -> AsyncIterator[ScenarioOutcome]:
     """This test's scenario (started ahead by the scheduler, its artifacts written); its
-    result goes to the controller. The conversation ran on ``tau2_outcome.conversation.store``."""
+    result goes to the run. The conversation ran on ``tau2_outcome.conversation.store``."""
     agents = request.config.stash[AGENTS_KEY]
     if not tau2_scheduler.started(request.node):
         agents.accept(request.node.nodeid, tau2_agent)
@@ -279,46 +306,19 @@ async def tau2_outcome(
         outcome, directory = await tau2_scheduler.outcome(request.node)
     except SchedulerInterrupted as interrupted:
         # the agent's KeyboardInterrupt: the run stops at this test's report
-        _report_notices(request, tau2_run)
-        request.node.user_properties.append((INTERRUPT_PROPERTY, str(interrupted)))
+        _report(request, tau2_run, tau2_scenario, INTERRUPTED_VERDICT, interrupt=str(interrupted))
         pytest.skip(f"not run: the agent interrupted the run ({interrupted})")
     except (NotStarted, BudgetExhausted) as stopped:
-        _report_notices(request, tau2_run)
-        request.node.user_properties.append((OUTCOME_PROPERTY, BUDGET_VERDICT))
-        budget = tau2_run.budget
-        spent = f"${budget.spent:,.4f} of ${budget.limit:,.4f}" if budget else "the budget"
-        how = "stopped unscored" if isinstance(stopped, BudgetExhausted) else "not run"
-        pytest.skip(
-            f"{how} (budget): {spent} spent (--tau2-max-cost); resume with a higher "
-            f"budget: --tau2-resume {tau2_run.plan.run_id}"
-        )
-    _report_notices(request, tau2_run)
-    if agents.identity is not None:
-        identity = agents.identity
-        request.node.user_properties.append(
-            (
-                AGENT_PROPERTY,
-                json.dumps(
-                    {
-                        "source": identity.source,
-                        "name": identity.name,
-                        "version": identity.version,
-                        "fixture": identity.fixture,
-                    }
-                ),
-            )
-        )
-    # a documented channel to the controller (and visible in junit XML): where the record is
-    request.node.user_properties.append(
-        (ARTIFACTS_PROPERTY, directory.relative_to(tau2_run.plan.run_dir).as_posix())
+        _report(request, tau2_run, tau2_scenario, BUDGET_VERDICT)
+        pytest.skip(_budget_skip_reason(tau2_run, stopped))
+    _report(
+        request,
+        tau2_run,
+        tau2_scenario,
+        _verdict(outcome),
+        artifacts=directory.relative_to(tau2_run.plan.run_dir).as_posix(),
+        agent=agents.identity,
     )
-    if outcome.is_infra_error:
-        verdict = "INFRA"
-    elif outcome.metrics.is_successful:
-        verdict = "PASS"
-    else:
-        verdict = f"FAIL: {outcome.short_reason()}"
-    request.node.user_properties.append((OUTCOME_PROPERTY, verdict))
     if outcome.is_infra_error:
         raise Tau2InfraError(
             f"infra_error: {outcome.infra_detail} "

@@ -27,9 +27,9 @@ from typing import Any, Generic, TypeVar
 import pytest
 
 from tau2_retail.data.tasks import Task
-from tau2_retail.engine.scenario import Scenario
 from tau2_retail.engine.shards import shard_tasks
 from tau2_retail.plugins.interop import scheduled_items
+from tau2_retail.plugins.scenario_report import scenario_of_item
 
 __all__ = [
     "NotStarted",
@@ -210,9 +210,8 @@ def upcoming_items(session: pytest.Session) -> Callable[[pytest.Item], Iterable[
 
 
 def _task_of(item: pytest.Item) -> Task | None:
-    callspec = getattr(item, "callspec", None)
-    scenario = callspec.params.get("tau2_scenario") if callspec is not None else None
-    return scenario.task if isinstance(scenario, Scenario) else None
+    scenario = scenario_of_item(item)
+    return scenario.task if scenario is not None else None
 
 
 def worker_share_items(

@@ -16,7 +16,7 @@ from typing import Final
 
 import pytest
 
-from tau2_retail.errors import ArtifactError
+from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models.text import printable
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.controller import RUN_KEY, Tau2Run
@@ -36,9 +36,9 @@ from tau2_retail.plugins.process import (
     Tau2Process,
     receive_plan,
 )
-from tau2_retail.plugins.process import scenario_of as scenario_of
 from tau2_retail.plugins.rootdir import check_config_file
 from tau2_retail.plugins.runtime import select_scenarios
+from tau2_retail.plugins.scenario_report import is_benchmark_item, scenario_of_item
 from tau2_retail.plugins.scheduler import worker_share_items
 
 pytest_plugins = ["tau2_retail.plugins.scenario_fixtures"]
@@ -104,13 +104,16 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     workerinput = worker_input(config)
-    if workerinput is not None:
-        # the controller resolved the settings and decided the run: the worker reads its plan
-        process = Tau2Process(receive_plan(config, workerinput))
-        run = None
-    else:
-        run = Tau2Run(config, resolve_settings(config))
-        process = run.start()
+    try:
+        if workerinput is not None:
+            # the controller resolved the settings and decided the run: the worker reads it
+            process = Tau2Process(receive_plan(config, workerinput))
+            run = None
+        else:
+            run = Tau2Run(config, resolve_settings(config))
+            process = run.start()
+    except ConfigError as error:
+        raise pytest.UsageError(str(error)) from None
     agents = AgentSupply(process.plan.settings.agent_source)
     config.stash[AGENTS_KEY] = agents
     config.pluginmanager.register(agents, _AGENTS_PLUGIN)
@@ -118,7 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if run is not None:
         config.stash[RUN_KEY] = run
         config.pluginmanager.register(run, _RUN_PLUGIN)
-    register_interop(config, run)
+    register_interop(config, run, process.leftovers)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -181,7 +184,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep: list[pytest.Item] = []
     done: list[pytest.Item] = []
     for item in items:
-        (done if scenario_of(item.nodeid) in completed else keep).append(item)
+        scenario = scenario_of_item(item)
+        (done if scenario is not None and scenario.id in completed else keep).append(item)
     if share is not None:
         keep, others = worker_share_items(keep, share)
         done += others
@@ -211,7 +215,9 @@ def pytest_runtest_makereport(
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    if scenario_of(item.nodeid) is not None:
+    if is_benchmark_item(item):
+        item.config.stash[PROCESS_KEY].benchmark_collected = True
+    if scenario_of_item(item) is not None:
         item.config.stash[_COLLECTED_KEY] = True
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, cast
@@ -16,6 +16,8 @@ from typing import Any, cast
 import pytest
 from pluggy import PluggyTeardownRaisedWarning
 
+from tau2_retail.data.tasks import Task
+from tau2_retail.engine.scenario import Scenario
 from tau2_retail.plugins.interop import (
     SESSION_LOOP_KEY,
     EventLoopSettling,
@@ -23,12 +25,15 @@ from tau2_retail.plugins.interop import (
     PluggyTeardownFilter,
     SyrupyWarningFilter,
     XdistController,
+    XdistWorker,
     has_line_number,
+    received_leftovers,
     record_suite_properties,
     scheduled_items,
     settle_interrupted_loop,
     worker_share,
 )
+from tau2_retail.plugins.scenario_report import WorkerLeftovers
 
 from .conftest import Bench
 
@@ -63,6 +68,7 @@ class Hub:
 
     collected: list[tuple[str, list[str]]] = field(default_factory=list)
     down: list[tuple[str, object | None]] = field(default_factory=list)
+    leftovers: list[WorkerLeftovers | None] = field(default_factory=list)
 
     def worker_payload(self) -> dict[str, Any]:
         return {"tau2_run_id": "r1", "tau2_completed": ["tau2_retail__0"]}
@@ -70,8 +76,11 @@ class Hub:
     def on_worker_collection(self, node_id: str, ids: Sequence[str]) -> None:
         self.collected.append((node_id, list(ids)))
 
-    def on_worker_down(self, node_id: str, error: object | None) -> None:
+    def on_worker_down(
+        self, node_id: str, error: object | None, leftovers: WorkerLeftovers | None
+    ) -> None:
         self.down.append((node_id, error))
+        self.leftovers.append(leftovers)
 
     def incomplete(self, exitstatus: int) -> bool:
         return False
@@ -121,6 +130,24 @@ def test_a_worker_replacing_a_crashed_one_takes_its_share() -> None:
     assert hub.down == [("gw0", "Not properly terminated"), ("gw1", None)]
 
 
+def test_a_worker_s_leftovers_reach_the_run_through_its_workeroutput() -> None:
+    leftovers = WorkerLeftovers(notices=("tau2: the cache is off",), benchmark_collected=True)
+    worker_config = SimpleNamespace(workeroutput={"exitstatus": 0})
+    hub = Hub()
+    adapter = XdistController(hub, dist="load")
+    finished, crashed = _node(0), _node(1)
+
+    XdistWorker(lambda: leftovers).pytest_sessionfinish(
+        cast(pytest.Session, SimpleNamespace(config=worker_config))
+    )
+    finished.workeroutput = worker_config.workeroutput  # as xdist hands it over
+    adapter.pytest_testnodedown(finished, None)
+    adapter.pytest_testnodedown(crashed, "Not properly terminated")  # sent nothing
+
+    assert hub.leftovers == [leftovers, None]
+    assert received_leftovers(SimpleNamespace(workeroutput={"exitstatus": 0})) is None
+
+
 def test_under_dist_load_no_share_is_dealt() -> None:
     node = _node(0)
     XdistController(Hub(), dist="load").pytest_configure_node(node)
@@ -166,6 +193,38 @@ def test_a_worker_starts_ahead_the_items_it_was_sent_and_has_not_run() -> None:
     assert scheduled is not None
     assert scheduled(cast(pytest.Item, "c")) == ["c", "d"]  # 9 is not an item: skipped
     assert scheduled_items(_session(["a"], object())) is None  # not an xdist worker
+
+
+QUEUE_READER = """
+import pytest
+from tau2_retail.plugins.interop import scheduled_items
+
+@pytest.fixture
+def upcoming(request):
+    scheduled = scheduled_items(request.session)
+    assert scheduled is not None, "no WorkerInteractor with a torun queue: xdist changed"
+    return [item.name for item in scheduled(request.node)]
+
+def test_first(upcoming):
+    assert upcoming == ["test_second", "test_third"]
+
+def test_second(upcoming):
+    assert upcoming == ["test_third"]
+
+def test_third(upcoming):
+    assert upcoming == []
+"""
+
+
+def test_the_worker_queue_is_read_from_the_installed_xdist(bench: Bench) -> None:
+    """The one read of xdist's internals (``scheduled_items``), against the real xdist: this
+    fails loudly when xdist renames its worker object, its queue or its lock."""
+    (bench.path / "test_queue_reader.py").write_text(QUEUE_READER, encoding="utf-8")
+
+    result = bench.run("-n", "1", "--dist", "each", "test_queue_reader.py")
+
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=3)
 
 
 # -- junitxml ------------------------------------------------------------------------------------
@@ -240,17 +299,19 @@ def test_syrupy_missing_reports_warning_is_silenced_only_when_the_session_was_cu
     assert seen == [1]
 
 
-@pytest.mark.parametrize(
-    ("nodeid", "silenced"),
-    [
-        ("test_scenarios.py::test_tau2_retail[tau2_retail__1]", True),
-        ("tests/test_own.py::test_something", False),
-    ],
-)
+@pytest.mark.parametrize("silenced", [True, False], ids=["scenario", "own test"])
 def test_pluggy_teardown_warning_of_a_ctrl_c_is_silenced_in_scenario_tests_only(
-    nodeid: str, silenced: bool
+    silenced: bool, tasks: Mapping[str, Task]
 ) -> None:
-    item = cast(pytest.Item, SimpleNamespace(nodeid=nodeid))
+    scenario = Scenario(task=tasks["1"], trial=0, trials=1, seed=0)
+    # a scenario's test is known by its parameter, whatever its name
+    params = {"tau2_scenario": scenario} if silenced else {"x": 1}
+    item = cast(
+        pytest.Item,
+        SimpleNamespace(
+            nodeid="tests/test_own.py::test_x", callspec=SimpleNamespace(params=params)
+        ),
+    )
     teardown = "A plugin raised an exception during an old-style hookwrapper teardown.\n"
     warning = PluggyTeardownRaisedWarning
     with _warnings_are_errors():

@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from tau2_retail.plugins.controller import resume_arguments
+from tau2_retail.plugins.reporter import resume_arguments
 
 from .conftest import Bench, ScriptedEndpoint
 
