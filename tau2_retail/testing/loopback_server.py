@@ -41,37 +41,12 @@ from typing import Any, Final, Self, assert_never
 
 from aiohttp import web
 
-from tau2_retail.testing.replies import (
-    Completion,
-    Drop,
-    Hang,
-    HttpError,
-    InvalidJson,
-    NoChoices,
-    RawBody,
-    RecordedRequest,
-    Reply,
-    ReplyToolCall,
-    Responder,
-    SlowDrip,
-)
+from tau2_retail.testing import replies as records
 
-__all__ = [
-    "CHAT_COMPLETIONS_PATH",
-    "Completion",
-    "Drop",
-    "Hang",
-    "HttpError",
-    "InvalidJson",
-    "LoopbackOpenAIServer",
-    "NoChoices",
-    "RawBody",
-    "RecordedRequest",
-    "Reply",
-    "ReplyToolCall",
-    "Responder",
-    "SlowDrip",
-]
+# the reply records, exported here too: tests script the server with them
+from tau2_retail.testing.replies import *  # noqa: F403
+
+__all__ = ["CHAT_COMPLETIONS_PATH", "LoopbackOpenAIServer", *records.__all__]
 
 HOST: Final = "127.0.0.1"
 CHAT_COMPLETIONS_PATH: Final = "/v1/chat/completions"
@@ -102,8 +77,8 @@ class LoopbackOpenAIServer:
     def __init__(
         self,
         *,
-        replies: Iterable[Reply] = (),
-        responder: Responder | None = None,
+        replies: Iterable[records.Reply] = (),
+        responder: records.Responder | None = None,
         latency: float = 0.0,
         port: int = 0,
         dialect: str = "openai",
@@ -114,12 +89,12 @@ class LoopbackOpenAIServer:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
         self.dialect = dialect
         self._disconnects = 0
-        self._script: deque[Reply] = deque(replies)
+        self._script: deque[records.Reply] = deque(replies)
         self.responder = responder
         self._latency = latency
         self._requested_port = port
         self._backlog = backlog
-        self._requests: list[RecordedRequest] = []
+        self._requests: list[records.RecordedRequest] = []
         self._requests_lock = threading.Lock()
         #: (model, prompt tokens, completion tokens) of every completion sent
         self._billed: list[tuple[str, int, int]] = []
@@ -194,7 +169,7 @@ class LoopbackOpenAIServer:
         """The OpenAI base URL, ``http://127.0.0.1:<port>/v1``."""
         return f"http://{HOST}:{self.port}/v1"
 
-    def enqueue(self, *replies: Reply) -> None:
+    def enqueue(self, *replies: records.Reply) -> None:
         """Append replies to the script (safe from any thread)."""
         self._script.extend(replies)
 
@@ -209,7 +184,7 @@ class LoopbackOpenAIServer:
         return self._disconnects
 
     @property
-    def requests(self) -> tuple[RecordedRequest, ...]:
+    def requests(self) -> tuple[records.RecordedRequest, ...]:
         """Every request received so far, oldest first."""
         with self._requests_lock:
             return tuple(self._requests)
@@ -278,7 +253,7 @@ class LoopbackOpenAIServer:
         with self._requests_lock:
             if self._record:
                 self._requests.append(
-                    RecordedRequest(
+                    records.RecordedRequest(
                         method=request.method,
                         path=request.path,
                         body=body,
@@ -321,7 +296,7 @@ class LoopbackOpenAIServer:
         self._n_answered += 1
         return await self._answer(request, body, reply)
 
-    def _next_reply(self, body: Mapping[str, Any]) -> Reply | None:
+    def _next_reply(self, body: Mapping[str, Any]) -> records.Reply | None:
         try:
             return self._script.popleft()
         except IndexError:
@@ -331,18 +306,18 @@ class LoopbackOpenAIServer:
         return self.responder(body)
 
     async def _answer(
-        self, request: web.Request, body: Mapping[str, Any], reply: Reply
+        self, request: web.Request, body: Mapping[str, Any], reply: records.Reply
     ) -> web.StreamResponse:
         match reply:
-            case Completion():
+            case records.Completion():
                 return _json_response(200, self._completion_body(body, reply))
-            case HttpError(status=status, body=text, headers=headers, content_type=ctype):
+            case records.HttpError(status=status, body=text, headers=headers, content_type=ctype):
                 return web.Response(status=status, text=text, headers=headers, content_type=ctype)
-            case InvalidJson(body=text, content_type=ctype):
+            case records.InvalidJson(body=text, content_type=ctype):
                 return web.Response(status=200, text=text, content_type=ctype)
-            case NoChoices():
+            case records.NoChoices():
                 return _json_response(200, self._envelope(body, choices=[], usage=None))
-            case SlowDrip(reply=completion, interval=interval):
+            case records.SlowDrip(reply=completion, interval=interval):
                 data = json.dumps(self._completion_body(body, completion)).encode()
                 response = web.StreamResponse(
                     status=200, headers={"Content-Type": "application/json"}
@@ -355,7 +330,7 @@ class LoopbackOpenAIServer:
                         break
                 await response.write_eof()
                 return response
-            case RawBody(body=data, headers=headers, status=status, sent=sent):
+            case records.RawBody(body=data, headers=headers, status=status, sent=sent):
                 response = web.StreamResponse(
                     status=status, headers={"Content-Type": "application/json", **headers}
                 )
@@ -369,11 +344,11 @@ class LoopbackOpenAIServer:
                 except ConnectionError:
                     pass  # the client stopped reading (a reply over its limit) and hung up
                 return response
-            case Hang(seconds=seconds):
+            case records.Hang(seconds=seconds):
                 if await self._pause(seconds):
                     return _error_response(500, "loopback server: the hang ended without a reply")
                 return _error_response(503, "loopback server: stopping")
-            case Drop():
+            case records.Drop():
                 transport = request.transport
                 if transport is not None:
                     transport.close()
@@ -384,7 +359,9 @@ class LoopbackOpenAIServer:
             case _:
                 assert_never(reply)
 
-    def _completion_body(self, body: Mapping[str, Any], reply: Completion) -> dict[str, Any]:
+    def _completion_body(
+        self, body: Mapping[str, Any], reply: records.Completion
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = [
@@ -410,7 +387,7 @@ class LoopbackOpenAIServer:
         choice = {"index": 0, "message": message, "finish_reason": finish_reason}
         return self._envelope(body, choices=[choice], usage=usage)
 
-    def _wire_tool_call(self, call: ReplyToolCall, index: int) -> dict[str, Any]:
+    def _wire_tool_call(self, call: records.ReplyToolCall, index: int) -> dict[str, Any]:
         wire: dict[str, Any] = {
             "type": "function",
             "function": {"name": call.name, "arguments": call.arguments},
