@@ -371,7 +371,7 @@ def report(figures: dict[str, Any]) -> None:
     print(_keyed_table(PROCESS_COLUMNS, figures["processes"]))
     print("\nPer scenario harness time (probed runs; ms)\n")
     print(_keyed_table(HARNESS_COLUMNS, {name: [h] for name, h in figures["harness"].items()}))
-    _print_scale(figures)
+    _print_scale(figures["harness_in_process"], figures["summary_trials4"], figures["artifacts"])
     print("\nTargets\n")
     print(table(["target", "limit", "measured", "verdict"], _target_rows(figures)))
 
@@ -415,22 +415,21 @@ def _keyed_table(
     return table(["run", *(header for header, _key in columns)], rows)
 
 
-def _print_scale(figures: dict[str, Any]) -> None:
-    h = figures["harness_in_process"]
+def _print_scale(h: dict[str, Any], s: dict[str, Any], artifacts: dict[str, Any]) -> None:
+    """The in-process harness times, the 4-trial summaries, the artifacts' sizes."""
     print(
         f"\nIn process, without pytest ({h['scenarios']} scenario runs, ms, median): conversation"
         f" + scoring {h['conversation_and_scoring_ms_median']:.2f}, artifact writes "
         f"{h['artifacts_ms_median']:.2f} (p90 {h['artifacts_ms_p90']:.2f}), together "
         f"{h['total_ms_median']:.2f}"
     )
-    s = figures["summary_trials4"]
     print(
         f"\nScale, 4 trials ({s['scenarios']} scenarios): summaries + pass^k "
         f"(k = {s['pass_hat_k']}) built and written in {s['build_and_write_s']:.3f} s in process; "
         f"reading the metrics.json files {s['load_metrics_s']:.3f} s; "
         f"`python -m tau2_retail summarize` {s['summarize_command_s']:.3f} s"
     )
-    for name, a in figures["artifacts"].items():
+    for name, a in artifacts.items():
         print(
             f"artifacts ({name}): {a['scenarios']} scenarios, median "
             f"{a['per_scenario_kb_median']:.1f} KB per scenario (max "
