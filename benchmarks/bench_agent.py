@@ -289,39 +289,53 @@ def main() -> int:
     bundle = load_bundle(data_dir)
     endpoint = ScriptedEndpoint(bundle.tasks, load_user_guidelines(data_dir))
     task_ids = list(bundle.tasks)
-    rows = []
     with endpoint.server:
-        rows.append(
-            _cpu_row(
-                "model path (in-process ChatModel)",
-                bundle,
-                task_ids,
-                lambda t: script_model(endpoint, t),
-            )
+        rows = _cpu_rows(endpoint, bundle, task_ids)
+    _print_cpu(rows)
+
+    hops = [_hop_row("sync respond", _NoopSync), _hop_row("async respond", _NoopAsync)]
+    print()
+    print(f"One agent call through its thread ({HOP_CALLS} calls, one after the other)")
+    print(f"{'agent':45} {'CPU us/call':>12} {'wall us/call':>13}")
+    for hop in hops:
+        print(f"{hop['path']:45} {hop['cpu_us_per_call']:>12.1f} {hop['wall_us_per_call']:>13.1f}")
+
+    overlap = _overlap_rows(endpoint, bundle, task_ids, skip_pytest=args.skip_pytest)
+    print()
+    print(f"A sync agent sleeping 1 s per turn, {len(task_ids)} scenarios at once")
+    print(f"{'where':75} {'wall s':>7} {'ideal s':>8} {'ratio':>6}")
+    for row in overlap:
+        print(
+            f"{row['where']:75} {row['wall_s']:>7.2f} {row['ideal_s']:>8.2f} "
+            f"{row['wall_s'] / row['ideal_s']:>6.2f}"
         )
-        rows.append(
-            _cpu_row(
-                "turn agent, sync (its scenario's thread)",
-                bundle,
-                task_ids,
-                lambda t: SyncTurn(endpoint, t),
-            )
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": rows, "hops": hops, "overlap": overlap}, indent=2))
+    return 0
+
+
+def _cpu_rows(
+    endpoint: ScriptedEndpoint, bundle: Any, task_ids: Sequence[str]
+) -> list[dict[str, Any]]:
+    """1. CPU per agent turn along each path, all scenarios in flight (the server running)."""
+    paths: list[tuple[str, Any]] = [
+        ("model path (in-process ChatModel)", lambda t: script_model(endpoint, t)),
+        ("turn agent, sync (its scenario's thread)", lambda t: SyncTurn(endpoint, t)),
+        ("turn agent, async", lambda t: AsyncTurn(endpoint, t)),
+        ("loop agent (toolbox)", lambda t: Loop(endpoint, t)),
+    ]
+    rows = [_cpu_row(label, bundle, task_ids, make) for label, make in paths]
+    config = EndpointConfig(model="m", base_url=endpoint.base_url, max_retries=0)
+    roles = Roles(agent=ModelChoice(name="m", endpoint=config), user=CUSTOMER)
+    rows.append(
+        _cpu_row(
+            "endpoint (loopback HTTP, server in-process)", bundle, task_ids, lambda t: None, roles
         )
-        rows.append(
-            _cpu_row("turn agent, async", bundle, task_ids, lambda t: AsyncTurn(endpoint, t))
-        )
-        rows.append(_cpu_row("loop agent (toolbox)", bundle, task_ids, lambda t: Loop(endpoint, t)))
-        config = EndpointConfig(model="m", base_url=endpoint.base_url, max_retries=0)
-        roles = Roles(agent=ModelChoice(name="m", endpoint=config), user=CUSTOMER)
-        rows.append(
-            _cpu_row(
-                "endpoint (loopback HTTP, server in-process)",
-                bundle,
-                task_ids,
-                lambda t: None,
-                roles,
-            )
-        )
+    )
+    return rows
+
+
+def _print_cpu(rows: list[dict[str, Any]]) -> None:
     base = rows[0]["cpu_ms_per_turn"]
     print("CPU per agent turn, all scenarios in flight in one process")
     print(f"{'path':45} {'ok':>4} {'turns':>6} {'CPU s':>7} {'ms/turn':>8} {'over model path':>16}")
@@ -332,14 +346,11 @@ def main() -> int:
             f"{row['cpu_ms_per_turn'] - base:>+16.3f}"
         )
 
-    hops = [_hop_row("sync respond", _NoopSync), _hop_row("async respond", _NoopAsync)]
-    print()
-    print(f"One agent call through its thread ({HOP_CALLS} calls, one after the other)")
-    print(f"{'agent':45} {'CPU us/call':>12} {'wall us/call':>13}")
-    for hop in hops:
-        print(f"{hop['path']:45} {hop['cpu_us_per_call']:>12.1f} {hop['wall_us_per_call']:>13.1f}")
 
-    # 2. sync agents sleeping 1 s per turn, all at once
+def _overlap_rows(
+    endpoint: ScriptedEndpoint, bundle: Any, task_ids: Sequence[str], *, skip_pytest: bool
+) -> list[dict[str, Any]]:
+    """2. Sync agents sleeping 1 s per turn, all at once: in the engine, then through pytest."""
     with endpoint.server:
         started = time.perf_counter()
         outcomes = asyncio.run(
@@ -348,8 +359,10 @@ def main() -> int:
         wall = time.perf_counter() - started
     ideal = max(o.metrics.token_usage["agent"].n_calls for o in outcomes) * 1.0
     ok = sum(o.metrics.db_state_match and o.metrics.clean_exit for o in outcomes)
-    overlap = [{"where": "engine (asyncio.gather)", "ok": ok, "wall_s": wall, "ideal_s": ideal}]
-    if not args.skip_pytest:
+    overlap: list[dict[str, Any]] = [
+        {"where": "engine (asyncio.gather)", "ok": ok, "wall_s": wall, "ideal_s": ideal}
+    ]
+    if not skip_pytest:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             (folder / "bench_agent_script.py").write_text(SCRIPT_MODULE)
@@ -363,17 +376,7 @@ def main() -> int:
                 "ideal_s": ideal,
             }
         )
-    print()
-    print(f"A sync agent sleeping 1 s per turn, {len(task_ids)} scenarios at once")
-    print(f"{'where':75} {'wall s':>7} {'ideal s':>8} {'ratio':>6}")
-    for row in overlap:
-        print(
-            f"{row['where']:75} {row['wall_s']:>7.2f} {row['ideal_s']:>8.2f} "
-            f"{row['wall_s'] / row['ideal_s']:>6.2f}"
-        )
-    if args.json:
-        args.json.write_text(json.dumps({"cpu": rows, "hops": hops, "overlap": overlap}, indent=2))
-    return 0
+    return overlap
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tau2_retail.data import files  # noqa: E402
-from tau2_retail.data.files import fetch, resolve_data_dir  # noqa: E402
+from tau2_retail.data.fetch import fetch  # noqa: E402
+from tau2_retail.data.files import resolve_data_dir  # noqa: E402
 from tau2_retail.testing.upstream_checkout import (  # noqa: E402
     RETAIL_FOLDER,
     make_upstream_checkout,

@@ -148,58 +148,13 @@ def in_process_harness(repeats: int) -> dict[str, float]:
     """
     import asyncio
 
-    from tau2_retail.data.files import resolve_data_dir
-    from tau2_retail.data.gold import GoldBook
-    from tau2_retail.data.seed import load_seed
-    from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
-    from tau2_retail.engine.profiles import ProfileName, load_profile
-    from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
-    from tau2_retail.engine.scenario import Scenario
-    from tau2_retail.models.builtin import builtin_model
-    from tau2_retail.results.artifacts import write_scenario_artifacts
-    from tau2_retail.testing.offline import run_offline
-    from tau2_retail.tools.schemas import tool_schemas
-
-    data_dir = resolve_data_dir()
-    tasks = load_tasks(data_dir)
-    book = GoldBook(seed=load_seed(data_dir), tasks=tasks)
-    agent_prompt = agent_system_prompt(load_policy(data_dir), additional_notes=True)
-    guidelines = load_user_guidelines(data_dir)
-    tools = tool_schemas()
-    profile = load_profile(ProfileName.DEFAULT, data_dir)
-    for task_id in tasks:
-        _ = book[task_id].db_hash
+    inputs = _harness_inputs()
     scenario_ms: list[float] = []
     artifacts_ms: list[float] = []
     scratch = Path(tempfile.mkdtemp(prefix="tau2-bench-harness-"))
-
-    async def one_pass(number: int) -> None:
-        for task in tasks.values():
-            user_prompt = user_system_prompt(guidelines, task)
-            start = time.perf_counter()
-            outcome = await run_offline(
-                Scenario(task=task, trial=0, trials=1, seed=300),
-                agent=builtin_model("builtin:oracle", task, role="agent"),
-                judge_model=None,
-                book=book,
-                profile=profile,
-            )
-            middle = time.perf_counter()
-            write_scenario_artifacts(
-                scratch / str(number) / outcome.scenario.name,
-                outcome,
-                agent_prompt=agent_prompt,
-                user_prompt=user_prompt,
-                tools=tools,
-                config={"run_id": "bench"},
-            )
-            end = time.perf_counter()
-            scenario_ms.append((middle - start) * 1000)
-            artifacts_ms.append((end - middle) * 1000)
-
     try:
         for number in range(repeats):
-            asyncio.run(one_pass(number))
+            asyncio.run(_one_pass(inputs, scratch / str(number), scenario_ms, artifacts_ms))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return {
@@ -211,7 +166,68 @@ def in_process_harness(repeats: int) -> dict[str, float]:
     }
 
 
-def summary_times(run_dir: Path, repeats: int) -> dict[str, float]:
+def _harness_inputs() -> dict[str, Any]:
+    """What every pass shares: the tasks, the gold book (golds replayed), prompts, tools, the
+    default profile."""
+    from tau2_retail.data.files import resolve_data_dir
+    from tau2_retail.data.gold import GoldBook
+    from tau2_retail.data.seed import load_seed
+    from tau2_retail.data.tasks import load_policy, load_tasks, load_user_guidelines
+    from tau2_retail.engine.profiles import ProfileName, load_profile
+    from tau2_retail.engine.prompts import agent_system_prompt
+    from tau2_retail.tools.schemas import tool_schemas
+
+    data_dir = resolve_data_dir()
+    tasks = load_tasks(data_dir)
+    book = GoldBook(seed=load_seed(data_dir), tasks=tasks)
+    inputs = {
+        "tasks": tasks,
+        "book": book,
+        "agent_prompt": agent_system_prompt(load_policy(data_dir), additional_notes=True),
+        "guidelines": load_user_guidelines(data_dir),
+        "tools": tool_schemas(),
+        "profile": load_profile(ProfileName.DEFAULT, data_dir),
+    }
+    for task_id in tasks:
+        _ = book[task_id].db_hash
+    return inputs
+
+
+async def _one_pass(
+    inputs: dict[str, Any], scratch: Path, scenario_ms: list[float], artifacts_ms: list[float]
+) -> None:
+    """Every scenario once: its conversation and scoring, then its artifacts, timed apart."""
+    from tau2_retail.engine.prompts import user_system_prompt
+    from tau2_retail.engine.scenario import Scenario
+    from tau2_retail.models.builtin import builtin_model
+    from tau2_retail.results.artifacts import write_scenario_artifacts
+    from tau2_retail.testing.offline import run_offline
+
+    for task in inputs["tasks"].values():
+        user_prompt = user_system_prompt(inputs["guidelines"], task)
+        start = time.perf_counter()
+        outcome = await run_offline(
+            Scenario(task=task, trial=0, trials=1, seed=300),
+            agent=builtin_model("builtin:oracle", task, role="agent"),
+            judge_model=None,
+            book=inputs["book"],
+            profile=inputs["profile"],
+        )
+        middle = time.perf_counter()
+        write_scenario_artifacts(
+            scratch / outcome.scenario.name,
+            outcome,
+            agent_prompt=inputs["agent_prompt"],
+            user_prompt=user_prompt,
+            tools=inputs["tools"],
+            config={"run_id": "bench"},
+        )
+        end = time.perf_counter()
+        scenario_ms.append((middle - start) * 1000)
+        artifacts_ms.append((end - middle) * 1000)
+
+
+def summary_times(run_dir: Path, repeats: int) -> dict[str, Any]:
     """In process: build + write the summaries from the metrics; and the summarize command."""
     from tau2_retail.results.artifacts import load_run_metrics
     from tau2_retail.results.summary import read_run_args, write_run_summary
@@ -265,65 +281,10 @@ def main() -> int:
         parser.error("set TAU2_DATA_DIR to the data folder")
 
     work = Path(tempfile.mkdtemp(prefix="tau2-bench-offline-"))
-    out, probes = work / "runs", work / "probe"
     figures: dict[str, Any] = {"machine": machine(), "targets": TARGETS}
     print(f"machine: {figures['machine']}", flush=True)
     try:
-        collect = [
-            run_suite(["--collect-only", "-q", "-k", "tau2_retail"]) for _ in range(args.repeats)
-        ]
-        print(f"  collect-only: {[round(r.wall_s, 2) for r in collect]} s", flush=True)
-        n0 = repeated("n0", lambda rid: suite_args(out, rid, "-n", "0"), args.repeats, probes)
-        n2 = repeated("n2", lambda rid: suite_args(out, rid, "-n", "2"), args.repeats, probes)
-        t4 = repeated(
-            "t4n8",
-            lambda rid: suite_args(out, rid, "-n", "8", "--tau2-trials", "4"),
-            args.repeats,
-            probes,
-        )
-
-        runs = {"n0": n0, "n2": n2, "t4n8": t4}
-        wall_rows = [
-            {
-                "command": "pytest --collect-only -q -k tau2_retail",
-                "tests": 229,
-                "wall_s": median(r.wall_s for r in collect),
-                "cpu_s": median(r.cpu_s for r in collect),
-                "returncode": collect[0].returncode,
-            }
-        ]
-        for name, label, tests in (
-            ("n0", "pytest -k tau2_retail -n 0", 229),
-            ("n2", "pytest -k tau2_retail -n 2", 229),
-            ("t4n8", "pytest -k tau2_retail -n 8 --tau2-trials 4", 571),
-        ):
-            plain = runs[name]["plain"]
-            wall_rows.append(
-                {
-                    "command": label,
-                    "tests": tests,
-                    "wall_s": median(r.wall_s for r in plain),
-                    "cpu_s": median(r.cpu_s for r in plain),
-                    "returncode": plain[0].returncode,
-                }
-            )
-        figures["wall"] = wall_rows
-        figures["wall_all_repeats_s"] = {
-            "collect": [r.wall_s for r in collect],
-            **{name: [r.wall_s for r in runs[name]["plain"]] for name in runs},
-        }
-        figures["processes"] = {name: process_rows(runs[name]["probed"]) for name in runs}
-        figures["harness"] = {
-            name: harness_times(runs[name]["probed"], out / f"{name}-probe") for name in runs
-        }
-        t4_dir = out / "t4n8-probe"
-        figures["summary_trials4"] = summary_times(t4_dir, args.repeats)
-        figures["harness_in_process"] = in_process_harness(args.repeats)
-        figures["artifacts"] = {
-            "n2": artifact_sizes(out / "n2-probe"),
-            "t4n8": artifact_sizes(t4_dir),
-        }
-        figures["load_average_at_end"] = load_average()
+        figures.update(measure(work / "runs", work / "probe", args.repeats))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -334,6 +295,61 @@ def main() -> int:
     path = write_json("offline", figures)
     print(f"\nwritten: {path.relative_to(ROOT)}")
     return 0
+
+
+def measure(out: Path, probes: Path, repeats: int) -> dict[str, Any]:
+    """Every figure of the report but the machine's: the runs go to ``out``, probes to
+    ``probes``."""
+    collect = [run_suite(["--collect-only", "-q", "-k", "tau2_retail"]) for _ in range(repeats)]
+    print(f"  collect-only: {[round(r.wall_s, 2) for r in collect]} s", flush=True)
+    n0 = repeated("n0", lambda rid: suite_args(out, rid, "-n", "0"), repeats, probes)
+    n2 = repeated("n2", lambda rid: suite_args(out, rid, "-n", "2"), repeats, probes)
+    t4 = repeated(
+        "t4n8",
+        lambda rid: suite_args(out, rid, "-n", "8", "--tau2-trials", "4"),
+        repeats,
+        probes,
+    )
+    runs = {"n0": n0, "n2": n2, "t4n8": t4}
+    figures: dict[str, Any] = {"wall": wall_rows(collect, runs)}
+    figures["wall_all_repeats_s"] = {
+        "collect": [r.wall_s for r in collect],
+        **{name: [r.wall_s for r in runs[name]["plain"]] for name in runs},
+    }
+    figures["processes"] = {name: process_rows(runs[name]["probed"]) for name in runs}
+    figures["harness"] = {
+        name: harness_times(runs[name]["probed"], out / f"{name}-probe") for name in runs
+    }
+    t4_dir = out / "t4n8-probe"
+    figures["summary_trials4"] = summary_times(t4_dir, repeats)
+    figures["harness_in_process"] = in_process_harness(repeats)
+    figures["artifacts"] = {
+        "n2": artifact_sizes(out / "n2-probe"),
+        "t4n8": artifact_sizes(t4_dir),
+    }
+    figures["load_average_at_end"] = load_average()
+    return figures
+
+
+def wall_rows(collect: list[Run], runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The wall table: one row a command, medians of its plain (unprobed) repeats."""
+    commands = [("pytest --collect-only -q -k tau2_retail", 229, collect)]
+    for name, label, tests in (
+        ("n0", "pytest -k tau2_retail -n 0", 229),
+        ("n2", "pytest -k tau2_retail -n 2", 229),
+        ("t4n8", "pytest -k tau2_retail -n 8 --tau2-trials 4", 571),
+    ):
+        commands.append((label, tests, runs[name]["plain"]))
+    return [
+        {
+            "command": label,
+            "tests": tests,
+            "wall_s": median(r.wall_s for r in repeats),
+            "cpu_s": median(r.cpu_s for r in repeats),
+            "returncode": repeats[0].returncode,
+        }
+        for label, tests, repeats in commands
+    ]
 
 
 def report(figures: dict[str, Any]) -> None:
@@ -352,136 +368,99 @@ def report(figures: dict[str, Any]) -> None:
         "\nPer process (probed run): peak RSS; CPU s before the first test, in the tests (on an "
         "xdist controller: relaying them), after the last; timeline in s from the command\n"
     )
-    rows = []
-    for name, processes in figures["processes"].items():
-        for p in processes:
-            rows.append(
-                [
-                    name,
-                    p["role"],
-                    p["maxrss_mb"],
-                    p["cpu_s"],
-                    p["cpu_before_tests_s"],
-                    p["cpu_tests_s"],
-                    p["cpu_after_tests_s"],
-                    p["gc_s"],
-                    p["plugin_imported_s"],
-                    p["collected_s"],
-                    p["first_test_s"],
-                    p["last_test_s"],
-                    p["exit_s"],
-                    p["scenarios"],
-                ]
-            )
-    print(
-        table(
-            [
-                "run",
-                "process",
-                "peak RSS MB",
-                "CPU s",
-                "CPU before tests",
-                "CPU in tests",
-                "CPU after",
-                "of which GC",
-                "plugins imported",
-                "collected",
-                "first test",
-                "last test",
-                "exit",
-                "scenarios",
-            ],
-            rows,
-        )
-    )
+    print(_keyed_table(PROCESS_COLUMNS, figures["processes"]))
     print("\nPer scenario harness time (probed runs; ms)\n")
-    print(
-        table(
-            [
-                "run",
-                "scenarios",
-                "set-up median (conversation+scoring+artifacts)",
-                "p90",
-                "max",
-                "conversation median",
-                "whole test median",
-                "whole test CPU median",
-            ],
-            [
-                [
-                    name,
-                    h["scenarios"],
-                    h["setup_ms_median"],
-                    h["setup_ms_p90"],
-                    h["setup_ms_max"],
-                    h["conversation_ms_median"],
-                    h["test_protocol_ms_median"],
-                    h["test_protocol_cpu_ms_median"],
-                ]
-                for name, h in figures["harness"].items()
-            ],
-        )
-    )
-    h = figures["harness_in_process"]
+    print(_keyed_table(HARNESS_COLUMNS, {name: [h] for name, h in figures["harness"].items()}))
+    _print_scale(figures["harness_in_process"], figures["summary_trials4"], figures["artifacts"])
+    print("\nTargets\n")
+    print(table(["target", "limit", "measured", "verdict"], _target_rows(figures)))
+
+
+# (header, key) of each column after the run's name: one list names the column and its figure
+PROCESS_COLUMNS = (
+    ("process", "role"),
+    ("peak RSS MB", "maxrss_mb"),
+    ("CPU s", "cpu_s"),
+    ("CPU before tests", "cpu_before_tests_s"),
+    ("CPU in tests", "cpu_tests_s"),
+    ("CPU after", "cpu_after_tests_s"),
+    ("of which GC", "gc_s"),
+    ("plugins imported", "plugin_imported_s"),
+    ("collected", "collected_s"),
+    ("first test", "first_test_s"),
+    ("last test", "last_test_s"),
+    ("exit", "exit_s"),
+    ("scenarios", "scenarios"),
+)
+HARNESS_COLUMNS = (
+    ("scenarios", "scenarios"),
+    ("set-up median (conversation+scoring+artifacts)", "setup_ms_median"),
+    ("p90", "setup_ms_p90"),
+    ("max", "setup_ms_max"),
+    ("conversation median", "conversation_ms_median"),
+    ("whole test median", "test_protocol_ms_median"),
+    ("whole test CPU median", "test_protocol_cpu_ms_median"),
+)
+
+
+def _keyed_table(
+    columns: tuple[tuple[str, str], ...], entries: dict[str, list[dict[str, Any]]]
+) -> str:
+    """A table with a row per entry of each run: the run's name, then ``columns``' figures."""
+    rows = [
+        [name, *(entry[key] for _header, key in columns)]
+        for name, run_entries in entries.items()
+        for entry in run_entries
+    ]
+    return table(["run", *(header for header, _key in columns)], rows)
+
+
+def _print_scale(h: dict[str, Any], s: dict[str, Any], artifacts: dict[str, Any]) -> None:
+    """The in-process harness times, the 4-trial summaries, the artifacts' sizes."""
     print(
         f"\nIn process, without pytest ({h['scenarios']} scenario runs, ms, median): conversation"
         f" + scoring {h['conversation_and_scoring_ms_median']:.2f}, artifact writes "
         f"{h['artifacts_ms_median']:.2f} (p90 {h['artifacts_ms_p90']:.2f}), together "
         f"{h['total_ms_median']:.2f}"
     )
-    s = figures["summary_trials4"]
     print(
         f"\nScale, 4 trials ({s['scenarios']} scenarios): summaries + pass^k "
         f"(k = {s['pass_hat_k']}) built and written in {s['build_and_write_s']:.3f} s in process; "
         f"reading the metrics.json files {s['load_metrics_s']:.3f} s; "
         f"`python -m tau2_retail summarize` {s['summarize_command_s']:.3f} s"
     )
-    for name, a in figures["artifacts"].items():
+    for name, a in artifacts.items():
         print(
             f"artifacts ({name}): {a['scenarios']} scenarios, median "
             f"{a['per_scenario_kb_median']:.1f} KB per scenario (max "
             f"{a['per_scenario_kb_max']:.1f}), {a['total_mb']:.1f} MB in all"
         )
-    wall = {r["command"]: r for r in figures["wall"]}
+
+
+def _target_rows(figures: dict[str, Any]) -> list[list[Any]]:
+    wall = {r["command"]: r["wall_s"] for r in figures["wall"]}
     worker_rss = max(
         (p["maxrss_mb"] for ps in figures["processes"].values() for p in ps),
         default=float("nan"),
     )
-    print("\nTargets\n")
-    print(
-        table(
-            ["target", "limit", "measured", "verdict"],
-            [
-                [
-                    "pytest -k tau2_retail -n 2, wall s",
-                    TARGETS["n2_wall_s"],
-                    wall["pytest -k tau2_retail -n 2"]["wall_s"],
-                    verdict(wall["pytest -k tau2_retail -n 2"]["wall_s"], TARGETS["n2_wall_s"]),
-                ],
-                [
-                    "pytest --collect-only -q -k tau2_retail, wall s",
-                    TARGETS["collect_wall_s"],
-                    wall["pytest --collect-only -q -k tau2_retail"]["wall_s"],
-                    verdict(
-                        wall["pytest --collect-only -q -k tau2_retail"]["wall_s"],
-                        TARGETS["collect_wall_s"],
-                    ),
-                ],
-                [
-                    "peak RSS of any pytest process, MB",
-                    TARGETS["worker_maxrss_mb"],
-                    worker_rss,
-                    verdict(worker_rss, TARGETS["worker_maxrss_mb"]),
-                ],
-                [
-                    "summaries + pass^k, 456 scenarios, s",
-                    TARGETS["summary_s"],
-                    s["build_and_write_s"],
-                    verdict(s["build_and_write_s"], TARGETS["summary_s"]),
-                ],
-            ],
-        )
-    )
+    measured = [
+        ("pytest -k tau2_retail -n 2, wall s", "n2_wall_s", wall["pytest -k tau2_retail -n 2"]),
+        (
+            "pytest --collect-only -q -k tau2_retail, wall s",
+            "collect_wall_s",
+            wall["pytest --collect-only -q -k tau2_retail"],
+        ),
+        ("peak RSS of any pytest process, MB", "worker_maxrss_mb", worker_rss),
+        (
+            "summaries + pass^k, 456 scenarios, s",
+            "summary_s",
+            figures["summary_trials4"]["build_and_write_s"],
+        ),
+    ]
+    return [
+        [label, TARGETS[target], value, verdict(value, TARGETS[target])]
+        for label, target, value in measured
+    ]
 
 
 if __name__ == "__main__":

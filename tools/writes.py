@@ -91,6 +91,31 @@ def cancel_pending_order(store: Store, *, order_id: str, reason: str) -> str:
     return _show(order)
 
 
+def _order_to_swap(
+    store: Store,
+    order_id: str,
+    item_ids: list[str],
+    new_item_ids: list[str],
+    *,
+    status: str,
+    refusals: tuple[str, str, str],
+) -> Record:
+    """The order whose items an exchange or a modification swaps, after upstream's first three
+    checks in its order: the status, each item present (as often as named), as many new items
+    as old. ``refusals``: each check's message, in that order (the item's is a format string
+    taking the item id); the two tools word them differently."""
+    wrong_status, missing_item, count_mismatch = refusals
+    order = find_order(store, order_id)
+    if order["status"] != status:
+        raise ToolError(wrong_status)
+    missing = _first_excess(item_ids, [item["item_id"] for item in order["items"]])
+    if missing is not None:
+        raise ToolError(missing_item.format(missing))
+    if len(item_ids) != len(new_item_ids):
+        raise ToolError(count_mismatch)
+    return order
+
+
 def _price_difference(
     store: Store,
     order: Record,
@@ -121,14 +146,18 @@ def exchange_delivered_order_items(
     new_item_ids: list[str],
     payment_method_id: str,
 ) -> str:
-    order = find_order(store, order_id)
-    if order["status"] != "delivered":
-        raise ToolError("Non-delivered order cannot be exchanged")
-    missing = _first_excess(item_ids, [item["item_id"] for item in order["items"]])
-    if missing is not None:
-        raise ToolError(f"Number of {missing} not found.")
-    if len(item_ids) != len(new_item_ids):
-        raise ToolError("The number of items to be exchanged should match.")
+    order = _order_to_swap(
+        store,
+        order_id,
+        item_ids,
+        new_item_ids,
+        status="delivered",
+        refusals=(
+            "Non-delivered order cannot be exchanged",
+            "Number of {} not found.",
+            "The number of items to be exchanged should match.",
+        ),
+    )
     difference, _ = _price_difference(store, order, item_ids, new_item_ids, same_id_check=False)
     difference = round(difference, 2)
     method = find_payment_method(store, order["user_id"], payment_method_id)
@@ -214,14 +243,18 @@ def modify_pending_order_items(
     new_item_ids: list[str],
     payment_method_id: str,
 ) -> str:
-    order = find_order(store, order_id)
-    if order["status"] != "pending":
-        raise ToolError("Non-pending order cannot be modified")
-    missing = _first_excess(item_ids, [item["item_id"] for item in order["items"]])
-    if missing is not None:
-        raise ToolError(f"{missing} not found")
-    if len(item_ids) != len(new_item_ids):
-        raise ToolError("The number of items to be exchanged should match")
+    order = _order_to_swap(
+        store,
+        order_id,
+        item_ids,
+        new_item_ids,
+        status="pending",
+        refusals=(
+            "Non-pending order cannot be modified",
+            "{} not found",
+            "The number of items to be exchanged should match",
+        ),
+    )
     difference, last_variant = _price_difference(
         store, order, item_ids, new_item_ids, same_id_check=True
     )

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from tau2_retail.cli.common import Argument, Command
+from tau2_retail.data.fetch import fetch
 from tau2_retail.data.files import (
     CheckStatus,
     chosen_data_dir,
     combined_digest,
-    fetch,
     format_checks,
     load_manifest,
     verify_folder,

@@ -20,7 +20,8 @@ from tau2_retail import codec
 from tau2_retail.cli.common import SubParsers, add_data_dir
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import Task, trial_seeds, unknown_task_ids
-from tau2_retail.engine.harness import Harness, Roles, load_bundle
+from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.engine.scoring import describe_db_difference
@@ -317,60 +318,85 @@ def run_command(args: argparse.Namespace) -> int:
     """Run task ``args.task_id`` once and print it; the exit status says how it went."""
     # Every setting is checked before the data is loaded or any client is built.
     settings = resolve_run_settings(args)
-    roles = settings.roles
     limits = settings.limits()
     source = settings.agent_source
     identity = source.identity if source is not None else None
-    base_seed = settings.seed
-    profile = settings.profile
     data_dir = resolve_data_dir(args.data_dir)
-    bundle = load_bundle(data_dir, agent_notes=settings.agent_notes, profile=profile)
+    bundle = load_bundle(data_dir, agent_notes=settings.agent_notes, profile=settings.profile)
     if problem := unknown_task_ids([args.task_id], bundle.tasks):
         raise DataError(f"{problem} (list them with: python -m tau2_retail tasks)")
     task = bundle.tasks[args.task_id]
-    seed = trial_seeds(base_seed, 1)[0]
+    seed = trial_seeds(settings.seed, 1)[0]
     scenario = Scenario(task=task, trial=0, trials=1, seed=seed)
     live = not args.json
     if live:
-        header = _header(task, roles, seed, base_seed, profile, identity)
+        header = _header(task, settings.roles, seed, settings.seed, settings.profile, identity)
         print("\n".join(header), end="\n\n", flush=True)
-
-    async def run() -> ScenarioOutcome:
-        async with Harness(
-            bundle=bundle, roles=roles, limits=limits, cache=cache, prices=settings.prices
-        ) as harness:
-            masker = harness.masker
-            outcome = await harness.run(
-                scenario,
-                on_message=_live_printer(masker.text if masker else str) if live else None,
-                agent=AgentRunner(source.factory, source.identity)
-                if source is not None and source.factory is not None
-                else None,
-            )
-            if args.output_dir is not None:
-                write_outcome(
-                    Path(args.output_dir),
-                    outcome,
-                    prompts=harness.prompts(task),
-                    config={
-                        "command": "run",
-                        "seed": seed,
-                        "base_seed": base_seed,
-                        "profile": profile.value,
-                        # names and URLs only: request bodies may carry secrets
-                        "agent": identity.describe() if identity else roles.agent.describe(),
-                        "user": roles.user.describe(),
-                        "judge": roles.judge.describe() if roles.judge else None,
-                    },
-                )
-            return outcome
-
     cache = _cache(settings)
     try:
-        outcome = asyncio.run(run())
+        outcome = asyncio.run(
+            _run_once(
+                settings,
+                bundle,
+                scenario,
+                limits=limits,
+                cache=cache,
+                live=live,
+                output_dir=args.output_dir,
+            )
+        )
     finally:
         if cache is not None:
             cache.close()
+    return _print_outcome(outcome, live=live)
+
+
+async def _run_once(
+    settings: Tau2Settings,
+    bundle: DataBundle,
+    scenario: Scenario,
+    *,
+    limits: Limits,
+    cache: ResponseCache | None,
+    live: bool,
+    output_dir: str | None,
+) -> ScenarioOutcome:
+    """The scenario through a harness of its own; its folder written when ``output_dir`` is set."""
+    roles = settings.roles
+    source = settings.agent_source
+    async with Harness(
+        bundle=bundle, roles=roles, limits=limits, cache=cache, prices=settings.prices
+    ) as harness:
+        masker = harness.masker
+        outcome = await harness.run(
+            scenario,
+            on_message=_live_printer(masker.text if masker else str) if live else None,
+            agent=AgentRunner(source.factory, source.identity)
+            if source is not None and source.factory is not None
+            else None,
+        )
+        if output_dir is not None:
+            identity = source.identity if source is not None else None
+            write_outcome(
+                Path(output_dir),
+                outcome,
+                prompts=harness.prompts(scenario.task),
+                config={
+                    "command": "run",
+                    "seed": scenario.seed,
+                    "base_seed": settings.seed,
+                    "profile": settings.profile.value,
+                    # names and URLs only: request bodies may carry secrets
+                    "agent": identity.describe() if identity else roles.agent.describe(),
+                    "user": roles.user.describe(),
+                    "judge": roles.judge.describe() if roles.judge else None,
+                },
+            )
+        return outcome
+
+
+def _print_outcome(outcome: ScenarioOutcome, *, live: bool) -> int:
+    """The outcome on stdout (the live report, or the JSON document); the exit status."""
     for hit in outcome.timeouts:
         print(timeout_notice(hit, cli=True), file=sys.stderr)
     if live:

@@ -1,4 +1,5 @@
-"""The pinned upstream data: the manifest, the data folder, digest checks and the fetch.
+"""The pinned upstream data: the manifest, the data folder and digest checks (the fetch that
+fills a folder is :mod:`tau2_retail.data.fetch`).
 
 The upstream files are never committed. ``fixtures/manifest.json`` names the pinned commit of
 tau2-bench and the sha256 of each file; the data folder is found in this order: an explicit
@@ -14,20 +15,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
-import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import IO, TypeGuard
 
-from tau2_retail.errors import ConfigError, DataError, DigestMismatch
+from tau2_retail.errors import DataError, DigestMismatch
 
 __all__ = [
     "DATA_DIR_ENV",
+    "MAX_FILE_BYTES",
+    "READ_CHUNK",
     "CheckStatus",
     "FileCheck",
     "Manifest",
@@ -35,10 +35,9 @@ __all__ = [
     "chosen_data_dir",
     "combined_digest",
     "default_cache_dir",
-    "fetch",
+    "digest_of",
     "format_checks",
     "load_manifest",
-    "locate_sources",
     "manifest_path",
     "read_verified",
     "resolve_data_dir",
@@ -51,10 +50,10 @@ DATA_DIR_ENV = "TAU2_DATA_DIR"
 
 _FETCH_HINT = "run `python -m tau2_retail data fetch`"
 _LOCATE_HINT = f"set {DATA_DIR_ENV} or pass --tau2-data-dir (pytest) / --data-dir (CLI)"
-_CHUNK = 1 << 20
-# Upstream files are a few MB; a cap keeps a misbehaving server from filling the disk.
-_MAX_BYTES = 64 << 20
-_TIMEOUT_SECONDS = 30.0
+READ_CHUNK = 1 << 20
+"""How many bytes a read or copy of a data file takes at a time."""
+MAX_FILE_BYTES = 64 << 20
+"""Upstream files are a few MB; a cap keeps a misbehaving server from filling the disk."""
 
 # Digest of each file state seen in this process, keyed by (resolved path, size, mtime_ns):
 # an unchanged file is hashed once, a changed one again.
@@ -261,7 +260,7 @@ def _state_key(path: Path, handle: IO[bytes]) -> tuple[str, int, int]:
     return (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
 
 
-def _digest_of(path: Path) -> str:
+def digest_of(path: Path) -> str:
     """The sha256 of a file, hashed at most once per file state; FileNotFoundError if absent."""
     with path.open("rb") as handle:
         key = _state_key(path, handle)
@@ -281,7 +280,7 @@ def verified_path(data_dir: Path, name: str) -> Path:
     expected = load_manifest().file(name).sha256
     path = data_dir / name
     try:
-        actual = _digest_of(path)
+        actual = digest_of(path)
     except FileNotFoundError as error:
         raise _missing_file(path) from error
     if actual != expected:
@@ -299,18 +298,18 @@ def read_verified(data_dir: Path, name: str) -> bytes:
     try:
         with path.open("rb") as handle:
             key = _state_key(path, handle)
-            if key[1] > _MAX_BYTES:
+            if key[1] > MAX_FILE_BYTES:
                 # far beyond any pinned file: refuse before reading (a 20 GB file would end in
                 # a bare MemoryError)
                 raise DataError(
                     f"{path}: {key[1]} bytes, more than any pinned data file (at most "
-                    f"{_MAX_BYTES} bytes); it is not the pinned file: re-fetch it with "
+                    f"{MAX_FILE_BYTES} bytes); it is not the pinned file: re-fetch it with "
                     "`python -m tau2_retail data fetch` (or --from FOLDER)"
                 )
             # hashed while it is read, in chunks
             digest = hashlib.sha256()
             chunks: list[bytes] = []
-            while chunk := handle.read(_CHUNK):
+            while chunk := handle.read(READ_CHUNK):
                 digest.update(chunk)
                 chunks.append(chunk)
             data = b"".join(chunks)
@@ -330,7 +329,7 @@ def verify_folder(folder: Path) -> list[FileCheck]:
     checks = []
     for entry in load_manifest().files:
         try:
-            actual: str | None = _digest_of(folder / entry.name)
+            actual: str | None = digest_of(folder / entry.name)
         except (FileNotFoundError, NotADirectoryError):
             actual = None
         if actual is None:
@@ -351,226 +350,6 @@ def combined_digest(checks: list[FileCheck]) -> str:
     same combined digest hold the same pinned files."""
     listing = "".join(f"{check.actual}  {check.name}\n" for check in checks)
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
-
-
-def _source_roots(folder: Path, manifest: Manifest) -> list[Path]:
-    """Where the upstream paths of the manifest may start, for a ``--from`` folder: the folder
-    itself (a tau2-bench checkout's root), and the checkout's root when the folder is one of
-    the checkout's own folders (``data/tau2/domains/retail``, ``data/tau2``, ``src``, ...)."""
-    roots = [folder]
-    parts = folder.parts
-    for entry in manifest.files:
-        directories = PurePosixPath(entry.upstream_path).parts[:-1]
-        for depth in range(1, len(directories) + 1):
-            if len(parts) > depth and tuple(parts[-depth:]) == directories[:depth]:
-                root = Path(*parts[:-depth])
-                if root not in roots:
-                    roots.append(root)
-    return roots
-
-
-def _candidates(folder: Path, entry: ManifestFile, roots: Sequence[Path]) -> list[Path]:
-    paths = [folder / entry.name]  # a data folder (the cache, $TAU2_DATA_DIR): local names
-    for root in roots:
-        path = root / entry.upstream_path
-        if path not in paths:
-            paths.append(path)
-    return paths
-
-
-def locate_sources(folder: Path, entries: Sequence[ManifestFile]) -> dict[str, Path]:
-    """Where each of ``entries`` is in ``folder``: a data folder laid out like the cache (local
-    names), a tau2-bench checkout's root (upstream paths), or one of its folders such as
-    ``data/tau2/domains/retail`` (then the guidelines, licence and sources are found in the
-    checkout around it). Digests are not checked here.
-
-    Raises :class:`DataError` naming every file not found and the paths tried.
-    """
-    if not folder.is_dir():
-        raise DataError(
-            f"--from {folder}: not a folder; give a tau2-bench checkout (its root or its "
-            "data/tau2/domains/retail folder) or a data folder such as $TAU2_DATA_DIR"
-        )
-    roots = _source_roots(folder, load_manifest())
-    found: dict[str, Path] = {}
-    missing: list[str] = []
-    for entry in entries:
-        paths = _candidates(folder, entry, roots)
-        path = next((path for path in paths if path.is_file()), None)
-        if path is None:
-            tried = ", ".join(str(path) for path in paths)
-            missing.append(f"{entry.name} (looked for {tried})")
-        else:
-            found[entry.name] = path
-    if missing:
-        raise DataError(
-            f"--from {folder}: not found: {'; '.join(missing)}. Give a tau2-bench checkout "
-            "(its root, or its data/tau2/domains/retail folder inside the checkout: the user "
-            "simulator guidelines, LICENSE and src/ are read from around it) or a data folder "
-            "such as $TAU2_DATA_DIR; nothing was written"
-        )
-    return found
-
-
-def _file_url_path(url: str) -> Path:
-    """The local folder of a ``file://`` base URL (absolute; host empty or ``localhost``)."""
-    import urllib.request
-
-    parts = urllib.parse.urlsplit(url)
-    path = Path(urllib.request.url2pathname(parts.path))
-    if parts.netloc not in ("", "localhost") or not path.is_absolute():
-        raise ConfigError(
-            f"fetch: --base-url {url!r}: a file:// URL must name an absolute folder "
-            "(file:///path/to/tau2-bench); for a relative folder use --from DIR"
-        )
-    return path
-
-
-@contextmanager
-def _atomic_target(target: Path) -> Iterator[IO[bytes]]:
-    """A temp file beside ``target`` that replaces it on success and vanishes on any failure."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        # Interrupts included: a half-written file must never stay behind.
-        temp.unlink(missing_ok=True)
-        raise
-
-
-def _copy_stream(source: IO[bytes], sink: IO[bytes], *, origin: str) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    while chunk := source.read(_CHUNK):
-        size += len(chunk)
-        if size > _MAX_BYTES:
-            raise DataError(f"{origin}: more than {_MAX_BYTES} bytes; not a pinned file")
-        digest.update(chunk)
-        sink.write(chunk)
-    return size, digest.hexdigest()
-
-
-def _download(url: str, sink: IO[bytes], *, name: str, timeout: float) -> tuple[int, str]:
-    # Imported here: http.client and urllib.request pull in email and ssl (tens of ms), which
-    # every process that only reads the data would otherwise pay for.
-    import http.client
-    import urllib.error
-    import urllib.request
-
-    retry = "retry `python -m tau2_retail data fetch`, or copy with --from FOLDER"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            announced = response.headers.get("Content-Length")
-            size, digest = _copy_stream(response, sink, origin=url)
-    except urllib.error.HTTPError as error:
-        with error:
-            raise DataError(
-                f"{name}: download from {url} failed: HTTP {error.code} {error.reason}; {retry}"
-            ) from error
-    except urllib.error.URLError as error:
-        raise DataError(f"{name}: cannot reach {url} ({error.reason}); {retry}") from error
-    except (http.client.HTTPException, OSError) as error:
-        raise DataError(f"{name}: download from {url} broke off ({error!r}); {retry}") from error
-    if announced is not None and announced.isdigit() and int(announced) != size:
-        raise DataError(
-            f"{name}: download from {url} truncated: {size} of {announced} bytes; {retry}"
-        )
-    return size, digest
-
-
-def fetch(
-    dest: Path,
-    *,
-    source_dir: Path | None = None,
-    base_url: str | None = None,
-    progress: Callable[[str], None] | None = None,
-    timeout: float = _TIMEOUT_SECONDS,
-) -> list[Path]:
-    """Fill ``dest`` with the manifest's files; return the paths written.
-
-    A file already in ``dest`` with the pinned digest is skipped. Others are downloaded from
-    the pinned commit (or ``base_url + "/" + upstream_path``; ``base_url`` may be ``http://``,
-    ``https://`` or ``file://`` naming a tau2-bench checkout or mirror), or copied from
-    ``source_dir`` (a tau2-bench checkout's root, its ``data/tau2/domains/retail`` folder, or
-    a data folder: see :func:`locate_sources`, which finds every file before anything is
-    written). Each file is checked against its sha256 before it becomes visible and is
-    written atomically. Raises :class:`DataError` (naming the file and the URL or source) or
-    :class:`DigestMismatch` (naming the file, its source and both digests); files finished
-    before the failure stay, nothing partial does.
-    """
-    if source_dir is not None and base_url is not None:
-        raise ConfigError("fetch: give either a source folder (--from) or --base-url, not both")
-    base_folder = None
-    if base_url is not None:
-        scheme = urllib.parse.urlsplit(base_url).scheme
-        if scheme == "file":
-            base_folder = _file_url_path(base_url)
-        elif scheme not in ("http", "https"):
-            raise ConfigError(
-                f"fetch: --base-url {base_url!r} must be an http://, https:// or file:// URL"
-            )
-    report = progress if progress is not None else (lambda _message: None)
-    manifest = load_manifest()
-    wanted = []
-    for entry in manifest.files:
-        try:
-            if _digest_of(dest / entry.name) == entry.sha256:
-                report(f"{entry.name}: present, sha256 ok, skipped")
-                continue
-        except FileNotFoundError:
-            pass
-        wanted.append(entry)
-    # a folder already complete needs no source (a restored CI cache, an unmounted --from)
-    sources = locate_sources(source_dir, wanted) if source_dir is not None and wanted else {}
-    written = []
-    for entry in wanted:
-        target = dest / entry.name
-        source = sources.get(entry.name)
-        origin = str(source) if source is not None else manifest.url(entry, base_url=base_url)
-        report(f"{entry.name}: fetching from {origin}")
-        with _atomic_target(target) as sink:
-            if source is not None:
-                with source.open("rb") as stream:
-                    size, actual = _copy_stream(stream, sink, origin=origin)
-            elif base_folder is not None:
-                size, actual = _copy_file_url(
-                    base_folder / entry.upstream_path, sink, name=entry.name, url=origin
-                )
-            else:
-                size, actual = _download(origin, sink, name=entry.name, timeout=timeout)
-            if actual != entry.sha256:
-                raise DigestMismatch(
-                    path=f"{entry.name} (from {origin})",
-                    expected=entry.sha256,
-                    actual=actual,
-                    fix=(
-                        "The source does not hold the pinned version (tau2-bench commit "
-                        f"{manifest.commit[:7]}); nothing was written to {target}. Fetch from "
-                        "the pinned commit (no --base-url/--from), or check the commit out "
-                        f"in the source checkout (`git checkout {manifest.commit[:7]}`)."
-                    ),
-                )
-        report(f"{entry.name}: {size} bytes, sha256 ok")
-        written.append(target)
-    return written
-
-
-def _copy_file_url(path: Path, sink: IO[bytes], *, name: str, url: str) -> tuple[int, str]:
-    try:
-        with path.open("rb") as stream:
-            return _copy_stream(stream, sink, origin=url)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
-        raise DataError(
-            f"{name}: {url} not found ({path}); a file:// --base-url names a tau2-bench "
-            "checkout's root (each file at its upstream path); for its data/tau2/domains/retail "
-            "folder use --from DIR"
-        ) from error
 
 
 def format_checks(folder: Path, checks: Sequence[FileCheck]) -> str:

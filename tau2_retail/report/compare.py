@@ -119,6 +119,20 @@ def compare_summaries(current: RunSummary, baseline: RunSummary) -> dict[str, An
     and the ``difference`` of the paired success rates (current minus baseline) with its
     ``ci95`` (Newcombe's hybrid score interval for paired data).
     """
+    current_rows = {r.scenario_id: r for r in current.scenarios}
+    baseline_rows = {r.scenario_id: r for r in baseline.scenarios}
+    return {
+        "rates": _rates(current, baseline),
+        "flips": _flips(current_rows, baseline_rows),
+        "baseline_status": {k: r.status for k, r in baseline_rows.items()},
+        "only_current": [k for k in current_rows if k not in baseline_rows],
+        "only_baseline": [k for k in baseline_rows if k not in current_rows],
+        "paired": _paired_json(pair_runs(current, baseline)),
+    }
+
+
+def _rates(current: RunSummary, baseline: RunSummary) -> list[dict[str, Any]]:
+    """One entry per figure, in the order the comparison shows them."""
     rates = [
         _rate_entry("Overall success", "headline", current.success_rate, baseline.success_rate),
         _rate_entry(
@@ -162,9 +176,13 @@ def compare_summaries(current: RunSummary, baseline: RunSummary) -> dict[str, An
                     _group_rate(base_groups.get(name)),
                 )
             )
+    return rates
 
-    current_rows = {r.scenario_id: r for r in current.scenarios}
-    baseline_rows = {r.scenario_id: r for r in baseline.scenarios}
+
+def _flips(
+    current_rows: Mapping[str, ScenarioRow], baseline_rows: Mapping[str, ScenarioRow]
+) -> list[dict[str, Any]]:
+    """The scenarios of both runs whose status changed, with the signals that changed."""
     flips = []
     for scenario_id, row in current_rows.items():
         before = baseline_rows.get(scenario_id)
@@ -185,14 +203,7 @@ def compare_summaries(current: RunSummary, baseline: RunSummary) -> dict[str, An
                 "signals": _changed_signals(row, before),
             }
         )
-    return {
-        "rates": rates,
-        "flips": flips,
-        "baseline_status": {k: r.status for k, r in baseline_rows.items()},
-        "only_current": [k for k in current_rows if k not in baseline_rows],
-        "only_baseline": [k for k in baseline_rows if k not in current_rows],
-        "paired": _paired_json(pair_runs(current, baseline)),
-    }
+    return flips
 
 
 def _delta_text(entry: Mapping[str, Any]) -> str:

@@ -252,6 +252,14 @@ def _assertions(judge: Any, scenario: Any) -> tuple[list[dict[str, Any]], dict[s
     ], None
 
 
+def _json_if_present(folder: Path | None, name: str, problems: list[str]) -> Any:
+    """A file a scenario folder may lack (the judge's verdict, the scenario's configuration):
+    read as :func:`_optional_json` does when it is there, else None with no problem noted."""
+    if folder is None or not (folder / name).is_file():
+        return None
+    return _optional_json(folder, name, problems)
+
+
 def scenario_detail(
     folder: Path | None,
     metrics: ScenarioMetrics | None,
@@ -279,13 +287,8 @@ def scenario_detail(
     diff = _optional_json(folder, "db_diff.json", problems)
     reference = _optional_json(folder, "reference_answer.json", problems)
     recorded = _optional_json(folder, "final_agent_response.json", problems)
-    judge = None
-    if folder is not None and (folder / JUDGE_FILE).is_file():
-        judge = _optional_json(folder, JUDGE_FILE, problems)
-    scenario = None
-    if folder is not None and (folder / CONFIG_DIR / "scenario.json").is_file():
-        scenario = _optional_json(folder, f"{CONFIG_DIR}/scenario.json", problems)
-
+    judge = _json_if_present(folder, JUDGE_FILE, problems)
+    scenario = _json_if_present(folder, f"{CONFIG_DIR}/scenario.json", problems)
     reference_actions = _actions(reference.get("actions") if isinstance(reference, dict) else None)
     recorded_actions = _actions(
         recorded[0].get("actions")

@@ -44,6 +44,7 @@ __all__ = [
     "Run",
     "Started",
     "benchmark_module",
+    "error_lines",
     "hermetic_environ",
     "make_bench",
     "read_only",
@@ -143,6 +144,13 @@ class Output(str):
 
     def no_fnmatch_line(self, pattern: builtins.str) -> None:
         self.matcher().no_fnmatch_line(pattern)
+
+
+def error_lines(output: builtins.str | pytest.LineMatcher) -> list[builtins.str]:
+    """The ``ERROR:`` lines of a pytest run's stderr (captured text, or pytester's
+    ``result.stderr``): how pytest prints a usage error (exit 4)."""
+    lines = output.splitlines() if isinstance(output, builtins.str) else output.lines
+    return [line for line in lines if line.startswith("ERROR:")]
 
 
 @dataclass(frozen=True, slots=True)

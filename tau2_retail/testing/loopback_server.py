@@ -8,14 +8,14 @@ with its own event loop, so sync tests, async tests and benchmark drivers all us
     with LoopbackOpenAIServer(replies=[Completion(content="Hello!")]) as server:
         ...  # point any OpenAI client at server.base_url
 
-Replies are small frozen records: ``Completion`` (text and/or tool calls with raw argument
-strings, usage, finish reason) and the faults ``HttpError``, ``Hang``, ``Drop``, ``InvalidJson``,
-``NoChoices`` and ``SlowDrip`` (headers at once, then the body one byte per interval: a server
-that never trips a per-read timeout). Every reply takes a ``latency`` (seconds to wait before
-answering), added to the server-wide one. An empty message is ``Completion(content="")``;
-malformed tool-call arguments are ``ReplyToolCall(name=..., arguments="{not json")``. When the
-script is exhausted and no responder is set, the server answers 500 with a body that says so,
-so tests fail loudly.
+Replies are small frozen records (:mod:`tau2_retail.testing.replies`, exported here too):
+``Completion`` (text and/or tool calls with raw argument strings, usage, finish reason) and the
+faults ``HttpError``, ``Hang``, ``Drop``, ``InvalidJson``, ``NoChoices`` and ``SlowDrip``
+(headers at once, then the body one byte per interval: a server that never trips a per-read
+timeout). Every reply takes a ``latency`` (seconds to wait before answering), added to the
+server-wide one. An empty message is ``Completion(content="")``; malformed tool-call arguments
+are ``ReplyToolCall(name=..., arguments="{not json")``. When the script is exhausted and no
+responder is set, the server answers 500 with a body that says so, so tests fail loudly.
 
 ``billed_usd(prices)`` is what the server's completions would cost at ``prices`` (USD per million
 tokens by model, as ``--tau2-prices`` takes them), counted from the usage it sent: a measure of a
@@ -35,29 +35,18 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Final, Self, TypeAlias, assert_never
+from typing import Any, Final, Self, assert_never
 
 from aiohttp import web
 
-__all__ = [
-    "CHAT_COMPLETIONS_PATH",
-    "Completion",
-    "Drop",
-    "Hang",
-    "HttpError",
-    "InvalidJson",
-    "LoopbackOpenAIServer",
-    "NoChoices",
-    "RawBody",
-    "RecordedRequest",
-    "Reply",
-    "ReplyToolCall",
-    "Responder",
-    "SlowDrip",
-]
+from tau2_retail.testing import replies as records
+
+# the reply records, exported here too: tests script the server with them
+from tau2_retail.testing.replies import *  # noqa: F403
+
+__all__ = ["CHAT_COMPLETIONS_PATH", "LoopbackOpenAIServer", *records.__all__]
 
 HOST: Final = "127.0.0.1"
 CHAT_COMPLETIONS_PATH: Final = "/v1/chat/completions"
@@ -75,177 +64,6 @@ _SHUTDOWN_TIMEOUT_SECONDS: Final = 2.0
 _START_TIMEOUT_SECONDS: Final = 10.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplyToolCall:
-    """A tool call in a scripted completion; ``arguments`` goes on the wire exactly as given.
-
-    ``id=None`` lets the server generate one (``call_loopback_<n>``); ``omit_id=True`` leaves the
-    ``id`` field out of the reply, as some servers do.
-    """
-
-    name: str
-    arguments: str = "{}"
-    id: str | None = None
-    omit_id: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Delayed:
-    """What every reply has: ``latency``, the seconds the server waits before it answers."""
-
-    latency: float = 0.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Completion(_Delayed):
-    """A 200 chat completion with text and/or tool calls.
-
-    Token counts default to rough estimates (request message characters // 4 for the prompt,
-    reply characters // 4 + 1 for the completion); ``include_usage=False`` leaves ``usage`` out.
-    ``finish_reason=None`` means ``"tool_calls"`` when there are tool calls, else ``"stop"``.
-    """
-
-    content: str | None = None
-    tool_calls: tuple[ReplyToolCall, ...] = ()
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    include_usage: bool = True
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpError(_Delayed):
-    """An HTTP error status with a raw body and optional headers (e.g. ``Retry-After``)."""
-
-    status: int
-    body: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    content_type: str = "application/json"
-
-    @classmethod
-    def openai(
-        cls,
-        status: int,
-        message: str,
-        *,
-        error_type: str = "invalid_request_error",
-        code: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        latency: float = 0.0,
-    ) -> HttpError:
-        """An error with a body in OpenAI's format: ``{"error": {"message", "type", ...}}``."""
-        body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
-        return cls(
-            status=status, body=json.dumps(body), headers=dict(headers or {}), latency=latency
-        )
-
-    @classmethod
-    def rate_limited(cls, *, retry_after: str | None = None, latency: float = 0.0) -> HttpError:
-        """A 429, with a ``Retry-After`` header (seconds or an HTTP date) when given."""
-        headers = {} if retry_after is None else {"Retry-After": retry_after}
-        return cls.openai(
-            429,
-            "Rate limit reached. Please try again later.",
-            error_type="requests",
-            code="rate_limit_exceeded",
-            headers=headers,
-            latency=latency,
-        )
-
-    @classmethod
-    def server_error(cls, status: int = 500, *, latency: float = 0.0) -> HttpError:
-        """A 5xx in OpenAI's error format."""
-        return cls.openai(
-            status,
-            "The server had an error while processing your request.",
-            error_type="server_error",
-            latency=latency,
-        )
-
-    @classmethod
-    def context_length_exceeded(cls, *, latency: float = 0.0) -> HttpError:
-        """The 400 OpenAI sends when the prompt does not fit the model's context window."""
-        return cls.openai(
-            400,
-            "This model's maximum context length is 8192 tokens. However, your messages resulted "
-            "in 9001 tokens. Please reduce the length of the messages.",
-            code="context_length_exceeded",
-            latency=latency,
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Hang(_Delayed):
-    """Answer nothing for ``seconds`` (longer than any client timeout); ends early on ``stop()``."""
-
-    seconds: float = 3600.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Drop(_Delayed):
-    """Close the connection without sending any response."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InvalidJson(_Delayed):
-    """A 200 whose body is not JSON (by default it still claims ``application/json``)."""
-
-    body: str = "<html>upstream proxy says hello</html>"
-    content_type: str = "application/json"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NoChoices(_Delayed):
-    """A 200 completion object whose ``choices`` list is empty."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SlowDrip(_Delayed):
-    """Send the status and headers at once, then ``reply``'s body one byte per ``interval``."""
-
-    reply: Completion = field(default_factory=lambda: Completion(content="drip"))
-    interval: float = 1.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RawBody(_Delayed):
-    """A reply with exactly this body and these headers (e.g. ``Content-Encoding: gzip`` beside
-    a compressed body), written in 64 KiB chunks; a client that stops reading ends it.
-    ``sent`` counts the bytes written (across every use of this record)."""
-
-    body: bytes
-    headers: Mapping[str, str] = field(default_factory=dict)
-    status: int = 200
-    sent: list[int] = field(default_factory=list, compare=False)
-
-
-Reply: TypeAlias = (
-    Completion | HttpError | Hang | Drop | InvalidJson | NoChoices | SlowDrip | RawBody
-)
-"""Anything the server can answer with."""
-
-Responder: TypeAlias = Callable[[Mapping[str, Any]], Reply]
-"""Computes a reply from the parsed request body; runs in the server's thread. If it raises,
-aiohttp answers 500 and logs the traceback (pytest shows it with the failing test)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordedRequest:
-    """One request as the server saw it (``raw_body``: the bytes as received). Header names
-    are lower-cased."""
-
-    method: str
-    path: str
-    body: Any
-    headers: Mapping[str, str]
-    tools_seen: bool = True
-    raw_body: bytes = b""
-
-    def header(self, name: str) -> str | None:
-        """The value of header ``name`` (case-insensitive), or None."""
-        return self.headers.get(name.lower())
-
-
 class LoopbackOpenAIServer:
     """An OpenAI-compatible chat server on 127.0.0.1, scripted, in a thread of its own.
 
@@ -259,8 +77,8 @@ class LoopbackOpenAIServer:
     def __init__(
         self,
         *,
-        replies: Iterable[Reply] = (),
-        responder: Responder | None = None,
+        replies: Iterable[records.Reply] = (),
+        responder: records.Responder | None = None,
         latency: float = 0.0,
         port: int = 0,
         dialect: str = "openai",
@@ -271,12 +89,12 @@ class LoopbackOpenAIServer:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
         self.dialect = dialect
         self._disconnects = 0
-        self._script: deque[Reply] = deque(replies)
+        self._script: deque[records.Reply] = deque(replies)
         self.responder = responder
         self._latency = latency
         self._requested_port = port
         self._backlog = backlog
-        self._requests: list[RecordedRequest] = []
+        self._requests: list[records.RecordedRequest] = []
         self._requests_lock = threading.Lock()
         #: (model, prompt tokens, completion tokens) of every completion sent
         self._billed: list[tuple[str, int, int]] = []
@@ -351,7 +169,7 @@ class LoopbackOpenAIServer:
         """The OpenAI base URL, ``http://127.0.0.1:<port>/v1``."""
         return f"http://{HOST}:{self.port}/v1"
 
-    def enqueue(self, *replies: Reply) -> None:
+    def enqueue(self, *replies: records.Reply) -> None:
         """Append replies to the script (safe from any thread)."""
         self._script.extend(replies)
 
@@ -366,7 +184,7 @@ class LoopbackOpenAIServer:
         return self._disconnects
 
     @property
-    def requests(self) -> tuple[RecordedRequest, ...]:
+    def requests(self) -> tuple[records.RecordedRequest, ...]:
         """Every request received so far, oldest first."""
         with self._requests_lock:
             return tuple(self._requests)
@@ -435,7 +253,7 @@ class LoopbackOpenAIServer:
         with self._requests_lock:
             if self._record:
                 self._requests.append(
-                    RecordedRequest(
+                    records.RecordedRequest(
                         method=request.method,
                         path=request.path,
                         body=body,
@@ -478,7 +296,7 @@ class LoopbackOpenAIServer:
         self._n_answered += 1
         return await self._answer(request, body, reply)
 
-    def _next_reply(self, body: Mapping[str, Any]) -> Reply | None:
+    def _next_reply(self, body: Mapping[str, Any]) -> records.Reply | None:
         try:
             return self._script.popleft()
         except IndexError:
@@ -488,18 +306,18 @@ class LoopbackOpenAIServer:
         return self.responder(body)
 
     async def _answer(
-        self, request: web.Request, body: Mapping[str, Any], reply: Reply
+        self, request: web.Request, body: Mapping[str, Any], reply: records.Reply
     ) -> web.StreamResponse:
         match reply:
-            case Completion():
+            case records.Completion():
                 return _json_response(200, self._completion_body(body, reply))
-            case HttpError(status=status, body=text, headers=headers, content_type=ctype):
+            case records.HttpError(status=status, body=text, headers=headers, content_type=ctype):
                 return web.Response(status=status, text=text, headers=headers, content_type=ctype)
-            case InvalidJson(body=text, content_type=ctype):
+            case records.InvalidJson(body=text, content_type=ctype):
                 return web.Response(status=200, text=text, content_type=ctype)
-            case NoChoices():
+            case records.NoChoices():
                 return _json_response(200, self._envelope(body, choices=[], usage=None))
-            case SlowDrip(reply=completion, interval=interval):
+            case records.SlowDrip(reply=completion, interval=interval):
                 data = json.dumps(self._completion_body(body, completion)).encode()
                 response = web.StreamResponse(
                     status=200, headers={"Content-Type": "application/json"}
@@ -512,7 +330,7 @@ class LoopbackOpenAIServer:
                         break
                 await response.write_eof()
                 return response
-            case RawBody(body=data, headers=headers, status=status, sent=sent):
+            case records.RawBody(body=data, headers=headers, status=status, sent=sent):
                 response = web.StreamResponse(
                     status=status, headers={"Content-Type": "application/json", **headers}
                 )
@@ -526,11 +344,11 @@ class LoopbackOpenAIServer:
                 except ConnectionError:
                     pass  # the client stopped reading (a reply over its limit) and hung up
                 return response
-            case Hang(seconds=seconds):
+            case records.Hang(seconds=seconds):
                 if await self._pause(seconds):
                     return _error_response(500, "loopback server: the hang ended without a reply")
                 return _error_response(503, "loopback server: stopping")
-            case Drop():
+            case records.Drop():
                 transport = request.transport
                 if transport is not None:
                     transport.close()
@@ -541,7 +359,9 @@ class LoopbackOpenAIServer:
             case _:
                 assert_never(reply)
 
-    def _completion_body(self, body: Mapping[str, Any], reply: Completion) -> dict[str, Any]:
+    def _completion_body(
+        self, body: Mapping[str, Any], reply: records.Completion
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = [
@@ -567,7 +387,7 @@ class LoopbackOpenAIServer:
         choice = {"index": 0, "message": message, "finish_reason": finish_reason}
         return self._envelope(body, choices=[choice], usage=usage)
 
-    def _wire_tool_call(self, call: ReplyToolCall, index: int) -> dict[str, Any]:
+    def _wire_tool_call(self, call: records.ReplyToolCall, index: int) -> dict[str, Any]:
         wire: dict[str, Any] = {
             "type": "function",
             "function": {"name": call.name, "arguments": call.arguments},

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.engine.profiles import ProfileName, load_profile
+from tau2_retail.testing.bench import error_lines
 
 from .conftest import Bench
 
@@ -508,7 +509,7 @@ def test_a_factory_returning_one_shared_agent_stops_the_run_at_start_up(bench: B
     (bench.path / "my_agents.py").write_text(SHARED, encoding="utf-8")
     result = bench.run("--tau2-tasks=10,12", "--tau2-agent=my_agents:shared")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    errors = error_lines(result.stderr)
     assert errors == [
         "ERROR: --tau2-agent: my_agents:shared: the factory returned the same Ender object "
         "twice: every scenario would share it; return a fresh agent from each call (e.g. name "

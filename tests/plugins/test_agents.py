@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tau2_retail.testing.bench import error_lines
+
 from .conftest import Bench
 
 # Tasks whose gold database is the seed: an agent that ends the call at once passes them.
@@ -160,7 +162,7 @@ def test_a_bad_agent_stops_the_run_at_start_up_with_one_line(
         (agents.path / "conftest.py").write_text(conftest, encoding="utf-8")
     result = agents.run(*args, TASKS)
     assert result.ret == 4
-    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    errors = error_lines(result.stderr)
     assert len(errors) == 1
     assert expected in errors[0]
     assert not (agents.output_dir).exists() or not any(agents.output_dir.iterdir())

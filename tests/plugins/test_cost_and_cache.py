@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.testing.bench import read_only
+from tau2_retail.testing.bench import error_lines, read_only
 from tau2_retail.testing.run_files import edit_cache_replies, files_under
 from tau2_retail.testing.scripted_endpoint import END, ScriptedEndpoint
 
@@ -442,7 +442,7 @@ def test_a_price_beyond_the_bound_is_refused_at_start_up(bench: Bench) -> None:
     result = bench.run_inprocess("--co", "--tau2-tasks=0", f"--tau2-prices={prices}")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    errors = error_lines(result.stderr)
     assert len(errors) == 1, result.stderr.str()
     assert (
         "prices: model 'm': 'input' must be a number >= 0 and <= 100,000 (USD per million "

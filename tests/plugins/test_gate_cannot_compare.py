@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from tau2_retail.testing.bench import error_lines
+
 from .conftest import SERVER_ERROR, Bench, ScriptedEndpoint
 
 NOOP = "--tau2-agent-model=builtin:noop"
@@ -128,7 +130,7 @@ def test_an_unusable_baseline_is_refused_at_start_up(bench: Bench, make, problem
     result = bench.run_inprocess("--tau2-tasks=10", f"--tau2-baseline={baseline}")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    errors = error_lines(result.stderr)
     assert len(errors) == 1, result.stderr.str()
     assert errors[0].startswith(
         f"ERROR: --tau2-baseline: {str(baseline)!r} is not valid for --tau2-baseline; expected "

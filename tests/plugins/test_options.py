@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.data.tasks import trial_seeds
+from tau2_retail.testing.bench import error_lines
 
 from .conftest import Bench, ScriptedEndpoint
 
@@ -54,7 +55,7 @@ BAD_VALUES = [
 
 
 def error_line(result: pytest.RunResult) -> str:
-    lines = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    lines = error_lines(result.stderr)
     assert len(lines) == 1, result.stderr.str()
     return lines[0]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tau2_retail.testing.bench import error_lines
+
 from .conftest import Bench
 
 
@@ -42,7 +44,7 @@ def test_an_output_dir_that_is_a_file_is_a_usage_error(bench: Bench) -> None:
     result = bench.pytester.runpytest_inprocess(f"--tau2-output-dir={blocker / 'runs'}")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    errors = error_lines(result.stderr)
     assert errors == [
         f"ERROR: --tau2-output-dir: '{blocker / 'runs'}' is not valid for --tau2-output-dir; "
         f"expected a folder (or a path to create one), but {blocker} is a file"

@@ -21,7 +21,7 @@ import pytest
 from tau2_retail.data import files as datafiles
 from tau2_retail.data.tasks import load_tasks
 from tau2_retail.errors import DataError
-from tau2_retail.testing.bench import Bench, read_only
+from tau2_retail.testing.bench import Bench, error_lines, read_only
 from tau2_retail.testing.run_files import file_digests
 
 FETCH = "python -m tau2_retail data fetch"
@@ -137,7 +137,7 @@ def test_an_output_dir_that_cannot_be_written_is_a_usage_error(
             expected = f"but {blocker} is not writable"
         run = bench.run("-n", "2", "--tau2-tasks=0,1", f"--tau2-output-dir={output}")
         assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
-        errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR:")]
+        errors = error_lines(run.stderr)
         assert len(errors) == 1, run.stderr
         assert errors[0].startswith(
             f"ERROR: --tau2-output-dir: '{output}' is not valid for --tau2-output-dir; "

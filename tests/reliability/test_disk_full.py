@@ -8,6 +8,7 @@ section of the terminal. A disk already full at start-up stops the run before an
 
 from __future__ import annotations
 
+from tau2_retail.testing.bench import error_lines
 from tests.reliability.conftest import Bench
 
 # Appended to the project's conftest: from now on no file can be created in any folder whose
@@ -65,7 +66,7 @@ def test_a_disk_full_at_start_up_stops_the_run_before_any_scenario(bench: Bench)
     conftest.write_text(conftest.read_text() + "\nFULL_FROM_START = True\n" + _FULL_DISK)
     run = bench.run("-n", "0", "--tau2-run-id=full", "--tau2-tasks=0,1")
     assert run.returncode == 4, run.output
-    lines = [line for line in run.stderr.splitlines() if line.startswith("ERROR:")]
+    lines = error_lines(run.stderr)
     assert len(lines) == 1, run.output
     assert lines[0].startswith(
         "ERROR: --tau2-run-id full: the run folder cannot be described before the scenarios "

@@ -16,7 +16,7 @@ import socket
 
 import pytest
 
-from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.bench import Bench, error_lines
 from tau2_retail.testing.scripted_endpoint import HoldAgent, ScriptedEndpoint
 
 WAIT_SECONDS = 60.0
@@ -25,10 +25,6 @@ TASKS = ("0", "1", "5")
 
 def _scenario(task: str) -> str:
     return f"tau2_retail__{task}"
-
-
-def _error_lines(output: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith("ERROR:")]
 
 
 def test_a_live_run_owns_its_folder_and_a_killed_one_stays_described(
@@ -53,7 +49,7 @@ def test_a_live_run_owns_its_folder_and_a_killed_one_stays_described(
         for option in ("--tau2-run-id=live", "--tau2-resume=live"):
             second = bench.run(*common, option)
             assert second.returncode == pytest.ExitCode.USAGE_ERROR, second.output
-            lines = _error_lines(second.stderr)
+            lines = error_lines(second.stderr)
             assert len(lines) == 1, second.stderr
             assert f"run live is in use by {live} (started " in lines[0]
             assert "Traceback" not in second.output

@@ -32,7 +32,7 @@ from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import ScriptedCustomer
 from tau2_retail.models.messages import AssistantTurn, ToolCall, Usage
 from tau2_retail.results.artifacts import write_scenario_artifacts
-from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.bench import Bench, error_lines
 from tau2_retail.testing.fake_models import scripted_agent
 from tau2_retail.testing.loopback_server import Completion, HttpError, Reply, ReplyToolCall
 from tau2_retail.testing.run_files import file_digests, files_under
@@ -276,8 +276,8 @@ def test_run_ids_and_task_filters_cannot_leave_the_output_dir(
     args = ["-o", f"tau2_run_id={value}"] if option.startswith("-o") else [f"{option}={value}"]
     run = bench.run("-n", "2", *args)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
-    error_lines = [line for line in run.stderr.splitlines() if line.startswith("ERROR:")]
-    assert len(error_lines) == 1, run.stderr
+    errors = error_lines(run.stderr)
+    assert len(errors) == 1, run.stderr
     after = {p for p in tmp_path.rglob("*") if not p.name.startswith("junit-")}
     assert after == before
     assert not Path("/tmp/tau2-reliability-escaped").exists()

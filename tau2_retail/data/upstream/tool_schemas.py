@@ -13,7 +13,8 @@ Keys are sorted as pydantic sorts them (properties keep the signature order).
 from __future__ import annotations
 
 import ast
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tau2_retail.data.upstream.docstrings import parse_google_docstring
 from tau2_retail.data.upstream.source import Source, string_literal
@@ -24,43 +25,60 @@ _TOOLKIT_CLASS = "RetailTools"
 _TOOL_DECORATOR = "is_tool"
 _TOOL_CLASS = "Tool"
 
+T = TypeVar("T")
+
+
+def _first_in(
+    tool_source: Source, method: str, find: Callable[[ast.AST], T | None], what: str
+) -> T:
+    """The first value ``find`` gives for a node of ``Tool.<method>`` (in ``ast.walk`` order);
+    a missing construct, named by ``what``, when no node gives one."""
+    for node in ast.walk(tool_source.method(_TOOL_CLASS, method)):
+        if (found := find(node)) is not None:
+            return found
+    raise tool_source.missing(f"{what} in {_TOOL_CLASS}.{method}")
+
 
 def _model_title(tool_source: Source) -> str:
     """The name of the parameters model (upstream's ``create_model(<name>, **params)``)."""
-    parse_data = tool_source.method(_TOOL_CLASS, "parse_data")
-    for node in ast.walk(parse_data):
+
+    def title(node: ast.AST) -> str | None:
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id == "create_model"
             and node.args
-            and (title := string_literal(node.args[0])) is not None
             and any(keyword.arg is None for keyword in node.keywords)
         ):
-            return title
-    raise tool_source.missing("create_model(<name>, **params) in Tool.parse_data")
+            return string_literal(node.args[0])
+        return None
+
+    return _first_in(tool_source, "parse_data", title, "create_model(<name>, **params)")
 
 
 def _description_joiner(tool_source: Source) -> str:
     """What goes between the short and the long description in ``Tool._get_description``."""
-    method = tool_source.method(_TOOL_CLASS, "_get_description")
-    for node in ast.walk(method):
+
+    def joiner(node: ast.AST) -> str | None:
         if (
             isinstance(node, ast.BinOp)
             and isinstance(node.op, ast.Add)
             and isinstance(node.left, ast.BinOp)
-            and (joiner := string_literal(node.left.right)) is not None
         ):
-            return joiner
-    raise tool_source.missing("short_desc + <separator> + long_desc in Tool._get_description")
+            return string_literal(node.left.right)
+        return None
+
+    return _first_in(
+        tool_source, "_get_description", joiner, "short_desc + <separator> + long_desc"
+    )
 
 
 def _envelope(tool_source: Source) -> tuple[str, tuple[str, ...]]:
     """The outer ``type`` value and the keys of ``function`` in ``Tool.openai_schema``."""
-    method = tool_source.method(_TOOL_CLASS, "openai_schema")
-    for node in ast.walk(method):
+
+    def envelope(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:
         if not isinstance(node, ast.Return) or not isinstance(node.value, ast.Dict):
-            continue
+            return None
         outer = {
             key.value: value
             for key, value in zip(node.value.keys, node.value.values, strict=True)
@@ -72,9 +90,13 @@ def _envelope(tool_source: Source) -> tuple[str, tuple[str, ...]]:
             keys = tuple(k.value for k in function.keys if isinstance(k, ast.Constant))
             if keys == ("name", "description", "parameters"):
                 return kind_text, keys
-    raise tool_source.missing(
-        'the {"type": ..., "function": {"name", "description", "parameters"}} '
-        "literal in Tool.openai_schema"
+        return None
+
+    return _first_in(
+        tool_source,
+        "openai_schema",
+        envelope,
+        'the {"type": ..., "function": {"name", "description", "parameters"}} literal',
     )
 
 

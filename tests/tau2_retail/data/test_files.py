@@ -13,10 +13,10 @@ import pytest
 
 from tau2_retail.cli.main import main
 from tau2_retail.data import files as datafiles
+from tau2_retail.data.fetch import fetch
 from tau2_retail.data.files import (
     DATA_DIR_ENV,
     CheckStatus,
-    fetch,
     load_manifest,
     read_verified,
     resolve_data_dir,

@@ -14,7 +14,12 @@ import pytest
 
 from tau2_retail.data import files as datafiles
 from tau2_retail.data.upstream import SOURCES, UpstreamTexts, load_upstream_texts
-from tau2_retail.data.upstream.source import AGENT_SOURCE, TOOLKIT_SOURCE, load_source
+from tau2_retail.data.upstream.source import (
+    AGENT_SOURCE,
+    TOOL_SOURCE,
+    TOOLKIT_SOURCE,
+    load_source,
+)
 from tau2_retail.errors import DigestMismatch, UpstreamSourceError
 from tests.tau2_retail.upstream_digests import DIGESTS, json_digest, text_digest
 
@@ -124,6 +129,25 @@ def test_missing_source_names_file_and_fix(copied_data_dir: Path) -> None:
             b"def get_order_details(self, order_id: str)",
             b"def get_order_details(self, order_id: int)",
             "a str or List[str] annotation for get_order_details(order_id) (found int)",
+        ),
+        # what the schemas take from upstream's Tool class, each found in its method
+        (
+            TOOL_SOURCE,
+            b'create_model("parameters", **params)',
+            b'create_model("parameters", params)',
+            "create_model(<name>, **params) in Tool.parse_data",
+        ),
+        (
+            TOOL_SOURCE,
+            b'self.short_desc + "\\n\\n" + self.long_desc',
+            b"self.short_desc + self.long_desc",
+            "short_desc + <separator> + long_desc in Tool._get_description",
+        ),
+        (
+            TOOL_SOURCE,
+            b'"parameters": self.params.model_json_schema()',
+            b'"schema": self.params.model_json_schema()',
+            '"parameters"}} literal in Tool.openai_schema',
         ),
     ],
 )
