@@ -32,7 +32,6 @@ from tau2_retail.errors import ArtifactError
 from tau2_retail.models.agent import AgentIdentity
 
 __all__ = [
-    "BENCHMARK_TEST",
     "BUDGET_VERDICT",
     "INFRA_VERDICT",
     "INTERRUPTED_VERDICT",
@@ -119,10 +118,6 @@ def report_of(properties: Iterable[tuple[str, object]]) -> ScenarioReport | None
     return None
 
 
-#: the benchmark's test function (tests_tau2_retail/test_scenarios.py), as xdist names its nodes
-BENCHMARK_TEST = "test_tau2_retail"
-
-
 def scenario_of_item(item: pytest.Item) -> Scenario | None:
     """The scenario an item runs (its ``tau2_scenario`` parameter), None for any other test."""
     callspec = getattr(item, "callspec", None)
@@ -138,13 +133,11 @@ def is_benchmark_item(item: pytest.Item) -> bool:
 def scenario_ids_of_nodes(node_ids: Iterable[str], known: Mapping[str, str]) -> dict[str, str]:
     """For node ids without their items (those xdist's controller receives): each node id of
     a scenario test with its scenario id. ``known`` maps each parameter id the plugin gave a
-    scenario test (``[<id>]``, its last part) to the scenario. Only the benchmark's own test
-    (:data:`BENCHMARK_TEST`) counts: another test may carry the same parameter id (the suite's
-    gold snapshots are ``test_gold[tau2_retail__0]``) and is left out, as any other test."""
+    scenario test (``[<id>]``, its last part) to the scenario; other tests are left out."""
     found: dict[str, str] = {}
     for node_id in node_ids:
-        name, bracket, last = node_id.rpartition("::")[2].partition("[")
-        scenario = known.get(bracket + last) if bracket and name == BENCHMARK_TEST else None
+        _, bracket, last = node_id.rpartition("[")
+        scenario = known.get(bracket + last) if bracket else None
         if scenario is not None:
             found[node_id] = scenario
     return found

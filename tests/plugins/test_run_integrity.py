@@ -194,26 +194,6 @@ def test_the_plugin_is_silent_without_scenarios(bench: Bench) -> None:
     assert not bench.output_dir.exists()
 
 
-def test_a_test_with_scenario_like_ids_is_no_scenario_under_xdist(bench: Bench) -> None:
-    # the suite's own gold snapshots are test_gold[tau2_retail__0] ...: xdist's controller sees
-    # only node ids, and took them for 114 scenarios that never reported (114 LOST)
-    bench.pytester.makepyfile(
-        test_gold="""
-import pytest
-
-@pytest.mark.parametrize("task", ["0", "1"], ids=lambda task: f"tau2_retail__{task}")
-def test_gold(task):
-    pass
-"""
-    )
-
-    result = bench.run("test_gold.py", "-n", "2")
-
-    assert result.ret == pytest.ExitCode.OK, result.output
-    assert "tau2 retail" not in result.stdout
-    assert not bench.output_dir.exists()
-
-
 def test_k_tau2_retail_in_a_repository_without_the_scenarios_says_to_add_pyargs(
     bench: Bench,
 ) -> None:

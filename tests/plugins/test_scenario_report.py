@@ -50,9 +50,7 @@ def test_node_ids_without_their_items_map_to_the_scenarios_the_plugin_parametriz
     found = scenario_ids_of_nodes(
         [
             "pkg/test_scenarios.py::test_tau2_retail[tau2_retail__1]",
-            "pkg/test_scenarios.py::test_tau2_retail[tau2_retail__2]",
-            # another test with the same parameter ids (the suite's gold snapshots)
-            "tests/test_gold_snapshots.py::test_gold[tau2_retail__1]",
+            "tests/test_mine.py::test_my_agent[tau2_retail__2]",  # any name
             "tests/test_own.py::test_other[tau2_retail__3]",  # not parametrized by the plugin
             "tests/test_own.py::test_plain",
         ],
@@ -61,7 +59,7 @@ def test_node_ids_without_their_items_map_to_the_scenarios_the_plugin_parametriz
 
     assert found == {
         "pkg/test_scenarios.py::test_tau2_retail[tau2_retail__1]": "tau2_retail__1",
-        "pkg/test_scenarios.py::test_tau2_retail[tau2_retail__2]": "tau2_retail__2",
+        "tests/test_mine.py::test_my_agent[tau2_retail__2]": "tau2_retail__2",
     }
 
 
