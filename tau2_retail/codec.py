@@ -148,6 +148,8 @@ def _message(error: ValidationError, where: str) -> str:
     if kind in ("dict_type", "dataclass_type", "model_type"):
         place = f"{where}: {loc}" if loc else where
         return f"{place}: expected a JSON object, got {type(first['input']).__name__}"
+    if kind == "value_error":  # a check of the record's own: its message says what is wrong
+        return f"{where}: {loc!r}: {first.get('ctx', {}).get('error', first['msg'])}"
     if kind == "missing":
         problem = "is missing"
     else:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from tau2_retail.codec import Omitted
+from tau2_retail.engine.profile_names import ScenarioProfile
 from tau2_retail.models.messages import RequestStats, Usage
 from tau2_retail.models.prices import RoleCosts
 
@@ -75,7 +76,7 @@ class ScenarioMetrics:
     """
 
     # keys in the order of the file; a default is what a record written before the key read
-    profile: str = "default"
+    profile: ScenarioProfile = "default"
     scenario_name: str
     scenario_id: str
     task_id: str

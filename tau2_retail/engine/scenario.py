@@ -262,7 +262,7 @@ def build_metrics(
         nl_count = judgement.pass_count if judgement is not None else 0
         nl_rate = judgement.pass_rate if judgement is not None else 0.0
     return ScenarioMetrics(
-        profile=policy.name.value,
+        profile=policy.name,
         scenario_name=scenario.name,
         scenario_id=scenario.id,
         task_id=task.id,

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from tau2_retail.codec import Items, Omitted
-from tau2_retail.engine.profiles import ProfileName, policy_for
+from tau2_retail.engine.profiles import ProfileName, RunProfile, policy_for
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
@@ -337,7 +337,7 @@ class RunSummary:
     summaries written before they existed.
     """
 
-    profile: str = ProfileName.DEFAULT.value
+    profile: RunProfile = ProfileName.DEFAULT.value
     configuration: RunConfiguration | None
     versions: Mapping[str, str]
     models: Mapping[str, str | None] = field(init=False, default_factory=dict)
@@ -381,8 +381,9 @@ class RunSummary:
         for key, value in written.items():
             if key == "db_state_match":
                 out["signals"] = {name: _signal_json(written[f]) for name, f in _SIGNALS}
-            elif key == "tau2_reward" and policy_for(self.profile).reward_is_headline:
-                out[key] = value | {"not_scorable": self.tau2_reward_not_scorable}
+            elif key == "tau2_reward":
+                record = policy_for(self.profile).reward_record
+                out[key] = value | record(not_scorable=self.tau2_reward_not_scorable)
             elif key == "cost":
                 out[key] = value | {"unpriced_models": list(self.unpriced_models)}
             elif key not in ("clean_exit", "nl_assertion", "action_match"):

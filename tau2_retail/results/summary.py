@@ -40,7 +40,8 @@ from typing import NotRequired, TypedDict, Unpack
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.engine.profiles import ProfileName, policy_for
+from tau2_retail.engine.profiles import MIXED, ProfileName, policy_for
+from tau2_retail.engine.scoring import Signal
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
@@ -269,7 +270,7 @@ def _run_profile(metrics: Sequence[ScenarioMetrics], configuration: RunConfigura
     if len(recorded) == 1:
         return recorded.pop()
     if len(recorded) > 1:
-        return "mixed"
+        return MIXED
     configured = configuration.profile if configuration is not None else None
     return configured or ProfileName.DEFAULT.value
 
@@ -323,7 +324,7 @@ def build_summary(
         if counted is not None:
             by_task.setdefault(record.task_id, []).append(counted)
     pass_k = []
-    if trials > 1 or policy.reward_is_headline:
+    if policy.reports_pass_k(trials):
         for k in range(1, trials + 1):
             value, tasks = pass_hat_k(by_task, k)
             _, interval = pass_hat_k_interval(
@@ -503,38 +504,54 @@ def flaky_lines(summary: RunSummary) -> list[str]:
     return out
 
 
-def headline_lines(summary: RunSummary) -> list[str]:
-    """The overall and per-signal rates: the lines a terminal summary shows.
-
-    When the profile's headline is upstream's reward (tau2), the reward and pass^k come first;
-    our signals follow, labelled.
-    """
-    out: list[str] = []
-    policy = policy_for(summary.profile)
-    if policy.reward_is_headline:
-        out.append(_reward_line(summary))
-        out.extend(_pass_k_lines(summary))
-        out.append(policy.signals_label)
-    out.append(f"Overall success rate: {_percent(summary.success_rate, 'scenarios')}")
-    out.append(
-        f"Task success rate (CLEAN_EXIT ignored): "
-        f"{_percent(summary.task_success_rate, 'scenarios')}"
-    )
-    out.append(f"DB-State match: {_percent(summary.db_state_match.rate, 'scenarios')}")
-    if policy.clean_exit_applies:
-        out.append(f"Clean exit: {_percent(summary.clean_exit.rate, 'scenarios')}")
+def _signal_lines(summary: RunSummary) -> dict[Signal, str]:
     nl = summary.nl_assertion
     if nl.rate is not None:
-        out.append(
+        nl_line = (
             f"NL-Assertion pass: {_percent(nl.rate, 'assertions')}; "
             f"{nl.scenarios_passed}/{nl.scenarios} scenarios with all assertions met"
         )
     else:
-        out.append(f"NL-Assertion pass: not applicable ({nl.reason})")
-    out.append(
-        f"Action match (excluded from success): {_percent(summary.action_match.rate, 'scenarios')}"
-    )
-    return out
+        nl_line = f"NL-Assertion pass: not applicable ({nl.reason})"
+    return {
+        Signal.DB_STATE_MATCH: (
+            f"DB-State match: {_percent(summary.db_state_match.rate, 'scenarios')}"
+        ),
+        Signal.CLEAN_EXIT: f"Clean exit: {_percent(summary.clean_exit.rate, 'scenarios')}",
+        Signal.NL_ASSERTION: nl_line,
+        Signal.ACTION_MATCH: (
+            "Action match (excluded from success): "
+            f"{_percent(summary.action_match.rate, 'scenarios')}"
+        ),
+    }
+
+
+def headline_lines(summary: RunSummary, *, pass_k: str | None = None) -> list[str]:
+    """The overall and per-signal rates: the lines a terminal summary shows, headed as the
+    run's profile heads them (tau2: upstream's reward and pass^k first, our signals labelled).
+
+    ``pass_k``: a one-line pass^k (:func:`pass_hat_k_line`) to show after the first rate when
+    the headline does not already show pass^k.
+    """
+    policy = policy_for(summary.profile)
+    signals = _signal_lines(summary)
+    rates = [
+        f"Overall success rate: {_percent(summary.success_rate, 'scenarios')}",
+        "Task success rate (CLEAN_EXIT ignored): "
+        f"{_percent(summary.task_success_rate, 'scenarios')}",
+        *(signals[signal] for signal in policy.scored_signals()),
+    ]
+    reward = [_reward_line(summary), *_pass_k_lines(summary)]
+    return policy.headline(reward=reward, signals=rates, pass_k=pass_k)
+
+
+def _informational_reward_lines(summary: RunSummary) -> list[str]:
+    reward = summary.tau2_reward
+    if reward.mean is not None:
+        line = f"tau2 reward (informational): mean {reward.mean:.4f} over {reward.n}"
+    else:
+        line = "tau2 reward (informational): n/a (0 scenarios)"
+    return policy_for(summary.profile).informational([line, *_pass_k_lines(summary)])
 
 
 def render_summary_text(summary: RunSummary) -> str:
@@ -563,13 +580,7 @@ def render_summary_text(summary: RunSummary) -> str:
     judge = summary.judge_score
     if judge.mean is not None:
         out.append(f"Judge score (informational): mean {judge.mean:.3f} over {judge.n}")
-    if not policy_for(summary.profile).reward_is_headline:
-        reward = summary.tau2_reward
-        if reward.mean is not None:
-            out.append(f"tau2 reward (informational): mean {reward.mean:.4f} over {reward.n}")
-        else:
-            out.append("tau2 reward (informational): n/a (0 scenarios)")
-        out.extend(_pass_k_lines(summary))
+    out.extend(_informational_reward_lines(summary))
     out.append(INTERVAL_NOTE)
     flaky = flaky_lines(summary)
     if flaky:

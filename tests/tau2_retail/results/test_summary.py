@@ -20,6 +20,7 @@ from tau2_retail import codec
 from tau2_retail.cli.main import main
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.scenario import Scenario
+from tau2_retail.errors import ArtifactError
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.results import summary as summary_module
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
@@ -699,6 +700,41 @@ def test_records_written_before_profiles_read_as_the_default_profile() -> None:
     )
     del summary["profile"]
     assert codec.decode_value(RunSummary, summary).profile == "default"
+
+
+def test_an_unknown_profile_in_a_run_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    """A profile this version does not know is never read as ours (issue 27 item 4)."""
+    record = codec.encode(metric("0")) | {"profile": "tau3"}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(ArtifactError) as raised:
+        codec.read(ScenarioMetrics, path)
+    assert str(raised.value) == (
+        f"{path}: 'profile': profile 'tau3' is not known (this version reads 'default', 'tau2')"
+    )
+    summary = build_summary(
+        [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+    )
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary | {"profile": "mixed-up"}))
+    with pytest.raises(ArtifactError, match=r"summary\.json: 'profile': profile 'mixed-up' is not"):
+        codec.read(RunSummary, path)
+
+
+def test_a_run_of_two_profiles_is_mixed_and_reads_with_our_headline() -> None:
+    mixed = build_summary(
+        [metric("0"), dataclasses.replace(metric("1"), profile="tau2")],
+        expected=None,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    assert mixed["profile"] == "mixed"
+    assert "not_scorable" not in mixed["tau2_reward"]
+    text = render_summary_text(mixed)
+    assert "Profile:     mixed\n" in text
+    assert "Clean exit: " in text
+    assert "tau2 reward (informational): " in text
 
 
 def test_summarize_counts_an_empty_metrics_file_as_lost_with_its_reason(
