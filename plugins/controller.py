@@ -339,13 +339,16 @@ class Tau2Run:
             stored = read_run_args(self.run_dir)
         except ArtifactError as error:
             raise pytest.UsageError(f"--tau2-resume {run_id}: {error}") from None
-        finished = load_run_metrics(self.run_dir)
+        try:
+            finished = load_run_metrics(self.run_dir)
+        except ArtifactError as error:  # a record of another format version
+            raise pytest.UsageError(f"--tau2-resume {run_id}: {error}") from None
         if stored is not None:
             self._compare(stored)
             self.stored = stored
         elif finished.records or finished.incomplete:
             # run_args.json is written before the first scenario starts: results without it
-            # come from an older version, or it was removed; the settings are unknown
+            # mean it was removed; the settings are unknown
             raise pytest.UsageError(
                 f"--tau2-resume {run_id}: {self.run_dir} has scenario results but no "
                 "run_args.json, so its settings are unknown and this session's could differ "
@@ -368,11 +371,7 @@ class Tau2Run:
             raise pytest.UsageError(f"--tau2-resume {run_id}: {error}") from None
         if adopted:
             self.plan = dataclasses.replace(self.plan, settings=settings, adopted=adopted)
-        differing = resume_differences(
-            stored.configuration,
-            now=run_configuration(self.plan),
-            configured=run_configuration(self.plan, effective=False),
-        )
+        differing = resume_differences(stored.configuration, now=run_configuration(self.plan))
         if differing:
             raise pytest.UsageError(
                 f"--tau2-resume {run_id}: the settings differ from the stored run "

@@ -13,6 +13,7 @@
     │   ├── CacheMiss            replay from the response cache found no reply (nothing was sent)
     │   └── AgentInfraError      raised by an agent's own code: its backend is down (public)
     ├── ArtifactError            a run directory or artifact cannot be written or read
+    │   ├── ArtifactFormatError  a run file of another format version (or of none)
     │   ├── ReportError          the HTML report cannot be built or written (names the file)
     │   ├── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
     │   └── RunInUse             another live process holds the run folder's lock
@@ -40,6 +41,7 @@ __all__ = [
     "AgentInfraError",
     "AgentInterrupted",
     "ArtifactError",
+    "ArtifactFormatError",
     "BudgetExhausted",
     "CacheMiss",
     "ConfigError",
@@ -184,6 +186,12 @@ class AgentInterrupted(KeyboardInterrupt):
 
 class ArtifactError(Tau2Error):
     """A run directory or artifact cannot be written or read."""
+
+
+class ArtifactFormatError(ArtifactError):
+    """A run file states another format version than this version reads (or none: a
+    pre-release version wrote it). The message names the file, the version found and the one
+    read."""
 
 
 class ReportError(ArtifactError):

@@ -46,7 +46,7 @@ from typing import Annotated, Any, Final, TypeGuard
 
 from pydantic import Field
 
-from tau2_retail.codec import Omitted
+from tau2_retail.codec import FORMAT_VERSION, Omitted
 from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
@@ -161,6 +161,7 @@ class JudgeResult:
     """
 
     # the keys of judge_result.json (spec §6), in order; error and the rest only when set
+    format_version: int = FORMAT_VERSION
     score: float
     reason: str
     judge_input: JudgeInput = field(init=False, default=_NO_INPUT)

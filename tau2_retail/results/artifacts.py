@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.errors import ArtifactError
+from tau2_retail.errors import ArtifactError, ArtifactFormatError
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
 from tau2_retail.results.long_text import cut_long_text, cut_long_texts
@@ -178,18 +178,20 @@ def render_conversation_log(
 def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> dict[str, Any]:
     scenario = outcome.scenario
     task = scenario.task
-    return {
-        "scenario_name": scenario.name,
-        "scenario_id": scenario.id,
-        "task_id": task.id,
-        "trial": scenario.trial + 1,
-        "trials": scenario.trials,
-        "seed": scenario.seed,
-        "split": task.split,
-        "persona_name": task.persona_name,
-        "nl_assertions": list(task.nl_assertions),
-        "config": dict(config),
-    }
+    return codec.versioned(
+        {
+            "scenario_name": scenario.name,
+            "scenario_id": scenario.id,
+            "task_id": task.id,
+            "trial": scenario.trial + 1,
+            "trials": scenario.trials,
+            "seed": scenario.seed,
+            "split": task.split,
+            "persona_name": task.persona_name,
+            "nl_assertions": list(task.nl_assertions),
+            "config": dict(config),
+        }
+    )
 
 
 def _refuse_symlinks(directory: Path) -> None:
@@ -268,7 +270,7 @@ def write_scenario_artifacts(
     )
     write_json_atomic(
         directory / "reference_answer.json",
-        {"actions": [action.to_json() for action in outcome.gold.actions]},
+        codec.versioned({"actions": [action.to_json() for action in outcome.gold.actions]}),
     )
     write_json_atomic(directory / "db_diff.json", outcome.db_diff)
     if outcome.judge is not None:
@@ -403,6 +405,8 @@ def load_run_metrics(run_dir: Path) -> RunMetrics:
         folder_id = scenario_id_of_folder(run_dir, path.parent)
         try:
             record = read_metrics(path)
+        except ArtifactFormatError:
+            raise  # a record of another format: the folder is not this version's run
         except ArtifactError as error:
             incomplete[folder_id] = str(error)
             continue

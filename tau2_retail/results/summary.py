@@ -408,7 +408,7 @@ def _percent(rate: Rate, unit: str) -> str:
 
 
 def _pass_k_value(entry: PassHatK) -> str:
-    """``0.3333 [0.2083, 0.4667]`` (no interval in summaries written before intervals)."""
+    """``0.3333 [0.2083, 0.4667]`` (no interval when none could be computed)."""
     if entry.value is None:
         return "n/a"
     interval = entry.ci95

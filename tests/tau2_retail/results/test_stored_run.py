@@ -1,10 +1,12 @@
-"""A run written before the record codec (``data/run_before_codec``) still reads, resumes and
-summarizes, and every record re-encodes to the same bytes.
+"""A stored run (``data/stored_run``) reads, summarizes and merges, and every record
+re-encodes to the same bytes.
 
 The folder is a trimmed copy of a real run (scripted agent and judge at a loopback endpoint,
 prices, a response cache, 2 trials of tasks 0, 1, 3 and 10) written by commit 877ba10, with
-prose, tool arguments and machine paths replaced (the formatting is the writer's own). Its
-transcripts are those of tasks 1 and 3 only (``summarize`` and ``merge`` read no transcript).
+prose, tool arguments and machine paths replaced (the formatting is the writer's own), and
+``"format_version": 1`` added as the first key of each record (issue 27 item 5: nothing else
+changed, as these tests show). Its transcripts are those of tasks 1 and 3 only (``summarize``
+and ``merge`` read no transcript).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tau2_retail.results.summary import read_run_args, read_summary, summarize
 from tools.database import SeedDatabase
 from tools.store import Store
 
-OLD_RUN = Path(__file__).parent / "data" / "run_before_codec"
+OLD_RUN = Path(__file__).parent / "data" / "stored_run"
 
 
 def _files(name: str) -> list[Path]:
@@ -86,6 +88,7 @@ def test_judge_results_are_written_as_before(path: Path) -> None:
     """``judge_result.json`` is only written: the judgement it records writes the same bytes."""
     saved = json.loads(_text(path))
     judgement = JudgeResult(
+        format_version=saved["format_version"],
         score=saved["score"],
         reason=saved["reason"],
         system_prompt=saved["judge_input"]["system_prompt"],
