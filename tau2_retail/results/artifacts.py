@@ -212,6 +212,26 @@ def _refuse_symlinks(directory: Path) -> None:
         )
 
 
+def _remove_stale(directory: Path, outcome: ScenarioOutcome) -> None:
+    """Remove an earlier attempt's record, the files this attempt does not write, and the
+    temporary files of an attempt killed mid-write."""
+    stale_names = [METRICS_FILE, SET_ASIDE_FILE, TEST_ERROR_FILE]
+    if outcome.judge is None:
+        stale_names.append(JUDGE_FILE)
+    if not outcome.conversation.error_body:
+        stale_names.append(ENDPOINT_ERROR_FILE)
+    if not outcome.conversation.agent_traceback:
+        stale_names.append(AGENT_TRACEBACK_FILE)
+    stale_files = [directory / name for name in stale_names]
+    for folder in (directory, directory / CONFIG_DIR):
+        stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
+    for stale in stale_files:
+        try:
+            stale.unlink(missing_ok=True)
+        except OSError as error:
+            raise ArtifactError(f"cannot remove {stale}: {error}") from error
+
+
 def write_scenario_artifacts(
     directory: Path,
     outcome: ScenarioOutcome,
@@ -231,21 +251,7 @@ def write_scenario_artifacts(
     """
     directory = Path(directory)
     _refuse_symlinks(directory)
-    stale_names = [METRICS_FILE, SET_ASIDE_FILE, TEST_ERROR_FILE]
-    if outcome.judge is None:
-        stale_names.append(JUDGE_FILE)
-    if not outcome.conversation.error_body:
-        stale_names.append(ENDPOINT_ERROR_FILE)
-    if not outcome.conversation.agent_traceback:
-        stale_names.append(AGENT_TRACEBACK_FILE)
-    stale_files = [directory / name for name in stale_names]
-    for folder in (directory, directory / CONFIG_DIR):
-        stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
-    for stale in stale_files:
-        try:
-            stale.unlink(missing_ok=True)
-        except OSError as error:
-            raise ArtifactError(f"cannot remove {stale}: {error}") from error
+    _remove_stale(directory, outcome)
     conversation = outcome.conversation
     write_json_atomic(directory / TRANSCRIPT_FILE, conversation.to_json())
     if conversation.error_body:
