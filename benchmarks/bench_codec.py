@@ -5,7 +5,7 @@ python benchmarks/bench_codec.py
 1. Per record, best of 5 rounds of N: decode (JSON text to record), encode (record to JSON
    values) and encode + format (the artifact text), for two ``metrics.json`` (a typical
    scenario, and a long one of 34 turns with a judge and prices), ``summary.json`` and
-   ``run_args.json`` of the run in ``tests/tau2_retail/results/data/run_before_codec``.
+   ``run_args.json`` of the run in ``tests/tau2_retail/results/data/stored_run``.
 2. The first use of a record type (its ``TypeAdapter`` is built then, once per process).
 3. Import time of ``tau2_retail.results.records`` (``python -X importtime``, best of 5).
 
@@ -29,7 +29,7 @@ from tau2_retail.results.atomic import dumps_json
 from tau2_retail.results.records import RunArgs, RunSummary
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ROOT / "tests" / "tau2_retail" / "results" / "data" / "run_before_codec"
+RUN = ROOT / "tests" / "tau2_retail" / "results" / "data" / "stored_run"
 FILES = {
     "metrics.json (typical)": (ScenarioMetrics, RUN / "tau2_retail__1/trial-1/metrics.json"),
     "metrics.json (34 turns)": (ScenarioMetrics, RUN / "tau2_retail__3/trial-1/metrics.json"),

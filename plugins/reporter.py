@@ -244,11 +244,7 @@ def terminal_lines(
 
 
 def _rate_lines(settings: Tau2Settings, summary: RunSummary) -> list[str]:
-    rates = headline_lines(summary)
-    pass_k = pass_hat_k_line(summary)
-    # a headline of upstream's reward already shows pass^k
-    if pass_k and not policy_for(summary.profile).reward_is_headline:
-        rates.insert(1, pass_k)
+    rates = headline_lines(summary, pass_k=pass_hat_k_line(summary))
     if summary.nl_assertion.rate is None and settings.roles.judge is None:
         with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
         if with_nl and (settings.agent_source or not settings.roles.agent.is_builtin):

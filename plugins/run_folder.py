@@ -182,13 +182,16 @@ class RunFolder:
             stored = read_run_args(self.run_dir)
         except ArtifactError as error:
             raise ConfigError(f"--tau2-resume {run_id}: {error}") from None
-        finished = load_run_metrics(self.run_dir)
+        try:
+            finished = load_run_metrics(self.run_dir)
+        except ArtifactError as error:  # a record of another format version
+            raise ConfigError(f"--tau2-resume {run_id}: {error}") from None
         if stored is not None:
             self._compare(stored)
             self.stored = stored
         elif finished.records or finished.incomplete:
             # run_args.json is written before the first scenario starts: results without it
-            # come from an older version, or it was removed; the settings are unknown
+            # mean it was removed; the settings are unknown
             raise ConfigError(
                 f"--tau2-resume {run_id}: {self.run_dir} has scenario results but no "
                 "run_args.json, so its settings are unknown and this session's could differ "
@@ -211,11 +214,7 @@ class RunFolder:
             raise ConfigError(f"--tau2-resume {run_id}: {error}") from None
         if adopted:
             self.plan = dataclasses.replace(self.plan, settings=settings, adopted=adopted)
-        differing = resume_differences(
-            stored.configuration,
-            now=run_configuration(self.plan),
-            configured=run_configuration(self.plan, effective=False),
-        )
+        differing = resume_differences(stored.configuration, now=run_configuration(self.plan))
         if differing:
             raise ConfigError(
                 f"--tau2-resume {run_id}: the settings differ from the stored run "

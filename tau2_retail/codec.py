@@ -8,11 +8,18 @@ one set of rules, so no record carries a hand-written ``to_json``/``from_json``:
   (a rate, ``retries``) is a ``field(init=False)`` set in ``__post_init__``: written, and
   recomputed when read; ``Field(exclude=True)`` keeps a field out of the file;
 - a field marked :data:`Omitted` is left out while it is unset (None, False, 0, empty) and
-  reads as its default when absent; every other field is always written, and a field with a
-  default also reads as that default when absent (files written before it existed);
+  reads as its default when absent; every other field is always written;
 - reading is strict JSON: no NaN or infinity, no string for a number, no number for a flag,
   unknown keys ignored (derived values such as ``retries`` read back as recomputed);
 - a failure is an :class:`~tau2_retail.errors.ArtifactError` naming the file and the field.
+
+Every JSON artifact states its format, :data:`FORMAT_VERSION`, as its first key
+``format_version`` (a record declares it as its first field, and :func:`decode` checks it; a
+file written as plain JSON gets it from :func:`versioned`, and its reader checks it with
+:func:`format_problem`). A file of
+another version, or of none (a pre-release version wrote it), is an
+:class:`~tau2_retail.errors.ArtifactFormatError` naming the file, the version found and the one
+read: nothing reads it as if it were this format.
 
 The text form (indent, key order, final newline) is :func:`tau2_retail.results.atomic.dumps_json`;
 :func:`encode` gives the JSON value it formats, so artifacts stay byte-compatible. A record
@@ -25,15 +32,32 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sized
+import typing
+from collections.abc import Mapping, Sized
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeAlias, TypeVar
 
 from pydantic import ConfigDict, Field, PlainSerializer, Strict, TypeAdapter, ValidationError
 
-from tau2_retail.errors import ArtifactError
+from tau2_retail.errors import ArtifactError, ArtifactFormatError
 
-__all__ = ["Items", "Omitted", "decode", "decode_value", "encode", "read", "rounded"]
+__all__ = [
+    "FORMAT_KEY",
+    "FORMAT_VERSION",
+    "Items",
+    "Omitted",
+    "decode",
+    "decode_value",
+    "encode",
+    "format_problem",
+    "read",
+    "rounded",
+    "versioned",
+]
+
+FORMAT_VERSION: Final = 1
+"""The format of the JSON artifacts this version writes and the only one it reads."""
+FORMAT_KEY: Final = "format_version"
 
 T = TypeVar("T")
 
@@ -68,6 +92,42 @@ def rounded(ndigits: int) -> PlainSerializer:
 _CONFIG: Final = ConfigDict(strict=True, allow_inf_nan=False)
 
 
+def versioned(value: Mapping[str, Any]) -> dict[str, Any]:
+    """``value`` (a file's JSON object) with ``format_version`` first."""
+    return {FORMAT_KEY: FORMAT_VERSION, **value}
+
+
+def _is_versioned(kind: Any) -> bool:
+    """Whether ``kind`` is a record that states the format (a ``format_version`` field), or a
+    list of such records (``all_metrics.json``)."""
+    if typing.get_origin(kind) is list:
+        return _is_versioned(typing.get_args(kind)[0])
+    return dataclasses.is_dataclass(kind) and any(
+        f.name == FORMAT_KEY for f in dataclasses.fields(kind)
+    )
+
+
+def _objects(parsed: Any) -> list[Mapping[str, Any]]:
+    items = parsed if isinstance(parsed, list) else [parsed]
+    return [item for item in items if isinstance(item, dict)]
+
+
+def format_problem(data: Mapping[str, Any]) -> str | None:
+    """What is wrong with the format version a file's JSON object states (None: it is ours)."""
+    found = data.get(FORMAT_KEY)
+    if found == FORMAT_VERSION and type(found) is int:
+        return None
+    stated = (
+        f"format_version {found!r}"
+        if FORMAT_KEY in data
+        else "no format_version (a pre-release version of tau2_retail wrote it)"
+    )
+    return (
+        f"{stated}; this version reads format_version {FORMAT_VERSION} only (re-run the "
+        "scenarios, or read the folder with the version that wrote it)"
+    )
+
+
 _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 
 
@@ -96,11 +156,30 @@ def encode(value: object, kind: Any = None) -> Any:
 
 def decode(kind: type[T], data: str | bytes, where: str) -> T:
     """A ``kind`` read from JSON text; :class:`ArtifactError` names ``where`` and the field."""
+    objects = _objects(_parsed(data)) if _is_versioned(kind) else []
+    # a file stating another version is refused before its fields are read ...
+    _check_format([o for o in objects if FORMAT_KEY in o], where)
     try:
         value: T = _adapter(kind).validate_json(data)
     except ValidationError as error:
         raise ArtifactError(_message(error, where)) from None
+    # ... one stating none once they read (a truncated file is named as truncated)
+    _check_format(objects, where)
     return value
+
+
+def _parsed(data: str | bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None  # the validation names what is wrong
+
+
+def _check_format(objects: list[Mapping[str, Any]], where: str) -> None:
+    for item in objects:
+        problem = format_problem(item)
+        if problem is not None:
+            raise ArtifactFormatError(f"{where}: {problem}")
 
 
 def decode_value(kind: type[T], value: object, where: str = "a JSON value") -> T:
@@ -148,6 +227,8 @@ def _message(error: ValidationError, where: str) -> str:
     if kind in ("dict_type", "dataclass_type", "model_type"):
         place = f"{where}: {loc}" if loc else where
         return f"{place}: expected a JSON object, got {type(first['input']).__name__}"
+    if kind == "value_error":  # a check of the record's own: its message says what is wrong
+        return f"{where}: {loc!r}: {first.get('ctx', {}).get('error', first['msg'])}"
     if kind == "missing":
         problem = "is missing"
     else:

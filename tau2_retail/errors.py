@@ -16,6 +16,7 @@
     │                            line: its profile, missing scenarios, a conversation upstream
     │                            cannot hold); the export command exits 4, nothing is written
     ├── ArtifactError            a run directory or artifact cannot be written or read
+    │   ├── ArtifactFormatError  a run file of another format version (or of none)
     │   ├── ReportError          the HTML report cannot be built or written (names the file)
     │   ├── SavedConversationError  a saved transcript cannot be re-judged (the scenario runs again)
     │   └── RunInUse             another live process holds the run folder's lock
@@ -44,6 +45,7 @@ __all__ = [
     "AgentInfraError",
     "AgentInterrupted",
     "ArtifactError",
+    "ArtifactFormatError",
     "BudgetExhausted",
     "CacheMiss",
     "ConfigError",
@@ -200,6 +202,12 @@ class AgentInterrupted(KeyboardInterrupt):
 
 class ArtifactError(Tau2Error):
     """A run directory or artifact cannot be written or read."""
+
+
+class ArtifactFormatError(ArtifactError):
+    """A run file states another format version than this version reads (or none: a
+    pre-release version wrote it). The message names the file, the version found and the one
+    read."""
 
 
 class ReportError(ArtifactError):

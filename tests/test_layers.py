@@ -128,7 +128,11 @@ def test_the_runtime_never_imports_test_only_packages() -> None:
 
 PROFILES = PACKAGE / "engine" / "profiles"
 # the per-profile implementations: only their package names them
-_PROFILE_CLASSES = frozenset({"DefaultPolicy", "Tau2Policy"})
+_PROFILE_CLASSES = frozenset({"DefaultPolicy", "Tau2Policy", "MixedPolicy"})
+# flags a consumer would branch on (issue 27 item 4: the profile's methods answer instead)
+_PROFILE_FLAGS = frozenset(
+    {"reward_is_headline", "clean_exit_applies", "takes_agent_notes", "signals_label"}
+)
 
 
 def _names_a_profile(node: ast.expr) -> bool:
@@ -176,6 +180,8 @@ def profile_questions(source: str, where: str) -> list[str]:
             found.append(f"{line}: names the profile class {node.id}")
         elif isinstance(node, ast.Attribute) and node.attr in ("is_tau2", "is_default"):
             found.append(f"{line}: asks .{node.attr}")
+        elif isinstance(node, ast.Attribute) and node.attr in _PROFILE_FLAGS:
+            found.append(f"{line}: reads the profile flag .{node.attr} and decides for it")
     return found
 
 
@@ -201,6 +207,9 @@ def test_only_the_profiles_know_which_profile_is_running() -> None:
         "if isinstance(policy, Tau2Policy): pass",
         "x = ProfileName.TAU2",
         "if profile.is_tau2: pass",
+        "if policy_for(summary.profile).reward_is_headline: pass",
+        "if not policy.clean_exit_applies: lines.pop()",
+        "x = MixedPolicy()",
     ],
 )
 def test_the_profile_guard_sees_each_form_of_the_question(source: str) -> None:
@@ -212,7 +221,7 @@ def test_the_profile_guard_sees_each_form_of_the_question(source: str) -> None:
     [
         "if profile is None: pass",
         "if baseline.profile != summary.profile: pass",
-        "if policy_for(summary.profile).reward_is_headline: pass",
+        "lines = policy_for(summary.profile).headline(reward=reward, signals=rates)",
         "profile = configured or ProfileName.DEFAULT.value",
         "if name == 'profile': pass",
     ],

@@ -26,6 +26,7 @@ from tau2_retail.engine.metrics import ROLES
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.toolbox import ScenarioToolbox
 from tau2_retail.errors import (
+    ArtifactFormatError,
     BudgetExhausted,
     ContextWindowExceeded,
     EndpointError,
@@ -255,6 +256,8 @@ class ConversationResult(_Recorded):
     ) -> ConversationResult:
         """The conversation of a saved ``transcript.json`` value (``store`` is the final
         database, rebuilt by the caller); :class:`ArtifactError` names the field."""
+        if isinstance(data, dict) and (problem := codec.format_problem(data)) is not None:
+            raise ArtifactFormatError(f"{where}: {problem}")
         saved = codec.decode_value(Transcript, data, where)
         return cls(
             **_shared(saved)
@@ -273,10 +276,7 @@ class ConversationResult(_Recorded):
                 self.messages, self.timestamps, self.usages, strict=True
             )
         )
-        transcript: dict[str, Any] = codec.encode(
-            Transcript(**_shared(self) | {"messages": messages})
-        )
-        return transcript
+        return codec.versioned(codec.encode(Transcript(**_shared(self) | {"messages": messages})))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -46,7 +46,7 @@ from typing import Annotated, Any, Final, TypeGuard
 
 from pydantic import Field
 
-from tau2_retail.codec import Omitted
+from tau2_retail.codec import FORMAT_VERSION, Omitted
 from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
@@ -161,6 +161,7 @@ class JudgeResult:
     """
 
     # the keys of judge_result.json (spec §6), in order; error and the rest only when set
+    format_version: int = FORMAT_VERSION
     score: float
     reason: str
     judge_input: JudgeInput = field(init=False, default=_NO_INPUT)
@@ -488,8 +489,7 @@ async def judge_scenario(
     gives a failed judgement that is not ``unreadable`` (the prompt cannot be judged there, now
     or on resume). An endpoint that cannot answer raises its ``EndpointError``: that is an
     outage (an infra error of the judge role), not a verdict. ``usage``, ``attempts`` and
-    ``wait_seconds`` add up every request. Raises ``ValueError`` when ``assertions`` is empty
-    (a caller bug).
+    ``wait_seconds`` add up every request; ``ValueError`` for empty ``assertions`` (a bug).
     """
     system_prompt, user_content = build_judge_prompt(
         assertions=assertions,
@@ -497,10 +497,7 @@ async def judge_scenario(
         reference_actions=reference_actions,
         recorded_actions=recorded_actions,
     )
-    unreadable: list[str] = []
-    usage = Usage()
-    attempts = 0
-    wait_seconds = 0.0
+    unreadable: list[AssistantTurn] = []  # the turns whose reply could not be read
     detail = ""
     for _ in range(1 + UNREADABLE_RETRIES):
         turn = await ask_judge(
@@ -511,47 +508,61 @@ async def judge_scenario(
             seed=seed,
         )
         if isinstance(turn, JudgeResult):
-            return dataclasses.replace(
-                turn,
-                usage=usage + turn.usage,
-                attempts=attempts + turn.attempts,
-                wait_seconds=wait_seconds + turn.wait_seconds,
-                requests=len(unreadable) + 1,
-                unreadable_replies=tuple(unreadable),
-            )
-        usage += turn.usage
-        attempts += turn.attempts
-        wait_seconds += turn.wait_seconds
+            return _after(unreadable, turn)
         text = turn.content or ""
         try:
             score, reason, verdicts = normalize_judgement(text, assertions)
         except _UnreadableJudgement as error:
-            unreadable.append(text)
+            unreadable.append(turn)
             detail = str(error)
             continue
-        return JudgeResult(
+        verdict = JudgeResult(
             score=score,
             reason=reason,
             system_prompt=system_prompt,
             user_content=user_content,
             verdicts=verdicts,
-            usage=usage,
+            usage=turn.usage,
             raw_reply=text,
-            attempts=attempts,
-            wait_seconds=wait_seconds,
-            requests=len(unreadable) + 1,
-            unreadable_replies=tuple(unreadable),
+            attempts=turn.attempts,
+            wait_seconds=turn.wait_seconds,
         )
+        return _after(unreadable, verdict)
+    prompt = (system_prompt, user_content)
+    return _unreadable(unreadable, prompt=prompt, assertions=assertions, detail=detail)
+
+
+def _unreadable(
+    unreadable: Sequence[AssistantTurn],
+    *,
+    prompt: tuple[str, str],
+    assertions: Sequence[str],
+    detail: str,
+) -> JudgeResult:
+    """The judge's failure to answer readably, also when asked again."""
+    system_prompt, user_content = prompt
     return failed_judgement(
         system_prompt=system_prompt,
         user_content=user_content,
         assertions=assertions,
         detail=f"unreadable reply, also when asked again: {detail}",
-        usage=usage,
-        raw_reply=unreadable[-1],
-        attempts=attempts,
-        wait_seconds=wait_seconds,
+        usage=sum((t.usage for t in unreadable), Usage()),
+        raw_reply=unreadable[-1].content or "",
+        attempts=sum(t.attempts for t in unreadable),
+        wait_seconds=sum(t.wait_seconds for t in unreadable),
         requests=len(unreadable),
-        unreadable_replies=tuple(unreadable),
+        unreadable_replies=tuple(t.content or "" for t in unreadable),
         unreadable=True,
+    )
+
+
+def _after(unreadable: Sequence[AssistantTurn], result: JudgeResult) -> JudgeResult:
+    """``result`` with what the unreadable replies before it spent (tokens, attempts, waits)."""
+    return dataclasses.replace(
+        result,
+        usage=sum((t.usage for t in unreadable), Usage()) + result.usage,
+        attempts=sum(t.attempts for t in unreadable) + result.attempts,
+        wait_seconds=sum(t.wait_seconds for t in unreadable) + result.wait_seconds,
+        requests=len(unreadable) + 1,
+        unreadable_replies=tuple(t.content or "" for t in unreadable),
     )

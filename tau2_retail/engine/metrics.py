@@ -12,10 +12,11 @@ artifact folder (``trial-1``) and ``"trial": 1`` here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated
 
-from tau2_retail.codec import Omitted
+from tau2_retail.codec import FORMAT_VERSION, Omitted
+from tau2_retail.engine.profile_names import ScenarioProfile
 from tau2_retail.models.messages import RequestStats, Usage
 from tau2_retail.models.prices import RoleCosts
 
@@ -61,7 +62,7 @@ class ScenarioMetrics:
 
     ``nl_assertion_pass_count``/``_rate`` are None when NL assertions were not applicable (no
     assertions, or no judge configured); ``judge_score`` is None when no judge ran.
-    ``profile`` is the run's profile (``default`` in records written before profiles existed);
+    ``profile`` is the profile that scored the scenario;
     ``tau2_reward`` is None in the tau2 profile when a task's NL component needs a judge and
     none is configured (not scorable).
 
@@ -74,13 +75,14 @@ class ScenarioMetrics:
     role in USD when the run has prices (``--tau2-prices``).
     """
 
-    # keys in the order of the file; a default is what a record written before the key read
-    profile: str = "default"
+    # keys in the order of the file
+    format_version: int = FORMAT_VERSION
+    profile: ScenarioProfile
     scenario_name: str
     scenario_id: str
     task_id: str
     trial: int
-    seed: int | None = None
+    seed: int | None
     split: str
     persona_name: str
     total_turns: int
@@ -100,8 +102,8 @@ class ScenarioMetrics:
     success_breakdown: Mapping[str, tuple[str, ...]]
     is_successful: bool
     is_task_successful: bool
-    tau2_reward: float | None = None
-    requests: Mapping[str, RequestStats] = field(default_factory=dict)
+    tau2_reward: float | None
+    requests: Mapping[str, RequestStats]
     # written only when set
     nl_assertion_pass_count: Annotated[int | None, Omitted] = None
     nl_assertion_pass_rate: Annotated[float | None, Omitted] = None

@@ -8,8 +8,7 @@ in the process that ran the scenario (the conversation result with its store).
 from __future__ import annotations
 
 import asyncio
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,18 +22,17 @@ from tau2_retail.engine.conversation import (
     StopReason,
     run_conversation,
 )
-from tau2_retail.engine.metrics import ROLES, LatencyStats, ScenarioMetrics, Turn
-from tau2_retail.engine.profiles import Profile, ProfilePolicy, ScenarioFacts
+from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.profiles import Profile, ProfilePolicy
+from tau2_retail.engine.scenario_record import build_metrics
 from tau2_retail.engine.scoring import (
     Signal,
     SignalState,
-    action_match,
     db_difference,
     describe_db_difference,
 )
 from tau2_retail.engine.timeouts import TimeoutHit, timeouts_hit
 from tau2_retail.errors import ArtifactError, EndpointError, SavedConversationError
-from tau2_retail.models.messages import Message, RequestStats, Role, Usage
 from tau2_retail.models.progress import tracking
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.database import SeedDatabase
@@ -157,147 +155,6 @@ class ScenarioOutcome:
         return failures
 
 
-def _turns(messages: Sequence[Message], timestamps: Sequence[float]) -> tuple[Turn, ...]:
-    """The spoken turns (agent and user text) with their times."""
-    turns = []
-    for message, timestamp in zip(messages, timestamps, strict=True):
-        if message.role is Role.USER:
-            role = "user"
-        elif message.role is Role.ASSISTANT and not message.tool_calls and message.content:
-            role = "agent"
-        else:
-            continue
-        turns.append(Turn(timestamp=timestamp, role=role, text=message.content or ""))
-    return tuple(turns)
-
-
-def _latency_stats(latencies: Sequence[tuple[str, float]]) -> dict[str, LatencyStats]:
-    by_role: dict[str, list[float]] = {}
-    for role, seconds in latencies:
-        by_role.setdefault(role, []).append(seconds)
-    stats = {}
-    for role, values in sorted(by_role.items()):
-        ordered = sorted(values)
-        stats[role] = LatencyStats(
-            n=len(ordered),
-            mean=statistics.fmean(ordered),
-            p50=statistics.median(ordered),
-            p95=ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
-            max=ordered[-1],
-        )
-    return stats
-
-
-def build_metrics(
-    *,
-    scenario: Scenario,
-    conversation: ConversationResult,
-    gold: Gold,
-    judge: JudgeResult | None,
-    judge_configured: bool,
-    db_match: bool,
-    policy: ProfilePolicy,
-    judge_error: EndpointError | None = None,
-) -> ScenarioMetrics:
-    """The ``metrics.json`` record of spec §6, scored by the profile's ``policy``.
-
-    ``judge_error`` is the judge's outage, and a ``judge`` marked ``unreadable`` its failure
-    to answer in a readable form: the scenario is then an infra error of the judge role, marked
-    ``needs_judging`` for resume (the unreadable judgement's tokens still count).
-    """
-    task = scenario.task
-    judge_failed = judge is not None and judge.unreadable
-    judgement = None if judge_failed else judge
-    ending = conversation.ending
-    nl_applicable = policy.judges(task) and judge_configured
-    nl_passed: bool | None = None
-    if nl_applicable:
-        nl_passed = judgement is not None and judgement.pass_count == judgement.total
-    actions_matched = action_match(gold.actions, conversation.actions)
-    score = policy.score(
-        ScenarioFacts(
-            task=task,
-            stop_reason=ending.reason,
-            db_match=db_match,
-            nl_passed=nl_passed,
-            judgement=judgement,
-            judge_configured=judge_configured,
-            actions_matched=actions_matched,
-        )
-    )
-    verdict = score.verdict
-    usage: dict[str, Usage] = {
-        "agent": conversation.usage.get("agent", Usage()),
-        "user": conversation.usage.get("user", Usage()),
-        "judge": judge.usage if judge is not None else Usage(),
-    }
-    turns = _turns(conversation.messages, conversation.timestamps)
-    requests = dict(conversation.requests)
-    if judge is not None:
-        requests["judge"] = RequestStats(
-            # a verdict served from the response cache sent nothing (0 attempts)
-            requests=judge.requests if judge.attempts else 0,
-            attempts=judge.attempts,
-            wait_seconds=judge.wait_seconds,
-        )
-    elif judge_error is not None:
-        requests["judge"] = RequestStats(
-            requests=1,
-            attempts=judge_error.attempts,
-            failed=1,
-            wait_seconds=judge_error.wait_seconds,
-        )
-    infra_role = None
-    detail = ending.detail
-    if ending.reason is StopReason.INFRA_ERROR:
-        infra_role = ending.failed_role or "agent"
-    elif judge_error is not None:
-        infra_role = "judge"
-        detail = "; ".join(filter(None, (detail, f"judge: {judge_error}")))
-    elif judge is not None and judge_failed:
-        infra_role = "judge"
-        detail = "; ".join(filter(None, (detail, f"judge: {judge.error}")))
-    nl_count = nl_rate = None
-    if nl_applicable:
-        nl_count = judgement.pass_count if judgement is not None else 0
-        nl_rate = judgement.pass_rate if judgement is not None else 0.0
-    return ScenarioMetrics(
-        profile=policy.name.value,
-        scenario_name=scenario.name,
-        scenario_id=scenario.id,
-        task_id=task.id,
-        trial=scenario.trial + 1,
-        seed=scenario.seed,
-        split=task.split,
-        persona_name=task.persona_name,
-        total_turns=len(turns),
-        turns=turns,
-        duration_seconds=conversation.duration_seconds,
-        latency_stats=_latency_stats(conversation.latencies),
-        stop_reason=ending.reason.value,
-        stop_detail=detail,
-        infra_error=infra_role is not None,
-        infra_role=infra_role,
-        needs_judging=judge_error is not None or judge_failed,
-        clean_exit=ending.reason is StopReason.AGENT_EXIT,
-        db_state_expected_hash=gold.db_hash,
-        db_state_actual_hash=gold.db_hash if db_match else conversation.store.hash(),
-        db_state_match=db_match,
-        is_action_match=actions_matched,
-        nl_assertion_total=len(task.nl_assertions),
-        nl_assertion_pass_count=nl_count,
-        nl_assertion_pass_rate=nl_rate,
-        judge_score=judgement.score if judgement is not None else None,
-        token_usage=dict(usage),
-        requests={role: requests[role] for role in ROLES if role in requests},
-        success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
-        is_successful=score.is_successful,
-        is_task_successful=verdict.is_task_successful,
-        tau2_reward=score.reward,
-        judge_unreadable_replies=len(judge.unreadable_replies) if judge is not None else 0,
-    )
-
-
 async def run_scenario(
     scenario: Scenario,
     *,
@@ -338,6 +195,44 @@ async def run_scenario(
     )
 
 
+async def _judged(
+    scenario: Scenario,
+    conversation: ConversationResult,
+    *,
+    judge_model: ChatModel,
+    gold: Gold,
+    limits: Limits,
+    profile: Profile,
+) -> tuple[JudgeResult | None, EndpointError | None, bool]:
+    """The judgement, or the judge's failure, and whether the scenario's deadline cut it."""
+    with tracking() as progress:
+        try:
+            # Each request has its own deadline; this bounds the judge's retries as a whole.
+            async with asyncio.timeout(limits.max_duration_seconds):
+                judge = await profile.judge(
+                    judge_model,
+                    task=scenario.task,
+                    messages=conversation.messages,
+                    reference_actions=gold.actions,
+                    recorded_actions=conversation.actions,
+                    seed=scenario.seed,
+                )
+        except EndpointError as error:
+            return None, error, False
+        except TimeoutError:
+            return (
+                None,
+                EndpointError(
+                    f"no verdict within the {limits.max_duration_seconds:g} s scenario limit",
+                    # the request cut in flight, as far as it had gone
+                    attempts=max(progress.attempts, 1),
+                    wait_seconds=progress.wait_seconds,
+                ),
+                True,
+            )
+    return judge, None, False
+
+
 async def _judge_and_score(
     scenario: Scenario,
     *,
@@ -348,34 +243,19 @@ async def _judge_and_score(
     limits: Limits,
     profile: Profile,
 ) -> ScenarioOutcome:
-    judge = None
+    judge: JudgeResult | None = None
     judge_error: EndpointError | None = None
     judge_deadline = False
     infra = conversation.stop_reason is StopReason.INFRA_ERROR
-    task = scenario.task
-    if judge_model is not None and profile.policy.judges(task) and not infra:
-        with tracking() as progress:
-            try:
-                # Each request has its own deadline; this bounds the judge's retries as a whole.
-                async with asyncio.timeout(limits.max_duration_seconds):
-                    judge = await profile.judge(
-                        judge_model,
-                        task=task,
-                        messages=conversation.messages,
-                        reference_actions=gold.actions,
-                        recorded_actions=conversation.actions,
-                        seed=scenario.seed,
-                    )
-            except EndpointError as error:
-                judge_error = error
-            except TimeoutError:
-                judge_deadline = True
-                judge_error = EndpointError(
-                    f"no verdict within the {limits.max_duration_seconds:g} s scenario limit",
-                    # the request cut in flight, as far as it had gone
-                    attempts=max(progress.attempts, 1),
-                    wait_seconds=progress.wait_seconds,
-                )
+    if judge_model is not None and profile.policy.judges(scenario.task) and not infra:
+        judge, judge_error, judge_deadline = await _judged(
+            scenario,
+            conversation,
+            judge_model=judge_model,
+            gold=gold,
+            limits=limits,
+            profile=profile,
+        )
     db_diff = db_difference(store, gold.store)
     metrics = build_metrics(
         scenario=scenario,

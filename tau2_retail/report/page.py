@@ -204,7 +204,7 @@ def _request_settings(settings: Mapping[str, Any], role: str) -> str:
         parts.append(f"extra body {json.dumps(extra, ensure_ascii=False, sort_keys=True)}")
     breaker = settings.get("breaker_failures")
     if breaker is not None:
-        window = settings.get("breaker_window_seconds")  # absent from older runs
+        window = settings.get("breaker_window_seconds")
         over = f" over {window} s without a success" if window is not None else ""
         parts.append(
             f"down after {breaker} failed attempts{over}, probed every "

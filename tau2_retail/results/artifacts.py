@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.errors import ArtifactError
+from tau2_retail.errors import ArtifactError, ArtifactFormatError
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
 from tau2_retail.results.long_text import cut_long_text, cut_long_texts
@@ -181,18 +181,20 @@ def render_conversation_log(
 def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> dict[str, Any]:
     scenario = outcome.scenario
     task = scenario.task
-    return {
-        "scenario_name": scenario.name,
-        "scenario_id": scenario.id,
-        "task_id": task.id,
-        "trial": scenario.trial + 1,
-        "trials": scenario.trials,
-        "seed": scenario.seed,
-        "split": task.split,
-        "persona_name": task.persona_name,
-        "nl_assertions": list(task.nl_assertions),
-        "config": dict(config),
-    }
+    return codec.versioned(
+        {
+            "scenario_name": scenario.name,
+            "scenario_id": scenario.id,
+            "task_id": task.id,
+            "trial": scenario.trial + 1,
+            "trials": scenario.trials,
+            "seed": scenario.seed,
+            "split": task.split,
+            "persona_name": task.persona_name,
+            "nl_assertions": list(task.nl_assertions),
+            "config": dict(config),
+        }
+    )
 
 
 def _refuse_symlinks(directory: Path) -> None:
@@ -211,6 +213,26 @@ def _refuse_symlinks(directory: Path) -> None:
             f"{link} is a symbolic link (to {os.readlink(link)}): refusing to write a "
             "scenario's artifacts outside the run directory; remove the link"
         )
+
+
+def _remove_stale(directory: Path, outcome: ScenarioOutcome) -> None:
+    """Remove an earlier attempt's record, the files this attempt does not write, and the
+    temporary files of an attempt killed mid-write."""
+    stale_names = [METRICS_FILE, SET_ASIDE_FILE, TEST_ERROR_FILE]
+    if outcome.judge is None:
+        stale_names.append(JUDGE_FILE)
+    if not outcome.conversation.error_body:
+        stale_names.append(ENDPOINT_ERROR_FILE)
+    if not outcome.conversation.agent_traceback:
+        stale_names.append(AGENT_TRACEBACK_FILE)
+    stale_files = [directory / name for name in stale_names]
+    for folder in (directory, directory / CONFIG_DIR):
+        stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
+    for stale in stale_files:
+        try:
+            stale.unlink(missing_ok=True)
+        except OSError as error:
+            raise ArtifactError(f"cannot remove {stale}: {error}") from error
 
 
 def write_scenario_artifacts(
@@ -232,21 +254,7 @@ def write_scenario_artifacts(
     """
     directory = Path(directory)
     _refuse_symlinks(directory)
-    stale_names = [METRICS_FILE, SET_ASIDE_FILE, TEST_ERROR_FILE]
-    if outcome.judge is None:
-        stale_names.append(JUDGE_FILE)
-    if not outcome.conversation.error_body:
-        stale_names.append(ENDPOINT_ERROR_FILE)
-    if not outcome.conversation.agent_traceback:
-        stale_names.append(AGENT_TRACEBACK_FILE)
-    stale_files = [directory / name for name in stale_names]
-    for folder in (directory, directory / CONFIG_DIR):
-        stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
-    for stale in stale_files:
-        try:
-            stale.unlink(missing_ok=True)
-        except OSError as error:
-            raise ArtifactError(f"cannot remove {stale}: {error}") from error
+    _remove_stale(directory, outcome)
     conversation = outcome.conversation
     write_json_atomic(directory / TRANSCRIPT_FILE, conversation.to_json())
     if conversation.error_body:
@@ -271,7 +279,7 @@ def write_scenario_artifacts(
     )
     write_json_atomic(
         directory / "reference_answer.json",
-        {"actions": [action.to_json() for action in outcome.gold.actions]},
+        codec.versioned({"actions": [action.to_json() for action in outcome.gold.actions]}),
     )
     write_json_atomic(directory / "db_diff.json", outcome.db_diff)
     if outcome.judge is not None:
@@ -418,6 +426,8 @@ def scan_run_metrics(run_dir: Path) -> Iterator[FolderRecord]:
         folder_id = scenario_id_of_folder(run_dir, path.parent)
         try:
             record = read_metrics(path)
+        except ArtifactFormatError:
+            raise  # a record of another format: the folder is not this version's run
         except ArtifactError as error:
             yield FolderRecord(
                 folder=path.parent, scenario_id=folder_id, record=None, problem=str(error)

@@ -139,67 +139,19 @@ def evaluate_gate(
     if min_pass_rate is None and baseline is None:
         return None
     rate = summary.success_rate.rate
-    if session_problem is not None:
-        return GateVerdict(
-            passed=False,
-            line=f"tau2 gate: not applied (the session ended {session_problem})",
-            rate=rate,
-        )
+    refused = _not_applied(summary, baseline, session_problem)
+    if refused is not None:
+        return GateVerdict(passed=False, line=refused, rate=rate)
     parts: list[str] = [f"profile {summary.profile}"]
     if summary.configuration is not None and summary.configuration.agent.code:
         parts.insert(0, f"agent {summary.configuration.agent.model}")
-    ok = True
-    shown = f"{policy_for(summary.profile).success_measure} {_percent(rate)}"
-    interval = summary.success_rate.ci95
-    if interval is not None:
-        shown += f" {interval.percent_text()}"
-    if min_pass_rate is not None:
-        if regression_alpha is None:
-            ok = ok and rate is not None and rate >= min_pass_rate
-            shown += f" (threshold {min_pass_rate:.2%})"
-        else:
-            # below the threshold only when the whole interval is: noise cannot fail the gate
-            ok = ok and interval is not None and interval.high >= min_pass_rate
-            shown += f" (threshold {min_pass_rate:.2%} on the 95% interval's upper bound)"
+    ok, shown = _threshold(summary, min_pass_rate, regression_alpha)
     parts.append(shown)
-    baseline_rate = None
-    flipped: Sequence[str] = ()
-    paired = None
-    if baseline is not None and baseline.profile != summary.profile:
-        return GateVerdict(
-            passed=False,
-            line=(
-                f"tau2 gate: profile {summary.profile}, baseline of profile {baseline.profile}: "
-                "their rates are not comparable; give a baseline run of the same profile: FAIL"
-            ),
-            rate=rate,
-        )
+    comparison = None
     if baseline is not None:
-        baseline_rate = baseline.success_rate.rate
-        flipped = flipped_to_fail(summary, baseline)
-        paired = pair_runs(summary, baseline)
-        drop = (baseline_rate or 0.0) - (rate or 0.0)
-        too_large = rate is None or drop > max_regression + 1e-12
-        paired_text = (
-            f"{paired.broken} flipped pass->fail, {paired.fixed} fail->pass of {paired.pairs} "
-            "paired, "
-            f"{p_text(paired.p_value)}"
-        )
-        if regression_alpha is not None:
-            significant = paired.p_value <= regression_alpha
-            ok = ok and rate is not None and not (too_large and significant)
-            judged = "significant" if significant else "not significant"
-            paired_text += f" ({judged} at alpha {regression_alpha:g})"
-        else:
-            ok = ok and not too_large
-        parts.append(
-            f"baseline {_percent(baseline_rate)} (change {-drop:+.2%}, "
-            f"max regression {max_regression:.2%}), {paired_text}"
-        )
-        cannot = baseline_problem(baseline, paired)
-        if cannot is not None:
-            ok = False
-            parts.append(cannot)
+        comparison = _against_baseline(summary, baseline, max_regression, regression_alpha)
+        ok = ok and comparison.ok
+        parts.extend(comparison.parts)
     infra = summary.counts.infra_errors + summary.counts.lost
     ok = ok and infra <= max_infra_errors
     parts.append(f"infra errors {infra} (max {max_infra_errors})")
@@ -209,12 +161,99 @@ def evaluate_gate(
     if problems:
         ok = False
         parts.extend(problems)
-    verdict = "PASS" if ok else "FAIL"
     return GateVerdict(
         passed=ok,
-        line=f"tau2 gate: {', '.join(parts)}: {verdict}",
+        line=f"tau2 gate: {', '.join(parts)}: {'PASS' if ok else 'FAIL'}",
         rate=rate,
+        baseline_rate=comparison.baseline_rate if comparison else None,
+        flipped=comparison.flipped if comparison else (),
+        paired=comparison.paired if comparison else None,
+    )
+
+
+def _not_applied(
+    summary: RunSummary, baseline: RunSummary | None, session_problem: str | None
+) -> str | None:
+    """The line of a gate that cannot judge the run (None: it can)."""
+    if session_problem is not None:
+        return f"tau2 gate: not applied (the session ended {session_problem})"
+    if baseline is not None and baseline.profile != summary.profile:
+        return (
+            f"tau2 gate: profile {summary.profile}, baseline of profile {baseline.profile}: "
+            "their rates are not comparable; give a baseline run of the same profile: FAIL"
+        )
+    return None
+
+
+def _threshold(
+    summary: RunSummary, min_pass_rate: float | None, regression_alpha: float | None
+) -> tuple[bool, str]:
+    """Whether the success rate meets ``min_pass_rate`` (when given), and the words for it."""
+    rate = summary.success_rate.rate
+    shown = f"{policy_for(summary.profile).success_measure} {_percent(rate)}"
+    interval = summary.success_rate.ci95
+    if interval is not None:
+        shown += f" {interval.percent_text()}"
+    if min_pass_rate is None:
+        return True, shown
+    if regression_alpha is None:
+        return (
+            rate is not None and rate >= min_pass_rate,
+            shown + f" (threshold {min_pass_rate:.2%})",
+        )
+    # below the threshold only when the whole interval is: noise cannot fail the gate
+    return (
+        interval is not None and interval.high >= min_pass_rate,
+        shown + f" (threshold {min_pass_rate:.2%} on the 95% interval's upper bound)",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Comparison:
+    """The run against its baseline: whether it passes, the words, and the figures."""
+
+    ok: bool
+    parts: tuple[str, ...]
+    baseline_rate: float | None
+    flipped: tuple[str, ...]
+    paired: PairedComparison
+
+
+def _against_baseline(
+    summary: RunSummary,
+    baseline: RunSummary,
+    max_regression: float,
+    regression_alpha: float | None,
+) -> _Comparison:
+    rate = summary.success_rate.rate
+    baseline_rate = baseline.success_rate.rate
+    paired = pair_runs(summary, baseline)
+    drop = (baseline_rate or 0.0) - (rate or 0.0)
+    too_large = rate is None or drop > max_regression + 1e-12
+    paired_text = (
+        f"{paired.broken} flipped pass->fail, {paired.fixed} fail->pass of {paired.pairs} "
+        "paired, "
+        f"{p_text(paired.p_value)}"
+    )
+    if regression_alpha is not None:
+        significant = paired.p_value <= regression_alpha
+        ok = rate is not None and not (too_large and significant)
+        judged = "significant" if significant else "not significant"
+        paired_text += f" ({judged} at alpha {regression_alpha:g})"
+    else:
+        ok = not too_large
+    parts = [
+        f"baseline {_percent(baseline_rate)} (change {-drop:+.2%}, "
+        f"max regression {max_regression:.2%}), {paired_text}"
+    ]
+    cannot = baseline_problem(baseline, paired)
+    if cannot is not None:
+        ok = False
+        parts.append(cannot)
+    return _Comparison(
+        ok=ok,
+        parts=tuple(parts),
         baseline_rate=baseline_rate,
-        flipped=tuple(flipped),
+        flipped=tuple(flipped_to_fail(summary, baseline)),
         paired=paired,
     )

@@ -257,8 +257,8 @@ class GateSettings:
 
     @classmethod
     def of(cls, configuration: RunConfiguration) -> GateSettings:
-        """The recorded gate settings (runs recorded before ``regression_alpha`` read None);
-        ``ArtifactError`` for a ``regression_alpha`` outside 0 < A < 1."""
+        """The recorded gate settings (an unset one reads as its default); ``ArtifactError`` for
+        a ``regression_alpha`` outside 0 < A < 1."""
         where = f"{RUN_ARGS_FILE}: configuration.settings"
         settings = {k: v for k, v in configuration.settings.items() if v is not None}
         gate = codec.decode_value(cls, settings, where)

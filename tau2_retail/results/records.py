@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from tau2_retail.codec import Items, Omitted
-from tau2_retail.engine.profiles import ProfileName, policy_for
+from tau2_retail.codec import FORMAT_VERSION, Items, Omitted
+from tau2_retail.engine.profiles import RunProfile, policy_for
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
@@ -99,7 +99,7 @@ class RunConfiguration:
 
     @property
     def profile(self) -> str | None:
-        """The configured profile (None in runs recorded before profiles existed)."""
+        """The configured profile (None in a configuration that names only the models)."""
         value = self.settings.get("profile")
         return str(value) if value else None
 
@@ -108,6 +108,7 @@ class RunConfiguration:
 class RunArgs:
     """``run_args.json``: how the run was started and what it meant to produce."""
 
+    format_version: int = FORMAT_VERSION
     argv: tuple[str, ...]
     configuration: RunConfiguration
     trials: Annotated[int, Field(ge=1)]
@@ -124,8 +125,8 @@ _Ci95 = Annotated[Interval | None, PlainSerializer(_bounds)]
 
 
 def _recorded_interval(data: Any, key: str) -> Any:
-    """``data`` with ``ci95``/``ci95_method`` read into the field ``key`` (absent in summaries
-    written before intervals). For ``key="interval"`` the record derives a Wilson interval
+    """``data`` with ``ci95``/``ci95_method`` read into the field ``key`` (``ci95`` null: no
+    interval). For ``key="interval"`` the record derives a Wilson interval
     itself, so a recorded Wilson interval reads as None (a record read back equals the one
     written)."""
     if not isinstance(data, dict):
@@ -148,7 +149,7 @@ class Rate:
     """``passed`` of ``total`` and its 95% interval.
 
     ``interval`` is set by the summary when the units are clustered (trials of a task); when
-    None, :attr:`ci95` is the Wilson interval (also for summaries written before intervals).
+    None, :attr:`ci95` is the Wilson interval.
     """
 
     passed: int
@@ -201,8 +202,8 @@ class Counts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PassHatK:
-    """tau2's pass^k over ``tasks`` and its 95% interval (None in summaries written before
-    intervals, or when no task has ``k`` trials)."""
+    """tau2's pass^k over ``tasks`` and its 95% interval (None when no task has ``k``
+    trials)."""
 
     k: int
     value: float | None
@@ -329,15 +330,15 @@ def _signal_fields(data: Any) -> Any:
 class RunSummary:
     """``summary.json``: the figures of a run (built by :mod:`tau2_retail.results.summary`).
 
-    ``profile``: ``default``, ``tau2`` (``mixed`` when the scenarios disagree); summaries
-    written before profiles existed read as ``default``. ``tau2_reward_not_scorable``: scored
+    ``profile``: ``default``, ``tau2`` (``mixed`` when the scenarios disagree); any other
+    name is an error naming the file. ``tau2_reward_not_scorable``: scored
     scenarios without a tau2 reward (tau2 profile: an NL component and no judge), recorded as
     ``tau2_reward.not_scorable`` in the tau2 profile. ``cost`` and ``unpriced_models`` are
-    written as one ``cost`` object, in a run with prices. Fields with defaults are absent from
-    summaries written before they existed.
+    written as one ``cost`` object, in a run with prices.
     """
 
-    profile: str = ProfileName.DEFAULT.value
+    format_version: int = FORMAT_VERSION
+    profile: RunProfile
     configuration: RunConfiguration | None
     versions: Mapping[str, str]
     models: Mapping[str, str | None] = field(init=False, default_factory=dict)
@@ -358,9 +359,9 @@ class RunSummary:
     by_persona: Mapping[str, GroupRate]
     infra_errors: Items[InfraErrorRow]
     lost: Items[str]
-    lost_reasons: Mapping[str, str] = field(default_factory=dict)
-    judge_replies: JudgeReplies = field(default_factory=JudgeReplies)
-    flaky_tasks: Items[FlakyTask] = ()
+    lost_reasons: Mapping[str, str]
+    judge_replies: JudgeReplies
+    flaky_tasks: Items[FlakyTask]
     scenarios: Items[ScenarioRow]
     cost: Annotated[RoleCosts | None, Omitted] = None
     not_run: Annotated[Items[str], Omitted] = ()
@@ -381,8 +382,9 @@ class RunSummary:
         for key, value in written.items():
             if key == "db_state_match":
                 out["signals"] = {name: _signal_json(written[f]) for name, f in _SIGNALS}
-            elif key == "tau2_reward" and policy_for(self.profile).reward_is_headline:
-                out[key] = value | {"not_scorable": self.tau2_reward_not_scorable}
+            elif key == "tau2_reward":
+                record = policy_for(self.profile).reward_record
+                out[key] = value | record(not_scorable=self.tau2_reward_not_scorable)
             elif key == "cost":
                 out[key] = value | {"unpriced_models": list(self.unpriced_models)}
             elif key not in ("clean_exit", "nl_assertion", "action_match"):

@@ -1,7 +1,8 @@
 """Run-level summaries (spec: conversation_and_scoring.md §1 pass^k, §4 signals, §6 artifacts).
 
 :func:`build_summary` turns the scenarios' ``metrics.json`` records into the figures of
-``summary.json``; :func:`render_summary_text` writes them as ``all_summary.txt``. Both are pure.
+``summary.json`` (pure); :mod:`tau2_retail.results.summary_text` renders them for people
+(``all_summary.txt``, the terminal's lines; its names are re-exported here).
 :func:`write_run_summary` writes ``all_metrics.json``, ``summary.json`` and ``all_summary.txt``
 (only the controller process calls it), and :func:`summarize` rebuilds them from the
 artifacts of a run folder (``python -m tau2_retail summarize RUN_DIR``). Every record read or
@@ -20,7 +21,7 @@ Counting rules:
   its reward is 1); our signals follow, labelled, CLEAN_EXIT not applicable.
 - The judge's replies are counted over every scenario (retries after an unreadable reply
   included); when most of them could not be read, the summary says the judge does not follow
-  the reply format (:func:`judge_format_line`).
+  the reply format (``summary_text.judge_format_line``).
 - Every rate carries its 95% interval (:mod:`tau2_retail.results.stats`): Wilson's, or a
   bootstrap over tasks when a task gives several units (trials, NL assertions); pass^k too.
   With trials > 1 the tasks whose trials disagree are listed as flaky.
@@ -34,37 +35,36 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NotRequired, TypedDict, Unpack
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
-from tau2_retail.engine.profiles import ProfileName, policy_for
+from tau2_retail.engine.profiles import MIXED, ProfileName
 from tau2_retail.errors import ArtifactError
-from tau2_retail.models.messages import Usage
-from tau2_retail.models.prices import RoleCosts
+from tau2_retail.results import summary_figures as figures
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
 from tau2_retail.results.long_text import cut_long_texts
 from tau2_retail.results.records import (
     Counts,
-    FlakyTask,
-    GroupRate,
     InfraErrorRow,
-    JudgeReplies,
-    Mean,
-    NlSignal,
-    PassHatK,
-    Rate,
     RunArgs,
     RunConfiguration,
     RunSummary,
-    ScenarioRow,
-    SignalRate,
 )
-from tau2_retail.results.stats import WILSON, Interval, clustered_interval, fixed
-from tau2_retail.results.stats import pass_hat_k as pass_hat_k_interval
+from tau2_retail.results.summary_figures import pass_hat_k
+from tau2_retail.results.summary_text import (
+    INTERVAL_NOTE,
+    cost_lines,
+    flaky_lines,
+    headline_lines,
+    judge_format_line,
+    pass_hat_k_line,
+    render_summary_text,
+    usd,
+)
 
 __all__ = [
     "ALL_METRICS_FILE",
@@ -97,170 +97,6 @@ RUN_ARGS_FILE = "run_args.json"
 #: why ``summarize`` lists an expected scenario that has no ``metrics.json`` at all
 NO_RESULT = "no metrics.json (not run, interrupted, or its process was lost)"
 
-_ROLES = ("agent", "user", "judge")
-
-#: how the ``[low, high]`` intervals of the text summaries were computed
-INTERVAL_NOTE = (
-    "Intervals [low, high]: 95%, Wilson score; a bootstrap over tasks where a task "
-    "gives several units (trials, NL assertions); see docs/statistics.md"
-)
-
-
-def _clustered(clusters: Mapping[str, tuple[int, int]]) -> Interval | None:
-    """The interval of a rate over tasks' ``(passed, units)``; None when it is Wilson's (the
-    record computes that one itself)."""
-    interval = clustered_interval(list(clusters.values()))
-    return None if interval is None or interval.method == WILSON else interval
-
-
-def _rate(scored: Sequence[ScenarioMetrics], flag: Callable[[ScenarioMetrics], bool]) -> Rate:
-    """The share of ``scored`` with ``flag``; the trials of a task form one cluster."""
-    clusters: dict[str, tuple[int, int]] = {}
-    for metrics in scored:
-        passed, units = clusters.get(metrics.task_id, (0, 0))
-        clusters[metrics.task_id] = (passed + bool(flag(metrics)), units + 1)
-    return Rate(
-        passed=sum(bool(flag(m)) for m in scored),
-        total=len(scored),
-        interval=_clustered(clusters),
-    )
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
-
-
-def pass_hat_k(outcomes: Mapping[str, Sequence[bool]], k: int) -> tuple[float | None, int]:
-    """tau2's pass^k: per task ``C(successes, k) / C(trials, k)``, averaged over tasks.
-
-    ``outcomes`` maps a task id to its scored trials' success flags. Tasks with fewer than
-    ``k`` trials are skipped. Returns the value (None when no task qualifies) and the number
-    of tasks averaged.
-    """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    values = [
-        math.comb(sum(flags), k) / math.comb(len(flags), k)
-        for flags in outcomes.values()
-        if len(flags) >= k
-    ]
-    return _mean(values), len(values)
-
-
-def _rounded_usd(value: float | None) -> float | None:
-    # micro-dollars, as metrics.json records them
-    return None if value is None else round(value, 6)
-
-
-#: the fields a summary row copies from its scenario's metrics (the others are derived)
-_ROW_COPIES = tuple(
-    f.name for f in dataclasses.fields(ScenarioRow) if f.name not in ("status", "cost")
-)
-
-
-def _row(m: ScenarioMetrics) -> ScenarioRow:
-    return ScenarioRow(
-        **{name: getattr(m, name) for name in _ROW_COPIES},
-        status="INFRA" if m.infra_error else "PASS" if m.is_successful else "FAIL",
-        cost=_rounded_usd(m.cost.total if m.cost is not None else None),
-    )
-
-
-def _group_rates(scored: Iterable[ScenarioMetrics], key: str) -> dict[str, GroupRate]:
-    groups: dict[str, list[ScenarioMetrics]] = {}
-    for metrics in scored:
-        groups.setdefault(getattr(metrics, key) or "unknown", []).append(metrics)
-    out = {}
-    for name in sorted(groups):
-        rate = _rate(groups[name], lambda m: m.is_successful)
-        out[name] = GroupRate(n=rate.total, succeeded=rate.passed, interval=rate.interval)
-    return out
-
-
-def _token_usage(metrics: Sequence[ScenarioMetrics]) -> dict[str, Usage]:
-    totals = {role: Usage() for role in _ROLES}
-    for record in metrics:
-        for role, usage in record.token_usage.items():
-            totals[role] = totals.get(role, Usage()) + usage
-    return totals
-
-
-def _cost(
-    metrics: Sequence[ScenarioMetrics], configuration: RunConfiguration | None
-) -> tuple[RoleCosts | None, tuple[str, ...]]:
-    """The run's cost per role (None without prices) and the models that have no price.
-
-    A scenario recorded without a cost (before prices were set, on resume) makes its roles'
-    costs unknown: a partial sum would look like the whole."""
-    costs = [m.cost for m in metrics]
-    if not any(cost is not None for cost in costs):
-        return None, ()
-    total = RoleCosts()
-    for cost in costs:
-        total = total + (cost if cost is not None else RoleCosts(agent=None, user=None, judge=None))
-    unpriced = sorted(
-        {
-            model
-            for role in _ROLES
-            if total.role(role) is None
-            and (model := configuration.model(role) if configuration else None)
-        }
-    )
-    return total, tuple(unpriced)
-
-
-def _nl_signal(
-    scored: Sequence[ScenarioMetrics], configuration: RunConfiguration | None
-) -> NlSignal:
-    judged = [m for m in scored if m.nl_applicable]
-    clusters: dict[str, tuple[int, int]] = {}
-    for m in judged:  # the assertions of a task's scenarios are one cluster
-        passed, units = clusters.get(m.task_id, (0, 0))
-        clusters[m.task_id] = (
-            passed + (m.nl_assertion_pass_count or 0),
-            units + m.nl_assertion_total,
-        )
-    if not judged:
-        no_judge = configuration is None or configuration.judge is None
-        reason = "no judge configured" if no_judge else "no scored scenario has NL assertions"
-        return NlSignal(rate=None, reason=reason)
-    return NlSignal(
-        rate=Rate(
-            passed=sum(m.nl_assertion_pass_count or 0 for m in judged),
-            total=sum(m.nl_assertion_total for m in judged),
-            interval=_clustered(clusters),
-        ),
-        scenarios=len(judged),
-        scenarios_passed=sum(1 for m in judged if (m.nl_assertion_pass_rate or 0.0) >= 1.0),
-    )
-
-
-def _judge_replies(metrics: Sequence[ScenarioMetrics]) -> JudgeReplies:
-    total = 0
-    for record in metrics:
-        stats = record.requests.get("judge")
-        if stats is not None:
-            total += stats.requests - stats.failed
-    return JudgeReplies(
-        total=total, unreadable=sum(record.judge_unreadable_replies for record in metrics)
-    )
-
-
-def judge_format_line(summary: RunSummary) -> str | None:
-    """The line that says the judge does not follow the reply format (most of its replies of
-    the run could not be read), or that some replies could not be read; None when all could."""
-    replies = summary.judge_replies
-    if not replies.unreadable:
-        return None
-    counted = f"{replies.unreadable} of {replies.total} judge replies could not be read"
-    consequence = policy_for(summary.profile).judge_unreadable_consequence
-    if replies.follows_format:
-        return f"Judge: {counted} ({consequence})"
-    return (
-        f"JUDGE DOES NOT FOLLOW THE REPLY FORMAT: {counted} ({consequence}); check that "
-        "the judge model answers with the JSON object its prompt asks for"
-    )
-
 
 def _run_profile(metrics: Sequence[ScenarioMetrics], configuration: RunConfiguration | None) -> str:
     """The run's profile: the one its scenarios record (``mixed`` when they disagree), else
@@ -269,7 +105,7 @@ def _run_profile(metrics: Sequence[ScenarioMetrics], configuration: RunConfigura
     if len(recorded) == 1:
         return recorded.pop()
     if len(recorded) > 1:
-        return "mixed"
+        return MIXED
     configured = configuration.profile if configuration is not None else None
     return configured or ProfileName.DEFAULT.value
 
@@ -298,6 +134,57 @@ def build_summary(
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
     ordered = sorted(metrics, key=ScenarioMetrics.sort_key)
+    missing = _missing(ordered, expected=expected, lost=lost, not_run=not_run)
+    scored = [m for m in ordered if not m.infra_error]
+    profile = _run_profile(ordered, configuration)
+    pass_k, flaky = figures.trial_figures(scored, trials=trials, profile=profile)
+    cost, unpriced = figures.cost_of(ordered, configuration)
+    return RunSummary(
+        profile=profile,
+        configuration=configuration,
+        versions=dict(versions),
+        trials=trials,
+        counts=_counts(ordered, scored, missing),
+        **figures.rates_of(scored, configuration),
+        pass_hat_k=pass_k,
+        stop_reasons=figures.stop_reasons(ordered),
+        token_usage=figures.token_usage(ordered),
+        by_split=figures.group_rates(scored, "split"),
+        by_persona=figures.group_rates(scored, "persona_name"),
+        infra_errors=tuple(
+            InfraErrorRow(scenario_id=m.scenario_id, detail=m.stop_detail)
+            for m in ordered
+            if m.infra_error
+        ),
+        lost=missing.lost,
+        lost_reasons={
+            key: missing.reasons[key] for key in missing.lost if missing.reasons.get(key)
+        },
+        judge_replies=figures.judge_replies(ordered),
+        flaky_tasks=flaky,
+        scenarios=tuple(figures.row_of(m) for m in ordered),
+        cost=cost,
+        unpriced_models=unpriced,
+        not_run=missing.not_run,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Missing:
+    """The scenarios of a run without a record: lost (with their reasons) and not run."""
+
+    lost: tuple[str, ...]
+    reasons: Mapping[str, str]
+    not_run: tuple[str, ...]
+
+
+def _missing(
+    ordered: Sequence[ScenarioMetrics],
+    *,
+    expected: Sequence[str] | None,
+    lost: Mapping[str, str] | Sequence[str],
+    not_run: Sequence[str],
+) -> _Missing:
     ids = [m.scenario_id for m in ordered]
     duplicates = sorted(name for name, n in Counter(ids).items() if n > 1)
     if duplicates:
@@ -307,87 +194,23 @@ def build_summary(
     unstarted = sorted(set(not_run) - reported, key=scenario_order)
     missing = set(reasons) | (set(expected or ()) - reported)
     lost_ids = sorted(missing - reported - set(unstarted), key=scenario_order)
-    cost, unpriced = _cost(ordered, configuration)
+    return _Missing(lost=tuple(lost_ids), reasons=reasons, not_run=tuple(unstarted))
 
-    infra = [m for m in ordered if m.infra_error]
-    scored = [m for m in ordered if not m.infra_error]
-    success = _rate(scored, lambda m: m.is_successful)
 
-    profile = _run_profile(ordered, configuration)
-    policy = policy_for(profile)
-    by_task: dict[str, list[bool]] = {}
-    for record in scored:
-        counted = policy.pass_k_outcome(
-            is_successful=record.is_successful, reward=record.tau2_reward
-        )
-        if counted is not None:
-            by_task.setdefault(record.task_id, []).append(counted)
-    pass_k = []
-    if trials > 1 or policy.reward_is_headline:
-        for k in range(1, trials + 1):
-            value, tasks = pass_hat_k(by_task, k)
-            _, interval = pass_hat_k_interval(
-                [(sum(flags), len(flags)) for _, flags in sorted(by_task.items())], k
-            )
-            pass_k.append(PassHatK(k=k, value=value, tasks=tasks, ci95=interval))
-    flaky = (
-        tuple(
-            FlakyTask(task_id=task_id, passed=sum(flags), trials=len(flags))
-            for task_id, flags in sorted(by_task.items(), key=lambda item: _task_sort_key(item[0]))
-            if 0 < sum(flags) < len(flags)
-        )
-        if trials > 1
-        else ()
+def _counts(
+    ordered: Sequence[ScenarioMetrics], scored: Sequence[ScenarioMetrics], missing: _Missing
+) -> Counts:
+    succeeded = sum(1 for m in scored if m.is_successful)
+    return Counts(
+        expected=len(ordered) + len(missing.lost) + len(missing.not_run),
+        reported=len(ordered),
+        scored=len(scored),
+        succeeded=succeeded,
+        failed=len(scored) - succeeded,
+        infra_errors=len(ordered) - len(scored),
+        lost=len(missing.lost),
+        not_run=len(missing.not_run),
     )
-
-    judge_scores = [m.judge_score for m in scored if m.judge_score is not None]
-    stop_reasons = Counter(m.stop_reason for m in ordered)
-    rewards = [m.tau2_reward for m in scored if m.tau2_reward is not None]
-    return RunSummary(
-        profile=profile,
-        configuration=configuration,
-        versions=dict(versions),
-        trials=trials,
-        counts=Counts(
-            expected=len(ordered) + len(lost_ids) + len(unstarted),
-            reported=len(ordered),
-            scored=len(scored),
-            succeeded=success.passed,
-            failed=len(scored) - success.passed,
-            infra_errors=len(infra),
-            lost=len(lost_ids),
-            not_run=len(unstarted),
-        ),
-        success_rate=success,
-        task_success_rate=_rate(scored, lambda m: m.is_task_successful),
-        db_state_match=SignalRate(rate=_rate(scored, lambda m: m.db_state_match), gating=True),
-        clean_exit=SignalRate(rate=_rate(scored, lambda m: m.clean_exit), gating=True),
-        nl_assertion=_nl_signal(scored, configuration),
-        action_match=SignalRate(rate=_rate(scored, lambda m: m.is_action_match), gating=False),
-        judge_score=Mean(mean=_mean(judge_scores), n=len(judge_scores)),
-        tau2_reward=Mean(mean=_mean(rewards), n=len(rewards)),
-        tau2_reward_not_scorable=len(scored) - len(rewards),
-        pass_hat_k=tuple(pass_k),
-        stop_reasons=dict(sorted(stop_reasons.items(), key=lambda item: (-item[1], item[0]))),
-        token_usage=_token_usage(ordered),
-        by_split=_group_rates(scored, "split"),
-        by_persona=_group_rates(scored, "persona_name"),
-        infra_errors=tuple(
-            InfraErrorRow(scenario_id=m.scenario_id, detail=m.stop_detail) for m in infra
-        ),
-        lost=tuple(lost_ids),
-        lost_reasons={key: reasons[key] for key in lost_ids if reasons.get(key)},
-        judge_replies=_judge_replies(ordered),
-        flaky_tasks=flaky,
-        scenarios=tuple(_row(m) for m in ordered),
-        cost=cost,
-        unpriced_models=unpriced,
-        not_run=tuple(unstarted),
-    )
-
-
-def _task_sort_key(task_id: str) -> tuple[float, str]:
-    return (float(int(task_id)) if task_id.isdigit() else math.inf), task_id
 
 
 def scenario_order(scenario_id: str) -> tuple[float, str]:
@@ -395,215 +218,6 @@ def scenario_order(scenario_id: str) -> tuple[float, str]:
     tail = scenario_id.rpartition("__")[2]
     number = tail.partition("-")[0]
     return (float(int(number)) if number.isdigit() else math.inf), scenario_id
-
-
-def _percent(rate: Rate, unit: str) -> str:
-    """``62.28% (71/114 scenarios) [53.1, 70.6]``: the rate, its counts, its 95% interval."""
-    if rate.rate is None:
-        return f"n/a (0 {unit})"
-    interval = rate.ci95
-    shown = f" {interval.percent_text()}" if interval is not None else ""
-    return f"{100 * rate.rate:.2f}% ({rate.passed}/{rate.total} {unit}){shown}"
-
-
-def _pass_k_value(entry: PassHatK) -> str:
-    """``0.3333 [0.2083, 0.4667]`` (no interval in summaries written before intervals)."""
-    if entry.value is None:
-        return "n/a"
-    interval = entry.ci95
-    shown = f" [{fixed(interval.low, 4)}, {fixed(interval.high, 4)}]" if interval else ""
-    return f"{entry.value:.4f}{shown}"
-
-
-def _flag(value: bool) -> str:
-    return "ok" if value else "FAIL"
-
-
-def usd(value: float | None) -> str:
-    """A cost for people: ``$0.0123``, ``n/a`` when unknown."""
-    if value is None:
-        return "n/a"
-    return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
-
-
-def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
-    """``Cost: ...`` per role and in total, and which models have no price (none without
-    prices)."""
-    cost = summary.cost
-    if cost is None:
-        return []
-    roles = ", ".join(f"{role} {usd(cost.role(role))}" for role in _ROLES)
-    lines = [f"{indent}Cost (USD): {usd(cost.total)} total ({roles})"]
-    if summary.unpriced_models:
-        lines.append(
-            f"{indent}  no price for model(s) {', '.join(summary.unpriced_models)}: add them "
-            "to --tau2-prices"
-        )
-    return lines
-
-
-def _scenario_lines(rows: Sequence[ScenarioRow]) -> list[str]:
-    width = max([len("scenario"), *(len(row.scenario_id) for row in rows)])
-    priced = any(row.cost is not None for row in rows)
-    lines = [
-        f"{'scenario':<{width}}  result  DB    EXIT  NL     turns  duration  "
-        + ("cost       " if priced else "")
-        + "stop reason",
-    ]
-    for row in rows:
-        infra = row.status == "INFRA"
-        if row.nl_assertion_pass_count is not None:
-            nl = f"{row.nl_assertion_pass_count}/{row.nl_assertion_total}"
-        else:
-            nl = "n/a"
-        lines.append(
-            f"{row.scenario_id:<{width}}  {row.status:<6}  "
-            f"{'-' if infra else _flag(row.db_state_match):<4}  "
-            f"{'-' if infra else _flag(row.clean_exit):<4}  "
-            f"{'-' if infra else nl:<5}  {row.total_turns!s:>5}  "
-            f"{f'{row.duration_seconds:.1f}s':>8}  "
-            + (f"{usd(row.cost):<9}  " if priced else "")
-            + row.stop_reason
-        )
-    return lines
-
-
-def pass_hat_k_line(summary: RunSummary) -> str | None:
-    """``pass^1 0.5000, pass^2 0.2500 (4 tasks)`` for a multi-trial run, else None."""
-    if not summary.pass_hat_k:
-        return None
-    shown = ", ".join(f"pass^{e.k} {_pass_k_value(e)}" for e in summary.pass_hat_k)
-    return f"{shown} ({_tasks(summary.pass_hat_k[0].tasks)})"
-
-
-def _tasks(count: int) -> str:
-    return f"{count} task" if count == 1 else f"{count} tasks"
-
-
-def _reward_line(summary: RunSummary) -> str:
-    reward = summary.tau2_reward
-    unscored = summary.tau2_reward_not_scorable
-    note = f"; {unscored} not scorable without a judge" if unscored else ""
-    if reward.mean is None:
-        return f"tau2 reward (upstream): n/a (0 scenarios{note})"
-    return f"tau2 reward (upstream): mean {reward.mean:.4f} over {reward.n} scenarios{note}"
-
-
-def _pass_k_lines(summary: RunSummary) -> list[str]:
-    return [f"pass^{e.k}: {_pass_k_value(e)} ({_tasks(e.tasks)})" for e in summary.pass_hat_k]
-
-
-def flaky_lines(summary: RunSummary) -> list[str]:
-    """The tasks whose trials disagree (trials > 1), one line each."""
-    if summary.trials < 2:
-        return []
-    tasks = summary.flaky_tasks
-    out = [f"Flaky tasks (trials disagree): {len(tasks)}"]
-    out.extend(f"  task {t.task_id}: {t.passed}/{t.trials} trials passed" for t in tasks)
-    return out
-
-
-def headline_lines(summary: RunSummary) -> list[str]:
-    """The overall and per-signal rates: the lines a terminal summary shows.
-
-    When the profile's headline is upstream's reward (tau2), the reward and pass^k come first;
-    our signals follow, labelled.
-    """
-    out: list[str] = []
-    policy = policy_for(summary.profile)
-    if policy.reward_is_headline:
-        out.append(_reward_line(summary))
-        out.extend(_pass_k_lines(summary))
-        out.append(policy.signals_label)
-    out.append(f"Overall success rate: {_percent(summary.success_rate, 'scenarios')}")
-    out.append(
-        f"Task success rate (CLEAN_EXIT ignored): "
-        f"{_percent(summary.task_success_rate, 'scenarios')}"
-    )
-    out.append(f"DB-State match: {_percent(summary.db_state_match.rate, 'scenarios')}")
-    if policy.clean_exit_applies:
-        out.append(f"Clean exit: {_percent(summary.clean_exit.rate, 'scenarios')}")
-    nl = summary.nl_assertion
-    if nl.rate is not None:
-        out.append(
-            f"NL-Assertion pass: {_percent(nl.rate, 'assertions')}; "
-            f"{nl.scenarios_passed}/{nl.scenarios} scenarios with all assertions met"
-        )
-    else:
-        out.append(f"NL-Assertion pass: not applicable ({nl.reason})")
-    out.append(
-        f"Action match (excluded from success): {_percent(summary.action_match.rate, 'scenarios')}"
-    )
-    return out
-
-
-def render_summary_text(summary: RunSummary) -> str:
-    """``all_summary.txt``: the figures of :func:`build_summary`, for people."""
-    counts = summary.counts
-    out = ["tau2 retail benchmark: run summary", ""]
-    out.append(f"Profile:     {summary.profile}")
-    out.append(f"Agent model: {summary.model('agent') or 'not recorded'}")
-    out.append(f"User model:  {summary.model('user') or 'not recorded'}")
-    out.append(f"Judge model: {summary.model('judge') or 'none (NL assertions not judged)'}")
-    out.append(f"Trials:      {summary.trials}")
-    out.append("")
-    out.append(
-        f"Scenarios: {counts.expected} expected, {counts.scored} scored "
-        f"({counts.succeeded} succeeded, {counts.failed} failed), "
-        f"{counts.infra_errors} infra error{'' if counts.infra_errors == 1 else 's'}, "
-        f"{counts.lost} lost" + (f", {counts.not_run} not run (budget)" if counts.not_run else "")
-    )
-    out.append("")
-    out.extend(_scenario_lines(summary.scenarios))
-    out.append("")
-    out.extend(headline_lines(summary))
-    judge_format = judge_format_line(summary)
-    if judge_format is not None:
-        out.append(judge_format)
-    judge = summary.judge_score
-    if judge.mean is not None:
-        out.append(f"Judge score (informational): mean {judge.mean:.3f} over {judge.n}")
-    if not policy_for(summary.profile).reward_is_headline:
-        reward = summary.tau2_reward
-        if reward.mean is not None:
-            out.append(f"tau2 reward (informational): mean {reward.mean:.4f} over {reward.n}")
-        else:
-            out.append("tau2 reward (informational): n/a (0 scenarios)")
-        out.extend(_pass_k_lines(summary))
-    out.append(INTERVAL_NOTE)
-    flaky = flaky_lines(summary)
-    if flaky:
-        out.append("")
-        out.extend(flaky)
-    out.append("")
-    out.append("Stop reasons: " + ", ".join(f"{r} {n}" for r, n in summary.stop_reasons.items()))
-    out.append(f"Infra errors (excluded from rates): {counts.infra_errors}")
-    out.extend(f"  {e.scenario_id}: {e.detail or 'no detail'}" for e in summary.infra_errors)
-    out.append(f"Lost scenarios (no metrics; excluded from rates): {counts.lost}")
-    for scenario_id in summary.lost:
-        reason = summary.lost_reasons.get(scenario_id)
-        out.append(f"  {scenario_id}: {reason}" if reason else f"  {scenario_id}")
-    if counts.not_run:
-        out.append(f"Not run (budget; excluded from rates, resumable): {counts.not_run}")
-        out.extend(f"  {scenario_id}" for scenario_id in summary.not_run)
-    out.append("")
-    out.append("Token usage:")
-    for role, usage in summary.token_usage.items():
-        hits = f", {usage.cache_hits} from the cache" if usage.cache_hits else ""
-        out.append(
-            f"  {role:<5}  {usage.n_calls} call{'' if usage.n_calls == 1 else 's'}, "
-            f"{usage.prompt} prompt, {usage.completion} completion tokens{hits}"
-        )
-    out.extend(cost_lines(summary, indent="  "))
-    for title, groups in (("split", summary.by_split), ("persona", summary.by_persona)):
-        out.append("")
-        out.append(f"Success rate by {title}:")
-        width = max([0, *(len(name) for name in groups)])
-        for name, group in groups.items():
-            out.append(f"  {name:<{width}}  {_percent(group.as_rate, 'scenarios')}")
-        if not groups:
-            out.append("  (no scored scenarios)")
-    return "\n".join(out) + "\n"
 
 
 class SummaryInputs(TypedDict):

@@ -184,13 +184,14 @@ def _check_run(settings: Tau2Settings, where: _Where) -> None:
             f"{resume} {settings.resume!r} and {where.flag('run_id')} {settings.run_id!r} "
             f"disagree; give only {resume} RUN_ID to continue a run"
         )
-    if not policy_for(settings.profile).takes_agent_notes and where.given("agent_notes"):
+    notes_problem = policy_for(settings.profile).agent_notes_problem()
+    if notes_problem is not None and where.given("agent_notes"):
         raise ConfigError(
             f"{where.source('agent_notes')}: {where.flag('agent_notes')} applies to the default "
-            "profile only; the tau2 profile sends upstream's agent prompt (drop the option, or "
+            f"profile only; {notes_problem} (drop the option, or "
             f"use {where.flag('profile')} default)"
         )
-    refusal = policy_for(settings.profile).upstream_export_refusal
+    refusal = policy_for(settings.profile).upstream_export_problem()
     if settings.export_tau2 and refusal is not None:
         raise ConfigError(
             f"{where.source('export_tau2')}: {where.flag('export_tau2')} "

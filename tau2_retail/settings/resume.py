@@ -12,24 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from tau2_retail.models.choice import ROLES
-from tau2_retail.models.config import EndpointConfig
 from tau2_retail.results.records import ModelRecord, RunConfiguration
 from tau2_retail.settings.declare import Identity, Setting, declarations, replaced
 from tau2_retail.settings.schema import Tau2Settings
 
 __all__ = ["Difference", "adopt_stored", "resume_differences"]
-
-_NO_DEFAULT: Final = object()
-#: the defaults of the endpoint's fields: a field a stored run did not record (written by an
-#: older version) is compared only when it is set away from its default now
-_ENDPOINT_DEFAULTS: Final = {
-    f.name: f.default
-    for f in dataclasses.fields(EndpointConfig)
-    if f.default is not dataclasses.MISSING
-}
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,15 +56,10 @@ def resume_differences(
     stored: RunConfiguration,
     *,
     now: RunConfiguration,
-    configured: RunConfiguration,
     model: type[Tau2Settings] = Tau2Settings,
 ) -> list[Difference]:
-    """What differs between the stored run and this session, by key.
-
-    ``now`` records the endpoints as their requests carry them, ``configured`` as configured:
-    a run written before the endpoints were recorded as sent stored them as configured (the
-    tau2 profile's temperature 0.0 as null), so either matches.
-    """
+    """What differs between the stored run and this session, by key (both record the endpoints
+    as their requests carry them)."""
     found = [
         Difference(key=s.name, stored=stored.settings[s.name], now=now.settings.get(s.name))
         for s in declarations(model)
@@ -85,16 +70,10 @@ def resume_differences(
     for role in ROLES:
         before = _player(_record(stored, role))
         current = _player(_record(now, role))
-        as_configured = _player(_record(configured, role))
-        keys = before.keys() | {
-            key
-            for key, value in current.items()
-            if value != _ENDPOINT_DEFAULTS.get(key, _NO_DEFAULT)
-        }
         found += [
             Difference(key=f"{role}_{key}", stored=before.get(key), now=current.get(key))
-            for key in keys
-            if before.get(key) != current.get(key) and before.get(key) != as_configured.get(key)
+            for key in before.keys() | current.keys()
+            if before.get(key) != current.get(key)
         ]
     return sorted(found, key=lambda difference: difference.key)
 

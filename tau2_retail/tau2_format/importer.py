@@ -255,6 +255,8 @@ def _metrics(sim: SimulationRecord, place: _Place, read: _Read) -> ScenarioMetri
         nl_assertion_pass_count=read.nl_count,
         nl_assertion_pass_rate=None if read.nl_count is None else read.nl_count / total,
         token_usage=_usage(read.messages),
+        # upstream records no request statistics (attempts, retries, failures)
+        requests={},
         success_breakdown={state: tuple(names) for state, names in verdict.breakdown.items()},
         is_successful=read.reward == 1.0,
         is_task_successful=verdict.is_task_successful,

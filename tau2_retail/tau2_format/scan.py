@@ -95,7 +95,7 @@ def _run_args(run_dir: Path) -> RunArgs:
 
 def _refuse_profiles(profiles: set[str]) -> None:
     for profile in sorted(profiles):
-        refusal = policy_for(profile).upstream_export_refusal
+        refusal = policy_for(profile).upstream_export_problem()
         if refusal is not None:
             raise ExportRefused([refusal])
 

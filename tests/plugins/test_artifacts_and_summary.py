@@ -222,6 +222,15 @@ def files_under(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
 
+VERSIONED_FILES = (
+    "metrics.json",
+    "transcript.json",
+    "judge_result.json",
+    "reference_answer.json",
+    "scenario_config/scenario.json",
+)
+
+
 def check_mixed_artifacts(run_dir: Path) -> None:
     judged = {"24", "62"}
 
@@ -272,6 +281,7 @@ def check_mixed_artifacts(run_dir: Path) -> None:
     assert breakdown["passed"] == ["DB_STATE_MATCH", "CLEAN_EXIT"]
     judge = read(run_dir / "tau2_retail__24" / "judge_result.json")
     assert set(judge) == {
+        "format_version",
         "score",
         "reason",
         "raw_reply",
@@ -286,6 +296,19 @@ def check_mixed_artifacts(run_dir: Path) -> None:
         (1, False, "not said")
     ]
     assert (judge["nl_assertion_pass_count"], judge["nl_assertion_total"]) == (0, 1)
+
+    # every record states its format first (issue 27 item 5), the data files none
+    folder = run_dir / "tau2_retail__24"
+    for path in (
+        run_dir / "summary.json",
+        run_dir / "run_args.json",
+        *(folder / name for name in VERSIONED_FILES),
+    ):
+        assert next(iter(read(path).items())) == ("format_version", 1), path
+    assert all(
+        next(iter(record)) == "format_version" for record in read(run_dir / "all_metrics.json")
+    )
+    assert "format_version" not in read(folder / "db_diff.json")
 
     # the run files: every scenario's metrics once, the run's arguments
     all_metrics = read(run_dir / "all_metrics.json")

@@ -15,9 +15,7 @@ from tau2_retail.codec import Omitted
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Message, RequestStats, Role, Usage
 
-OLD_METRICS = (
-    Path(__file__).parent / "results/data/run_before_codec/tau2_retail__1/trial-1/metrics.json"
-)
+OLD_METRICS = Path(__file__).parent / "results/data/stored_run/tau2_retail__1/trial-1/metrics.json"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,22 +16,30 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from enum import StrEnum
+from collections.abc import Sequence
 from typing import ClassVar, Final
 
 from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import StopReason
 from tau2_retail.engine.judge import JudgeResult
-from tau2_retail.engine.scoring import Success, success, tau2_reward
+from tau2_retail.engine.profile_names import (
+    MIXED,
+    PROFILE_NAMES,
+    RUN_PROFILE_NAMES,
+    ProfileName,
+)
+from tau2_retail.engine.scoring import Signal, Success, success, tau2_reward
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.config import EndpointConfig
 
 __all__ = [
+    "ALL_SIGNALS",
     "PROFILE_NAMES",
     "REWARD_BASES",
     "SCORED_ENDINGS",
     "UPSTREAM_PROFILE",
     "DefaultPolicy",
+    "MixedPolicy",
     "ProfileName",
     "ProfilePolicy",
     "ScenarioFacts",
@@ -42,13 +50,6 @@ __all__ = [
     "upstream_reward",
 ]
 
-
-class ProfileName(StrEnum):
-    DEFAULT = "default"
-    TAU2 = "tau2"
-
-
-PROFILE_NAMES: Final = tuple(name.value for name in ProfileName)
 
 UPSTREAM_PROFILE: Final = ProfileName.TAU2
 """The profile that reproduces upstream tau2-bench: a run imported from an upstream
@@ -62,6 +63,7 @@ _UPSTREAM_TOOL_CHOICE: Final = "auto"
 # Upstream's endings that score: the user's or the agent's own stop. Our ``agent_exit`` is the
 # agent's stop in the default profile (the tau2 profile never produces it).
 SCORED_ENDINGS: Final = frozenset({StopReason.USER_STOP, StopReason.AGENT_EXIT})
+ALL_SIGNALS: Final = tuple(Signal)
 
 
 def parse_profile_name(raw: str) -> ProfileName:
@@ -126,25 +128,57 @@ class Score:
 
 
 class ProfilePolicy(ABC):
-    """The decisions of one profile (see the module docstring); stateless, one per profile."""
+    """The decisions of one profile (see the module docstring); stateless, one per profile.
 
-    name: ClassVar[ProfileName]
+    Consumers ask it questions (what heads a run's figures, which signals it scores, how its
+    reward is recorded); none reads a flag of it and decides for it.
+    """
+
+    name: ClassVar[str]
     #: what the profile means, for the run header (after ``tau2: profile NAME: ``)
     description: ClassVar[str]
-    #: whether the agent's prompt can go without our notes (``--tau2-agent-notes``)
-    takes_agent_notes: ClassVar[bool]
-    #: whether the headline is upstream's reward and pass^k (our signals follow, labelled
-    #: ``signals_label``); else the success rate of our signals, the reward informational
-    reward_is_headline: ClassVar[bool]
-    signals_label: ClassVar[str] = ""
-    #: whether CLEAN_EXIT is one of the gating signals
-    clean_exit_applies: ClassVar[bool]
     #: what the run's success rate measures, as the gate's line names it
     success_measure: ClassVar[str]
     #: what becomes of a judge reply that cannot be read, as the summary says it
     judge_unreadable_consequence: ClassVar[str]
-    #: why this profile's runs cannot become upstream's ``results.json`` (None: they can)
-    upstream_export_refusal: ClassVar[str | None] = None
+    #: the signals this profile scores, in the order they are shown
+    _signals: ClassVar[tuple[Signal, ...]] = ALL_SIGNALS
+
+    def agent_notes_problem(self) -> str | None:
+        """Why ``--tau2-agent-notes`` cannot be given in this profile (None: it can)."""
+        return None
+
+    def scored_signals(self) -> tuple[Signal, ...]:
+        """The signals this profile scores (the others are not applicable), in show order."""
+        return self._signals
+
+    def headline(
+        self, *, reward: Sequence[str], signals: Sequence[str], pass_k: str | None = None
+    ) -> list[str]:
+        """The lines that head a run's figures: ours, the success rate of our signals
+        (``signals``), with ``pass_k`` (a one-line pass^k, when shown) after the first; the
+        reward lines (``reward``: upstream's reward and pass^k) come later, informational."""
+        lines = list(signals)
+        if pass_k:
+            lines.insert(1, pass_k)
+        return lines
+
+    def informational(self, reward: Sequence[str]) -> list[str]:
+        """The reward lines (``reward``) shown beside the headline, informational."""
+        return list(reward)
+
+    def reports_pass_k(self, trials: int) -> bool:
+        """Whether a run of ``trials`` trials reports pass^k (always, for one trial too, when
+        it heads the figures)."""
+        return trials > 1
+
+    def reward_record(self, *, not_scorable: int) -> dict[str, int]:
+        """The keys ``summary.json``'s ``tau2_reward`` carries beside its mean."""
+        return {}
+
+    def upstream_export_problem(self) -> str | None:
+        """Why this profile's runs cannot become upstream's ``results.json`` (None: they can)."""
+        return None
 
     def request_config(self, role: str, config: EndpointConfig) -> EndpointConfig:
         """``config`` with this profile's request parameters for ``role``: as configured."""
@@ -175,24 +209,24 @@ class DefaultPolicy(ProfilePolicy):
     """Ours: success is DB_STATE_MATCH and CLEAN_EXIT and NL_ASSERTION; the tau2 reward is
     informational."""
 
-    name = ProfileName.DEFAULT
+    name: ClassVar[str] = ProfileName.DEFAULT
     description = (
         "policy + our notes, our tool descriptions + end_conversation, our judge; headline: "
         "success rate (DB_STATE_MATCH, CLEAN_EXIT, NL_ASSERTION)"
     )
-    takes_agent_notes = True
-    reward_is_headline = False
-    clean_exit_applies = True
     success_measure = "success rate"
     judge_unreadable_consequence = (
         "each asked again once; still unreadable, an infra error of the judge role"
     )
-    upstream_export_refusal = (
-        "a default-profile run cannot be scored by upstream tau2-bench: its tools find "
-        "normalized ids (upstream's replay of `w2378156` fails), its agent ends the call with "
-        "end_conversation (not an upstream tool) and its endings (agent_exit, the grace turn "
-        "after the user's stop) are not upstream's; run the benchmark with --tau2-profile=tau2"
-    )
+
+    def upstream_export_problem(self) -> str | None:
+        return (
+            "a default-profile run cannot be scored by upstream tau2-bench: its tools find "
+            "normalized ids (upstream's replay of `w2378156` fails), its agent ends the call "
+            "with end_conversation (not an upstream tool) and its endings (agent_exit, the "
+            "grace turn after the user's stop) are not upstream's; run the benchmark with "
+            "--tau2-profile=tau2"
+        )
 
     def score(self, facts: ScenarioFacts) -> Score:
         verdict = success(
@@ -223,12 +257,31 @@ class Tau2Policy(ProfilePolicy):
         "upstream tau2-bench's prompts, tools, endings and reward (pinned sources; identifier "
         "normalization off); headline: tau2 reward / pass^k"
     )
-    takes_agent_notes = False
-    reward_is_headline = True
-    signals_label = "Our signals (beside upstream's reward; CLEAN_EXIT not applicable):"
-    clean_exit_applies = False
     success_measure = "success rate (upstream reward 1)"
     judge_unreadable_consequence = "scored as upstream does (NL not met)"
+    _signals = tuple(signal for signal in ALL_SIGNALS if signal is not Signal.CLEAN_EXIT)
+    #: the label of our signals, after upstream's reward that heads the figures
+    _signals_label = "Our signals (beside upstream's reward; CLEAN_EXIT not applicable):"
+
+    def agent_notes_problem(self) -> str | None:
+        return "the tau2 profile sends upstream's agent prompt"
+
+    def headline(
+        self, *, reward: Sequence[str], signals: Sequence[str], pass_k: str | None = None
+    ) -> list[str]:
+        """Upstream's reward and pass^k (``reward``, which holds pass^k: ``pass_k`` is not
+        repeated), then our signals, labelled."""
+        return [*reward, self._signals_label, *signals]
+
+    def informational(self, reward: Sequence[str]) -> list[str]:
+        return []  # the reward heads the figures
+
+    def reports_pass_k(self, trials: int) -> bool:
+        return True
+
+    def reward_record(self, *, not_scorable: int) -> dict[str, int]:
+        # scored scenarios without a reward: an NL component and no judge
+        return {"not_scorable": not_scorable}
 
     def request_config(self, role: str, config: EndpointConfig) -> EndpointConfig:
         """Upstream's defaults: ``temperature`` 0.0 for every role unless configured, and
@@ -277,12 +330,29 @@ class Tau2Policy(ProfilePolicy):
         return None if reward is None else reward == 1.0
 
 
+class MixedPolicy(DefaultPolicy):
+    """A run whose scenarios ran in different profiles (shards merged, or a run resumed in
+    another profile): its figures have no profile's headline, so they read with ours. It scores
+    no scenario: each scenario's record names the profile that scored it."""
+
+    name = MIXED
+    description = "scenarios of different profiles; headline: success rate of our signals"
+
+    def score(self, facts: ScenarioFacts) -> Score:
+        raise TypeError("a mixed run scores no scenario: its scenarios name their profiles")
+
+
 _POLICIES: Final[dict[str, ProfilePolicy]] = {
-    policy.name: policy for policy in (DefaultPolicy(), Tau2Policy())
+    policy.name: policy for policy in (DefaultPolicy(), Tau2Policy(), MixedPolicy())
 }
 
 
 def policy_for(name: str) -> ProfilePolicy:
-    """The policy of the profile a run or a record names. A run that mixes profiles
-    (``mixed``), or names none, has no profile's headline: it reads with ours."""
-    return _POLICIES.get(name, _POLICIES[ProfileName.DEFAULT])
+    """The policy of the profile a run or a record names (``mixed``: a run of several
+    profiles). Raises ``ConfigError`` naming the known profiles for any other name (artifacts
+    are checked when read: :data:`~tau2_retail.engine.profile_names.RunProfileName`)."""
+    policy = _POLICIES.get(name)
+    if policy is None:
+        known = ", ".join(RUN_PROFILE_NAMES)
+        raise ConfigError(f"profile {name!r} is not known; expected one of {known}")
+    return policy

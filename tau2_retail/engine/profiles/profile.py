@@ -57,7 +57,7 @@ class Profile:
 
     @property
     def name(self) -> ProfileName:
-        return self.policy.name
+        return ProfileName(self.policy.name)
 
     def user_prompt(self, task: Task) -> str:
         if self.upstream is not None:

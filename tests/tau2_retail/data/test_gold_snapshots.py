@@ -35,18 +35,14 @@ def test_task_count_matches_snapshots(tasks: Mapping[str, Task]) -> None:
     assert list(tasks) == [str(i) for i in range(TASK_COUNT)]
 
 
-@pytest.mark.parametrize(
-    "task_id", [str(i) for i in range(TASK_COUNT)], ids=lambda i: f"task_{i}"
-)
+@pytest.mark.parametrize("task_id", [str(i) for i in range(TASK_COUNT)], ids=lambda i: f"task_{i}")
 def test_gold(task_id: str, book: GoldBook, gold_snapshot: SnapshotAssertion) -> None:
     assert book[task_id].to_json() == gold_snapshot
 
 
 def test_pinned_digests_are_the_snapshots() -> None:
     from_snapshots = {
-        str(i): gold_digest(
-            json.loads((SNAPSHOTS / f"test_gold[task_{i}].json").read_text())
-        )
+        str(i): gold_digest(json.loads((SNAPSHOTS / f"test_gold[task_{i}].json").read_text()))
         for i in range(TASK_COUNT)
     }
     assert dict(pinned_gold_digests()) == from_snapshots

@@ -397,6 +397,7 @@ def test_result_json_has_the_artifact_shape():
     )
     assert (result.pass_count, result.total, result.pass_rate) == (1, 2, 0.5)
     assert codec.encode(result) == {
+        "format_version": 1,
         "score": 0.5,
         "reason": "half",
         "judge_input": {"system_prompt": "S", "user_content": "U"},

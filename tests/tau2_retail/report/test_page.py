@@ -344,7 +344,7 @@ def test_a_run_without_summary_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="expected a JSON object"):
         build_report_data(tmp_path)
     (tmp_path / "summary.json").write_text('{"counts": {}}', encoding="utf-8")
-    with pytest.raises(ReportError, match=r"'configuration' is missing.*summarize"):
+    with pytest.raises(ReportError, match=r"'profile' is missing.*summarize"):
         build_report_data(tmp_path)
     with pytest.raises(ReportError, match="is not a directory"):
         build_report_data(tmp_path / "nowhere")

@@ -164,7 +164,10 @@ def test_artifacts_of_a_passing_scenario(run: Runner, tmp_path: Path) -> None:
     assert recorded[0]["actions"] == [a.to_json() for a in outcome.conversation.actions]
     assert all(a.keys() == {"name", "arguments"} for a in recorded[0]["actions"])
     reference = _json(directory / "reference_answer.json")
-    assert reference == {"actions": [a.to_json() for a in outcome.gold.actions]}
+    assert reference == {
+        "format_version": 1,
+        "actions": [a.to_json() for a in outcome.gold.actions],
+    }
     assert reference["actions"]  # task 0 has write actions
 
     config_dir = directory / "scenario_config"
@@ -172,6 +175,7 @@ def test_artifacts_of_a_passing_scenario(run: Runner, tmp_path: Path) -> None:
     assert (config_dir / "user_system_prompt.txt").read_text(encoding="utf-8") == user_prompt
     assert _json(config_dir / "tools.json") == TOOLS
     assert _json(config_dir / "scenario.json") == {
+        "format_version": 1,
         "scenario_name": "tau2_retail__0",
         "scenario_id": "tau2_retail__0",
         "task_id": "0",
@@ -428,10 +432,10 @@ def test_request_stats_infra_role_and_needs_judging_round_trip(run: Runner, tmp_
     assert saved is not None
     assert saved.db_hash == outcome.metrics.db_state_actual_hash
     assert saved.transcript == _json(tmp_path / "transcript.json")
-    # a record written before request stats were kept still reads
-    del raw["requests"], raw["infra_role"], raw["needs_judging"]
-    old = codec.decode_value(ScenarioMetrics, raw)
-    assert (old.requests, old.infra_role, old.needs_judging) == ({}, None, False)
+    # a record without the keys written only when set reads them unset
+    del raw["infra_role"], raw["needs_judging"]
+    unset = codec.decode_value(ScenarioMetrics, raw)
+    assert (unset.infra_role, unset.needs_judging) == (None, False)
 
 
 def test_an_endpoint_error_body_is_written_whole_and_removed_when_stale(

@@ -17,6 +17,7 @@ from tau2_retail.results.gate import (
 )
 from tau2_retail.results.records import (
     Counts,
+    JudgeReplies,
     Mean,
     NlSignal,
     Rate,
@@ -74,7 +75,8 @@ def summary(statuses: Sequence[str], *, lost: int = 0, profile: str = "default")
         action_match=SignalRate(rate=rate, gating=False),
         judge_score=Mean(mean=None, n=0), tau2_reward=Mean(mean=None, n=0), pass_hat_k=(),
         stop_reasons={}, token_usage={}, by_split={}, by_persona={}, infra_errors=(),
-        lost=tuple(f"lost-{i}" for i in range(lost)), scenarios=rows,
+        lost=tuple(f"lost-{i}" for i in range(lost)), lost_reasons={},
+        judge_replies=JudgeReplies(), flaky_tasks=(), scenarios=rows,
     )  # fmt: skip
 
 

@@ -20,10 +20,10 @@ from tau2_retail import codec
 from tau2_retail.cli.main import main
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.scenario import Scenario
+from tau2_retail.errors import ArtifactError, ArtifactFormatError
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.results import summary as summary_module
 from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
-from tau2_retail.results.gate import evaluate_gate
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import pass_hat_k, write_run_args
 from tau2_retail.testing.offline import OfflineData
@@ -63,6 +63,7 @@ def metric(
     task_ok = db and nl_passed is not False and not infra
     name = f"tau2_retail__{task_id}"
     record: dict[str, Any] = {
+        "format_version": 1,
         "scenario_name": name,
         "scenario_id": name if trials == 1 else f"{name}-trial{trial + 1}",
         "task_id": task_id,
@@ -97,6 +98,7 @@ def metric(
         "is_task_successful": task_ok,
         "profile": "default",
         "tau2_reward": 1.0 if task_ok and stop in ("agent_exit", "user_stop") else 0.0,
+        "requests": {},
     }
     if nl is not None:
         record["nl_assertion_pass_count"] = nl[0]
@@ -690,15 +692,47 @@ def test_profile_comes_from_the_metrics_or_the_configuration() -> None:
     assert unrecorded["profile"] == "default"
 
 
-def test_records_written_before_profiles_read_as_the_default_profile() -> None:
+def test_a_record_without_its_profile_is_not_read_as_ours() -> None:
+    """Issue 27 item 5: a record without a profile is incomplete, never the default's."""
     record = codec.encode(metric("0"))
     del record["profile"]
-    assert codec.decode_value(ScenarioMetrics, record).profile == "default"
+    with pytest.raises(ArtifactError, match="'profile' is missing"):
+        codec.decode_value(ScenarioMetrics, record)
+
+
+def test_an_unknown_profile_in_a_run_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    """A profile this version does not know is never read as ours (issue 27 item 4)."""
+    record = codec.encode(metric("0")) | {"profile": "tau3"}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(ArtifactError) as raised:
+        codec.read(ScenarioMetrics, path)
+    assert str(raised.value) == (
+        f"{path}: 'profile': profile 'tau3' is not known (this version reads 'default', 'tau2')"
+    )
     summary = build_summary(
         [metric("0")], expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
     )
-    del summary["profile"]
-    assert codec.decode_value(RunSummary, summary).profile == "default"
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary | {"profile": "mixed-up"}))
+    with pytest.raises(ArtifactError, match=r"summary\.json: 'profile': profile 'mixed-up' is not"):
+        codec.read(RunSummary, path)
+
+
+def test_a_run_of_two_profiles_is_mixed_and_reads_with_our_headline() -> None:
+    mixed = build_summary(
+        [metric("0"), dataclasses.replace(metric("1"), profile="tau2")],
+        expected=None,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    assert mixed["profile"] == "mixed"
+    assert "not_scorable" not in mixed["tau2_reward"]
+    text = render_summary_text(mixed)
+    assert "Profile:     mixed\n" in text
+    assert "Clean exit: " in text
+    assert "tau2 reward (informational): " in text
 
 
 def test_summarize_counts_an_empty_metrics_file_as_lost_with_its_reason(
@@ -797,9 +831,6 @@ def test_all_readable_judge_replies_say_nothing() -> None:
     summary = _judge_summary([_judged("0", replies=1, unreadable=0)])
     assert summary_module.judge_format_line(summary) is None
     assert "Judge:" not in summary_module.render_summary_text(summary)
-    older = codec.encode(summary)
-    del older["judge_replies"]  # a summary written before the count existed
-    assert codec.decode_value(RunSummary, older).judge_replies.total == 0
 
 
 def test_a_misplaced_metrics_json_is_never_counted_and_summarize_refuses_the_run(
@@ -825,43 +856,53 @@ def test_a_misplaced_metrics_json_is_never_counted_and_summarize_refuses_the_run
     )
 
 
-# -- summaries written before intervals ----------------------------------------------------------
+# -- the format version (issue 27 item 5) ---------------------------------------------------------
 
 
-def _without_intervals(value: Any) -> Any:
-    """A summary as written before issue 19: no ``ci95``, ``ci95_method`` or ``flaky_tasks``."""
-    if isinstance(value, dict):
-        return {
-            key: _without_intervals(item)
-            for key, item in value.items()
-            if key not in ("ci95", "ci95_method", "flaky_tasks")
-        }
-    if isinstance(value, list):
-        return [_without_intervals(item) for item in value]
-    return value
-
-
-def test_a_summary_written_before_intervals_reads_and_serves_as_a_baseline() -> None:
+@pytest.mark.parametrize(
+    ("stated", "found"),
+    [
+        (None, "no format_version (a pre-release version of tau2_retail wrote it)"),
+        (2, "format_version 2"),
+        ("1", "format_version '1'"),
+    ],
+)
+def test_a_run_file_of_another_format_is_refused_naming_the_file_and_versions(
+    tmp_path: Path, stated: object, found: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     records = [*_trials("0", [True, False]), *_trials("1", [True, True])]
-    current = build_summary(records, expected=None, trials=2, configuration=None, versions={})
-    old = codec.decode_value(RunSummary, _without_intervals(current))
-
-    # its rates get Wilson intervals (the clustered ones were not recorded), no flaky task
-    assert old.success_rate.ci95 is not None
-    assert old.success_rate.ci95.method == "wilson"
-    assert old.flaky_tasks == ()
-    assert old.pass_hat_k[0].ci95 is None
-    assert "pass^1: 0.7500 (2 tasks)" in render_summary_text(codec.encode(old))
-    verdict = evaluate_gate(
-        codec.decode_value(RunSummary, current),
-        min_pass_rate=None,
-        max_infra_errors=0,
-        baseline=old,
-        regression_alpha=0.05,
+    summary = build_summary(records, expected=None, trials=2, configuration=None, versions={})
+    del summary["format_version"]
+    if stated is not None:
+        summary["format_version"] = stated
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary))
+    expected = (
+        f"{path}: {found}; this version reads format_version 1 only (re-run the scenarios, or "
+        "read the folder with the version that wrote it)"
     )
-    assert verdict is not None
-    assert verdict.passed
-    assert "0 flipped pass->fail, 0 fail->pass of 4 paired, p=1" in verdict.line
+    with pytest.raises(ArtifactFormatError) as raised:
+        summary_module.read_summary(tmp_path)
+    assert str(raised.value) == expected
+    # a scenario's record of another format: summarize refuses the folder, counts nothing lost
+    folder = tmp_path / "tau2_retail__0"
+    folder.mkdir()
+    record = codec.encode(metric("0"))
+    del record["format_version"]
+    if stated is not None:
+        record["format_version"] = stated
+    (folder / "metrics.json").write_text(json.dumps(record))
+    assert main(["summarize", str(tmp_path)]) == 2
+    assert f"{folder / 'metrics.json'}: {found}; this version reads" in capsys.readouterr().err
+
+
+def test_every_record_written_states_its_format_first() -> None:
+    records = [*_trials("0", [True, False]), metric("2")]
+    summary = build_summary(records, expected=None, trials=2, configuration=None, versions={})
+    assert next(iter(summary)) == "format_version"
+    assert summary["format_version"] == 1
+    for record in codec.encode(records, list[ScenarioMetrics]):
+        assert next(iter(record)) == "format_version"
 
 
 def test_a_summary_read_back_equals_the_one_written() -> None:

@@ -127,7 +127,6 @@ def test_a_resume_compares_and_adopts_it_as_declared() -> None:
     differences = resume_differences(
         stored,
         now=run_configuration(plan),
-        configured=run_configuration(plan, effective=False),
         model=Variant,
     )
     assert [str(d) for d in differences] == ["export_path: stored 'a', now 'b'"]

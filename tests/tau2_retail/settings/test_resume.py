@@ -1,5 +1,5 @@
-"""A resumed run against the stored one, without pytest: the identity settings, the players
-of the roles, and a stored run written by an older version."""
+"""A resumed run against the stored one, without pytest: the identity settings and the
+players of the roles."""
 
 from __future__ import annotations
 
@@ -35,8 +35,7 @@ def configuration(settings: Tau2Settings, *, effective: bool = True) -> RunConfi
 
 
 def differences(stored: RunConfiguration, settings: Tau2Settings) -> list[str]:
-    now, configured = configuration(settings), configuration(settings, effective=False)
-    return [str(d) for d in resume_differences(stored, now=now, configured=configured)]
+    return [str(d) for d in resume_differences(stored, now=configuration(settings))]
 
 
 def test_the_adopted_settings_come_from_the_stored_run_unless_given() -> None:
@@ -65,30 +64,20 @@ def test_an_endpoint_setting_differs_only_for_a_role_an_endpoint_plays() -> None
     assert differences(stored, resolve({**ENDPOINT, "user_timeout": "5"})) == []
 
 
-def test_a_field_the_stored_run_lacks_is_compared_only_away_from_its_default() -> None:
-    settings = resolve(ENDPOINT)
+def test_every_endpoint_field_is_compared_and_the_request_values_sent() -> None:
+    """Issue 27 item 5: a stored run of this version records every endpoint field as sent;
+    no field is skipped as "not recorded", no value read "as configured"."""
+    settings = resolve({**ENDPOINT, "profile": "tau2"})
     stored = configuration(settings)
     assert stored.agent.endpoint is not None
-    older = {k: v for k, v in stored.agent.endpoint.items() if k != "max_reply_bytes"}
-    written_before = dataclasses.replace(stored, agent=ModelRecord(model="m", endpoint=older))
-
-    assert differences(written_before, settings) == []
-    assert differences(written_before, resolve({**ENDPOINT, "max_reply_bytes": "2048"})) == [
-        "agent_max_reply_bytes: stored None, now 2048"
+    assert stored.agent.endpoint["temperature"] == 0.0  # the tau2 profile's, as sent
+    assert differences(stored, settings) == []
+    assert differences(stored, resolve({**ENDPOINT, "profile": "tau2", "max_reply_bytes": "2048"}))
+    lacking = {k: v for k, v in stored.agent.endpoint.items() if k != "max_reply_bytes"}
+    partial = dataclasses.replace(stored, agent=ModelRecord(model="m", endpoint=lacking))
+    assert differences(partial, settings) == [
+        f"agent_max_reply_bytes: stored None, now {stored.agent.endpoint['max_reply_bytes']!r}"
     ]
-
-
-def test_an_endpoint_stored_as_configured_matches_the_request_values_sent_now() -> None:
-    # the tau2 profile sends temperature 0.0 when none is set; older runs stored null
-    settings = resolve({**ENDPOINT, "profile": "tau2"})
-    as_configured = configuration(settings, effective=False)
-    assert as_configured.agent.endpoint is not None
-    assert as_configured.agent.endpoint["temperature"] is None
-
-    assert differences(as_configured, settings) == []
-    assert differences(
-        as_configured, resolve({**ENDPOINT, "profile": "tau2", "agent_temperature": "0.5"})
-    ) == ["agent_temperature: stored None, now 0.5"]
 
 
 def test_an_agent_as_code_is_compared_by_its_source_name_and_version() -> None:
@@ -104,14 +93,13 @@ def test_an_agent_as_code_is_compared_by_its_source_name_and_version() -> None:
         ),
     )
 
-    now, configured = newer, newer
-    found = [str(d) for d in resume_differences(as_code, now=now, configured=configured)]
+    found = [str(d) for d in resume_differences(as_code, now=newer)]
     assert found == ["agent_code_version: stored '1', now '2'"]
     fixture = {**code, "kind": "fixture", "source": "conftest.py::tau2_agent"}
     by_fixture = dataclasses.replace(
         stored, agent=ModelRecord(model="x", endpoint=None, code=fixture)
     )
-    found = [str(d) for d in resume_differences(by_fixture, now=as_code, configured=as_code)]
+    found = [str(d) for d in resume_differences(by_fixture, now=as_code)]
     assert found == [
         "agent_code: stored 'conftest.py::tau2_agent', now 'pkg.mod:make'",
         "agent_code_name: stored None, now 'Bot'",

@@ -9,18 +9,34 @@ import pytest
 
 from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import StopReason
-from tau2_retail.engine.profiles import ProfileName, ProfilePolicy, ScenarioFacts, policy_for
+from tau2_retail.engine.profiles import (
+    MIXED,
+    ProfileName,
+    ProfilePolicy,
+    ScenarioFacts,
+    policy_for,
+)
+from tau2_retail.engine.scoring import Signal
+from tau2_retail.errors import ConfigError
 
 DEFAULT = policy_for(ProfileName.DEFAULT)
 TAU2 = policy_for(ProfileName.TAU2)
 
 
-def test_each_profile_has_its_policy_and_others_read_as_ours() -> None:
+def test_each_profile_has_its_policy_and_a_mixed_run_is_explicit() -> None:
     assert (DEFAULT.name, TAU2.name) == (ProfileName.DEFAULT, ProfileName.TAU2)
     assert policy_for("tau2") is TAU2  # as a run records it
-    # a run mixing profiles, or one recorded before profiles existed, has no profile's headline
-    assert policy_for("mixed") is DEFAULT
-    assert policy_for("") is DEFAULT
+    # a run mixing profiles has its own policy: it reads with our headline, scores nothing
+    mixed = policy_for(MIXED)
+    assert mixed.name == "mixed"
+    assert mixed is not DEFAULT
+    assert mixed.scored_signals() == DEFAULT.scored_signals()
+
+
+@pytest.mark.parametrize("name", ["", "Tau2", "upstream", "default "])
+def test_an_unknown_profile_name_is_an_error(name: str) -> None:
+    with pytest.raises(ConfigError, match=r"is not known; expected one of default, tau2, mixed"):
+        policy_for(name)
 
 
 @pytest.mark.parametrize("reason", list(StopReason))
@@ -95,7 +111,23 @@ def test_tau2_judges_only_assertions_its_reward_reads(tasks: Mapping[str, Task])
 
 
 def test_the_headline_and_settings_each_profile_owns() -> None:
-    assert (DEFAULT.reward_is_headline, TAU2.reward_is_headline) == (False, True)
-    assert (DEFAULT.clean_exit_applies, TAU2.clean_exit_applies) == (True, False)
-    assert (DEFAULT.takes_agent_notes, TAU2.takes_agent_notes) == (True, False)
+    reward, signals = ["reward", "pass^1"], ["overall", "task"]
+    assert DEFAULT.headline(reward=reward, signals=signals) == signals
+    assert DEFAULT.headline(reward=reward, signals=signals, pass_k="k") == ["overall", "k", "task"]
+    assert DEFAULT.informational(reward) == reward
+    label = "Our signals (beside upstream's reward; CLEAN_EXIT not applicable):"
+    # upstream's reward heads the figures (its pass^k with it: no second pass^k line)
+    assert TAU2.headline(reward=reward, signals=signals, pass_k="k") == [*reward, label, *signals]
+    assert TAU2.informational(reward) == []
+    assert Signal.CLEAN_EXIT in DEFAULT.scored_signals()
+    assert Signal.CLEAN_EXIT not in TAU2.scored_signals()
+    assert (DEFAULT.reports_pass_k(1), DEFAULT.reports_pass_k(2), TAU2.reports_pass_k(1)) == (
+        False,
+        True,
+        True,
+    )
+    assert DEFAULT.reward_record(not_scorable=2) == {}
+    assert TAU2.reward_record(not_scorable=2) == {"not_scorable": 2}
+    assert DEFAULT.agent_notes_problem() is None
+    assert TAU2.agent_notes_problem() == "the tau2 profile sends upstream's agent prompt"
     assert TAU2.success_measure == "success rate (upstream reward 1)"
