@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,10 +37,21 @@ SUBPROCESS_MODULES = frozenset({"test_packaging.py"})
 """Modules whose every test builds or runs the distribution in a subprocess."""
 
 
+#: a test id that xdist's controller takes for a scenario's (it sees node ids only, and knows a
+#: scenario test by its parameter id): the suite's own tests must not use one, or a run of
+#: `pytest tests -n 2` counts them as scenarios that never reported
+SCENARIO_SHAPED_ID = re.compile(r"\[tau2_retail__\d+(?:-trial\d+)?\]$")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     marker = pytest.mark.tau2_subprocess
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
+        if SCENARIO_SHAPED_ID.search(item.nodeid) and "tau2_scenario" not in fixtures:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test id of the shape of a scenario's is taken for a scenario "
+                "under xdist; give this parameter other ids (pytest.mark.parametrize(ids=...))"
+            )
         if fixtures & SUBPROCESS_FIXTURES or item.path.name in SUBPROCESS_MODULES:
             item.add_marker(marker)
 

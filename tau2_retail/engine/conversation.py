@@ -228,7 +228,7 @@ class _Recorded:
 class ConversationResult(_Recorded):
     """Everything one conversation produced: ``timestamps`` has one wall-clock time per
     message and ``usages`` the tokens of the completion that produced each one (None for the
-    greeting, tool results, and messages of transcripts written before it was recorded);
+    greeting and tool results);
     ``store`` is the final database (not JSON)."""
 
     timestamps: tuple[float, ...]
@@ -282,8 +282,8 @@ class ConversationResult(_Recorded):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimedMessage(Message):
     """A message of ``transcript.json``: the message, when it joined the conversation and,
-    for a message a model produced, the tokens of its completion (``usage``, absent in
-    transcripts written before it was recorded)."""
+    for a message a model produced, the tokens of its completion (``usage``; absent for the
+    greeting and tool results)."""
 
     timestamp: float
     usage: Annotated[Usage | None, Omitted] = None

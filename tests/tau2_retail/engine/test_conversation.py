@@ -651,9 +651,10 @@ async def test_each_message_records_the_usage_of_its_completion(store):
     assert again.usages == result.usages
 
 
-def test_a_transcript_written_before_per_message_usage_reads(store):
-    """Old run folders stay readable: a message without ``usage`` reads as None."""
+def test_a_message_without_usage_reads_as_none(store):
+    """The greeting and tool results carry no ``usage``: it reads as None."""
     old = {
+        "format_version": 1,
         "messages": [
             {"role": "assistant", "content": "Hi!", "timestamp": 1.0},
             {"role": "user", "content": "Bye ###STOP###", "timestamp": 2.0},

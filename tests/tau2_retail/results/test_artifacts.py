@@ -101,7 +101,12 @@ def _json(path: Path) -> Any:
 # -- names and layout --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["tau2_retail__0", "run-2026.01.01", "A", "7_x-y.z"])
+@pytest.mark.parametrize(
+    "name",
+    ["tau2_retail__0", "run-2026.01.01", "A", "7_x-y.z"],
+    # not the scenario id as the test id: see SCENARIO_SHAPED_ID in tests/conftest.py
+    ids=["scenario", "run", "letter", "mixed"],
+)
 def test_valid_names(name: str) -> None:
     assert validate_name("run id", name) == name
 
