@@ -73,7 +73,7 @@ OWNERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tools, scoring, hashing", ("tau2_retail/tools/", "engine/scoring", "data/gold")),
     (
         "our client (retries, breaker, ramp, backoff)",
-        ("openai_client.py", "sdk_transport.py", "ramp.py", "breaker.py"),
+        ("openai_client.py", "attempt_failure.py", "sdk_transport.py", "ramp.py", "breaker.py"),
     ),
     ("scheduler", ("plugins/scheduler.py",)),
     ("logging", ("logging/",)),

@@ -43,7 +43,8 @@ from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.agent import AgentRunner
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
-from tau2_retail.models.cache import CachedChatModel, CacheMode, ResponseCache
+from tau2_retail.models.cache import CacheMode, ResponseCache
+from tau2_retail.models.cached_model import CachedChatModel
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.masking import Masker, masked
 from tau2_retail.models.prices import PriceTable, RoleCosts

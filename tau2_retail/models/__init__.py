@@ -16,13 +16,12 @@ from tau2_retail.models.config import DEFAULT_API_KEY_ENV, EndpointConfig
 from tau2_retail.models.protocol import ChatModel
 
 if TYPE_CHECKING:
-    from tau2_retail.models.openai_client import (
+    from tau2_retail.models.attempt_failure import (
         BODY_EXCERPT_CHARS,
         CONTEXT_WINDOW_MARKERS,
-        MISSING_API_KEY,
         RETRYABLE_STATUSES,
-        OpenAIChatModel,
     )
+    from tau2_retail.models.openai_client import MISSING_API_KEY, OpenAIChatModel
 
 __all__ = [
     "BODY_EXCERPT_CHARS",
@@ -35,18 +34,17 @@ __all__ = [
     "OpenAIChatModel",
 ]
 
-_LAZY = frozenset(
-    {
-        "BODY_EXCERPT_CHARS",
-        "CONTEXT_WINDOW_MARKERS",
-        "MISSING_API_KEY",
-        "RETRYABLE_STATUSES",
-        "OpenAIChatModel",
-    }
-)
+# each lazy name and the module that defines it
+_LAZY = {
+    "BODY_EXCERPT_CHARS": "tau2_retail.models.attempt_failure",
+    "CONTEXT_WINDOW_MARKERS": "tau2_retail.models.attempt_failure",
+    "MISSING_API_KEY": "tau2_retail.models.openai_client",
+    "RETRYABLE_STATUSES": "tau2_retail.models.attempt_failure",
+    "OpenAIChatModel": "tau2_retail.models.openai_client",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module("tau2_retail.models.openai_client"), name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,10 @@
 """The response cache: every completion of an endpoint model kept in one SQLite file.
 
 ``ResponseCache`` is the file (standard-library ``sqlite3``, WAL mode: several xdist workers
-and several runs read and write it at once); ``CachedChatModel`` is one scenario's view of an
-``OpenAIChatModel`` through it. A reply is found again by the digest of
+and several runs read and write it at once); ``CachedChatModel``
+(``tau2_retail.models.cached_model``) is one scenario's view of an ``OpenAIChatModel`` through
+it, and ``tau2_retail.models.cache_entry`` the reply an entry holds. A reply is found again by
+the digest of
 
 - ``CACHE_FORMAT`` (a cache written by another version of the request format misses rather
   than returns a wrong reply),
@@ -33,33 +35,27 @@ process, and ``warn`` is called once with one line saying so.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
-from tau2_retail import codec
-from tau2_retail.errors import ArtifactError, CacheMiss
+from tau2_retail.errors import ArtifactError
 from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
+from tau2_retail.models.cache_entry import reply_json, turn_from_reply
 from tau2_retail.models.masking import Masker
-from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
-from tau2_retail.models.text import valid_unicode
-
-if TYPE_CHECKING:
-    from tau2_retail.models.openai_client import OpenAIChatModel
+from tau2_retail.models.messages import AssistantTurn
 
 __all__ = [
     "CACHE_FORMAT",
     "CacheMode",
     "CacheStats",
-    "CachedChatModel",
     "ResponseCache",
     "cache_stats",
     "prune_cache",
@@ -166,65 +162,6 @@ def _open_read_only(path: Path, *, busy_seconds: float) -> sqlite3.Connection:
     return connection
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CachedReply:
-    """A cache entry's ``reply``: what the endpoint answered (tool calls always written)."""
-
-    content: str | None
-    tool_calls: tuple[ToolCall, ...]
-    usage: Usage
-
-
-def _reply_json(turn: AssistantTurn) -> str:
-    reply = CachedReply(content=turn.content, tool_calls=turn.tool_calls, usage=turn.usage)
-    return json.dumps(codec.encode(reply), ensure_ascii=False)
-
-
-_USAGE_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Usage))
-
-
-def _reply_problem(reply: CachedReply) -> str | None:
-    """Why a cache entry is refused where a live reply would be: a negative token count, a
-    tool call without a name (the reader of live replies refuses both)."""
-    usage = reply.usage
-    if min(getattr(usage, name) for name in _USAGE_FIELDS) < 0:
-        return "a negative token count"
-    if any(not call.name for call in reply.tool_calls):
-        return "a tool call without a name"
-    return None
-
-
-def _turn_from_reply(text: str) -> AssistantTurn:
-    """The turn of a cache entry; ``ArtifactError`` when the entry is damaged or refused."""
-    reply = codec.decode(CachedReply, text, "response cache entry")
-    problem = _reply_problem(reply)
-    if problem is not None:
-        raise ArtifactError(f"response cache entry: {problem}")
-    usage = reply.usage
-    return AssistantTurn(
-        # the same text rules as a live reply (half a surrogate pair becomes U+FFFD)
-        content=None if reply.content is None else valid_unicode(reply.content),
-        tool_calls=tuple(
-            ToolCall(
-                id=valid_unicode(call.id),
-                name=valid_unicode(call.name),
-                arguments=valid_unicode(call.arguments),
-            )
-            for call in reply.tool_calls
-        ),
-        usage=Usage(
-            n_calls=1,
-            prompt=usage.prompt,
-            completion=usage.completion,
-            cache_hits=1,
-            hit_prompt=usage.prompt,
-            hit_completion=usage.completion,
-        ),
-        latency_seconds=0.0,
-        attempts=0,
-    )
-
-
 class ResponseCache:
     """One process's connection to a cache file; see the module docstring.
 
@@ -324,7 +261,7 @@ class ResponseCache:
             self.refused = f"its entry of {size:,} bytes is over the {max_bytes:,}-byte limit"
             return None
         try:
-            turn = _turn_from_reply(text)
+            turn = turn_from_reply(text)
         except ArtifactError as error:
             self.misses += 1  # a damaged row: asked again (and overwritten) like a miss
             self.refused = f"its entry is refused ({error})"
@@ -346,7 +283,7 @@ class ResponseCache:
         ``masker`` (the file is written, like an artifact)."""
         if not self.active or self.mode is not CacheMode.READ_WRITE:
             return
-        reply = _reply_json(turn)
+        reply = reply_json(turn)
         if masker is not None:
             reply = masker.text(reply)
         now = self._clock()
@@ -367,76 +304,6 @@ class ResponseCache:
             with contextlib.suppress(sqlite3.Error):
                 self._connection.close()
             self._connection = None
-
-
-class CachedChatModel:
-    """A ``ChatModel``: ``client``'s completions for one scenario trial, through ``cache``."""
-
-    def __init__(
-        self,
-        client: OpenAIChatModel,
-        cache: ResponseCache,
-        *,
-        role: str,
-        trial: int,
-        masker: Masker | None = None,
-    ) -> None:
-        self._client = client
-        self._cache = cache
-        self._role = role
-        self._trial = trial
-        self._masker = masker
-        self._host = endpoint_host(client.config.base_url)
-        self._seen: dict[str, int] = {}
-
-    @property
-    def name(self) -> str:
-        return self._client.name
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
-    ) -> AssistantTurn:
-        request = self._client.prepare(messages, tools=tools, seed=seed)
-        body = self._client.wire_body(request)
-        base = request_digest(
-            role=self._role, model=self.name, host=self._host, body=body, trial=self._trial
-        )
-        occurrence = self._seen.get(base, 0)
-        self._seen[base] = occurrence + 1
-        digest = (
-            base
-            if occurrence == 0
-            else request_digest(
-                role=self._role,
-                model=self.name,
-                host=self._host,
-                body=body,
-                trial=self._trial,
-                occurrence=occurrence,
-            )
-        )
-        cache = self._cache
-        cached = cache.lookup(digest, max_bytes=self._client.config.max_reply_bytes)
-        if cached is not None:
-            return cached
-        if cache.mode is CacheMode.REPLAY:
-            why = cache.disabled or cache.refused
-            usable = "usable " if cache.refused else ""
-            why = f" ({why})" if why else ""
-            raise CacheMiss(
-                f"replay from the response cache {cache.path}: no {usable}reply "
-                f"for request {digest[:16]} (model {self.name!r}, trial {self._trial + 1})"
-                f"{why}; replay needs the cache file of a run with the same settings",
-                digest=digest,
-            )
-        turn = await self._client.send(request)
-        host, masker = self._host, self._masker
-        cache.store(digest, role=self._role, model=self.name, host=host, turn=turn, masker=masker)
-        return turn
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

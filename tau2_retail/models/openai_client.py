@@ -7,7 +7,8 @@ that cannot be parsed (a body that is not JSON, no choices) are retried with exp
 (seconds or an HTTP date, also capped). When the attempts run out, ``EndpointError`` says what
 failed, with the status, a short body excerpt and the number of attempts. A 400 about the context
 length raises ``ContextWindowExceeded`` at once; any other 4xx raises ``EndpointError`` at once,
-since a wrong URL, model or key does not heal by waiting.
+since a wrong URL, model or key does not heal by waiting (``tau2_retail.models.attempt_failure``
+classifies each failed attempt).
 
 The reply body is parsed here, not by the ``openai`` models, so that a malformed reply is caught
 where JSON enters: tool-call arguments stay the raw string the model sent (the conversation turns
@@ -25,7 +26,6 @@ at once: the model's malformed output, not an outage.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import importlib
 import itertools
 import json
@@ -33,17 +33,19 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
 import openai
 
-from tau2_retail.errors import (
-    ContextWindowExceeded,
-    EndpointDown,
-    EndpointError,
-    UnparsedModelOutput,
+from tau2_retail.errors import EndpointDown, EndpointError
+from tau2_retail.models.attempt_failure import (
+    FULL_BODY_CHARS,
+    RATE_LIMITED,
+    AttemptFailure,
+    cause_text,
+    excerpt,
+    full_body,
+    status_failure,
 )
 from tau2_retail.models.backoff import BackoffGate
 from tau2_retail.models.bounded import (
@@ -68,82 +70,19 @@ from tau2_retail.models.sdk_transport import (
     http_client,
     http_options,
 )
-from tau2_retail.models.text import finite_or_none, valid_unicode
-from tau2_retail.models.unparsed import unparsed_output_server
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
 
-__all__ = [
-    "BODY_EXCERPT_CHARS",
-    "CONTEXT_WINDOW_MARKERS",
-    "FULL_BODY_CHARS",
-    "INVALID_REQUEST_MARKERS",
-    "MISSING_API_KEY",
-    "RETRYABLE_STATUSES",
-    "OpenAIChatModel",
-]
+__all__ = ["MISSING_API_KEY", "OpenAIChatModel", "Sleep"]
 
 MISSING_API_KEY: Final = "EMPTY"
 """Sent when the configured key variable is unset; local servers accept any key."""
 
-RETRYABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})
-"""HTTP statuses retried with backoff; any other error status fails at once."""
-
-CONTEXT_WINDOW_MARKERS: Final = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context length",
-    "context window",
-    "context size",
-    "too many tokens",
-    "prompt is too long",
-)
-"""Lower-case phrases that mark a 400 as a prompt too long for the model (OpenAI, vLLM,
-llama.cpp and others word it differently)."""
-
-BODY_EXCERPT_CHARS: Final = 300
-
-_RATE_LIMITED: Final = 429
 # The SDK's own default (openai.DEFAULT_CONNECTION_LIMITS.max_connections).
 _DEFAULT_MAX_CONNECTIONS: Final = 1000
-FULL_BODY_CHARS: Final = 1_000_000
-"""At most this much of an error body is kept whole for the artifacts (a hostile server could
-send gigabytes): an error status's body is read this many bytes at most, then cut with a
-marker (``error_body_hook``), before the ``openai`` client reads it whole."""
-
-INVALID_REQUEST_MARKERS: Final = ("input should be", "validation error")
-"""Lower-case phrases of a body saying the request itself is invalid: such a reply is not
-retried even with a 5xx status (llama.cpp's server answers a schema violation with HTTP 500)."""
-
 # Jitter spreads the retries of many xdist workers hitting one server at the same moment.
 _JITTER_FRACTION: Final = 0.1
 
 Sleep = Callable[[float], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Failure:
-    """One failed attempt, kept to decide the wait and to word the final error.
-
-    ``fatal`` is the error to raise at once (retrying cannot help); ``endpoint_level`` says
-    whether the failure counts toward the circuit breaker (a 401 does; an invalid request or
-    a context-length 400 shows the endpoint is up).
-    """
-
-    detail: str
-    cause: BaseException
-    status: int | None = None
-    body: str = ""
-    full_body: str = ""
-    retry_after: float | None = None
-    fatal: EndpointError | None = None
-    endpoint_level: bool = True
-    connection: bool = False  # no connection, or it broke before any reply
-    timeout: float | None = None  # the attempt got no complete reply within this many seconds
-
-    @property
-    def answered(self) -> bool:
-        """The endpoint sent a reply (an error status or a body we refuse)."""
-        return self.status is not None or not self.endpoint_level
 
 
 class _Reply(NamedTuple):
@@ -287,21 +226,13 @@ class OpenAIChatModel(ClosedOnExit):
     async def send(self, request: PreparedRequest) -> AssistantTurn:
         """Send a request made by ``prepare``, retried as ``complete`` says."""
         allowed = self._config.max_retries + 1
-        failure: _Failure | None = None
+        failure: AttemptFailure | None = None
         attempts = 0
         waited = 0.0
         progress = current_progress()  # the caller's view, should the request be cut
         for attempt in range(allowed):
             if failure is not None:
-                delay = self._delay(attempt - 1, failure.retry_after)
-                waited += delay
-                if failure.status == _RATE_LIMITED:
-                    # the other conversations on this client wait too
-                    hold = self._gate.hold(delay)
-                    await self._sleep(delay)
-                    self._gate.served(hold)
-                else:
-                    await self._sleep(delay)
+                waited += await self._back_off(attempt - 1, failure)
             else:
                 waited += await self._gate.wait()
             try:
@@ -331,33 +262,50 @@ class OpenAIChatModel(ClosedOnExit):
                     wait_seconds=waited,
                 )
             failure = outcome
-            if failure.fatal is not None:
-                if failure.endpoint_level:
-                    self.breaker.record_failure(failure.detail)
-                else:
-                    self.breaker.record_success()  # it answered: the request was the problem
-                failure.fatal.attempts, failure.fatal.wait_seconds = attempts, waited
-                raise failure.fatal from failure.cause
-            cap = self._config.backoff_max_seconds
-            too_long = failure.retry_after is not None and failure.retry_after > cap
-            self.breaker.record_failure(failure.detail)
-            if self.breaker.is_open:
-                down = self.breaker.down()
-                down.attempts, down.wait_seconds = attempts, waited
-                raise down from failure.cause
-            if too_long:
-                raise self._gave_up(
-                    failure,
-                    attempts,
-                    waited,
-                    f"; the server asks to wait {failure.retry_after:g} s, more than the "
-                    f"{cap:g} s backoff cap: not retried",
-                ) from failure.cause
+            self._raise_unless_retried(failure, attempts, waited)
         assert failure is not None  # the loop ran at least once and did not return
         raise self._gave_up(failure, attempts, waited) from failure.cause
 
+    async def _back_off(self, attempt: int, failure: AttemptFailure) -> float:
+        """Wait before retrying after failed attempt ``attempt`` (0-based); the seconds waited."""
+        delay = self._delay(attempt, failure.retry_after)
+        if failure.status == RATE_LIMITED:
+            # the other conversations on this client wait too
+            hold = self._gate.hold(delay)
+            await self._sleep(delay)
+            self._gate.served(hold)
+        else:
+            await self._sleep(delay)
+        return delay
+
+    def _raise_unless_retried(self, failure: AttemptFailure, attempts: int, waited: float) -> None:
+        """Record ``failure`` with the breaker; raise when asking again cannot help (a fatal
+        failure, the breaker open, a ``Retry-After`` over the backoff cap)."""
+        if failure.fatal is not None:
+            if failure.endpoint_level:
+                self.breaker.record_failure(failure.detail)
+            else:
+                self.breaker.record_success()  # it answered: the request was the problem
+            failure.fatal.attempts, failure.fatal.wait_seconds = attempts, waited
+            raise failure.fatal from failure.cause
+        cap = self._config.backoff_max_seconds
+        too_long = failure.retry_after is not None and failure.retry_after > cap
+        self.breaker.record_failure(failure.detail)
+        if self.breaker.is_open:
+            down = self.breaker.down()
+            down.attempts, down.wait_seconds = attempts, waited
+            raise down from failure.cause
+        if too_long:
+            raise self._gave_up(
+                failure,
+                attempts,
+                waited,
+                f"; the server asks to wait {failure.retry_after:g} s, more than the "
+                f"{cap:g} s backoff cap: not retried",
+            ) from failure.cause
+
     def _gave_up(
-        self, failure: _Failure, attempts: int, waited: float, why: str = ""
+        self, failure: AttemptFailure, attempts: int, waited: float, why: str = ""
     ) -> EndpointError:
         """The error of a request that is not tried again after ``failure``."""
         return EndpointError(
@@ -371,7 +319,7 @@ class OpenAIChatModel(ClosedOnExit):
             timeout_seconds=failure.timeout,
         )
 
-    async def _attempt(self, request: PreparedRequest, attempts: int) -> _Reply | _Failure:
+    async def _attempt(self, request: PreparedRequest, attempts: int) -> _Reply | AttemptFailure:
         """One attempt under the total deadline (connect to the last byte of the reply)."""
         deadline = self._config.timeout_seconds
         try:
@@ -389,30 +337,30 @@ class OpenAIChatModel(ClosedOnExit):
                 f"{self._where()}: chat completion failed after {attempts} attempt(s): {e}",
                 status=200,
             )
-            return _Failure(detail=str(e), cause=e, fatal=fatal, endpoint_level=False)
+            return AttemptFailure(detail=str(e), cause=e, fatal=fatal, endpoint_level=False)
         except openai.APIStatusError as e:
-            return self._status_failure(e, attempts=attempts)
+            return status_failure(e, where=self._where(), attempts=attempts, redact=self._redact)
         except TIMEOUT_ERRORS as e:
-            return _Failure(
+            return AttemptFailure(
                 detail=f"no complete reply within the {deadline:g} s timeout",
                 cause=e,
                 timeout=deadline,
             )
         except CONNECTION_ERRORS as e:
-            return _Failure(
-                detail=f"connection failed ({_cause_text(e)})", cause=e, connection=True
+            return AttemptFailure(
+                detail=f"connection failed ({cause_text(e)})", cause=e, connection=True
             )
         try:
             content, tool_calls, usage, finish_reason = self._parse(payload)
         except _UnparseableReply as e:
             text = payload.decode("utf-8", "replace")
-            body = _excerpt(text, self._redact)
-            return _Failure(
+            body = excerpt(text, self._redact)
+            return AttemptFailure(
                 detail=f"unparseable reply (HTTP 200, {e}): {body}",
                 cause=e,
                 status=200,
                 body=body,
-                full_body=_full_body(text, self._redact),
+                full_body=full_body(text, self._redact),
             )
         return _Reply(content, tool_calls, usage, finish_reason)
 
@@ -464,66 +412,6 @@ class OpenAIChatModel(ClosedOnExit):
         request.update((key, value) for key, value in optional.items() if value is not None)
         return request
 
-    def _status_failure(self, error: openai.APIStatusError, *, attempts: int) -> _Failure:
-        """The failure of an HTTP error status; ``fatal`` is set when retrying cannot help."""
-        status = error.status_code
-        text = error.response.text  # at most FULL_BODY_CHARS bytes and a marker (the hook)
-        body = _excerpt(text, self._redact)
-        full_body = valid_unicode(self._redact(text))
-        server = unparsed_output_server(status, text)
-        if server is not None:
-            # the model's malformed output: asking again sends the same prompt (at
-            # temperature 0 the same output); the endpoint answered, so it is up
-            fatal: EndpointError = UnparsedModelOutput(
-                f"{self._where()}: the server could not parse the model's output "
-                f"({server}, HTTP {status}; its whole reply is in the scenario's "
-                f"endpoint_error.txt): {body}",
-                server=server,
-                status=status,
-                body=body,
-                full_body=full_body,
-            )
-            return _Failure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
-        invalid = any(m in text.lower() for m in INVALID_REQUEST_MARKERS)
-        if status in RETRYABLE_STATUSES and not (status >= 500 and invalid):
-            return _Failure(
-                detail=f"HTTP {status}: {body}",
-                cause=error,
-                status=status,
-                body=body,
-                full_body=full_body,
-                retry_after=_retry_after_seconds(error.response.headers),
-            )
-        if status == 400 and any(m in body.lower() for m in CONTEXT_WINDOW_MARKERS):
-            fatal = ContextWindowExceeded(
-                f"{self._where()}: the prompt exceeds the model's context window "
-                f"(HTTP {status}): {body}",
-                status=status,
-                body=body,
-                full_body=full_body,
-            )
-            return _Failure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
-        request_rejected = status in (400, 413, 422) or (status >= 500 and invalid)
-        why = (
-            "the server rejected the request as invalid; its whole reply is in the scenario's "
-            "endpoint_error.txt"
-            if request_rejected
-            else "check the base URL, model name and API key"
-        )
-        fatal = EndpointError(
-            f"{self._where()}: chat completion failed after {attempts} attempt(s): "
-            f"HTTP {status} (not retried: {why}): {body}",
-            status=status,
-            body=body,
-            full_body=full_body,
-        )
-        return _Failure(
-            detail=f"HTTP {status}: {body}",
-            cause=error,
-            fatal=fatal,
-            endpoint_level=not request_rejected,
-        )
-
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait after failed attempt ``attempt`` (0-based)."""
         cap = self._config.backoff_max_seconds
@@ -551,34 +439,6 @@ class OpenAIChatModel(ClosedOnExit):
         return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
 
 
-def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The wait the server asks for: ``retry-after-ms`` (OpenAI) or ``Retry-After``."""
-    # Not a finite number ("nan", "inf"): as if the header were absent (the backoff decides);
-    # a NaN would otherwise reach the sleep and wait_seconds, which no JSON can hold.
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            wait = finite_or_none(float(milliseconds) / 1000)
-        except ValueError:
-            wait = None
-        if wait is not None:
-            return wait
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return finite_or_none(float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - datetime.now(UTC)).total_seconds()
-
-
 def _stream_base() -> type:
     """The ``AsyncByteStream`` of the HTTP library the ``openai`` package uses (``httpx``, or
     ``httpx2`` in recent releases), found from its own default limits so that this module does
@@ -588,27 +448,3 @@ def _stream_base() -> type:
     )
     base: type = library.AsyncByteStream
     return base
-
-
-def _full_body(text: str, redact: Callable[[str], str]) -> str:
-    """The body as sent, key removed, cut at ``FULL_BODY_CHARS``."""
-    if len(text) > FULL_BODY_CHARS:
-        text = text[:FULL_BODY_CHARS] + f"… [{len(text) - FULL_BODY_CHARS} more characters]"
-    return valid_unicode(redact(text))
-
-
-def _excerpt(text: str, redact: Callable[[str], str]) -> str:
-    """At most ``BODY_EXCERPT_CHARS`` characters of a body, whitespace collapsed, key removed."""
-    flat = redact(" ".join(text.split()))
-    if len(flat) <= BODY_EXCERPT_CHARS:
-        return flat
-    return flat[: BODY_EXCERPT_CHARS - 1] + "…"
-
-
-def _cause_text(error: BaseException) -> str:
-    """The innermost cause's type and message, e.g. ``RemoteProtocolError: Server disconnected``."""
-    inner: BaseException = error
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
-    text = str(inner)
-    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__

@@ -16,9 +16,9 @@ import pytest
 
 from tau2_retail.errors import EndpointError
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
+from tau2_retail.models.attempt_failure import FULL_BODY_CHARS
 from tau2_retail.models.bounded import ReplyTooLarge, read_bounded
 from tau2_retail.models.messages import Message, Role
-from tau2_retail.models.openai_client import FULL_BODY_CHARS
 from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, RawBody
 
 MiB = 1024 * 1024

@@ -18,7 +18,6 @@ from tau2_retail.errors import CacheMiss
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models import cache as cache_module
 from tau2_retail.models.cache import (
-    CachedChatModel,
     CacheMode,
     ResponseCache,
     cache_stats,
@@ -26,6 +25,7 @@ from tau2_retail.models.cache import (
     prune_cache,
     request_digest,
 )
+from tau2_retail.models.cached_model import CachedChatModel
 from tau2_retail.models.masking import Masker
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, ReplyToolCall

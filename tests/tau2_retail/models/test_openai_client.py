@@ -15,8 +15,9 @@ import pytest
 from tau2_retail import codec
 from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
+from tau2_retail.models.attempt_failure import BODY_EXCERPT_CHARS
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
-from tau2_retail.models.openai_client import BODY_EXCERPT_CHARS, MISSING_API_KEY
+from tau2_retail.models.openai_client import MISSING_API_KEY
 from tau2_retail.models.ramp import DEFAULT_INITIAL_WINDOW
 from tau2_retail.testing.loopback_model import RecordedSleeps, loopback_model
 from tau2_retail.testing.loopback_server import (

@@ -1,0 +1,220 @@
+"""One failed attempt of a chat completion: what failed, whether asking again can help.
+
+HTTP 408/429/500/502/503/504 are retried (after the server's ``Retry-After``, seconds or an HTTP
+date, when it sends one); a 5xx whose body says the request itself is invalid is not. A 400
+about the context length is ``ContextWindowExceeded``; any other 4xx is an ``EndpointError`` at
+once, since a wrong URL, model or key does not heal by waiting. A server that answers an error
+status saying the model's output could not be parsed (``tau2_retail.models.unparsed``) raises
+``UnparsedModelOutput``: the model's malformed output, not an outage. Bodies are kept masked:
+an excerpt for the message, the whole body (cut at ``FULL_BODY_CHARS``) for the artifacts.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+from tau2_retail.errors import ContextWindowExceeded, EndpointError, UnparsedModelOutput
+from tau2_retail.models.text import finite_or_none, valid_unicode
+from tau2_retail.models.unparsed import unparsed_output_server
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "BODY_EXCERPT_CHARS",
+    "CONTEXT_WINDOW_MARKERS",
+    "FULL_BODY_CHARS",
+    "INVALID_REQUEST_MARKERS",
+    "RATE_LIMITED",
+    "RETRYABLE_STATUSES",
+    "AttemptFailure",
+    "cause_text",
+    "excerpt",
+    "full_body",
+    "retry_after_seconds",
+    "status_failure",
+]
+
+RETRYABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})
+"""HTTP statuses retried with backoff; any other error status fails at once."""
+
+CONTEXT_WINDOW_MARKERS: Final = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "context size",
+    "too many tokens",
+    "prompt is too long",
+)
+"""Lower-case phrases that mark a 400 as a prompt too long for the model (OpenAI, vLLM,
+llama.cpp and others word it differently)."""
+
+BODY_EXCERPT_CHARS: Final = 300
+
+RATE_LIMITED: Final = 429
+
+FULL_BODY_CHARS: Final = 1_000_000
+"""At most this much of an error body is kept whole for the artifacts (a hostile server could
+send gigabytes): an error status's body is read this many bytes at most, then cut with a
+marker (``error_body_hook``), before the ``openai`` client reads it whole."""
+
+INVALID_REQUEST_MARKERS: Final = ("input should be", "validation error")
+"""Lower-case phrases of a body saying the request itself is invalid: such a reply is not
+retried even with a 5xx status (llama.cpp's server answers a schema violation with HTTP 500)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptFailure:
+    """One failed attempt, kept to decide the wait and to word the final error.
+
+    ``fatal`` is the error to raise at once (retrying cannot help); ``endpoint_level`` says
+    whether the failure counts toward the circuit breaker (a 401 does; an invalid request or
+    a context-length 400 shows the endpoint is up).
+    """
+
+    detail: str
+    cause: BaseException
+    status: int | None = None
+    body: str = ""
+    full_body: str = ""
+    retry_after: float | None = None
+    fatal: EndpointError | None = None
+    endpoint_level: bool = True
+    connection: bool = False  # no connection, or it broke before any reply
+    timeout: float | None = None  # the attempt got no complete reply within this many seconds
+
+    @property
+    def answered(self) -> bool:
+        """The endpoint sent a reply (an error status or a body we refuse)."""
+        return self.status is not None or not self.endpoint_level
+
+
+def status_failure(
+    error: openai.APIStatusError,
+    *,
+    where: str,
+    attempts: int,
+    redact: Callable[[str], str],
+) -> AttemptFailure:
+    """The failure of an HTTP error status; ``fatal`` is set when retrying cannot help."""
+    status = error.status_code
+    text = error.response.text  # at most FULL_BODY_CHARS bytes and a marker (the hook)
+    body = excerpt(text, redact)
+    whole = valid_unicode(redact(text))
+    server = unparsed_output_server(status, text)
+    if server is not None:
+        # the model's malformed output: asking again sends the same prompt (at
+        # temperature 0 the same output); the endpoint answered, so it is up
+        fatal: EndpointError = UnparsedModelOutput(
+            f"{where}: the server could not parse the model's output "
+            f"({server}, HTTP {status}; its whole reply is in the scenario's "
+            f"endpoint_error.txt): {body}",
+            server=server,
+            status=status,
+            body=body,
+            full_body=whole,
+        )
+        return AttemptFailure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
+    invalid = any(m in text.lower() for m in INVALID_REQUEST_MARKERS)
+    if status in RETRYABLE_STATUSES and not (status >= 500 and invalid):
+        return AttemptFailure(
+            detail=f"HTTP {status}: {body}",
+            cause=error,
+            status=status,
+            body=body,
+            full_body=whole,
+            retry_after=retry_after_seconds(error.response.headers),
+        )
+    if status == 400 and any(m in body.lower() for m in CONTEXT_WINDOW_MARKERS):
+        fatal = ContextWindowExceeded(
+            f"{where}: the prompt exceeds the model's context window (HTTP {status}): {body}",
+            status=status,
+            body=body,
+            full_body=whole,
+        )
+        return AttemptFailure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
+    return _refused(error, where=where, attempts=attempts, body=body, whole=whole, invalid=invalid)
+
+
+def _refused(
+    error: openai.APIStatusError, *, where: str, attempts: int, body: str, whole: str, invalid: bool
+) -> AttemptFailure:
+    """The failure of an error status that is not retried: the request, URL, model or key."""
+    status = error.status_code
+    request_rejected = status in (400, 413, 422) or (status >= 500 and invalid)
+    why = (
+        "the server rejected the request as invalid; its whole reply is in the scenario's "
+        "endpoint_error.txt"
+        if request_rejected
+        else "check the base URL, model name and API key"
+    )
+    fatal = EndpointError(
+        f"{where}: chat completion failed after {attempts} attempt(s): "
+        f"HTTP {status} (not retried: {why}): {body}",
+        status=status,
+        body=body,
+        full_body=whole,
+    )
+    return AttemptFailure(
+        detail=f"HTTP {status}: {body}",
+        cause=error,
+        fatal=fatal,
+        endpoint_level=not request_rejected,
+    )
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait the server asks for: ``retry-after-ms`` (OpenAI) or ``Retry-After``."""
+    # Not a finite number ("nan", "inf"): as if the header were absent (the backoff decides);
+    # a NaN would otherwise reach the sleep and wait_seconds, which no JSON can hold.
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            wait = finite_or_none(float(milliseconds) / 1000)
+        except ValueError:
+            wait = None
+        if wait is not None:
+            return wait
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return finite_or_none(float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - datetime.now(UTC)).total_seconds()
+
+
+def full_body(text: str, redact: Callable[[str], str]) -> str:
+    """The body as sent, key removed, cut at ``FULL_BODY_CHARS``."""
+    if len(text) > FULL_BODY_CHARS:
+        text = text[:FULL_BODY_CHARS] + f"… [{len(text) - FULL_BODY_CHARS} more characters]"
+    return valid_unicode(redact(text))
+
+
+def excerpt(text: str, redact: Callable[[str], str]) -> str:
+    """At most ``BODY_EXCERPT_CHARS`` characters of a body, whitespace collapsed, key removed."""
+    flat = redact(" ".join(text.split()))
+    if len(flat) <= BODY_EXCERPT_CHARS:
+        return flat
+    return flat[: BODY_EXCERPT_CHARS - 1] + "…"
+
+
+def cause_text(error: BaseException) -> str:
+    """The innermost cause's type and message, e.g. ``RemoteProtocolError: Server disconnected``."""
+    inner: BaseException = error
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    text = str(inner)
+    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__
