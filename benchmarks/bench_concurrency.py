@@ -8,9 +8,10 @@ sleeping)::
     python -m venv /tmp/rt && /tmp/rt/bin/pip install .
     TAU2_DATA_DIR=... .venv/bin/python benchmarks/bench_concurrency.py --python /tmp/rt/bin/python
 
-The server is the scripted dialogue of ``bench_server.py`` (20 completions per scenario, 2223 per
-114 scenarios, every scenario a success) in a process of its own, answering each completion
-after ``--latency`` seconds (default 1.0). The runs (``--runs``; the default leaves out ``n8``):
+The server is the scripted dialogue of ``bench_server.py`` (``_scripted_server.py``: 20
+completions per scenario, 2223 per 114 scenarios, every scenario a success) in a process of its
+own, answering each completion after ``--latency`` seconds (default 1.0). The runs (``--runs``;
+the default leaves out ``n8``):
 
 - ``c114``: ``-n 0 --tau2-concurrency 114``: the 114 scenarios in flight in one process;
 - ``n2c57``: ``-n 2 --dist each --tau2-concurrency 57``: the same 114 in two workers;
@@ -63,7 +64,7 @@ from _measure import (
     verdict,
     write_json,
 )
-from bench_server import COMPLETIONS_PER_SCENARIO, ServerProcess, run_args
+from _scripted_server import COMPLETIONS_PER_SCENARIO, ServerProcess, run_args
 
 RUNS = {
     "c114": {"workers": 0, "concurrency": 114, "trials": 1},
@@ -165,6 +166,36 @@ def measure(
     )
     stats = server.command("stats")
     run_dir = out / label
+    figures = {
+        "label": label,
+        **spec,
+        **_figures(run, stats, run_dir, spec, latency=latency, load_before=load_before),
+        "processes": _processes(run),
+        "load_average_after": load_average(),
+    }
+    print(
+        f"  {label}: wall {run.wall_s:.1f} s, ideal {figures['ideal_s']:.1f} s "
+        f"(x{figures['wall_over_ideal']:.3f}), start-up {figures['startup_s']:.2f} s, "
+        f"{figures['completions']} completions, harness CPU "
+        f"{figures['harness_cpu_ms_per_completion']:.2f} ms/completion, "
+        f"max RSS {figures['max_rss_mb']:.0f} MB, rc {run.returncode}, "
+        f"load {load_average()[0]:.2f}: {run.last_line()}",
+        flush=True,
+    )
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return figures
+
+
+def _figures(
+    run: Run,
+    stats: dict[str, Any],
+    run_dir: Path,
+    spec: dict[str, int],
+    *,
+    latency: float,
+    load_before: tuple[float, float, float],
+) -> dict[str, Any]:
+    """One run's counts, times, CPU and memory (``measure`` adds its labels and processes)."""
     completions = sum(stats["requests"].values())
     recorded = completions_from_metrics(run_dir)
     suite_count = sum(usage["agent"] + usage["user"] for usage in recorded.values())
@@ -179,9 +210,7 @@ def measure(
         if "last_test" in p["cpu_marks"] and "first_test" in p["cpu_marks"]
     )
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    figures = {
-        "label": label,
-        **spec,
+    return {
         "scenarios": summary["counts"]["expected"],
         "succeeded": summary["counts"]["succeeded"],
         "scored": summary["counts"]["scored"],
@@ -202,30 +231,23 @@ def measure(
         "harness_cpu_ms_per_completion": test_cpu / completions * 1000 if completions else 0,
         "server_cpu_ms_per_completion": stats["cpu_s"] / completions * 1000 if completions else 0,
         "max_rss_mb": max((p["maxrss_mb"] for p in run.processes), default=float("nan")),
-        "processes": [
-            {
-                "role": p["role"],
-                "maxrss_mb": p["maxrss_mb"],
-                "cpu_s": p["cpu_user_s"] + p["cpu_sys_s"],
-                "gc_s": sum(p["gc_seconds"]),
-                "gc_seconds_by_generation": p["gc_seconds"],
-                "gc_runs_by_generation": p["gc_runs"],
-                "phases_cpu_s": _phase_cpu(p),
-            }
-            for p in sorted(run.processes, key=lambda p: p["role"])
-        ],
-        "load_average_after": load_average(),
     }
-    print(
-        f"  {label}: wall {run.wall_s:.1f} s, ideal {ideal:.1f} s "
-        f"(x{figures['wall_over_ideal']:.3f}), start-up {startup:.2f} s, {completions} "
-        f"completions, harness CPU {figures['harness_cpu_ms_per_completion']:.2f} ms/completion, "
-        f"max RSS {figures['max_rss_mb']:.0f} MB, rc {run.returncode}, "
-        f"load {load_average()[0]:.2f}: {run.last_line()}",
-        flush=True,
-    )
-    shutil.rmtree(run_dir, ignore_errors=True)
-    return figures
+
+
+def _processes(run: Run) -> list[dict[str, Any]]:
+    """Per process of the run: peak RSS, CPU, garbage collection, start-up CPU by phase."""
+    return [
+        {
+            "role": p["role"],
+            "maxrss_mb": p["maxrss_mb"],
+            "cpu_s": p["cpu_user_s"] + p["cpu_sys_s"],
+            "gc_s": sum(p["gc_seconds"]),
+            "gc_seconds_by_generation": p["gc_seconds"],
+            "gc_runs_by_generation": p["gc_runs"],
+            "phases_cpu_s": _phase_cpu(p),
+        }
+        for p in sorted(run.processes, key=lambda p: p["role"])
+    ]
 
 
 def offline_one_scenario(python: str | None, work: Path, repeats: int) -> list[dict[str, Any]]:
@@ -366,62 +388,11 @@ def report(figures: dict[str, Any]) -> None:
         f"interpreter {figures['python']}\n"
     )
     runs = figures["runs"]
-    print(
-        table(
-            [
-                "run",
-                "-n",
-                "concurrency",
-                "scenarios (succeeded)",
-                "completions",
-                "wall s",
-                "start-up s",
-                "ideal s",
-                "wall/ideal",
-                "last reply to exit s",
-                "tree CPU s",
-                "harness CPU ms/completion",
-                "server CPU ms/completion",
-                "peak RSS MB (largest process)",
-            ],
-            [
-                [
-                    r["label"],
-                    r["workers"],
-                    r["concurrency"],
-                    f"{r['scenarios']} ({r['succeeded']})",
-                    r["completions"] if r["completions_agree"] else f"{r['completions']} (!)",
-                    r["wall_s"],
-                    r["startup_s"],
-                    r["ideal_s"],
-                    r["wall_over_ideal"],
-                    r["last_reply_to_exit_s"],
-                    r["tree_cpu_s"],
-                    r["harness_cpu_ms_per_completion"],
-                    r["server_cpu_ms_per_completion"],
-                    r["max_rss_mb"],
-                ]
-                for r in runs
-            ],
-        )
-    )
+    print(_runs_table(runs))
     print("\nSide by side with upstream tau2 (1 s per completion, 114 tasks)\n")
     print(side_by_side(runs))
     print("\nPer process: start-up CPU s by phase, total CPU s, peak RSS MB\n")
-    names = [name for name, _, _ in PHASES] + ["total before the first test"]
-    rows = []
-    for r in runs:
-        for p in r["processes"]:
-            rows.append(
-                [
-                    r["label"],
-                    p["role"],
-                    *(p["phases_cpu_s"].get(name, float("nan")) for name in names),
-                    p["cpu_s"],
-                    p["maxrss_mb"],
-                ]
-            )
-    print(table(["run", "process", *names, "CPU s", "peak RSS MB"], rows))
+    print(_processes_table(runs))
     offline = figures["offline"]
     cpu = sorted(row["cpu_s"] for row in offline)[len(offline) // 2]
     print(
@@ -437,6 +408,65 @@ def report(figures: dict[str, Any]) -> None:
             [[*row, verdict(row[2], row[1])] for row in checks],
         )
     )
+
+
+def _runs_table(runs: list[dict[str, Any]]) -> str:
+    """The main table: one row per run."""
+    return table(
+        [
+            "run",
+            "-n",
+            "concurrency",
+            "scenarios (succeeded)",
+            "completions",
+            "wall s",
+            "start-up s",
+            "ideal s",
+            "wall/ideal",
+            "last reply to exit s",
+            "tree CPU s",
+            "harness CPU ms/completion",
+            "server CPU ms/completion",
+            "peak RSS MB (largest process)",
+        ],
+        [
+            [
+                r["label"],
+                r["workers"],
+                r["concurrency"],
+                f"{r['scenarios']} ({r['succeeded']})",
+                r["completions"] if r["completions_agree"] else f"{r['completions']} (!)",
+                r["wall_s"],
+                r["startup_s"],
+                r["ideal_s"],
+                r["wall_over_ideal"],
+                r["last_reply_to_exit_s"],
+                r["tree_cpu_s"],
+                r["harness_cpu_ms_per_completion"],
+                r["server_cpu_ms_per_completion"],
+                r["max_rss_mb"],
+            ]
+            for r in runs
+        ],
+    )
+
+
+def _processes_table(runs: list[dict[str, Any]]) -> str:
+    """Per process of each run: start-up CPU by phase, total CPU, peak RSS."""
+    names = [name for name, _, _ in PHASES] + ["total before the first test"]
+    rows = []
+    for r in runs:
+        for p in r["processes"]:
+            rows.append(
+                [
+                    r["label"],
+                    p["role"],
+                    *(p["phases_cpu_s"].get(name, float("nan")) for name in names),
+                    p["cpu_s"],
+                    p["maxrss_mb"],
+                ]
+            )
+    return table(["run", "process", *names, "CPU s", "peak RSS MB"], rows)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,11 @@ Run from the repository root (about ten minutes: the model latency is real sleep
     TAU2_DATA_DIR=/path/to/data .venv/bin/python benchmarks/bench_server.py
 
 The server is ``tau2_retail.testing.loopback_server`` in a process of its own (so its thread
-does not compete for the GIL of the process that measures), answering every completion after
-``--latency`` seconds (default 0.1) from a fixed scripted dialogue. Both the agent and the
-simulated user are endpoint models at that server (``--tau2-agent-model=bench-agent``,
-``--tau2-user-model=bench-user``); no judge. Per scenario, 20 completions reach it:
+does not compete for the GIL of the process that measures; ``_scripted_server.py``), answering
+every completion after ``--latency`` seconds (default 0.1) from a fixed scripted dialogue. Both
+the agent and the simulated user are endpoint models at that server
+(``--tau2-agent-model=bench-agent``, ``--tau2-user-model=bench-user``); no judge. Per scenario,
+20 completions reach it:
 
 - user: 2 (the opening request, the scripted customer's; then ``###STOP###`` once the agent
   asks whether anything else is needed);
@@ -51,12 +52,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -79,182 +77,12 @@ from _measure import (
     verdict,
     write_json,
 )
+from _scripted_server import COMPLETIONS_PER_SCENARIO, ServerProcess, run_args
 
-AGENT_MODEL = "bench-agent"
-USER_MODEL = "bench-user"
-AGENT_TOOL_TURNS = 16
-COMPLETIONS_PER_SCENARIO = AGENT_TOOL_TURNS + 2 + 2
-BACKLOG = 2048
-ANYTHING_ELSE = "Is there anything else I can help you with?"
 TARGETS = {"wall_over_ideal_n8": 1.15, "cpu_ms_per_completion": 3.0, "worker_maxrss_mb": 150.0}
 
 
-# -- the server process -----------------------------------------------------------------------
-
-
-class ScriptedDialogue:
-    """The responder: a fixed agent and customer, finding the task from the request itself."""
-
-    def __init__(self, data_dir: Path) -> None:
-        from tau2_retail.data.seed import load_seed
-        from tau2_retail.data.tasks import load_tasks, load_user_guidelines
-        from tau2_retail.engine.prompts import user_system_prompt
-        from tau2_retail.models.builtin import ScriptedCustomer
-
-        tasks = load_tasks(data_dir)
-        guidelines = load_user_guidelines(data_dir)
-        self.opening_of = {task.id: ScriptedCustomer(task).opening() for task in tasks.values()}
-        self.task_by_opening = {text: tasks[task_id] for task_id, text in self.opening_of.items()}
-        self.task_by_user_prompt = {
-            user_system_prompt(guidelines, task): task for task in tasks.values()
-        }
-        products = list(load_seed(data_dir).tables["products"])
-        self.padding = [
-            ("get_product_details", {"product_id": products[i % len(products)]})
-            for i in range(AGENT_TOOL_TURNS)
-        ]
-        self._calls: dict[str, list[tuple[str, str]]] = {}
-        self.counts: Counter[str] = Counter()
-        self.first: float | None = None
-        self.last: float | None = None
-        self.cpu_at_reset = 0.0
-
-    def __call__(self, body: Any) -> Any:
-        from tau2_retail.testing.loopback_server import Completion, HttpError
-
-        now = time.monotonic()
-        if self.first is None:
-            self.first = now
-        self.last = now
-        model = body.get("model")
-        self.counts[str(model)] += 1
-        messages = body["messages"]
-        if model == USER_MODEL:
-            return Completion(content=self.user_reply(messages))
-        if model == AGENT_MODEL:
-            return self.agent_reply(messages)
-        return HttpError.openai(404, f"unknown model {model!r}")
-
-    def user_reply(self, messages: list[dict[str, Any]]) -> str:
-        # The simulator's own past turns are 'assistant' in its view, the agent's text 'user'.
-        if not any(m["role"] == "assistant" for m in messages):
-            task = self.task_by_user_prompt[messages[0]["content"]]
-            return self.opening_of[task.id]
-        if "anything else" in (messages[-1].get("content") or "").lower():
-            return "No, that's all I needed. Thank you! ###STOP###"
-        return "Yes, please go ahead."
-
-    def agent_reply(self, messages: list[dict[str, Any]]) -> Any:
-        from tau2_retail.testing.loopback_server import Completion, ReplyToolCall
-
-        opening = next(m["content"] for m in messages if m["role"] == "user")
-        task = self.task_by_opening[opening]
-        made = sum(len(m.get("tool_calls") or ()) for m in messages if m["role"] == "assistant")
-        calls = self.calls_of(task)
-        if made < len(calls):
-            name, arguments = calls[made]
-            return Completion(tool_calls=(ReplyToolCall(name=name, arguments=arguments),))
-        last = messages[-1]
-        if last["role"] == "user" and "###STOP###" in (last.get("content") or ""):
-            return Completion(tool_calls=(ReplyToolCall(name="end_conversation"),))
-        return Completion(content=f"I have taken care of your request. {ANYTHING_ELSE}")
-
-    def calls_of(self, task: Any) -> list[tuple[str, str]]:
-        """The agent's tool calls for ``task`` (name, JSON arguments), computed once."""
-        calls = self._calls.get(task.id)
-        if calls is None:
-            calls = [(a.name, json.dumps(a.plain_arguments())) for a in task.actions]
-            padding = self.padding[: max(0, AGENT_TOOL_TURNS - len(calls))]
-            calls += [(name, json.dumps(arguments)) for name, arguments in padding]
-            self._calls[task.id] = calls
-        return calls
-
-    def stats(self) -> dict[str, Any]:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return {
-            "requests": dict(self.counts),
-            "first_request": self.first,
-            "last_request": self.last,
-            "cpu_s": usage.ru_utime + usage.ru_stime - self.cpu_at_reset,
-            "maxrss_mb": usage.ru_maxrss / 1024,
-        }
-
-    def reset(self) -> None:
-        self.counts.clear()
-        self.first = self.last = None
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        self.cpu_at_reset = usage.ru_utime + usage.ru_stime
-
-
-def serve(latency: float) -> int:
-    """Server mode: print the base URL, then answer ``stats``/``reset`` lines until stdin ends."""
-    from tau2_retail.data.files import resolve_data_dir
-    from tau2_retail.testing.loopback_server import LoopbackOpenAIServer
-
-    dialogue = ScriptedDialogue(resolve_data_dir())
-    # a listen backlog as uvicorn's (vLLM's server) and the kernel's default cap: 912
-    # conversations connect within milliseconds
-    with LoopbackOpenAIServer(
-        responder=dialogue, latency=latency, record=False, backlog=BACKLOG
-    ) as server:
-        print(json.dumps({"base_url": server.base_url}), flush=True)
-        for line in sys.stdin:
-            command = line.strip()
-            if command == "stats":
-                print(json.dumps(dialogue.stats()), flush=True)
-            elif command == "reset":
-                dialogue.reset()
-                print("{}", flush=True)
-    return 0
-
-
-class ServerProcess:
-    """The benchmark's handle on the server process."""
-
-    def __init__(self, latency: float) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", "--latency", str(latency)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.base_url: str = self._read()["base_url"]
-
-    def _read(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the server process ended before answering")
-        value: dict[str, Any] = json.loads(line)
-        return value
-
-    def command(self, text: str) -> dict[str, Any]:
-        assert self.process.stdin is not None
-        self.process.stdin.write(text + "\n")
-        self.process.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        self.process.wait(timeout=30)
-
-
 # -- the measurements -------------------------------------------------------------------------
-
-
-def run_args(server: ServerProcess, out: Path, label: str) -> list[str]:
-    """The pytest options of a run whose agent and user are the server's scripted models."""
-    return [
-        f"--tau2-output-dir={out}",
-        f"--tau2-run-id={label}",
-        f"--tau2-agent-model={AGENT_MODEL}",
-        f"--tau2-agent-base-url={server.base_url}",
-        f"--tau2-user-model={USER_MODEL}",
-        f"--tau2-user-base-url={server.base_url}",
-    ]
 
 
 def measure(
@@ -269,40 +97,51 @@ def measure(
 ) -> dict[str, Any]:
     server.command("reset")
     out = work / "runs"
-    args = [
-        "-k",
-        "tau2_retail",
-        "-q",
-        "-n",
-        str(workers),
-        *run_args(server, out, label),
-        "--tau2-trials",
-        str(trials),
-    ]
+    args = ["-k", "tau2_retail", "-q", "-n", str(workers), *run_args(server, out, label)]
+    args += ["--tau2-trials", str(trials)]
     if tasks:
         args.append(f"--tau2-tasks={tasks}")
     run: Run = run_suite(args, probe_dir=work / "probe" / label)
     stats = server.command("stats")
     run_dir = out / label
+    figures = {
+        "label": label,
+        "workers": workers,
+        "trials": trials,
+        **_figures(run, stats, run_dir, workers=workers, latency=latency),
+        "artifacts": artifact_sizes(run_dir),
+        "processes": _processes(run),
+        "load_average_after": load_average(),
+    }
+    print(
+        f"  {label}: wall {run.wall_s:.1f} s, ideal {figures['ideal_s']:.1f} s "
+        f"(x{figures['wall_over_ideal']:.3f}), {figures['completions']} completions, harness "
+        f"CPU {figures['harness_cpu_ms_per_completion']:.2f} ms/completion, "
+        f"rc {run.returncode}, load {load_average()[0]:.2f}: {run.last_line()}",
+        flush=True,
+    )
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return figures
+
+
+def _figures(
+    run: Run, stats: dict[str, Any], run_dir: Path, *, workers: int, latency: float
+) -> dict[str, Any]:
+    """One run's counts, times, CPU and memory (``measure`` adds its labels and details)."""
     completions = sum(stats["requests"].values())
-    recorded = completions_from_metrics(run_dir)
     by_role: Counter[str] = Counter()
+    recorded = completions_from_metrics(run_dir)
     for usage in recorded.values():
         by_role.update(usage)
     scenarios = run.scenario_tests()
     calls = {sid: usage["agent"] + usage["user"] for sid, usage in recorded.items()}
     steady = [t for t in scenarios if not t["first"]]
-    firsts = [t for t in scenarios if t["first"]]
     steady_calls = sum(calls.get(t["scenario_id"], 0) for t in steady)
-    scenario_cpu = sum(t["cpu"] for t in scenarios)
     startup = stats["first_request"] - run.started if stats["first_request"] else float("nan")
     last_reply = (stats["last_request"] or run.started) + latency
     ideal = startup + completions * latency / workers
     summary = json.loads((run_dir / "summary.json").read_text())
-    figures = {
-        "label": label,
-        "workers": workers,
-        "trials": trials,
+    return {
         "scenarios": len(scenarios),
         "returncode": run.returncode,
         "result": run.last_line(),
@@ -322,8 +161,10 @@ def measure(
         "harness_cpu_ms_per_completion": (
             sum(t["cpu"] for t in steady) / steady_calls * 1000 if steady_calls else float("nan")
         ),
-        "scenario_tests_cpu_ms_per_completion": scenario_cpu / completions * 1000,
-        "first_scenario_cpu_s_median": median(t["cpu"] for t in firsts),
+        "scenario_tests_cpu_ms_per_completion": sum(t["cpu"] for t in scenarios)
+        / completions
+        * 1000,
+        "first_scenario_cpu_s_median": median(t["cpu"] for t in scenarios if t["first"]),
         "tree_cpu_ms_per_completion": run.cpu_s / completions * 1000,
         "tree_cpu_s": run.cpu_s,
         "server_cpu_s": stats["cpu_s"],
@@ -331,36 +172,28 @@ def measure(
         "worker_maxrss_mb": max((p["maxrss_mb"] for p in run.workers), default=float("nan")),
         "controller_maxrss_mb": (run.controller or {}).get("maxrss_mb", float("nan")),
         "server_maxrss_mb": stats["maxrss_mb"],
-        "artifacts": artifact_sizes(run_dir),
-        "processes": [
-            {
-                "role": process["role"],
-                "maxrss_mb": process["maxrss_mb"],
-                "cpu_s": process["cpu_user_s"] + process["cpu_sys_s"],
-                "scenarios": sum(SCENARIO_TEST in nodeid for nodeid in process["tests"]),
-                "cpu_after_last_test_s": process["cpu_user_s"]
-                + process["cpu_sys_s"]
-                - process["cpu_marks"].get("last_test", 0.0),
-                **{name: value - run.started for name, value in process["marks"].items()},
-            }
-            for process in sorted(run.processes, key=lambda p: p["role"])
-        ],
-        "load_average_after": load_average(),
     }
-    print(
-        f"  {label}: wall {run.wall_s:.1f} s, ideal {ideal:.1f} s "
-        f"(x{figures['wall_over_ideal']:.3f}), {completions} completions, harness CPU "
-        f"{figures['harness_cpu_ms_per_completion']:.2f} ms/completion, rc {run.returncode}, "
-        f"load {load_average()[0]:.2f}: {run.last_line()}",
-        flush=True,
-    )
-    shutil.rmtree(run_dir, ignore_errors=True)
-    return figures
+
+
+def _processes(run: Run) -> list[dict[str, Any]]:
+    """Per process of the run: peak RSS, CPU, scenarios run, and its marks' times."""
+    return [
+        {
+            "role": process["role"],
+            "maxrss_mb": process["maxrss_mb"],
+            "cpu_s": process["cpu_user_s"] + process["cpu_sys_s"],
+            "scenarios": sum(SCENARIO_TEST in nodeid for nodeid in process["tests"]),
+            "cpu_after_last_test_s": process["cpu_user_s"]
+            + process["cpu_sys_s"]
+            - process["cpu_marks"].get("last_test", 0.0),
+            **{name: value - run.started for name, value in process["marks"].items()},
+        }
+        for process in sorted(run.processes, key=lambda p: p["role"])
+    ]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--workers", default="1,4,8", help="comma-separated -n values")
     parser.add_argument("--repeats", type=int, default=3, help="runs per -n (>= 4 workers)")
@@ -369,8 +202,6 @@ def main() -> int:
     parser.add_argument("--no-trials", action="store_true", help="skip the 4-trial run")
     parser.add_argument("--tasks", help="only these task ids (--tau2-tasks), for a quick look")
     args = parser.parse_args()
-    if args.serve:
-        return serve(args.latency)
     if not os.environ.get("TAU2_DATA_DIR"):
         parser.error("set TAU2_DATA_DIR to the data folder")
 
@@ -385,32 +216,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="tau2-bench-server-"))
     server = ServerProcess(args.latency)
     try:
-        for workers in (int(n) for n in args.workers.split(",")):
-            repeats = args.repeats_serial if workers == 1 else args.repeats
-            for number in range(repeats):
-                figures["runs"].append(
-                    measure(
-                        server,
-                        workers=workers,
-                        trials=1,
-                        latency=args.latency,
-                        work=work,
-                        label=f"n{workers}-{number}",
-                        tasks=args.tasks,
-                    )
-                )
-        if not args.no_trials:
-            figures["runs"].append(
-                measure(
-                    server,
-                    workers=args.trials_workers,
-                    trials=4,
-                    latency=args.latency,
-                    work=work,
-                    label=f"trials4-n{args.trials_workers}",
-                    tasks=args.tasks,
-                )
-            )
+        figures["runs"] = _all_runs(server, args, work)
     finally:
         server.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -419,6 +225,39 @@ def main() -> int:
     path = write_json("server", figures)
     print(f"\nwritten: {path.relative_to(ROOT)}")
     return 0
+
+
+def _all_runs(server: ServerProcess, args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """The runs the options ask for: each -n its repeats, then the 4-trial run."""
+    runs = []
+    for workers in (int(n) for n in args.workers.split(",")):
+        repeats = args.repeats_serial if workers == 1 else args.repeats
+        for number in range(repeats):
+            label = f"n{workers}-{number}"
+            runs.append(
+                measure(
+                    server,
+                    workers=workers,
+                    trials=1,
+                    latency=args.latency,
+                    work=work,
+                    label=label,
+                    tasks=args.tasks,
+                )
+            )
+    if not args.no_trials:
+        runs.append(
+            measure(
+                server,
+                workers=args.trials_workers,
+                trials=4,
+                latency=args.latency,
+                work=work,
+                label=f"trials4-n{args.trials_workers}",
+                tasks=args.tasks,
+            )
+        )
+    return runs
 
 
 def grouped(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -464,84 +303,75 @@ def report(figures: dict[str, Any]) -> None:
     )
     rows = grouped(figures["runs"])
     figures["table"] = rows
-    print(
-        table(
+    print(_runs_table(rows))
+    print("\nTargets\n")
+    print(table(["target", "limit", "measured", "verdict"], _checks(rows)))
+
+
+def _runs_table(rows: list[dict[str, Any]]) -> str:
+    """The main table: one row per (workers, trials), the medians of its runs."""
+    return table(
+        [
+            "-n",
+            "trials",
+            "runs",
+            "scenarios (succeeded)",
+            "completions",
+            "wall s",
+            "ideal s",
+            "wall/ideal",
+            "start-up s",
+            "first request to last reply / ideal",
+            "after last reply s",
+            "harness CPU ms/completion",
+            "incl. first scenarios",
+            "first scenario CPU s",
+            "tree CPU ms/completion",
+            "server CPU ms/completion",
+            "worker peak RSS MB",
+            "artifacts KB/scenario",
+        ],
+        [
             [
-                "-n",
-                "trials",
-                "runs",
-                "scenarios (succeeded)",
-                "completions",
-                "wall s",
-                "ideal s",
-                "wall/ideal",
-                "start-up s",
-                "first request to last reply / ideal",
-                "after last reply s",
-                "harness CPU ms/completion",
-                "incl. first scenarios",
-                "first scenario CPU s",
-                "tree CPU ms/completion",
-                "server CPU ms/completion",
-                "worker peak RSS MB",
-                "artifacts KB/scenario",
-            ],
-            [
-                [
-                    r["workers"],
-                    r["trials"],
-                    r["repeats"],
-                    f"{r['scenarios']} ({r['succeeded']})",
-                    r["completions"] if r["agree"] else f"{r['completions']} (suite disagrees)",
-                    r["wall_s"],
-                    r["ideal_s"],
-                    r["wall_over_ideal"],
-                    r["startup_s"],
-                    r["model_phase_over_ideal"],
-                    r["after_last_reply_s"],
-                    r["harness_cpu_ms_per_completion"],
-                    r["scenario_tests_cpu_ms_per_completion"],
-                    r["first_scenario_cpu_s_median"],
-                    r["tree_cpu_ms_per_completion"],
-                    r["server_cpu_ms_per_completion"],
-                    r["worker_maxrss_mb"],
-                    r["artifact_kb"],
-                ]
-                for r in rows
-            ],
-        )
+                r["workers"],
+                r["trials"],
+                r["repeats"],
+                f"{r['scenarios']} ({r['succeeded']})",
+                r["completions"] if r["agree"] else f"{r['completions']} (suite disagrees)",
+                r["wall_s"],
+                r["ideal_s"],
+                r["wall_over_ideal"],
+                r["startup_s"],
+                r["model_phase_over_ideal"],
+                r["after_last_reply_s"],
+                r["harness_cpu_ms_per_completion"],
+                r["scenario_tests_cpu_ms_per_completion"],
+                r["first_scenario_cpu_s_median"],
+                r["tree_cpu_ms_per_completion"],
+                r["server_cpu_ms_per_completion"],
+                r["worker_maxrss_mb"],
+                r["artifact_kb"],
+            ]
+            for r in rows
+        ],
     )
+
+
+def _checks(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """The targets table's rows: target, limit, measured, verdict."""
     n8 = [r for r in rows if r["workers"] == 8 and r["trials"] == 1]
     cpu = max(r["harness_cpu_ms_per_completion"] for r in rows)
     rss = max(r["worker_maxrss_mb"] for r in rows)
     checks = []
     if n8:
-        checks.append(
-            [
-                "wall / ideal at -n 8",
-                TARGETS["wall_over_ideal_n8"],
-                n8[0]["wall_over_ideal"],
-                verdict(n8[0]["wall_over_ideal"], TARGETS["wall_over_ideal_n8"]),
-            ]
-        )
-    checks.append(
-        [
-            "harness CPU per completion, ms (worst run)",
-            TARGETS["cpu_ms_per_completion"],
-            cpu,
-            verdict(cpu, TARGETS["cpu_ms_per_completion"]),
-        ]
-    )
-    checks.append(
-        [
-            "peak RSS per worker, MB (worst run)",
-            TARGETS["worker_maxrss_mb"],
-            rss,
-            verdict(rss, TARGETS["worker_maxrss_mb"]),
-        ]
-    )
-    print("\nTargets\n")
-    print(table(["target", "limit", "measured", "verdict"], checks))
+        limit = TARGETS["wall_over_ideal_n8"]
+        measured = n8[0]["wall_over_ideal"]
+        checks.append(["wall / ideal at -n 8", limit, measured, verdict(measured, limit)])
+    limit = TARGETS["cpu_ms_per_completion"]
+    checks.append(["harness CPU per completion, ms (worst run)", limit, cpu, verdict(cpu, limit)])
+    limit = TARGETS["worker_maxrss_mb"]
+    checks.append(["peak RSS per worker, MB (worst run)", limit, rss, verdict(rss, limit)])
+    return checks
 
 
 if __name__ == "__main__":

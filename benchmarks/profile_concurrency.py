@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _measure import ROOT, load_average, run_suite, table, write_json
+from _scripted_server import ServerProcess
 from bench_concurrency import RUNS, _pytest_args
-from bench_server import ServerProcess
 
 START_UP = "start-up: imports, plugins, collection (once per process)"
 FINISH = "end of the run: summaries, report (once per process)"
