@@ -105,11 +105,11 @@ def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
     naming ``path``.
     """
     path = Path(path)
+    temp = ""
     try:
+        # made inside the ``try``: an interrupt that lands just after the file exists still
+        # removes it (a run stopped by Ctrl-C leaves no ``.tmp-*`` behind)
         fd, temp = _temp_file(path)
-    except OSError as error:
-        raise ArtifactError(f"cannot write {path}: {error}") from error
-    try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -118,12 +118,14 @@ def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
             os.fchmod(handle.fileno(), _FILE_MODE)
         os.replace(temp, path)
     except OSError as error:
-        _discard(temp)
+        if temp:
+            _discard(temp)
         raise ArtifactError(f"cannot write {path}: {error}") from error
     except BaseException:
         # Interrupted (KeyboardInterrupt, a cancelled task) or the writer failed: clean up
         # and let it propagate.
-        _discard(temp)
+        if temp:
+            _discard(temp)
         raise
 
 
