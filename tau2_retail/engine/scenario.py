@@ -40,7 +40,7 @@ from tau2_retail.tools.dispatch import dispatch
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
-    from tau2_retail.engine.judge import JudgeResult
+    from tau2_retail.engine.judge_result import JudgeResult
 
 __all__ = [
     "SavedConversationError",

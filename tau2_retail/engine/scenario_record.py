@@ -16,7 +16,7 @@ from tau2_retail.errors import EndpointError
 from tau2_retail.models.messages import Message, RequestStats, Role, Usage
 
 if TYPE_CHECKING:
-    from tau2_retail.engine.judge import JudgeResult
+    from tau2_retail.engine.judge_result import JudgeResult
     from tau2_retail.engine.scenario import Scenario
 
 __all__ = ["build_metrics"]

@@ -27,7 +27,7 @@ from pathlib import Path
 from tau2_retail import codec
 from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import StopReason, TimedMessage, Transcript
-from tau2_retail.engine.judge import JudgeResult
+from tau2_retail.engine.judge_result import JudgeResult
 from tau2_retail.engine.metrics import ScenarioMetrics, Turn
 from tau2_retail.engine.profiles import UPSTREAM_PROFILE
 from tau2_retail.engine.scenario import scenario_id

@@ -20,7 +20,7 @@ from tau2_retail.engine.conversation import (
     StopReason,
     run_conversation,
 )
-from tau2_retail.engine.judge import JudgeResult, Verdict
+from tau2_retail.engine.judge_result import JudgeResult, Verdict
 from tau2_retail.engine.profiles import (
     Profile,
     ProfileName,
