@@ -17,7 +17,7 @@ from typing import Any
 
 from tau2_retail import codec
 from tau2_retail.data.tasks import load_user_guidelines, trial_seeds
-from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.conversation_setup import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.profiles import UPSTREAM_PROFILE
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
