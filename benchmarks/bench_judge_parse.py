@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from tau2_retail.engine.judge import MAX_REPLY_CHARS, normalize_judgement
+from tau2_retail.engine.judge_reply import MAX_REPLY_CHARS, normalize_judgement
 
 ASSERTIONS = ("a", "b", "c")
 VALID = '{"score": 1, "reason": "r", "nl_assertion_verdicts": [{"index": 1, "passed": true}]}'

@@ -20,7 +20,7 @@ from tau2_retail import codec
 from tau2_retail.cli.common import SubParsers, add_data_dir
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import Task, trial_seeds, unknown_task_ids
-from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.conversation_setup import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome

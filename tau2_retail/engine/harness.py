@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_tasks
-from tau2_retail.engine.conversation import Limits, MessageListener, ScenarioPrompts
+from tau2_retail.engine.conversation_setup import Limits, MessageListener, ScenarioPrompts
 from tau2_retail.engine.profiles import Profile, ProfileName, load_profile
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
 from tau2_retail.errors import ConfigError

@@ -14,14 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from tau2_retail.data.gold import Gold
 from tau2_retail.data.tasks import Task
-from tau2_retail.engine.conversation import (
-    Clock,
-    ConversationResult,
-    Limits,
-    MessageListener,
-    StopReason,
-    run_conversation,
-)
+from tau2_retail.engine.conversation import run_conversation
+from tau2_retail.engine.conversation_setup import Clock, Limits, MessageListener
+from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import Profile, ProfilePolicy
 from tau2_retail.engine.scenario_record import build_metrics
@@ -32,6 +27,7 @@ from tau2_retail.engine.scoring import (
     describe_db_difference,
 )
 from tau2_retail.engine.timeouts import TimeoutHit, timeouts_hit
+from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.errors import ArtifactError, EndpointError, SavedConversationError
 from tau2_retail.models.progress import tracking
 from tau2_retail.models.protocol import ChatModel
@@ -40,7 +36,7 @@ from tau2_retail.tools.dispatch import dispatch
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
-    from tau2_retail.engine.judge import JudgeResult
+    from tau2_retail.engine.judge_result import JudgeResult
 
 __all__ = [
     "SavedConversationError",

@@ -8,15 +8,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tau2_retail.data.gold import Gold
-from tau2_retail.engine.conversation import ConversationResult, Ending, StopReason
+from tau2_retail.engine.ending import Ending, StopReason
 from tau2_retail.engine.metrics import ROLES, LatencyStats, ScenarioMetrics, Turn
 from tau2_retail.engine.profiles import ProfilePolicy, ScenarioFacts, Score
 from tau2_retail.engine.scoring import action_match
+from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.errors import EndpointError
 from tau2_retail.models.messages import Message, RequestStats, Role, Usage
 
 if TYPE_CHECKING:
-    from tau2_retail.engine.judge import JudgeResult
+    from tau2_retail.engine.judge_result import JudgeResult
     from tau2_retail.engine.scenario import Scenario
 
 __all__ = ["build_metrics"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tau2_retail.engine.conversation import StopReason
+from tau2_retail.engine.ending import StopReason
 from tau2_retail.tools.dispatch import Action
 from tau2_retail.tools.record_shapes import Record, order_view
 from tau2_retail.tools.store import Store

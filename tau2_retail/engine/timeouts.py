@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tau2_retail.engine.conversation import ConversationResult, StopReason
+from tau2_retail.engine.ending import StopReason
+from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.errors import EndpointError
 
 __all__ = ["TimeoutHit", "timeouts_hit"]

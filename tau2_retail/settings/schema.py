@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, PlainValidator
 
 from tau2_retail.data.files import default_cache_dir
-from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.conversation_setup import Limits
 from tau2_retail.engine.harness import Roles
 from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.errors import ConfigError

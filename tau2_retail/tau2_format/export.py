@@ -32,8 +32,8 @@ from typing import IO, Any, Final
 from tau2_retail import codec
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import Task, load_tasks
-from tau2_retail.engine.conversation import Transcript
 from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.transcript import Transcript
 from tau2_retail.errors import ExportRefused
 from tau2_retail.models.prices import PriceTable
 from tau2_retail.results.artifacts import JUDGE_FILE, METRICS_FILE, TRANSCRIPT_FILE, read_metrics

@@ -26,12 +26,13 @@ from pathlib import Path
 
 from tau2_retail import codec
 from tau2_retail.data.tasks import Task
-from tau2_retail.engine.conversation import StopReason, TimedMessage, Transcript
-from tau2_retail.engine.judge import JudgeResult
+from tau2_retail.engine.ending import StopReason
+from tau2_retail.engine.judge_result import JudgeResult
 from tau2_retail.engine.metrics import ScenarioMetrics, Turn
 from tau2_retail.engine.profiles import UPSTREAM_PROFILE
 from tau2_retail.engine.scenario import scenario_id
 from tau2_retail.engine.scoring import action_match, success
+from tau2_retail.engine.transcript import TimedMessage, Transcript
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Role, Usage
 from tau2_retail.models.prices import RoleCosts

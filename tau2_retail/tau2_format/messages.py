@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from tau2_retail.engine.conversation import TimedMessage
+from tau2_retail.engine.transcript import TimedMessage
 from tau2_retail.models.messages import Message as OurMessage
 from tau2_retail.models.messages import Role, ToolCall, Usage
 from tau2_retail.tau2_format.schema import (

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tau2_retail.data.tasks import Task
-from tau2_retail.engine.judge import Verdict
+from tau2_retail.engine.judge_result import Verdict
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles.tau2_judge import NO_RESULT_REASON
 from tau2_retail.tau2_format.schema import DBCheck, NLAssertionCheck, RewardInfo

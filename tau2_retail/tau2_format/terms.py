@@ -5,7 +5,7 @@ upstream's ``agent_stop`` and our ``infra_error`` its ``infrastructure_error``; 
 whose judge failed after the conversation (an infra error of the judge role, ours) is
 ``infrastructure_error`` too, as upstream records a simulation whose evaluation raised.
 Upstream's ``user_error`` and ``unexpected_error`` have no counterpart in our engine: an
-imported run keeps them (:class:`~tau2_retail.engine.conversation.StopReason` has them for
+imported run keeps them (:class:`~tau2_retail.engine.ending.StopReason` has them for
 that), so the mapping is one-to-one and a round trip keeps every ending.
 
 Tool-call arguments that are not a JSON object. Upstream's LLM layer
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from tau2_retail.engine.conversation import StopReason
+from tau2_retail.engine.ending import StopReason
 
 __all__ = [
     "AGENT_STOP",

@@ -11,13 +11,13 @@ of all 114 tasks in 4 trials takes seconds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tau2_retail import codec
 from tau2_retail.data.tasks import load_user_guidelines, trial_seeds
-from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.conversation_setup import Limits
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.profiles import UPSTREAM_PROFILE
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
@@ -87,7 +87,6 @@ def write_tau2_run(
     """Run ``task_ids`` x ``trials`` into ``run_dir`` (a new folder named by the run id);
     ``judge`` False runs without a judge (NL assertions not judged)."""
     roles = _roles(endpoint, bundle)
-    table = PriceTable.parse(prices) if prices else None
     seeds = trial_seeds(BASE_SEED, trials)
     scenarios = [
         Scenario(task=bundle.tasks[task_id], trial=trial, trials=trials, seed=seeds[trial])
@@ -105,30 +104,53 @@ def write_tau2_run(
         "prices": dict(prices) if prices else None,
         "data_dir": str(bundle.data_dir),
     }
+    harness_roles = Roles(
+        agent=roles["agent"], user=roles["user"], judge=roles["judge"] if judge else None
+    )
+    table = PriceTable.parse(prices) if prices else None
 
-    async def run_all() -> list[ScenarioOutcome]:
-        limit = asyncio.Semaphore(concurrency)
-        harness_roles = Roles(
-            agent=roles["agent"], user=roles["user"], judge=roles["judge"] if judge else None
+    def new_harness() -> Harness:
+        return Harness(
+            bundle=bundle, roles=harness_roles, prices=table, limits=Limits(max_steps=max_steps)
         )
-        limits = Limits(max_steps=max_steps)
-        async with Harness(
-            bundle=bundle, roles=harness_roles, prices=table, limits=limits
-        ) as harness:
-
-            async def one(scenario: Scenario) -> ScenarioOutcome:
-                async with limit:
-                    outcome = await harness.run(scenario)
-                write_outcome(
-                    run_dir, outcome, prompts=harness.prompts(scenario.task), config=settings
-                )
-                return outcome
-
-            return list(await asyncio.gather(*(one(s) for s in scenarios)))
 
     run_dir.mkdir(parents=True)
-    outcomes = asyncio.run(run_all())
+    outcomes = asyncio.run(_run_all(new_harness, scenarios, run_dir, settings, concurrency))
     configuration = _configuration(run_dir.name, roles, settings, judge=judge)
+    _write_run_files(run_dir, scenarios, outcomes, configuration, trials=trials)
+    return outcomes
+
+
+async def _run_all(
+    new_harness: Callable[[], Harness],
+    scenarios: Sequence[Scenario],
+    run_dir: Path,
+    settings: Mapping[str, Any],
+    concurrency: int,
+) -> list[ScenarioOutcome]:
+    """Run ``scenarios`` in a harness made by ``new_harness`` (in the event loop),
+    ``concurrency`` at a time, writing each one's artifacts."""
+    limit = asyncio.Semaphore(concurrency)
+    async with new_harness() as harness:
+
+        async def one(scenario: Scenario) -> ScenarioOutcome:
+            async with limit:
+                outcome = await harness.run(scenario)
+            write_outcome(run_dir, outcome, prompts=harness.prompts(scenario.task), config=settings)
+            return outcome
+
+        return list(await asyncio.gather(*(one(s) for s in scenarios)))
+
+
+def _write_run_files(
+    run_dir: Path,
+    scenarios: Sequence[Scenario],
+    outcomes: Sequence[ScenarioOutcome],
+    configuration: RunConfiguration,
+    *,
+    trials: int,
+) -> None:
+    """The run's ``run_args.json`` and summary files."""
     versions = {"tau2-retail-pytest": "test"}
     args = RunArgs(
         argv=("test",),
@@ -146,4 +168,3 @@ def write_tau2_run(
         configuration=configuration,
         versions=versions,
     )
-    return outcomes

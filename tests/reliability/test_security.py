@@ -23,7 +23,7 @@ from tau2_retail import codec
 from tau2_retail.data.gold import GoldBook, replay_calls
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_policy, load_user_guidelines
-from tau2_retail.engine.conversation import Limits
+from tau2_retail.engine.conversation_setup import Limits
 from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import ProfileName, load_profile

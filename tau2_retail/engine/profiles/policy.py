@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import ClassVar, Final
 
 from tau2_retail.data.tasks import Task
-from tau2_retail.engine.conversation import StopReason
-from tau2_retail.engine.judge import JudgeResult
+from tau2_retail.engine.ending import StopReason
+from tau2_retail.engine.judge_result import JudgeResult
 from tau2_retail.engine.profile_names import (
     MIXED,
     PROFILE_NAMES,

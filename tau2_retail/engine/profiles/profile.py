@@ -24,8 +24,9 @@ from typing import Any, Final
 
 from tau2_retail.data.tasks import Task, load_policy, load_user_guidelines
 from tau2_retail.data.upstream import UpstreamTexts, load_upstream_texts
-from tau2_retail.engine.conversation import ConversationRules, ScenarioPrompts
-from tau2_retail.engine.judge import JudgeResult, judge_scenario
+from tau2_retail.engine.conversation_setup import ConversationRules, ScenarioPrompts
+from tau2_retail.engine.judge import judge_scenario
+from tau2_retail.engine.judge_result import JudgeResult
 from tau2_retail.engine.profiles.policy import (
     REWARD_BASES,
     ProfileName,

@@ -28,7 +28,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from tau2_retail.data.upstream.prompts import JudgeTemplate
-from tau2_retail.engine.judge import JudgeResult, Verdict, ask_judge, failed_judgement
+from tau2_retail.engine.judge import ask_judge, failed_judgement
+from tau2_retail.engine.judge_result import JudgeResult, Verdict
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.models.text import valid_unicode_json

@@ -17,7 +17,9 @@ from openai import OpenAI
 
 from tau2_retail import codec
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.engine.conversation import TOOLBOX_STOPPED, Limits, StopReason
+from tau2_retail.engine.conversation_setup import Limits
+from tau2_retail.engine.conversation_state import TOOLBOX_STOPPED
+from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
 from tau2_retail.errors import AgentInfraError

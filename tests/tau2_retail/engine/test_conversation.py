@@ -21,16 +21,11 @@ import pytest_asyncio
 
 from tau2_retail import codec
 from tau2_retail.data.seed import load_seed
-from tau2_retail.engine.conversation import (
-    ConversationResult,
-    Ending,
-    Limits,
-    ScenarioPrompts,
-    StopReason,
-    SystemClock,
-    run_conversation,
-)
+from tau2_retail.engine.conversation import run_conversation
+from tau2_retail.engine.conversation_setup import Limits, ScenarioPrompts, SystemClock
+from tau2_retail.engine.ending import Ending, StopReason
 from tau2_retail.engine.prompts import GREETING
+from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.errors import ContextWindowExceeded, EndpointError, UnparsedModelOutput
 from tau2_retail.models.messages import STOP_TOKENS, AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.openai_client import OpenAIChatModel

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tau2_retail.engine.conversation import Limits, StopReason
+from tau2_retail.engine.conversation_setup import Limits
+from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.harness import Harness, Roles, load_bundle
 from tau2_retail.engine.scenario import Scenario
 from tau2_retail.errors import ConfigError

@@ -14,15 +14,16 @@ from tau2_retail import codec
 from tau2_retail.engine.judge import (
     JUDGE_SYSTEM_PROMPT,
     MAX_RENDERED_CHARS,
+    build_judge_prompt,
+    judge_scenario,
+)
+from tau2_retail.engine.judge_reply import (
     MAX_REPLY_CHARS,
     MISSING_VERDICT_REASON,
     NO_REASON,
-    JudgeResult,
-    Verdict,
-    build_judge_prompt,
-    judge_scenario,
     normalize_judgement,
 )
+from tau2_retail.engine.judge_result import JudgeResult, Verdict
 from tau2_retail.errors import EndpointError
 from tau2_retail.models import OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage

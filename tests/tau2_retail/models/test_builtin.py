@@ -10,13 +10,11 @@ import pytest
 from tau2_retail.data.gold import GoldBook
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task
-from tau2_retail.engine.conversation import (
-    ConversationResult,
-    ScenarioPrompts,
-    StopReason,
-    run_conversation,
-)
+from tau2_retail.engine.conversation import run_conversation
+from tau2_retail.engine.conversation_setup import ScenarioPrompts
+from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.prompts import GREETING
+from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.builtin import (
     ANYTHING_ELSE,

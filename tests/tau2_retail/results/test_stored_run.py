@@ -19,9 +19,9 @@ import pytest
 
 from tau2_retail import codec
 from tau2_retail.cli.main import main
-from tau2_retail.engine.conversation import ConversationResult
-from tau2_retail.engine.judge import JudgeResult, Verdict
+from tau2_retail.engine.judge_result import JudgeResult, Verdict
 from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.results.artifacts import read_metrics
 from tau2_retail.results.atomic import dumps_json
 from tau2_retail.results.summary import read_run_args, read_summary, summarize

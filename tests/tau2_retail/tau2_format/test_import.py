@@ -136,7 +136,7 @@ def test_a_baseline_is_a_run_folder_or_an_upstream_file(
 
 
 def test_every_ending_maps_one_to_one() -> None:
-    from tau2_retail.engine.conversation import StopReason
+    from tau2_retail.engine.ending import StopReason
 
     upstream = {to_upstream(reason.value) for reason in StopReason}
     assert len(upstream) == len(StopReason)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 from tau2_retail.data.tasks import Task
-from tau2_retail.engine.conversation import StopReason
+from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.profiles import (
     MIXED,
     ProfileName,

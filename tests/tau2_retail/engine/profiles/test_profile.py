@@ -13,14 +13,10 @@ import pytest
 
 from tau2_retail.data.seed import load_seed
 from tau2_retail.data.tasks import Task, load_policy, load_tasks
-from tau2_retail.engine.conversation import (
-    ConversationResult,
-    Limits,
-    ScenarioPrompts,
-    StopReason,
-    run_conversation,
-)
-from tau2_retail.engine.judge import JudgeResult, Verdict
+from tau2_retail.engine.conversation import run_conversation
+from tau2_retail.engine.conversation_setup import Limits, ScenarioPrompts
+from tau2_retail.engine.ending import StopReason
+from tau2_retail.engine.judge_result import JudgeResult, Verdict
 from tau2_retail.engine.profiles import (
     Profile,
     ProfileName,
@@ -31,6 +27,7 @@ from tau2_retail.engine.profiles import (
 )
 from tau2_retail.engine.profiles.tau2_judge import NO_RESULT_REASON, judge_upstream
 from tau2_retail.engine.prompts import agent_system_prompt
+from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall

@@ -1,0 +1,72 @@
+"""How a conversation ended: its ``StopReason`` and the typed ``Ending`` (reason, detail, failed
+role)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tau2_retail.engine.metrics import ROLES
+
+__all__ = ["Ending", "StopReason"]
+
+
+class StopReason(StrEnum):
+    AGENT_EXIT = "agent_exit"
+    USER_STOP = "user_stop"
+    MAX_STEPS = "max_steps"
+    TOO_MANY_ERRORS = "too_many_errors"
+    TIMEOUT = "timeout"
+    AGENT_ERROR = "agent_error"
+    CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
+    INFRA_ERROR = "infra_error"
+    # upstream's endings without a counterpart here: only runs imported from an upstream
+    # results.json (``python -m tau2_retail import``) carry them; the engine never ends so
+    USER_ERROR = "user_error"
+    UNEXPECTED_ERROR = "unexpected_error"
+
+
+# endings that a role's model (or its endpoint) caused: their detail is recorded "role: ..."
+_ROLE_ENDINGS = frozenset(
+    {StopReason.INFRA_ERROR, StopReason.CONTEXT_WINDOW_EXCEEDED, StopReason.AGENT_ERROR}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ending:
+    """How a conversation ended: the reason, its detail as recorded, and the role whose model
+    or endpoint failed (None when no role failed: a limit, a stop, the agent's exit).
+
+    ``detail`` is the text the artifacts record (``transcript.json``'s ``detail``,
+    ``metrics.json``'s ``stop_detail``), e.g. ``"agent: HTTP 500: ..."``; ``failed_role`` is
+    the typed truth the harness decides by, set where the conversation ends.
+    """
+
+    reason: StopReason
+    detail: str = ""
+    failed_role: str | None = None
+
+    @classmethod
+    def failure(cls, reason: StopReason, role: str, message: str) -> Ending:
+        """The ending caused by ``role``, recorded as ``"role: message"``."""
+        return cls(reason=reason, detail=f"{role}: {message}", failed_role=role)
+
+    @classmethod
+    def from_record(cls, reason: str, detail: str) -> Ending:
+        """The ending of a saved transcript (which records ``stop_reason`` and ``detail`` only):
+        the failed role is the detail's ``role:`` prefix; an infra error without one was the
+        agent's (the only role whose failures were once recorded without it)."""
+        stop = StopReason(reason)
+        role = None
+        if stop in _ROLE_ENDINGS:
+            prefix = detail.partition(":")[0]
+            if prefix in ROLES:
+                role = prefix
+            elif stop is not StopReason.CONTEXT_WINDOW_EXCEEDED:
+                role = "agent"
+        return cls(reason=stop, detail=detail, failed_role=role)
+
+    def noting(self, note: str) -> Ending:
+        """This ending with ``note`` appended to its detail (``"; "``-separated)."""
+        return dataclasses.replace(self, detail="; ".join(filter(None, (self.detail, note))))
