@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.data.files import load_manifest
 from tau2_retail.data.tasks import load_policy, load_user_guidelines, trial_seeds
 from tau2_retail.engine.prompts import GREETING
@@ -21,6 +22,7 @@ from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import ModelPrice
 from tau2_retail.tau2_format import export
 from tau2_retail.tau2_format.export import export_run
+from tau2_retail.tau2_format.schema import UserInfo
 from tests.tau2_retail.conftest import MIXED_MAX_STEPS, MIXED_TASKS, MIXED_TRIALS
 
 UPSTREAM_ENDINGS = {
@@ -77,7 +79,10 @@ def test_the_document_has_upstreams_top_level_and_info(
     assert (user["implementation"], user["llm"], user["llm_args"]) == (
         "user_simulator", "scripted-user", {"temperature": 0.0}
     )  # fmt: skip
-    assert user["global_simulation_guidelines"] == load_user_guidelines(data_dir)
+    # read through our own model of upstream's UserInfo: the guidelines it embeds are the
+    # pinned data's, loaded at run time
+    guidelines = codec.decode_value(UserInfo, user, "user_info").global_simulation_guidelines
+    assert guidelines == load_user_guidelines(data_dir)
     assert info["environment_info"]["domain_name"] == "retail"
     assert info["environment_info"]["policy"] == load_policy(data_dir)
     assert info.get("audio_native_config") is None
