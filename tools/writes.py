@@ -8,6 +8,7 @@ fail (gift-card credits during a cancel, the refund leg of a payment change), so
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from tau2_retail.tools.lookups import (
@@ -91,44 +92,63 @@ def cancel_pending_order(store: Store, *, order_id: str, reason: str) -> str:
     return _show(order)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Swap:
+    """How an exchange or a modification of an order's items checks, in upstream's words.
+
+    ``status``: the order status the tool needs; ``wrong_status``, ``missing_item`` (a format
+    string taking the item id) and ``count_mismatch``: the refusals of upstream's first three
+    checks, which the two tools word differently; ``same_id_check``: whether a new item id equal
+    to its old one is refused."""
+
+    status: str
+    wrong_status: str
+    missing_item: str
+    count_mismatch: str
+    same_id_check: bool
+
+
+_EXCHANGE = _Swap(
+    status="delivered",
+    wrong_status="Non-delivered order cannot be exchanged",
+    missing_item="Number of {} not found.",
+    count_mismatch="The number of items to be exchanged should match.",
+    same_id_check=False,
+)
+_MODIFY = _Swap(
+    status="pending",
+    wrong_status="Non-pending order cannot be modified",
+    missing_item="{} not found",
+    count_mismatch="The number of items to be exchanged should match",
+    same_id_check=True,
+)
+
+
 def _order_to_swap(
-    store: Store,
-    order_id: str,
-    item_ids: list[str],
-    new_item_ids: list[str],
-    *,
-    status: str,
-    refusals: tuple[str, str, str],
+    store: Store, order_id: str, item_ids: list[str], new_item_ids: list[str], swap: _Swap
 ) -> Record:
     """The order whose items an exchange or a modification swaps, after upstream's first three
     checks in its order: the status, each item present (as often as named), as many new items
-    as old. ``refusals``: each check's message, in that order (the item's is a format string
-    taking the item id); the two tools word them differently."""
-    wrong_status, missing_item, count_mismatch = refusals
+    as old."""
     order = find_order(store, order_id)
-    if order["status"] != status:
-        raise ToolError(wrong_status)
+    if order["status"] != swap.status:
+        raise ToolError(swap.wrong_status)
     missing = _first_excess(item_ids, [item["item_id"] for item in order["items"]])
     if missing is not None:
-        raise ToolError(missing_item.format(missing))
+        raise ToolError(swap.missing_item.format(missing))
     if len(item_ids) != len(new_item_ids):
-        raise ToolError(count_mismatch)
+        raise ToolError(swap.count_mismatch)
     return order
 
 
 def _price_difference(
-    store: Store,
-    order: Record,
-    item_ids: list[str],
-    new_item_ids: list[str],
-    *,
-    same_id_check: bool,
+    store: Store, order: Record, item_ids: list[str], new_item_ids: list[str], swap: _Swap
 ) -> tuple[Any, Record | None]:
     """Sum of new minus old prices in argument order (from integer 0), and the last variant."""
     difference: Any = 0
     variant: Record | None = None
     for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
-        if same_id_check and item_id == new_item_id:
+        if swap.same_id_check and item_id == new_item_id:
             raise ToolError("The new item id should be different from the old item id")
         item = first_order_item(order, item_id)
         variant = find_variant(store, item["product_id"], new_item_id)
@@ -146,19 +166,8 @@ def exchange_delivered_order_items(
     new_item_ids: list[str],
     payment_method_id: str,
 ) -> str:
-    order = _order_to_swap(
-        store,
-        order_id,
-        item_ids,
-        new_item_ids,
-        status="delivered",
-        refusals=(
-            "Non-delivered order cannot be exchanged",
-            "Number of {} not found.",
-            "The number of items to be exchanged should match.",
-        ),
-    )
-    difference, _ = _price_difference(store, order, item_ids, new_item_ids, same_id_check=False)
+    order = _order_to_swap(store, order_id, item_ids, new_item_ids, _EXCHANGE)
+    difference, _ = _price_difference(store, order, item_ids, new_item_ids, _EXCHANGE)
     difference = round(difference, 2)
     method = find_payment_method(store, order["user_id"], payment_method_id)
     if is_gift_card(method) and method["balance"] < difference:
@@ -243,21 +252,8 @@ def modify_pending_order_items(
     new_item_ids: list[str],
     payment_method_id: str,
 ) -> str:
-    order = _order_to_swap(
-        store,
-        order_id,
-        item_ids,
-        new_item_ids,
-        status="pending",
-        refusals=(
-            "Non-pending order cannot be modified",
-            "{} not found",
-            "The number of items to be exchanged should match",
-        ),
-    )
-    difference, last_variant = _price_difference(
-        store, order, item_ids, new_item_ids, same_id_check=True
-    )
+    order = _order_to_swap(store, order_id, item_ids, new_item_ids, _MODIFY)
+    difference, last_variant = _price_difference(store, order, item_ids, new_item_ids, _MODIFY)
     method = find_payment_method(store, order["user_id"], payment_method_id)
     if is_gift_card(method) and method["balance"] < difference:
         raise ToolError("Insufficient gift card balance to pay for the new item")
