@@ -38,8 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import openai
 from _measure import ROOT, load_average, table, write_json
 
-from tau2_retail.models.bounded import read_bounded
-from tau2_retail.models.sdk_transport import _HEADERS, LIBRARY, RawPost, http_client
+from tau2_retail.models.sdk_transport import _HEADERS, LIBRARY, RawPost, http_client, read_reply
 
 REPLY = json.dumps(
     {
@@ -86,11 +85,7 @@ def _post(client: openai.AsyncOpenAI) -> Callable[[], Awaitable[bytes]]:
             options={"headers": _HEADERS},
             stream=True,
         )
-        try:
-            body: bytes = await read_bounded(response, max_bytes=MAX_BYTES)
-            return body
-        finally:
-            await response.aclose()
+        return await read_reply(response, max_bytes=MAX_BYTES)
 
     return send
 

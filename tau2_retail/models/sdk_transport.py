@@ -50,6 +50,7 @@ __all__ = [
     "RawPost",
     "http_client",
     "http_options",
+    "read_reply",
 ]
 
 LIBRARY: Final[Any] = importlib.import_module(
@@ -132,12 +133,17 @@ class RawPost:
                 options={"headers": _HEADERS, "idempotency_key": key},
                 stream=True,
             )
-        try:
-            # read as it arrives, inflated here within the limit (never a body whole)
-            body: bytes = await read_bounded(response, max_bytes=max_bytes)
-            return body
-        finally:
-            await response.aclose()
+        return await read_reply(response, max_bytes=max_bytes)
+
+
+async def read_reply(response: Any, *, max_bytes: int) -> bytes:
+    """The body of a streamed reply, read as it arrives and inflated within ``max_bytes``
+    (never a body whole); the response is closed either way."""
+    try:
+        body: bytes = await read_bounded(response, max_bytes=max_bytes)
+        return body
+    finally:
+        await response.aclose()
 
 
 _MAX_URLS: Final = 64
