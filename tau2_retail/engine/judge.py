@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from tau2_retail.engine.judge_reply import UnreadableJudgement, normalize_judgement
-from tau2_retail.engine.judge_result import JudgeResult, Verdict
+from tau2_retail.engine.judge_result import JudgeInput, JudgeResult, Verdict
 from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
@@ -42,6 +42,7 @@ __all__ = [
     "build_judge_prompt",
     "failed_judgement",
     "judge_scenario",
+    "with_reply",
 ]
 
 JUDGE_ERROR_PREFIX: Final = "Judge error: "
@@ -153,72 +154,57 @@ def _truncated(text: str) -> str:
 # -- the request --------------------------------------------------------------------------------
 
 
-def failed_judgement(
-    *,
-    system_prompt: str,
-    user_content: str,
-    assertions: Sequence[str],
-    detail: str,
-    usage: Usage,
-    raw_reply: str | None,
-    attempts: int,
-    wait_seconds: float,
-    requests: int = 1,
-    unreadable_replies: tuple[str, ...] = (),
-    unreadable: bool = False,
-) -> JudgeResult:
-    """A judgement that could not be read: every assertion fails with ``Judge error: <detail>``.
+def failed_judgement(prompt: JudgeInput, assertions: Sequence[str], *, detail: str) -> JudgeResult:
+    """A judgement that could not be made: every assertion fails with ``Judge error: <detail>``.
 
-    ``unreadable`` marks it as the judge's failure (an infra error of the judge role)."""
+    It counts no request: the caller adds what its requests spent (:func:`with_reply`,
+    ``dataclasses.replace``)."""
     reason = JUDGE_ERROR_PREFIX + detail
     return JudgeResult(
         score=0.0,
         reason=reason,
-        system_prompt=system_prompt,
-        user_content=user_content,
+        system_prompt=prompt.system_prompt,
+        user_content=prompt.user_content,
         verdicts=tuple(
             Verdict(index=n, assertion=assertion, passed=False, reason=reason)
             for n, assertion in enumerate(assertions, start=1)
         ),
-        usage=usage,
         error=detail,
+    )
+
+
+def with_reply(
+    failed: JudgeResult, turn: AssistantTurn, *, raw_reply: str | None, unreadable: bool = False
+) -> JudgeResult:
+    """``failed`` with the one reply it could not read: kept as ``raw_reply`` and among the
+    unreadable replies, with what its request spent. ``unreadable`` marks the judgement as the
+    judge's failure (an infra error of the judge role)."""
+    return dataclasses.replace(
+        failed,
+        usage=turn.usage,
         raw_reply=raw_reply,
-        attempts=attempts,
-        wait_seconds=wait_seconds,
-        requests=requests,
-        unreadable_replies=unreadable_replies,
+        attempts=turn.attempts,
+        wait_seconds=turn.wait_seconds,
+        unreadable_replies=(turn.content or "",),
         unreadable=unreadable,
     )
 
 
 async def ask_judge(
-    model: ChatModel,
-    *,
-    system_prompt: str,
-    user_content: str,
-    assertions: Sequence[str],
-    seed: int | None,
+    model: ChatModel, prompt: JudgeInput, *, assertions: Sequence[str], seed: int | None
 ) -> AssistantTurn | JudgeResult:
     """One judge request (system + user message, no tools): the reply, or, when the endpoint
     says the prompt is too long for it, a failed judgement (it cannot be judged there, now or on
     resume). An endpoint that cannot answer raises its ``EndpointError`` (an outage)."""
     request = (
-        Message(role=Role.SYSTEM, content=system_prompt),
-        Message(role=Role.USER, content=user_content),
+        Message(role=Role.SYSTEM, content=prompt.system_prompt),
+        Message(role=Role.USER, content=prompt.user_content),
     )
     try:
         return await model.complete(request, tools=None, seed=seed)
     except ContextWindowExceeded as error:
-        return failed_judgement(
-            system_prompt=system_prompt,
-            user_content=user_content,
-            assertions=assertions,
-            detail=str(error),
-            usage=Usage(),
-            raw_reply=None,
-            attempts=error.attempts,
-            wait_seconds=error.wait_seconds,
-        )
+        failed = failed_judgement(prompt, assertions, detail=str(error))
+        return dataclasses.replace(failed, attempts=error.attempts, wait_seconds=error.wait_seconds)
 
 
 async def judge_scenario(
@@ -248,16 +234,11 @@ async def judge_scenario(
         reference_actions=reference_actions,
         recorded_actions=recorded_actions,
     )
+    prompt = JudgeInput(system_prompt=system_prompt, user_content=user_content)
     unreadable: list[AssistantTurn] = []  # the turns whose reply could not be read
     detail = ""
     for _ in range(1 + UNREADABLE_RETRIES):
-        turn = await ask_judge(
-            model,
-            system_prompt=system_prompt,
-            user_content=user_content,
-            assertions=assertions,
-            seed=seed,
-        )
+        turn = await ask_judge(model, prompt, assertions=assertions, seed=seed)
         if isinstance(turn, JudgeResult):
             return _after(unreadable, turn)
         text = turn.content or ""
@@ -279,41 +260,32 @@ async def judge_scenario(
             wait_seconds=turn.wait_seconds,
         )
         return _after(unreadable, verdict)
-    prompt = (system_prompt, user_content)
-    return _unreadable(unreadable, prompt=prompt, assertions=assertions, detail=detail)
+    return _unreadable(unreadable, prompt, assertions=assertions, detail=detail)
 
 
 def _unreadable(
     unreadable: Sequence[AssistantTurn],
+    prompt: JudgeInput,
     *,
-    prompt: tuple[str, str],
     assertions: Sequence[str],
     detail: str,
 ) -> JudgeResult:
     """The judge's failure to answer readably, also when asked again."""
-    system_prompt, user_content = prompt
-    return failed_judgement(
-        system_prompt=system_prompt,
-        user_content=user_content,
-        assertions=assertions,
-        detail=f"unreadable reply, also when asked again: {detail}",
-        usage=sum((t.usage for t in unreadable), Usage()),
-        raw_reply=unreadable[-1].content or "",
-        attempts=sum(t.attempts for t in unreadable),
-        wait_seconds=sum(t.wait_seconds for t in unreadable),
-        requests=len(unreadable),
-        unreadable_replies=tuple(t.content or "" for t in unreadable),
-        unreadable=True,
+    *earlier, last = unreadable
+    failed = failed_judgement(
+        prompt, assertions, detail=f"unreadable reply, also when asked again: {detail}"
     )
+    return _after(earlier, with_reply(failed, last, raw_reply=last.content or "", unreadable=True))
 
 
 def _after(unreadable: Sequence[AssistantTurn], result: JudgeResult) -> JudgeResult:
-    """``result`` with what the unreadable replies before it spent (tokens, attempts, waits)."""
+    """``result`` with what the unreadable replies before it spent (tokens, attempts, waits)
+    and those replies, before its own."""
     return dataclasses.replace(
         result,
         usage=sum((t.usage for t in unreadable), Usage()) + result.usage,
         attempts=sum(t.attempts for t in unreadable) + result.attempts,
         wait_seconds=sum(t.wait_seconds for t in unreadable) + result.wait_seconds,
         requests=len(unreadable) + 1,
-        unreadable_replies=tuple(t.content or "" for t in unreadable),
+        unreadable_replies=tuple(t.content or "" for t in unreadable) + result.unreadable_replies,
     )

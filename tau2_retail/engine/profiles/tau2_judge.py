@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from tau2_retail.data.upstream.prompts import JudgeTemplate
-from tau2_retail.engine.judge import ask_judge, failed_judgement
-from tau2_retail.engine.judge_result import JudgeResult, Verdict
+from tau2_retail.engine.judge import ask_judge, failed_judgement, with_reply
+from tau2_retail.engine.judge_result import JudgeInput, JudgeResult, Verdict
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.models.text import valid_unicode_json
@@ -121,30 +121,16 @@ async def judge_upstream(
     """
     system_prompt = template.system_prompt
     user_content = template.user_content(upstream_trajectory(messages), list(assertions))
-    turn = await ask_judge(
-        model,
-        system_prompt=system_prompt,
-        user_content=user_content,
-        assertions=assertions,
-        seed=None,
-    )
+    prompt = JudgeInput(system_prompt=system_prompt, user_content=user_content)
+    turn = await ask_judge(model, prompt, assertions=assertions, seed=None)
     if isinstance(turn, JudgeResult):
         return turn
     try:
         verdicts = read_upstream_reply(turn.content or "", template, assertions)
     except _UpstreamWouldRaise as error:
-        return failed_judgement(
-            system_prompt=system_prompt,
-            user_content=user_content,
-            assertions=assertions,
-            detail=str(error),
-            usage=turn.usage,
-            raw_reply=turn.content,
-            attempts=turn.attempts,
-            wait_seconds=turn.wait_seconds,
-            # counted for the run summary's note on the judge's format; scored as upstream does
-            unreadable_replies=(turn.content or "",),
-        )
+        # counted for the run summary's note on the judge's format; scored as upstream does
+        failed = failed_judgement(prompt, assertions, detail=str(error))
+        return with_reply(failed, turn, raw_reply=turn.content)
     all_met = all(verdict.passed for verdict in verdicts)
     return JudgeResult(
         score=1.0 if all_met else 0.0,
