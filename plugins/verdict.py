@@ -66,11 +66,8 @@ def run_verdict(
             return RunVerdict(exit_status=pytest.ExitCode.TESTS_FAILED, problems=tuple(problems))
     gate = evaluate_gate(
         summary,
-        min_pass_rate=settings.min_pass_rate,
-        max_infra_errors=settings.max_infra_errors,
+        settings,
         baseline=baseline,
-        max_regression=settings.max_regression or 0.0,
-        regression_alpha=settings.regression_alpha,
         session_problem=session_problem,
         problems=[errored_problem] if errored_problem else [],
     )

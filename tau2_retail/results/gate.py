@@ -26,12 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tau2_retail.engine.profiles import policy_for
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.stats import PairedComparison, paired_comparison
 
 __all__ = [
+    "GateOptions",
     "GateVerdict",
     "baseline_problem",
     "empty_selection_verdict",
@@ -119,23 +121,39 @@ def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2%}"
 
 
+class GateOptions(Protocol):
+    """The gate's options (``--tau2-min-pass-rate`` and the like), as a run's settings and a
+    merged run's recorded settings both hold them."""
+
+    @property
+    def min_pass_rate(self) -> float | None: ...
+
+    @property
+    def max_infra_errors(self) -> int: ...
+
+    @property
+    def max_regression(self) -> float | None: ...
+
+    @property
+    def regression_alpha(self) -> float | None: ...
+
+
 def evaluate_gate(
     summary: RunSummary,
+    options: GateOptions,
     *,
-    min_pass_rate: float | None,
-    max_infra_errors: int,
     baseline: RunSummary | None = None,
-    max_regression: float = 0.0,
-    regression_alpha: float | None = None,
     session_problem: str | None = None,
     problems: Sequence[str] = (),
 ) -> GateVerdict | None:
     """The verdict, or None when no gate was asked for (no threshold and no baseline).
 
-    ``regression_alpha`` (0 < A < 1, or None): see the module docstring. ``session_problem``
-    (e.g. "interrupted") means the run did not finish: the gate is not applied and the verdict
-    is a failure that says so. ``problems``: see the module docstring.
+    ``options.regression_alpha`` (0 < A < 1, or None): see the module docstring; an unset
+    ``max_regression`` is 0. ``session_problem`` (e.g. "interrupted") means the run did not
+    finish: the gate is not applied and the verdict is a failure that says so. ``problems``:
+    see the module docstring.
     """
+    min_pass_rate, alpha = options.min_pass_rate, options.regression_alpha
     if min_pass_rate is None and baseline is None:
         return None
     rate = summary.success_rate.rate
@@ -145,16 +163,16 @@ def evaluate_gate(
     parts: list[str] = [f"profile {summary.profile}"]
     if summary.configuration is not None and summary.configuration.agent.code:
         parts.insert(0, f"agent {summary.configuration.agent.model}")
-    ok, shown = _threshold(summary, min_pass_rate, regression_alpha)
+    ok, shown = _threshold(summary, min_pass_rate, alpha)
     parts.append(shown)
     comparison = None
     if baseline is not None:
-        comparison = _against_baseline(summary, baseline, max_regression, regression_alpha)
+        comparison = _against_baseline(summary, baseline, options.max_regression or 0.0, alpha)
         ok = ok and comparison.ok
         parts.extend(comparison.parts)
     infra = summary.counts.infra_errors + summary.counts.lost
-    ok = ok and infra <= max_infra_errors
-    parts.append(f"infra errors {infra} (max {max_infra_errors})")
+    ok = ok and infra <= options.max_infra_errors
+    parts.append(f"infra errors {infra} (max {options.max_infra_errors})")
     if summary.counts.not_run:
         ok = False  # a run the budget stopped is not complete, whatever its rate
         parts.append(f"{summary.counts.not_run} not run (budget)")

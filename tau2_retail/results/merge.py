@@ -294,15 +294,7 @@ def merged_gate(
     for a run: every scored scenario succeeded and none was an infra error or lost.
     ``problems`` (missing shards) fail it either way, each named.
     """
-    verdict = evaluate_gate(
-        summary,
-        min_pass_rate=gate.min_pass_rate,
-        max_infra_errors=gate.max_infra_errors,
-        baseline=baseline,
-        max_regression=gate.max_regression or 0.0,
-        regression_alpha=gate.regression_alpha,
-        problems=problems,
-    )
+    verdict = evaluate_gate(summary, gate, baseline=baseline, problems=problems)
     if verdict is not None:
         return verdict
     counts = summary.counts

@@ -15,6 +15,7 @@ from tau2_retail.results.gate import (
     flipped_to_fail,
     pair_runs,
 )
+from tau2_retail.results.merge import GateSettings
 from tau2_retail.results.records import (
     Counts,
     JudgeReplies,
@@ -26,10 +27,13 @@ from tau2_retail.results.records import (
     SignalRate,
 )
 
+GATE_OPTIONS = ("min_pass_rate", "max_infra_errors", "max_regression", "regression_alpha")
+
 
 def gate(current: RunSummary, **options: Any) -> GateVerdict:
     """The verdict of ``evaluate_gate`` (no threshold and no infra error allowed by default)."""
-    verdict = evaluate_gate(current, **{"min_pass_rate": None, "max_infra_errors": 0, **options})
+    chosen = {name: options.pop(name) for name in GATE_OPTIONS if name in options}
+    verdict = evaluate_gate(current, GateSettings(**chosen), **options)
     assert verdict is not None
     return verdict
 
@@ -81,7 +85,7 @@ def summary(statuses: Sequence[str], *, lost: int = 0, profile: str = "default")
 
 
 def test_no_gate_without_a_threshold_or_a_baseline() -> None:
-    assert evaluate_gate(summary(["PASS"]), min_pass_rate=None, max_infra_errors=0) is None
+    assert evaluate_gate(summary(["PASS"]), GateSettings()) is None
 
 
 def test_threshold_pass_and_fail() -> None:
