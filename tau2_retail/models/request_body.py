@@ -24,6 +24,7 @@ turn, so those of finished conversations go).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -70,9 +71,20 @@ def request_head(config: EndpointConfig, seed: int | None) -> dict[str, Any]:
     return head
 
 
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
-    """JSON as the ``openai`` client encodes a request body (before UTF-8)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """JSON as the ``openai`` client encodes a request body (before UTF-8): what
+    ``json.dumps`` with these options gives, through one encoder (``json.dumps`` makes a new
+    one per call for any option but the defaults)."""
+    return _ENCODER.encode(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _member_name(key: str) -> bytes:
+    """A body member's name and colon, encoded once per name."""
+    return dumps(key).encode() + b":"
 
 
 class BodyEncoder:
@@ -109,7 +121,7 @@ class BodyEncoder:
         out: list[bytes] = []
         for key, value in merged.items():
             out.append(b"," if out else b"{")
-            out.append(dumps(key).encode() + b":")
+            out.append(_member_name(key))
             if value is _MESSAGES:
                 self._append_messages(out, messages)
             elif value is _TOOLS:
