@@ -84,6 +84,7 @@ class ScenarioScheduler(Generic[T]):
         self._items: dict[str, pytest.Item] = {}
         self._consumed: set[str] = set()
         self._started: set[str] = set()
+        self._running = 0  # tasks not done: counted, not summed over every task per look
         self._current: pytest.Item | None = None
         self._closed = False
         self._interrupted: str | None = None
@@ -96,7 +97,7 @@ class ScenarioScheduler(Generic[T]):
 
     @property
     def in_flight(self) -> int:
-        return sum(not task.done() for task in self._tasks.values())
+        return self._running
 
     @property
     def interrupted(self) -> bool:
@@ -139,22 +140,22 @@ class ScenarioScheduler(Generic[T]):
             task = asyncio.get_running_loop().create_task(
                 self._start(item), name=f"tau2 {item.nodeid}"
             )
+            self._running += 1
             task.add_done_callback(self._on_done)
             self._tasks[item.nodeid] = task
             self._items[item.nodeid] = item
             self._started.add(item.nodeid)
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            self.peak_in_flight = max(self.peak_in_flight, self._running)
         return task
 
     def _fill(self) -> None:
         # A limit of 1 starts nothing ahead: each scenario runs in its own test's set-up.
         if self.limit == 1 or self._closed or self._current is None or self._stopping():
             return
-        if not self._admit():
-            return
-        upcoming = list(self._upcoming(self._current))
-        free = self.limit - self.in_flight
-        for item in upcoming:
+        free = self.limit - self._running
+        if free <= 0 or not self._admit():
+            return  # full (most looks with hundreds in flight): no walk over the items
+        for item in self._upcoming(self._current):
             if free <= 0:
                 break
             if item.nodeid in self._started or not self._wanted(item):
@@ -165,6 +166,7 @@ class ScenarioScheduler(Generic[T]):
     def _on_done(self, task: asyncio.Task[T]) -> None:
         # A finished conversation frees a slot: start the next one without waiting for pytest
         # to reach the test of the one that finished.
+        self._running -= 1
         self._fill()
 
     def interrupt(self, reason: str) -> None:

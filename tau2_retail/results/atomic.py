@@ -18,10 +18,10 @@ possible). The run-level files (summaries, ``run_args.json``) keep the default, 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +40,7 @@ __all__ = [
 
 TEMP_PREFIX = ".tmp-"
 
-# Artifacts are read by other users and CI uploaders; mkstemp's 0600 would hide them.
+# Artifacts are read by other users and CI uploaders; a temporary file's 0600 would hide them.
 _FILE_MODE = 0o644
 
 
@@ -80,19 +80,28 @@ def _discard(temp: str) -> None:
         os.unlink(temp)
 
 
-def _temp_file(path: Path) -> tuple[int, str]:
-    """A new temporary file beside ``path``; its folder is created when missing (only then:
-    a scenario writes ten files into one folder, and each check cost a system call)."""
-    prefix = f"{TEMP_PREFIX}{path.name}."
-    try:
-        return tempfile.mkstemp(dir=path.parent, prefix=prefix)
-    except FileNotFoundError:
-        pass
+_SEQUENCE = itertools.count()
+_NAME_TRIES = 4
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def _temp_name(path: Path) -> str:
+    """A temporary name beside ``path`` that no live process uses: this process's id and a
+    counter. Known before the file exists, so that a failure or an interrupt at any point
+    after it removes the file by name."""
+    return os.path.join(path.parent, f"{TEMP_PREFIX}{path.name}.{os.getpid()}-{next(_SEQUENCE)}")
+
+
+def _open_new(name: str) -> int:
+    """Create ``name`` for writing (mode 0600, it must not exist): a descriptor."""
+    return os.open(name, _NEW_FILE, 0o600)
+
+
+def _make_folder(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ArtifactError(f"cannot create the folder of {path}: {error}") from error
-    return tempfile.mkstemp(dir=path.parent, prefix=prefix)
 
 
 @contextlib.contextmanager
@@ -105,11 +114,20 @@ def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
     naming ``path``.
     """
     path = Path(path)
-    temp = ""
+    temp = _temp_name(path)
     try:
-        # made inside the ``try``: an interrupt that lands just after the file exists still
-        # removes it (a run stopped by Ctrl-C leaves no ``.tmp-*`` behind)
-        fd, temp = _temp_file(path)
+        # the name is known before the file exists: an interrupt that lands at any point after
+        # it was made still removes it (a run stopped by Ctrl-C leaves no ``.tmp-*`` behind)
+        for _ in range(_NAME_TRIES):
+            try:
+                fd = _open_new(temp)
+                break
+            except FileExistsError:  # a dead process's leftover under this id: the next number
+                temp = _temp_name(path)
+            except FileNotFoundError:  # the folder is made only then: a scenario writes ten files
+                _make_folder(path)
+        else:
+            fd = _open_new(temp)
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -118,14 +136,12 @@ def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
             os.fchmod(handle.fileno(), _FILE_MODE)
         os.replace(temp, path)
     except OSError as error:
-        if temp:
-            _discard(temp)
+        _discard(temp)
         raise ArtifactError(f"cannot write {path}: {error}") from error
     except BaseException:
         # Interrupted (KeyboardInterrupt, a cancelled task) or the writer failed: clean up
         # and let it propagate.
-        if temp:
-            _discard(temp)
+        _discard(temp)
         raise
 
 

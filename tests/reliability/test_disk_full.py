@@ -16,31 +16,27 @@ from tests.reliability.conftest import Bench
 _FULL_DISK = """
 
 import errno as _errno
-import tempfile as _tempfile
+import os as _os
 
 import tau2_retail.results.atomic as _atomic
 
-_real_mkstemp = _tempfile.mkstemp
+_real_open_new = _atomic._open_new
 
 
 _described = []
 
 
-def _mkstemp(*args, **kwargs):
-    if "runs" in str(kwargs.get("dir", "")):
+def _open_new(name):
+    if "runs" in name:
         # FULL_FROM_START: no write at all; else the disk fills once the run is described
-        first = str(kwargs.get("prefix", "")).startswith(".tmp-run_args.json") and not _described
+        first = _os.path.basename(name).startswith(".tmp-run_args.json") and not _described
         if FULL_FROM_START or not first:
             raise OSError(_errno.ENOSPC, "No space left on device")
         _described.append(True)
-    return _real_mkstemp(*args, **kwargs)
+    return _real_open_new(name)
 
 
-class _FullDisk:
-    mkstemp = staticmethod(_mkstemp)
-
-
-_atomic.tempfile = _FullDisk
+_atomic._open_new = _open_new
 """
 
 

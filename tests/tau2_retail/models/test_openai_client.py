@@ -794,7 +794,9 @@ async def test_an_escaped_lone_surrogate_in_the_history_is_sent_as_u_fffd(
 async def test_attempts_in_flight_ramp_up_from_the_initial_window(openai_server, make_model):
     """40 conversations at once: 16 attempts go out first, each connection the server accepts
     and each reply lets one more in."""
-    openai_server.enqueue(*[Completion(content="ok", latency=0.2)] * 40)
+    # each reply takes long enough for the 40 to be sent before the first comes back, even on a
+    # loaded machine (at 0.2 s a reply could free a connection that a late attempt reused)
+    openai_server.enqueue(*[Completion(content="ok", latency=1.0)] * 40)
     async with make_model() as model:
         turns = await asyncio.gather(*(model.complete(USER_HELLO) for _ in range(40)))
         assert [turn.content for turn in turns] == ["ok"] * 40

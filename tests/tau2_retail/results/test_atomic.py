@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.errors import ArtifactError
+from tau2_retail.results import atomic
 from tau2_retail.results.atomic import TEMP_PREFIX, dumps_json, write_json_atomic, write_text_atomic
 
 
@@ -127,3 +129,36 @@ def test_artifacts_are_strict_json_and_a_non_finite_number_is_written_as_null(
     assert json.loads(text) == {"cost": {"agent": None}, "n": [1.5, None]}
     assert "NaN" not in text
     assert "Infinity" not in text
+
+
+def test_an_interrupt_just_after_the_file_is_made_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C landing right after the temporary file exists (before its maker returns): the
+    name was known before, so the file goes (a temporary file named inside its maker could
+    not be: a Ctrl-C test of the whole suite left one under load)."""
+    made = atomic._open_new
+
+    def made_then_interrupted(name: str) -> int:
+        os.close(made(name))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic, "_open_new", made_then_interrupted)
+    target = tmp_path / "run" / "metrics.json"
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomic(target, "{}")
+    assert _temp_files(target.parent) == []
+    assert not target.exists()
+
+
+def test_a_dead_process_leftover_under_this_id_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A temporary file of an earlier process that had this process id (killed mid-write):
+    the write takes the next name and succeeds; the leftover is not this write's to remove."""
+    monkeypatch.setattr(atomic, "_SEQUENCE", itertools.count(7))
+    leftover = tmp_path / f"{TEMP_PREFIX}note.txt.{os.getpid()}-7"
+    leftover.write_text("half")
+    write_text_atomic(tmp_path / "note.txt", "whole")
+    assert (tmp_path / "note.txt").read_text() == "whole"
+    assert _temp_files(tmp_path) == [leftover]

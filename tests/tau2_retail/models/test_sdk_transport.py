@@ -1,0 +1,142 @@
+"""The chat client's HTTP client builds the request the ``openai`` package's HTTP library
+builds: the one-pass path for the SDK's plain request, the library's path for anything else."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tau2_retail.models.sdk_transport import LIBRARY, http_client
+
+URL = "http://127.0.0.1:8000/v1/chat/completions"
+BODY = b'{"model":"m","messages":[]}'
+SDK_HEADERS = [
+    ("Accept", "application/json"),
+    ("Content-Type", "application/json"),
+    ("User-Agent", "AsyncOpenAI/Python 3.57.0"),
+    ("Authorization", "Bearer k"),
+    ("Idempotency-Key", "tau2-abc-1"),
+    ("x-stainless-retry-count", "0"),
+    ("Accept-Encoding", "gzip, deflate"),
+]
+TIMEOUT = LIBRARY.Timeout(None, connect=30.0)
+
+
+def _pair(**client: Any) -> tuple[Any, Any]:
+    """Our HTTP client and the library's own, alike."""
+    return http_client(timeout=TIMEOUT, **client), LIBRARY.AsyncClient(timeout=TIMEOUT, **client)
+
+
+def _seen(request: Any) -> tuple[Any, ...]:
+    """All of a request a transport reads."""
+    return (
+        request.method,
+        str(request.url),
+        request.headers.raw,
+        request.content,
+        type(request.stream),
+        request.extensions,
+    )
+
+
+def _same(ours: Any, library: Any, method: str = "POST", **kwargs: Any) -> None:
+    kwargs.setdefault("timeout", TIMEOUT)
+    assert _seen(ours.build_request(method, URL, **kwargs)) == _seen(
+        library.build_request(method, URL, **kwargs)
+    )
+
+
+def test_the_sdks_request_is_the_librarys() -> None:
+    ours, library = _pair()
+    _same(ours, library, headers=SDK_HEADERS, content=BODY, files=None, params=None)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("host", "example.test:81")],  # given Host: not added
+        [("CONTENT-LENGTH", "5")],  # given length: kept, not added
+        [("Transfer-Encoding", "chunked")],  # no length added
+        [("accept-encoding", "br"), ("ACCEPT", "text/plain")],  # defaults overridden, any case
+        [("X-Twice", "1"), ("x-twice", "2")],  # repeated names stay, in order
+        [(b"X-Bytes", b"yes")],
+    ],
+)
+def test_given_headers_merge_as_the_library_merges_them(headers: list[Any]) -> None:
+    ours, library = _pair(headers={"X-Default": "d", "Accept": "*/*"})
+    _same(ours, library, headers=SDK_HEADERS + headers, content=BODY)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"content": b""},  # an empty body: the library adds Content-Length: 0
+        {"content": "text"},  # str content
+        {"content": BODY, "params": {"q": "1"}},
+        {"content": BODY, "extensions": {"trace": None}},
+        {"json": {"a": 1}},
+        {"content": BODY, "timeout": LIBRARY.USE_CLIENT_DEFAULT},
+        {"content": BODY, "headers": (("X-Tuple", "1"),)},
+    ],
+    ids=["empty", "str", "params", "extensions", "json", "client-timeout", "tuple-headers"],
+)
+def test_other_requests_take_the_librarys_path(kwargs: dict[str, Any]) -> None:
+    ours, library = _pair()
+    kwargs.setdefault("headers", SDK_HEADERS)
+    _same(ours, library, **kwargs)
+
+
+def test_a_client_with_cookies_or_params_takes_the_librarys_path() -> None:
+    _same(*_pair(cookies={"session": "s"}), headers=SDK_HEADERS, content=BODY)
+    _same(*_pair(params={"api-version": "1"}), headers=SDK_HEADERS, content=BODY)
+
+
+def test_a_relative_url_is_merged_with_the_base_url() -> None:
+    ours, library = _pair(base_url="http://127.0.0.1:8000/v1/")
+    kwargs = {"headers": SDK_HEADERS, "content": BODY, "timeout": TIMEOUT}
+    assert _seen(ours.build_request("POST", "chat/completions", **kwargs)) == _seen(
+        library.build_request("POST", "chat/completions", **kwargs)
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "error"),
+    [(("X-Name", "caf\u00e9"), UnicodeEncodeError), (("X-Number", 5), TypeError)],
+)
+def test_a_header_the_library_refuses_is_refused_as_it_refuses_it(
+    header: tuple[str, Any], error: type[Exception]
+) -> None:
+    ours, library = _pair()
+    with pytest.raises(error) as library_error:
+        library.build_request("POST", URL, headers=[header], content=BODY, timeout=TIMEOUT)
+    with pytest.raises(error) as our_error:
+        ours.build_request("POST", URL, headers=[header], content=BODY, timeout=TIMEOUT)
+    assert str(our_error.value) == str(library_error.value)
+
+
+_NAMES = st.sampled_from(["Host", "Accept", "Content-Length", "Transfer-Encoding", "X-A", "x-a"])
+_CASED = _NAMES.flatmap(lambda name: st.sampled_from([name, name.lower(), name.upper()]))
+_VALUES = st.text(alphabet="abc019 ;=/", min_size=0, max_size=8)
+
+
+@functools.cache
+def _shared_pair() -> tuple[Any, Any]:
+    """One pair for every example (a client builds an SSL context: tens of milliseconds)."""
+    return _pair()
+
+
+@given(
+    defaults=st.dictionaries(_CASED, _VALUES, max_size=3),
+    headers=st.lists(st.tuples(_CASED, _VALUES), max_size=5),
+    body=st.binary(min_size=1, max_size=40),
+)
+def test_any_headers_and_body_give_the_librarys_request(
+    defaults: dict[str, str], headers: list[tuple[str, str]], body: bytes
+) -> None:
+    ours, library = _shared_pair()
+    ours.headers = library.headers = defaults
+    _same(ours, library, headers=headers, content=body)
