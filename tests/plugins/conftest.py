@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.testing.bench import Bench, hermetic_environ, make_bench
+from tau2_retail.testing.bench import Bench, Run, error_lines, hermetic_environ, make_bench
 from tau2_retail.testing.scripted_endpoint import (
     CHAT,
     END,
@@ -34,6 +34,7 @@ __all__ = [
     "Bench",
     "ScriptedEndpoint",
     "distributed",
+    "usage_errors",
 ]
 
 # pytester is enabled in the root conftest (pytest_plugins must live there)
@@ -55,6 +56,12 @@ def xdist() -> tuple[str, ...]:
 def distributed(xdist: tuple[str, ...]) -> bool:
     """Whether the run of that ``xdist`` fixture value uses workers."""
     return xdist[-1] != "0"
+
+
+def usage_errors(result: pytest.RunResult | Run) -> list[str]:
+    """The ``ERROR:`` lines of a run refused at start-up, after asserting its exit code (4)."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stderr.str()
+    return error_lines(result.stderr)
 
 
 @pytest.fixture

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.engine.profiles import ProfileName, load_profile
-from tau2_retail.testing.bench import error_lines
 
-from .conftest import Bench
+from .conftest import Bench, usage_errors
 
 # Tasks whose gold database is the seed: an agent that ends the call at once passes them.
 SEED = ("10", "12", "24", "25", "50", "57", "62", "65", "67", "68")
@@ -508,9 +507,7 @@ def fresh_at_first():
 def test_a_factory_returning_one_shared_agent_stops_the_run_at_start_up(bench: Bench) -> None:
     (bench.path / "my_agents.py").write_text(SHARED, encoding="utf-8")
     result = bench.run("--tau2-tasks=10,12", "--tau2-agent=my_agents:shared")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = error_lines(result.stderr)
-    assert errors == [
+    assert usage_errors(result) == [
         "ERROR: --tau2-agent: my_agents:shared: the factory returned the same Ender object "
         "twice: every scenario would share it; return a fresh agent from each call (e.g. name "
         "the agent's class)"
