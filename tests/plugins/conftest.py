@@ -34,6 +34,7 @@ __all__ = [
     "Bench",
     "ScriptedEndpoint",
     "distributed",
+    "run_expecting",
     "usage_errors",
 ]
 
@@ -56,6 +57,16 @@ def xdist() -> tuple[str, ...]:
 def distributed(xdist: tuple[str, ...]) -> bool:
     """Whether the run of that ``xdist`` fixture value uses workers."""
     return xdist[-1] != "0"
+
+
+def run_expecting(bench: Bench, run_id: str, outcomes: Mapping[str, str], *args: str) -> Run:
+    """Run the tasks of ``outcomes`` (task id -> ``passed``/``failed``/``error``) as run
+    ``run_id`` on two workers, with ``args``; assert each scenario's outcome."""
+    tasks = ",".join(outcomes)
+    run = bench.run(*XDIST, "-rA", f"--tau2-tasks={tasks}", f"--tau2-run-id={run_id}", *args)
+    expected = {f"tau2_retail__{task}": outcome for task, outcome in outcomes.items()}
+    assert run.outcomes() == expected, run.output
+    return run
 
 
 def usage_errors(result: pytest.RunResult | Run) -> list[str]:
