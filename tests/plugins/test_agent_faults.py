@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.engine.profiles import ProfileName, load_profile
-from tau2_retail.testing.bench import Run
+from tau2_retail.testing.bench import RUN_TIMEOUT_SECONDS, Run
 
 from .conftest import Bench, usage_errors
 
@@ -132,14 +132,21 @@ def _ended(bench: Bench, run_id: str, task: str) -> tuple[str, str]:
 
 
 def _run_at_once(
-    bench: Bench, module: str, agent: str, tasks: str, run_id: str, *args: str, **run: float
+    bench: Bench,
+    module: str,
+    agent: str,
+    tasks: str,
+    run_id: str,
+    *args: str,
+    timeout: float = RUN_TIMEOUT_SECONDS,
 ) -> Run:
     """Run ``tasks`` (comma-separated) all at once on one worker with the agent
     ``my_agents:AGENT``, the module written from ``module``."""
     (bench.path / "my_agents.py").write_text(module, encoding="utf-8")
     return bench.run(
         "-n", "0", "-rA", f"--tau2-tasks={tasks}", f"--tau2-agent=my_agents:{agent}",
-        f"--tau2-concurrency={len(tasks.split(','))}", f"--tau2-run-id={run_id}", *args, **run,
+        f"--tau2-concurrency={len(tasks.split(','))}", f"--tau2-run-id={run_id}", *args,
+        timeout=timeout,
     )  # fmt: skip
 
 
