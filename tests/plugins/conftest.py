@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.testing.bench import Bench, hermetic_environ, make_bench
+from tau2_retail.testing.bench import Bench, Run, error_lines, hermetic_environ, make_bench
 from tau2_retail.testing.scripted_endpoint import (
     CHAT,
     END,
@@ -34,6 +34,8 @@ __all__ = [
     "Bench",
     "ScriptedEndpoint",
     "distributed",
+    "run_expecting",
+    "usage_errors",
 ]
 
 # pytester is enabled in the root conftest (pytest_plugins must live there)
@@ -55,6 +57,22 @@ def xdist() -> tuple[str, ...]:
 def distributed(xdist: tuple[str, ...]) -> bool:
     """Whether the run of that ``xdist`` fixture value uses workers."""
     return xdist[-1] != "0"
+
+
+def run_expecting(bench: Bench, run_id: str, outcomes: Mapping[str, str], *args: str) -> Run:
+    """Run the tasks of ``outcomes`` (task id -> ``passed``/``failed``/``error``) as run
+    ``run_id`` on two workers, with ``args``; assert each scenario's outcome."""
+    tasks = ",".join(outcomes)
+    run = bench.run(*XDIST, "-rA", f"--tau2-tasks={tasks}", f"--tau2-run-id={run_id}", *args)
+    expected = {f"tau2_retail__{task}": outcome for task, outcome in outcomes.items()}
+    assert run.outcomes() == expected, run.output
+    return run
+
+
+def usage_errors(result: pytest.RunResult | Run) -> list[str]:
+    """The ``ERROR:`` lines of a run refused at start-up, after asserting its exit code (4)."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stderr.str()
+    return error_lines(result.stderr)
 
 
 @pytest.fixture

@@ -11,14 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from tau2_retail.engine.profiles import ProfileName, load_profile
-from tau2_retail.testing.bench import error_lines
+from tau2_retail.testing.bench import RUN_TIMEOUT_SECONDS, Run
 
-from .conftest import Bench
+from .conftest import Bench, usage_errors
 
 # Tasks whose gold database is the seed: an agent that ends the call at once passes them.
 SEED = ("10", "12", "24", "25", "50", "57", "62", "65", "67", "68")
@@ -75,13 +76,19 @@ async def async_raise(kind):
     raise kind
 
 
+def plan_of(messages, exit_code):
+    # this task's plan; the two that both agent kinds raise at once are raised here
+    plan = PLAN.get(task_of(messages), "end")
+    if plan == "exit":
+        raise SystemExit(exit_code)
+    if plan == "cancel":
+        raise asyncio.CancelledError()
+    return plan
+
+
 class Turn:
     def respond(self, messages, tools):
-        plan = PLAN.get(task_of(messages), "end")
-        if plan == "exit":
-            raise SystemExit(3)
-        if plan == "cancel":
-            raise asyncio.CancelledError()
+        plan = plan_of(messages, exit_code=3)
         if plan == "unreadable":
             return Unreadable()
         if plan in ("async-exit", "async-cancel", "async-generator-exit"):
@@ -95,11 +102,7 @@ class Turn:
 
 class Loop:
     async def converse(self, messages, toolbox):
-        plan = PLAN.get(task_of(messages), "end")
-        if plan == "exit":
-            raise SystemExit(5)
-        if plan == "cancel":
-            raise asyncio.CancelledError()
+        plan = plan_of(messages, exit_code=5)
         if plan == "generator-exit":
             raise GeneratorExit()
         toolbox.call("end_conversation", {})
@@ -126,6 +129,33 @@ def _junit_errors(junit: Path | None) -> list[str]:
 def _ended(bench: Bench, run_id: str, task: str) -> tuple[str, str]:
     metrics = bench.metrics(run_id, f"tau2_retail__{task}")
     return metrics["stop_reason"], metrics["stop_detail"]
+
+
+def _run_at_once(
+    bench: Bench,
+    module: str,
+    agent: str,
+    tasks: str,
+    run_id: str,
+    *args: str,
+    timeout: float = RUN_TIMEOUT_SECONDS,
+) -> Run:
+    """Run ``tasks`` (comma-separated) all at once on one worker with the agent
+    ``my_agents:AGENT``, the module written from ``module``."""
+    (bench.path / "my_agents.py").write_text(module, encoding="utf-8")
+    return bench.run(
+        "-n", "0", "-rA", f"--tau2-tasks={tasks}", f"--tau2-agent=my_agents:{agent}",
+        f"--tau2-concurrency={len(tasks.split(','))}", f"--tau2-run-id={run_id}", *args,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def _agent_errors(bench: Bench, run_id: str, tasks: Iterable[str], detail: str) -> None:
+    """Each of ``tasks`` ended by the agent's error, its detail holding ``detail``."""
+    for task in tasks:
+        reason, said = _ended(bench, run_id, task)
+        assert reason == "agent_error", task
+        assert detail in said, task
 
 
 # -- item: what no exception handler catches is the agent's failure, of its scenario only -------
@@ -298,12 +328,10 @@ class Blocking:
 
 @pytest.mark.tau2_subprocess
 def test_an_agent_blocking_its_event_loop_is_bounded_and_named(bench: Bench) -> None:
-    (bench.path / "my_agents.py").write_text(BLOCKING, encoding="utf-8")
     # a harness serialized behind the first blocker hangs: the run's time limit fails it
-    result = bench.run(
-        "-n", "0", "-rA", "--tau2-tasks=10,12,24", "--tau2-agent=my_agents:Blocking",
-        "--tau2-concurrency=3", "--tau2-max-duration=5", "--tau2-run-id=block", timeout=120,
-    )  # fmt: skip
+    result = _run_at_once(
+        bench, BLOCKING, "Blocking", "10,12,24", "block", "--tau2-max-duration=5", timeout=120
+    )
     assert result.outcomes() == {
         "tau2_retail__10": "failed",
         "tau2_retail__12": "passed",
@@ -441,11 +469,7 @@ class Cheat:
 @pytest.mark.tau2_subprocess
 @pytest.mark.parametrize("agent", ["WalkingTurn", "WalkingLoop"])
 def test_nothing_handed_to_the_agent_reaches_task_data(bench: Bench, agent: str) -> None:
-    (bench.path / "my_agents.py").write_text(WALKING, encoding="utf-8")
-    result = bench.run(
-        "-n", "0", "--tau2-tasks=0,5", f"--tau2-agent=my_agents:{agent}",
-        "--tau2-concurrency=2", "--tau2-run-id=walk",
-    )  # fmt: skip
+    result = _run_at_once(bench, WALKING, agent, "0,5", "walk")
     assert "Traceback" not in result.output
     reports = [json.loads(line) for line in (bench.path / "walked.jsonl").read_text().splitlines()]
     assert len(reports) == 2
@@ -460,18 +484,11 @@ def test_nothing_handed_to_the_agent_reaches_task_data(bench: Bench, agent: str)
 
 @pytest.mark.tau2_subprocess
 def test_an_agent_cannot_take_the_gold_actions_through_the_toolbox(bench: Bench) -> None:
-    (bench.path / "my_agents.py").write_text(WALKING, encoding="utf-8")
-    result = bench.run(
-        "-n", "0", "-rA", "--tau2-tasks=0,1,2", "--tau2-agent=my_agents:Cheat",
-        "--tau2-concurrency=3", "--tau2-run-id=cheat",
-    )  # fmt: skip
+    result = _run_at_once(bench, WALKING, "Cheat", "0,1,2", "cheat")
     assert result.outcomes() == dict.fromkeys(
         ("tau2_retail__0", "tau2_retail__1", "tau2_retail__2"), "failed"
     )
-    for task in ("0", "1", "2"):
-        reason, detail = _ended(bench, "cheat", task)
-        assert reason == "agent_error"
-        assert "converse() raised AttributeError" in detail
+    _agent_errors(bench, "cheat", ("0", "1", "2"), "converse() raised AttributeError")
 
 
 # -- item: one agent object for every scenario ---------------------------------------------------
@@ -508,9 +525,7 @@ def fresh_at_first():
 def test_a_factory_returning_one_shared_agent_stops_the_run_at_start_up(bench: Bench) -> None:
     (bench.path / "my_agents.py").write_text(SHARED, encoding="utf-8")
     result = bench.run("--tau2-tasks=10,12", "--tau2-agent=my_agents:shared")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = error_lines(result.stderr)
-    assert errors == [
+    assert usage_errors(result) == [
         "ERROR: --tau2-agent: my_agents:shared: the factory returned the same Ender object "
         "twice: every scenario would share it; return a fresh agent from each call (e.g. name "
         "the agent's class)"
@@ -519,18 +534,12 @@ def test_a_factory_returning_one_shared_agent_stops_the_run_at_start_up(bench: B
 
 @pytest.mark.tau2_subprocess
 def test_an_agent_object_given_to_a_second_scenario_is_refused(bench: Bench) -> None:
-    (bench.path / "my_agents.py").write_text(SHARED, encoding="utf-8")
-    result = bench.run(
-        "-n", "0", "-rA", "--tau2-tasks=10,12,24", "--tau2-agent=my_agents:fresh_at_first",
-        "--tau2-concurrency=3", "--tau2-run-id=shared",
-    )  # fmt: skip
+    result = _run_at_once(bench, SHARED, "fresh_at_first", "10,12,24", "shared")
     outcomes = result.outcomes()
     assert sorted(outcomes.values()) == ["failed", "failed", "passed"], result.output
     refused = [task for task in ("10", "12", "24") if outcomes[f"tau2_retail__{task}"] == "failed"]
-    for task in refused:
-        reason, detail = _ended(bench, "shared", task)
-        assert reason == "agent_error"
-        assert "gave an agent object that another scenario of this process already had" in detail
+    already = "gave an agent object that another scenario of this process already had"
+    _agent_errors(bench, "shared", refused, already)
 
 
 # -- item: the tool calls of one turn ------------------------------------------------------------

@@ -13,9 +13,8 @@ import pytest
 
 from tau2_retail.plugins.errored import ErroredScenarios
 from tau2_retail.plugins.tau2_plugin import check_pytest_version
-from tau2_retail.testing.bench import error_lines
 
-from .conftest import Bench
+from .conftest import Bench, usage_errors
 
 PYTEST_8 = """
 import pytest
@@ -34,9 +33,7 @@ def test_a_pytest_older_than_9_is_refused_at_start_up(
 
     result = bench.run_inprocess("--co", "--tau2-tasks=10")
 
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = error_lines(result.stderr)
-    assert errors == [
+    assert usage_errors(result) == [
         "ERROR: tau2-retail-pytest needs pytest 9.0 or later (the benchmark's NL assertions are "
         "pytest's built-in subtests); this is pytest 8.3.5: pip install 'pytest>=9.0'"
     ]

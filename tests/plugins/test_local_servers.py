@@ -25,7 +25,7 @@ from tau2_retail.testing.run_files import files_under
 from tau2_retail.testing.scripted_endpoint import END, Request, ScriptedEndpoint
 from tau2_retail.testing.unparsed_replies import GENERIC_500, UNPARSED_REPLIES
 
-from .conftest import Bench
+from .conftest import Bench, run_expecting
 
 PLACEHOLDER_ENV, PLACEHOLDER = "TAU2_LOCAL_SERVER_KEY", "anything"
 ECHO_ENV, ECHO = "TAU2_ECHOED_KEY", "sk-echoed-7c1d9e2a4b6f8a0c"
@@ -81,19 +81,13 @@ def test_a_placeholder_key_changes_nothing_and_an_echoed_key_is_masked_where_sho
     monkeypatch.setenv(PLACEHOLDER_ENV, PLACEHOLDER)
     monkeypatch.setenv(ECHO_ENV, ECHO)
 
-    run = bench.run(
-        "-n", "2", "-rA", "--tau2-tasks=0,4,10", "--tau2-run-id=keys",
+    # the agent's "Is there anything else" reached the customer as said: it stopped
+    run = run_expecting(
+        bench, "keys", {"0": "passed", "4": "failed", "10": "passed"},
         *scripted.args("agent", api_key_env=PLACEHOLDER_ENV, max_retries=0),
         *scripted.args("user", api_key_env=ECHO_ENV),
         *scripted.args("judge", api_key_env=ECHO_ENV),
     )  # fmt: skip
-
-    # the agent's "Is there anything else" reached the customer as said: it stopped
-    assert run.outcomes() == {
-        "tau2_retail__0": "passed",
-        "tau2_retail__4": "failed",
-        "tau2_retail__10": "passed",
-    }, run.output
     transcript = bench.read_json("keys", "tau2_retail__0/transcript.json")
     said = [m["content"] for m in transcript["messages"] if m["role"] == "assistant"]
     assert "Is there anything else I can help you with?" in " ".join(filter(None, said))
@@ -139,17 +133,10 @@ def test_output_the_server_cannot_parse_is_the_agents_failure_and_a_plain_500_is
     # the customer's model failing to parse is not the agent's failure
     scripted.faults["6"] = lambda r: llamacpp if r.role == "user" and r.attempt == 1 else None
 
-    run = bench.run(
-        "-n", "2", "-rA", "--tau2-tasks=0,1,5,6", "--tau2-run-id=parse",
+    run = run_expecting(
+        bench, "parse", {"0": "failed", "1": "failed", "5": "error", "6": "error"},
         *scripted.args("agent", max_retries=2), *scripted.args("user", max_retries=2),
     )  # fmt: skip
-
-    assert run.outcomes() == {
-        "tau2_retail__0": "failed",
-        "tau2_retail__1": "failed",
-        "tau2_retail__5": "error",
-        "tau2_retail__6": "error",
-    }, run.output
     for task, reply in (("0", llamacpp), ("1", vllm)):
         scenario = f"tau2_retail__{task}"
         metrics = bench.metrics("parse", scenario)
@@ -177,19 +164,12 @@ def test_a_request_cut_by_the_deadline_counts_and_each_limit_is_named_once(
     for task in ("5", "6"):  # the customer's second request times out
         scripted.faults[task] = lambda r: hang if r.role == "user" and r.attempt == 1 else None
 
-    run = bench.run(
-        "-n", "2", "-rA", "--tau2-tasks=0,1,5,6", "--tau2-run-id=slow",
+    run = run_expecting(
+        bench, "slow", {"0": "failed", "1": "failed", "5": "error", "6": "error"},
         "--tau2-max-duration=6",
         *scripted.args("agent", max_retries=0),
         *scripted.args("user", max_retries=0, timeout=1),
     )  # fmt: skip
-
-    assert run.outcomes() == {
-        "tau2_retail__0": "failed",
-        "tau2_retail__1": "failed",
-        "tau2_retail__5": "error",
-        "tau2_retail__6": "error",
-    }, run.output
     for task in ("0", "1"):
         metrics = bench.metrics("slow", f"tau2_retail__{task}")
         assert metrics["stop_reason"] == "timeout"

@@ -23,6 +23,12 @@ def error_text(result: pytest.RunResult) -> str:
     return result.stderr.str() + result.stdout.str()
 
 
+def refusal(result: pytest.RunResult) -> str:
+    """The output of a run refused at start-up, after asserting its exit code (4)."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, error_text(result)
+    return error_text(result)
+
+
 # -- start-up refusals ---------------------------------------------------------------------------
 
 
@@ -32,8 +38,7 @@ def test_an_endpoint_agent_with_the_default_customer_is_refused(bench: Bench) ->
 
     result = bench.run_inprocess("--co", "--tau2-agent-model=my-agent")
 
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    text = error_text(result)
+    text = refusal(result)
     assert "--tau2-agent-model: the agent 'my-agent' is an endpoint" in text
     assert "--tau2-user-model=builtin:customer to accept the scripted one" in text
     # asked for explicitly, it runs (the agent's endpoint said to take no key: OpenAI's
@@ -52,8 +57,7 @@ def test_an_existing_run_id_is_refused_unless_resuming(bench: Bench) -> None:
 
     result = bench.run_inprocess("--co", "--tau2-run-id=dup")
 
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "continue it with --tau2-resume dup, or choose a new run id" in error_text(result)
+    assert "continue it with --tau2-resume dup, or choose a new run id" in refusal(result)
 
 
 def _stored_run(
@@ -88,8 +92,7 @@ def test_resume_refuses_other_models_naming_the_keys_and_the_fix(bench: Bench) -
 
     result = bench.run_inprocess("--co", "--tau2-resume=old", "--tau2-tasks=0,5")
 
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    text = error_text(result)
+    text = refusal(result)
     assert "agent_model: stored 'builtin:noop', now 'builtin:oracle'" in text
     assert "tasks: stored ['0'], now ['0', '5']" in text
     assert "resume with the stored settings" in text
@@ -128,8 +131,7 @@ def test_resume_refuses_another_profile(bench: Bench) -> None:
 
     result = bench.run_inprocess("--co", "--tau2-resume=old", "--tau2-profile=default")
 
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "profile: stored 'tau2', now 'default'" in error_text(result)
+    assert "profile: stored 'tau2', now 'default'" in refusal(result)
 
 
 def test_resume_continues_in_the_stored_profile_on_every_worker(bench: Bench) -> None:
@@ -366,8 +368,6 @@ def test_resume_of_results_without_run_args_is_refused(bench: Bench) -> None:
 
     result = bench.run_inprocess("--co", "--tau2-resume=old", "--tau2-tasks=0")
 
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--tau2-resume old: " in error_text(result)
-    assert "has scenario results but no run_args.json, so its settings are unknown" in error_text(
-        result
-    )
+    text = refusal(result)
+    assert "--tau2-resume old: " in text
+    assert "has scenario results but no run_args.json, so its settings are unknown" in text

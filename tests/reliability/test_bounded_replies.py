@@ -9,6 +9,7 @@ import zlib
 from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.loopback_server import Completion, RawBody
 from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint, always
+from tests.plugins.conftest import run_expecting
 
 MiB = 1024 * 1024
 
@@ -27,16 +28,10 @@ def test_an_oversize_reply_and_a_gzip_bomb_are_infra_errors(
         RawBody(body=_bomb(1024 * MiB), headers={"Content-Encoding": "gzip"})
     )
 
-    run = bench.run(
-        "-n", "2", "--tau2-tasks=0,1,5", "--tau2-run-id=big", "--tau2-max-reply-bytes=4194304",
-        *endpoint.args("agent", max_retries=2),
+    run = run_expecting(
+        bench, "big", {"0": "passed", "1": "error", "5": "error"},
+        "--tau2-max-reply-bytes=4194304", *endpoint.args("agent", max_retries=2),
     )  # fmt: skip
-
-    assert run.outcomes() == {
-        "tau2_retail__0": "passed",
-        "tau2_retail__1": "error",
-        "tau2_retail__5": "error",
-    }, run.output
     assert "Traceback" not in run.output
     assert endpoint.agent_requests["1"] == 1  # not retried
     assert endpoint.agent_requests["5"] == 1

@@ -154,14 +154,9 @@ def run_benchmark(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str
     """``python -m pytest -k tau2_retail ARGS`` in the repository, as a user runs it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["TAU2_DATA_DIR"] = str(data_dir)
+    command = [sys.executable, "-m", "pytest", *_BENCHMARK_OPTIONS, *args]
     return subprocess.run(
-        [sys.executable, "-m", "pytest", *_BENCHMARK_OPTIONS, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
     )
 
 

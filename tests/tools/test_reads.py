@@ -47,13 +47,7 @@ PRODUCT_RUNNING_SHOES = (
 )
 
 ORDER_FIELDS = [
-    "order_id",
-    "user_id",
-    "address",
-    "items",
-    "status",
-    "fulfillments",
-    "payment_history",
+    *("order_id", "user_id", "address", "items", "status", "fulfillments", "payment_history"),
     *ORDER_OPTIONAL_FIELDS,
 ]
 ADDRESS_FIELDS = ["address1", "address2", "city", "country", "state", "zip"]

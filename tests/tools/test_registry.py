@@ -17,56 +17,37 @@ from tau2_retail.tools.registry import (
     ToolKind,
 )
 
-READS = {
-    "find_user_id_by_name_zip",
-    "find_user_id_by_email",
-    "get_order_details",
-    "get_product_details",
-    "get_item_details",
-    "get_user_details",
-    "list_all_product_types",
-}
-WRITES = {
-    "cancel_pending_order",
-    "exchange_delivered_order_items",
-    "modify_pending_order_address",
-    "modify_pending_order_items",
-    "modify_pending_order_payment",
-    "modify_user_address",
-    "return_delivered_order_items",
-}
-GENERIC = {"calculate", "transfer_to_human_agents"}
 S, A = ParamKind.STRING, ParamKind.STRING_ARRAY
+R, W, G = ToolKind.READ, ToolKind.WRITE, ToolKind.GENERIC
 ADDRESS = [("address1", S), ("address2", S), ("city", S), ("state", S), ("country", S), ("zip", S)]
-PARAMS = {
-    "calculate": [("expression", S)],
-    "cancel_pending_order": [("order_id", S), ("reason", S)],
-    "exchange_delivered_order_items": [
-        ("order_id", S),
-        ("item_ids", A),
-        ("new_item_ids", A),
-        ("payment_method_id", S),
-    ],
-    "find_user_id_by_name_zip": [("first_name", S), ("last_name", S), ("zip", S)],
-    "find_user_id_by_email": [("email", S)],
-    "get_order_details": [("order_id", S)],
-    "get_product_details": [("product_id", S)],
-    "get_item_details": [("item_id", S)],
-    "get_user_details": [("user_id", S)],
-    "list_all_product_types": [],
-    "modify_pending_order_address": [("order_id", S), *ADDRESS],
-    "modify_pending_order_items": [
-        ("order_id", S),
-        ("item_ids", A),
-        ("new_item_ids", A),
-        ("payment_method_id", S),
-    ],
-    "modify_pending_order_payment": [("order_id", S), ("payment_method_id", S)],
-    "modify_user_address": [("user_id", S), *ADDRESS],
-    "return_delivered_order_items": [("order_id", S), ("item_ids", A), ("payment_method_id", S)],
-    "transfer_to_human_agents": [("summary", S)],
-    "end_conversation": [],
+ITEM_SWAP = [("order_id", S), ("item_ids", A), ("new_item_ids", A), ("payment_method_id", S)]
+# each tool's kind and parameters, in signature order
+EXPECTED = {
+    "calculate": (G, [("expression", S)]),
+    "cancel_pending_order": (W, [("order_id", S), ("reason", S)]),
+    "exchange_delivered_order_items": (W, ITEM_SWAP),
+    "find_user_id_by_name_zip": (R, [("first_name", S), ("last_name", S), ("zip", S)]),
+    "find_user_id_by_email": (R, [("email", S)]),
+    "get_order_details": (R, [("order_id", S)]),
+    "get_product_details": (R, [("product_id", S)]),
+    "get_item_details": (R, [("item_id", S)]),
+    "get_user_details": (R, [("user_id", S)]),
+    "list_all_product_types": (R, []),
+    "modify_pending_order_address": (W, [("order_id", S), *ADDRESS]),
+    "modify_pending_order_items": (W, ITEM_SWAP),
+    "modify_pending_order_payment": (W, [("order_id", S), ("payment_method_id", S)]),
+    "modify_user_address": (W, [("user_id", S), *ADDRESS]),
+    "return_delivered_order_items": (
+        W,
+        [("order_id", S), ("item_ids", A), ("payment_method_id", S)],
+    ),
+    "transfer_to_human_agents": (G, [("summary", S)]),
+    "end_conversation": (ToolKind.CONTROL, []),
 }
+PARAMS = {name: params for name, (_, params) in EXPECTED.items()}
+READS, WRITES, GENERIC = (
+    {name for name, (k, _) in EXPECTED.items() if k is kind} for kind in (R, W, G)
+)
 
 
 def test_tool_names_are_upstreams_sixteen():

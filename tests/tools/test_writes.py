@@ -567,6 +567,9 @@ class TestModifyPendingOrderItems(_ItemSwapChecks):
     STATUS_ERROR = "Non-pending order cannot be modified"
     COUNT_ERROR = "{} not found"
     LENGTH_ERROR = "The number of items to be exchanged should match"
+    # the two items of #W8255453, each with the variant it is swapped for (test_last_pair_*)
+    LAPTOP = ("3334537816", "2913673670", 2701.89)
+    SHIRT = ("9612497925", "2060066974", 51.05)
 
     def test_unrounded_payment_and_gift_card_debit(self, call, store, seed):
         _precondition(seed, "#W1080318", "pending", "credit_card_3577130")
@@ -594,25 +597,34 @@ class TestModifyPendingOrderItems(_ItemSwapChecks):
             },
         )
 
-    def test_negative_difference_is_a_refund_credited(self, call, store, seed):
-        _precondition(seed, "#W7639559", "pending", "gift_card_4303603")
-        result = self.swap(call, ["9647292434"], ["8349118980"], "gift_card_4303603", "#W7639559")
-        assert (
-            '{"transaction_type": "refund", "amount": 0.04999999999999716, "payment_method_id": '
-            '"gift_card_4303603"}]' in result.content
+    @pytest.mark.parametrize(
+        ("order", "item", "new", "card", "user", "refund", "balance_after", "changed"),
+        [
+            pytest.param(
+                "#W7639559", "9647292434", "8349118980", "gift_card_4303603",
+                "yusuf_garcia_1670", "0.04999999999999716", 6.05,
+                [("orders", "#W7639559"), ("users", "yusuf_garcia_1670")],
+                id="negative_difference_is_a_refund_credited",
+            ),
+            # the user record was written, but is canonically unchanged
+            pytest.param(
+                "#W5762451", "9838673490", "7184044281", "gift_card_4544711",
+                "liam_kovacs_4286", "0.0", 37.0, [("orders", "#W5762451")],
+                id="zero_difference_appends_refund_of_zero",
+            ),
+        ],
+    )  # fmt: skip
+    def test_a_difference_not_above_zero_is_a_refund_leg(
+        self, call, store, seed, order, item, new, card, user, refund, balance_after, changed
+    ):
+        _precondition(seed, order, "pending", card)
+        result = self.swap(call, [item], [new], card, order)
+        leg = (
+            f'{{"transaction_type": "refund", "amount": {refund}, "payment_method_id": "{card}"}}]'
         )
-        assert balance(store, "yusuf_garcia_1670", "gift_card_4303603") == 6.05
-
-    def test_zero_difference_appends_refund_of_zero(self, call, store, seed):
-        _precondition(seed, "#W5762451", "pending", "gift_card_4544711")
-        result = self.swap(call, ["9838673490"], ["7184044281"], "gift_card_4544711", "#W5762451")
-        assert (
-            '{"transaction_type": "refund", "amount": 0.0, "payment_method_id": '
-            '"gift_card_4544711"}]' in result.content
-        )
-        assert balance(store, "liam_kovacs_4286", "gift_card_4544711") == 37.0
-        # the user record was written, but is canonically unchanged
-        assert store.changed_keys() == [("orders", "#W5762451")]
+        assert leg in result.content
+        assert balance(store, user, card) == balance_after
+        assert store.changed_keys() == changed
 
     def test_empty_lists_append_refund_of_zero(self, call):
         shown = succeeded(self.swap(call, [], []))
@@ -622,9 +634,6 @@ class TestModifyPendingOrderItems(_ItemSwapChecks):
             "payment_method_id": "credit_card_3577130",
         }
         assert shown["status"] == "pending (item modified)"
-
-    LAPTOP = ("3334537816", "2913673670", 2701.89)
-    SHIRT = ("9612497925", "2060066974", 51.05)
 
     @pytest.mark.parametrize("last", ["shirt", "laptop"])
     def test_last_pair_price_and_options_for_every_item(self, call, store, seed, last):
@@ -825,11 +834,17 @@ class TestModifyPendingOrderPayment:
             _precondition(seed, order, "pending", paid_with)
         assert_error(self.change(call, method, order), error)
 
-    def test_exactly_one_payment_after_a_change(self, call):
+    @pytest.mark.parametrize(
+        "method",
+        [
+            pytest.param("gift_card_3749819", id="exactly_one_payment_after_a_change"),
+            pytest.param("credit_card_3577130", id="history_checked_before_same_method"),
+        ],
+    )
+    def test_a_second_change_is_refused_by_the_history(self, call, method):
         succeeded(self.change(call, "gift_card_3749819"))
         assert_error(
-            self.change(call, "gift_card_3749819"),
-            "There should be exactly one payment for a pending order",
+            self.change(call, method), "There should be exactly one payment for a pending order"
         )
 
     def test_item_modified_counts_as_pending(self, call):
@@ -843,13 +858,6 @@ class TestModifyPendingOrderPayment:
     def test_payment_method_checked_before_history(self, call):
         succeeded(self.change(call, "gift_card_3749819"))
         assert_error(self.change(call, "paypal_0000000"), "Payment method not found")
-
-    def test_history_checked_before_same_method(self, call):
-        succeeded(self.change(call, "gift_card_3749819"))
-        assert_error(
-            self.change(call, "credit_card_3577130"),
-            "There should be exactly one payment for a pending order",
-        )
 
     def test_changes_made_before_a_missing_old_method_stay(self, seed):
         # upstream appends both legs and debits the new gift card before looking up the old

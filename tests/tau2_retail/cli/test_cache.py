@@ -4,6 +4,7 @@ options, against the loopback endpoint."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,37 +21,44 @@ END = Completion(
 PRICES = json.dumps({"test-model": {"input": 2.0, "output": 10.0}})
 
 
-def _run(data_dir: Path, base_url: str, *extra: str) -> int:
-    return main(
-        [
-            "run",
-            "12",  # a task whose gold database is the seed: ending at once succeeds
-            "--data-dir",
-            str(data_dir),
-            "--agent-model=test-model",
-            f"--agent-base-url={base_url}",
-            "--agent-max-retries=0",
-            f"--prices={PRICES}",
-            *extra,
-        ]
-    )
+Capture = pytest.CaptureFixture[str]
+RunTask = Callable[..., int]
+
+
+@pytest.fixture
+def run_task(data_dir: Path, openai_server: LoopbackOpenAIServer) -> RunTask:
+    """The ``run`` command on the loopback endpoint, with the test prices and more options."""
+    base_url = openai_server.base_url  # taken now: a test may stop the server
+
+    def run(*extra: str) -> int:
+        return main(
+            [
+                "run",
+                "12",  # a task whose gold database is the seed: ending at once succeeds
+                "--data-dir",
+                str(data_dir),
+                "--agent-model=test-model",
+                f"--agent-base-url={base_url}",
+                "--agent-max-retries=0",
+                f"--prices={PRICES}",
+                *extra,
+            ]
+        )
+
+    return run
 
 
 def test_run_prints_the_cost_and_serves_a_second_run_from_the_cache(
-    data_dir: Path,
-    openai_server: LoopbackOpenAIServer,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    run_task: RunTask, openai_server: LoopbackOpenAIServer, tmp_path: Path, capsys: Capture
 ) -> None:
     cache = tmp_path / "cache.sqlite"
     openai_server.enqueue(END)
-    url = openai_server.base_url
-    assert _run(data_dir, url, f"--cache={cache}") == EXIT_SUCCESS
+    assert run_task(f"--cache={cache}") == EXIT_SUCCESS
     out = capsys.readouterr().out
     assert "cost: $0.0030 (agent $0.0030, user $0.0000, judge $0.0000)" in out
 
     openai_server.stop()  # replay: the endpoint is not needed any more
-    assert _run(data_dir, url, f"--cache={cache}", "--cache-mode=replay") == 0
+    assert run_task(f"--cache={cache}", "--cache-mode=replay") == 0
     out = capsys.readouterr().out
     assert "response cache: 1 completion(s) served from the cache" in out
     assert "cost: $0.0000" in out
@@ -76,9 +84,7 @@ def test_run_prints_the_cost_and_serves_a_second_run_from_the_cache(
     )
 
 
-def test_a_missing_or_foreign_file_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_missing_or_foreign_file_exits_2(tmp_path: Path, capsys: Capture) -> None:
     assert main(["cache", "stats", str(tmp_path / "none.sqlite")]) == EXIT_BAD_INPUT
     assert "no such cache file" in capsys.readouterr().err
     foreign = tmp_path / "notes.txt"
@@ -88,14 +94,10 @@ def test_a_missing_or_foreign_file_exits_2(
 
 
 def test_replay_without_a_cache_file_is_bad_input(
-    data_dir: Path,
-    openai_server: LoopbackOpenAIServer,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    run_task: RunTask, openai_server: LoopbackOpenAIServer, tmp_path: Path, capsys: Capture
 ) -> None:
     missing = tmp_path / "missing.sqlite"
-    url = openai_server.base_url
-    assert _run(data_dir, url, f"--cache={missing}", "--cache-mode=replay") == 2
+    assert run_task(f"--cache={missing}", "--cache-mode=replay") == 2
     assert "is not valid for --cache with --cache-mode replay; expected an existing cache file" in (
         capsys.readouterr().err
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from tau2_retail.cli.main import main
 from tau2_retail.engine.harness import DataBundle
 from tau2_retail.testing.loopback_server import Completion, Reply, ReplyToolCall
-from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint
+from tau2_retail.testing.scripted_endpoint import Fault, Request, ScriptedEndpoint
 from tau2_retail.testing.tau2_runs import write_tau2_run
 from tests.report.runs import write_run
 from tests.tau2_retail.conftest import MIXED_TASKS, MIXED_TRIALS
@@ -20,12 +21,43 @@ from tests.tau2_retail.conftest import MIXED_TASKS, MIXED_TRIALS
 REFUSED = 4
 
 
+Capture = pytest.CaptureFixture[str]
+WriteRun = Callable[..., Path]
+
+
 def _export(run: Path, output: Path, *more: str) -> int:
     return main(["export", str(run), "--format", "tau2", "-o", str(output), *more])
 
 
+@pytest.fixture
+def tau2_run(
+    export_bundle: DataBundle, export_endpoint: ScriptedEndpoint, tmp_path: Path
+) -> WriteRun:
+    """Writes ``tmp_path/NAME``: a tau2-profile run of ``task_ids`` against the export endpoint,
+    with ``faults`` (task id -> fault) scripted for that run only."""
+
+    def write(
+        name: str,
+        task_ids: tuple[str, ...],
+        *,
+        judge: bool = True,
+        faults: Mapping[str, Fault] | None = None,
+    ) -> Path:
+        run = tmp_path / name
+        added = dict(faults or {})
+        export_endpoint.faults.update(added)
+        try:
+            write_tau2_run(run, export_bundle, export_endpoint, task_ids=task_ids, judge=judge)
+        finally:
+            for task in added:
+                del export_endpoint.faults[task]
+        return run
+
+    return write
+
+
 def test_export_writes_the_file_and_says_what_it_holds(
-    mixed_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    mixed_run: Path, tmp_path: Path, capsys: Capture
 ) -> None:
     output = tmp_path / "results.json"
     assert _export(mixed_run, output) == 0
@@ -37,7 +69,7 @@ def test_export_writes_the_file_and_says_what_it_holds(
 
 
 def test_a_default_profile_run_is_refused_in_one_line(
-    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    data_dir: Path, tmp_path: Path, capsys: Capture
 ) -> None:
     run = tmp_path / "default"
     write_run(run, data_dir, {"0": ["oracle"], "5": ["noop"]}, judge=False)
@@ -50,7 +82,7 @@ def test_a_default_profile_run_is_refused_in_one_line(
 
 
 def test_an_incomplete_run_is_refused_listing_what_is_missing(
-    mixed_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    mixed_run: Path, tmp_path: Path, capsys: Capture
 ) -> None:
     run = tmp_path / "mixed"
     shutil.copytree(mixed_run, run)
@@ -79,13 +111,9 @@ def test_an_incomplete_run_is_refused_listing_what_is_missing(
 
 
 def test_scenarios_without_a_reward_are_refused(
-    export_bundle: DataBundle,
-    export_endpoint: ScriptedEndpoint,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    tau2_run: WriteRun, tmp_path: Path, capsys: Capture
 ) -> None:
-    run = tmp_path / "nojudge"
-    write_tau2_run(run, export_bundle, export_endpoint, task_ids=("0", "2"), judge=False)
+    run = tau2_run("nojudge", ("0", "2"), judge=False)
     assert _export(run, tmp_path / "out.json") == REFUSED
     assert capsys.readouterr().err == (
         "error: export refused: 1 scenario(s) have no tau2 reward (their reward_basis has "
@@ -95,10 +123,7 @@ def test_scenarios_without_a_reward_are_refused(
 
 
 def test_tool_arguments_that_are_not_an_object_are_refused(
-    export_bundle: DataBundle,
-    export_endpoint: ScriptedEndpoint,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    tau2_run: WriteRun, tmp_path: Path, capsys: Capture
 ) -> None:
     """Upstream's model layer cannot parse such a reply (it retries the simulation and records
     ``infrastructure_error`` without messages): refused, or written as upstream records it."""
@@ -112,12 +137,7 @@ def test_tool_arguments_that_are_not_an_object_are_refused(
         calls = [m for m in request.body["messages"] if m.get("tool_calls")]
         return bad if request.role == "agent" and not calls else None
 
-    export_endpoint.faults["24"] = first_call_bad
-    try:
-        run = tmp_path / "bad"
-        write_tau2_run(run, export_bundle, export_endpoint, task_ids=("0", "24"))
-    finally:
-        del export_endpoint.faults["24"]
+    run = tau2_run("bad", ("0", "24"), faults={"24": first_call_bad})
     output = tmp_path / "out.json"
 
     assert _export(run, output) == REFUSED
@@ -141,7 +161,7 @@ def test_tool_arguments_that_are_not_an_object_are_refused(
     assert by_task["0"]["termination_reason"] == "user_stop"
 
 
-def test_not_a_run_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_not_a_run_directory_exits_2(tmp_path: Path, capsys: Capture) -> None:
     (tmp_path / "empty").mkdir()
     assert _export(tmp_path / "empty", tmp_path / "out.json") == 2
     assert "run_args.json is missing" in capsys.readouterr().err

@@ -51,6 +51,7 @@ USER_ID = "yusuf_rossi_9620"
 ORDER_ID = "#W2378156"
 KEY_ENV = "TAU2_TEST_CONVERSATION_KEY"
 SEED = 4242
+Tools = Sequence[Mapping[str, Any]] | None
 
 # -- scripted models ------------------------------------------------------------------------------
 
@@ -60,7 +61,7 @@ class Request:
     """What a scripted model was asked."""
 
     messages: tuple[Message, ...]
-    tools: Sequence[Mapping[str, Any]] | None
+    tools: Tools
     seed: int | None
 
 
@@ -98,11 +99,7 @@ class Scripted:
         self.seconds_per_call = seconds_per_call
 
     async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
+        self, messages: Sequence[Message], *, tools: Tools = None, seed: int | None = None
     ) -> AssistantTurn:
         self.requests.append(Request(messages=tuple(messages), tools=tools, seed=seed))
         if self.clock is not None:
@@ -158,24 +155,10 @@ def store(seed_db) -> Store:
     return Store(seed_db)
 
 
-async def converse(
-    store: Store,
-    agent: Any,
-    user: Any,
-    *,
-    limits: Limits | None = None,
-    clock: Any = None,
-    seed: int | None = SEED,
-) -> ConversationResult:
-    return await run_conversation(
-        agent=agent,
-        user=user,
-        prompts=PROMPTS,
-        store=store,
-        limits=limits,
-        seed=seed,
-        clock=clock or FakeClock(),
-    )
+async def converse(store: Store, agent: Any, user: Any, **options: Any) -> ConversationResult:
+    """``run_conversation`` with the suite's prompts, a fake clock and ``SEED`` unless given."""
+    defaults: dict[str, Any] = {"prompts": PROMPTS, "clock": FakeClock(), "seed": SEED}
+    return await run_conversation(agent=agent, user=user, store=store, **(defaults | options))
 
 
 def shape(result: ConversationResult) -> list[tuple[str, str]]:

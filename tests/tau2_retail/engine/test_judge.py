@@ -45,39 +45,34 @@ ASSERTIONS = (
     "The agent apologizes for the delay.",
 )
 
+
+def _agent(content: str | None, *calls: ToolCall) -> Message:
+    return Message(role=Role.ASSISTANT, content=content, tool_calls=calls)
+
+
+def _result(call: ToolCall, content: str, *, error: bool = False) -> Message:
+    return Message(
+        role=Role.TOOL, content=content, tool_call_id=call.id, name=call.name, error=error
+    )
+
+
+LOOKUP = ToolCall(id="call_1", name="get_order_details", arguments='{"order_id":"#W1"}')
+NOT_JSON = ToolCall(id="call_2", name="get_user_details", arguments="{not json")
+SUM = ToolCall(id="call_3", name="calculate", arguments='{"expression": "50 + 4.04"}')
 MESSAGES = (
     Message(role=Role.SYSTEM, content="You are a retail agent."),
-    Message(role=Role.ASSISTANT, content="Hi! How can I help you today?"),
+    _agent("Hi! How can I help you today?"),
     Message(role=Role.USER, content="I want to return the lamp from order #W1."),
-    Message(
-        role=Role.ASSISTANT,
-        content="Let me look that order up.",
-        tool_calls=(
-            ToolCall(id="call_1", name="get_order_details", arguments='{"order_id":"#W1"}'),
-        ),
-    ),
-    Message(
-        role=Role.TOOL,
-        content='{"order_id": "#W1", "status": "delivered", "items": [{"name": "Lamp"}]}',
-        tool_call_id="call_1",
-        name="get_order_details",
-    ),
-    Message(
-        role=Role.ASSISTANT,
-        tool_calls=(
-            ToolCall(id="call_2", name="get_user_details", arguments="{not json"),
-            ToolCall(id="call_3", name="calculate", arguments='{"expression": "50 + 4.04"}'),
-        ),
-    ),
-    Message(
-        role=Role.TOOL,
-        content="Error: Invalid JSON in the arguments of get_user_details: Expecting value",
-        tool_call_id="call_2",
-        name="get_user_details",
+    _agent("Let me look that order up.", LOOKUP),
+    _result(LOOKUP, '{"order_id": "#W1", "status": "delivered", "items": [{"name": "Lamp"}]}'),
+    _agent(None, NOT_JSON, SUM),
+    _result(
+        NOT_JSON,
+        "Error: Invalid JSON in the arguments of get_user_details: Expecting value",
         error=True,
     ),
-    Message(role=Role.TOOL, content="54.04", tool_call_id="call_3", name="calculate"),
-    Message(role=Role.ASSISTANT, content="Your refund will be $54.04. Sorry for the wait!"),
+    _result(SUM, "54.04"),
+    _agent("Your refund will be $54.04. Sorry for the wait!"),
     Message(role=Role.USER, content="Thanks, bye. ###STOP###"),
 )
 

@@ -27,13 +27,10 @@ from tau2_retail.models.cache import (
 )
 from tau2_retail.models.cached_model import CachedChatModel
 from tau2_retail.models.masking import Masker
-from tau2_retail.models.messages import Message, Role
 from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, ReplyToolCall
 from tau2_retail.testing.run_files import edit_cache_replies
 
-KEY_ENV = "TAU2_TEST_CACHE_KEY"
-SECRET = "sk-cache-test-0123456789-secret"
-HELLO = (Message(role=Role.USER, content="Hi, I want to return an order."),)
+from .conftest import HELLO, KEY_ENV, SECRET
 
 
 @pytest.fixture

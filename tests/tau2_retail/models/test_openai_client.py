@@ -32,10 +32,7 @@ from tau2_retail.testing.loopback_server import (
     SlowDrip,
 )
 
-KEY_ENV = "TAU2_TEST_AGENT_KEY"
-SECRET = "sk-test-0123456789abcdef-secret"
-
-USER_HELLO = (Message(role=Role.USER, content="Hi, I want to return an order."),)
+from .conftest import HELLO, KEY_ENV, SECRET
 
 LOOKUP_TOOL: dict[str, Any] = {
     "type": "function",
@@ -84,7 +81,7 @@ async def test_text_reply_carries_usage_and_latency(openai_server, make_model):
         Completion(content="Sure, which order?", prompt_tokens=42, completion_tokens=7)
     )
     async with make_model(clock=ticking_clock(100.0, 100.25)) as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.content == "Sure, which order?"
     assert turn.tool_calls == ()
     assert turn.usage == Usage(n_calls=1, prompt=42, completion=7)
@@ -95,7 +92,7 @@ async def test_text_reply_carries_usage_and_latency(openai_server, make_model):
 async def test_latency_is_measured_with_the_real_clock(openai_server, make_model):
     openai_server.enqueue(Completion(content="ok", latency=0.05))
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.latency_seconds >= 0.05
 
 
@@ -110,7 +107,7 @@ async def test_tool_call_keeps_id_name_and_raw_arguments(openai_server, make_mod
         )
     )
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO, tools=[LOOKUP_TOOL])
+        turn = await model.complete(HELLO, tools=[LOOKUP_TOOL])
     assert turn.content is None
     assert turn.tool_calls == (
         ToolCall(id="call_abc", name="find_user_id_by_email", arguments=arguments),
@@ -133,7 +130,7 @@ async def test_parallel_tool_calls_keep_their_order(openai_server, make_model):
         )
     )
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.content == "Let me look both up."
     assert [(c.id, c.arguments) for c in turn.tool_calls] == [
         ("call_1", '{"order_id": "#W1"}'),
@@ -149,7 +146,7 @@ async def test_empty_string_arguments_become_an_empty_object(openai_server, make
         )
     )
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.tool_calls[0].arguments == "{}"
 
 
@@ -158,8 +155,8 @@ async def test_missing_tool_call_ids_are_generated_and_unique(openai_server, mak
     call = ReplyToolCall(name="list_all_product_types", omit_id=True)
     openai_server.enqueue(Completion(tool_calls=(call, call)), Completion(tool_calls=(call,)))
     async with make_model() as model:
-        first = await model.complete(USER_HELLO)
-        second = await model.complete(USER_HELLO)
+        first = await model.complete(HELLO)
+        second = await model.complete(HELLO)
     assert [c.id for c in first.tool_calls + second.tool_calls] == ["call_0", "call_1", "call_2"]
 
 
@@ -173,7 +170,7 @@ async def test_malformed_tool_call_arguments_pass_through_raw(openai_server, mak
         )
     )
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.tool_calls == (
         ToolCall(id="call_m", name="get_user_details", arguments='{"user_id": '),
     )
@@ -184,7 +181,7 @@ async def test_malformed_tool_call_arguments_pass_through_raw(openai_server, mak
 async def test_empty_message_is_returned_not_retried(openai_server, make_model, sleeps):
     openai_server.enqueue(Completion(content=""))
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.content == ""
     assert turn.is_empty
     assert sleeps.calls == []
@@ -198,7 +195,7 @@ async def test_usage_is_counted_per_call_and_zero_when_absent(openai_server, mak
         Completion(content="c", include_usage=False),
     )
     async with make_model() as model:
-        turns = [await model.complete(USER_HELLO) for _ in range(3)]
+        turns = [await model.complete(HELLO) for _ in range(3)]
     assert turns[2].usage == Usage(n_calls=1, prompt=0, completion=0)
     total = sum((t.usage for t in turns), Usage())
     assert total == Usage(n_calls=3, prompt=220, completion=11)
@@ -253,7 +250,7 @@ async def test_request_shape_reaches_the_server(openai_server, make_model):
 async def test_unset_parameters_are_not_sent(openai_server, make_model):
     openai_server.enqueue(Completion(content="ok"))
     async with make_model() as model:
-        await model.complete(USER_HELLO, tools=[])
+        await model.complete(HELLO, tools=[])
     body = openai_server.requests[0].body
     assert set(body) == {"model", "messages"}
 
@@ -262,8 +259,8 @@ async def test_unset_parameters_are_not_sent(openai_server, make_model):
 async def test_config_seed_is_the_default_and_a_call_seed_wins(openai_server, make_model):
     openai_server.enqueue(Completion(content="a"), Completion(content="b"))
     async with make_model(seed=300) as model:
-        await model.complete(USER_HELLO)
-        await model.complete(USER_HELLO, seed=1567)
+        await model.complete(HELLO)
+        await model.complete(HELLO, seed=1567)
     assert [r.body["seed"] for r in openai_server.requests] == [300, 1567]
 
 
@@ -272,7 +269,7 @@ async def test_unset_key_variable_sends_a_placeholder(openai_server, make_model,
     monkeypatch.delenv(KEY_ENV)
     openai_server.enqueue(Completion(content="ok"))
     async with make_model() as model:
-        await model.complete(USER_HELLO)
+        await model.complete(HELLO)
     assert openai_server.requests[0].header("authorization") == f"Bearer {MISSING_API_KEY}"
 
 
@@ -283,7 +280,7 @@ async def test_unset_key_variable_sends_a_placeholder(openai_server, make_model,
 async def test_429_waits_for_retry_after_then_succeeds(openai_server, make_model, sleeps):
     openai_server.enqueue(HttpError.rate_limited(retry_after="7"), Completion(content="ok"))
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.content == "ok"
     assert sleeps.calls == [7.0]
     assert len(openai_server.requests) == 2
@@ -322,7 +319,7 @@ async def test_retry_after_forms(openai_server, make_model, sleeps, headers, exp
         Completion(content="ok"),
     )
     async with make_model() as model:
-        await model.complete(USER_HELLO)
+        await model.complete(HELLO)
     assert sleeps.calls == [pytest.approx(expected)]
 
 
@@ -332,7 +329,7 @@ async def test_429_without_retry_after_backs_off_exponentially(openai_server, ma
     async with make_model(
         max_retries=4, backoff_base_seconds=0.5, backoff_max_seconds=3.0
     ) as model:
-        await model.complete(USER_HELLO)
+        await model.complete(HELLO)
     assert sleeps.calls == [0.5, 1.0, 2.0, 3.0]
 
 
@@ -340,7 +337,7 @@ async def test_429_without_retry_after_backs_off_exponentially(openai_server, ma
 async def test_backoff_jitter_adds_at_most_a_tenth(openai_server, make_model, sleeps):
     openai_server.enqueue(*[HttpError.rate_limited()] * 2, Completion(content="ok"))
     async with make_model(jitter=lambda: 0.999) as model:
-        await model.complete(USER_HELLO)
+        await model.complete(HELLO)
     assert sleeps.calls == [pytest.approx(1.0999), pytest.approx(2.1998)]
 
 
@@ -349,7 +346,7 @@ async def test_backoff_jitter_adds_at_most_a_tenth(openai_server, make_model, sl
 async def test_transient_server_errors_are_retried(openai_server, make_model, sleeps, status):
     openai_server.enqueue(HttpError.server_error(status), Completion(content="recovered"))
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.content == "recovered"
     assert sleeps.calls == [1.0]
 
@@ -359,7 +356,7 @@ async def test_exhausted_retries_raise_endpoint_error(openai_server, make_model,
     openai_server.enqueue(*[HttpError.server_error(503)] * 3)
     async with make_model(max_retries=2) as model:
         with pytest.raises(EndpointError) as caught:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     error = caught.value
     assert type(error) is EndpointError
     assert error.status == 503
@@ -376,7 +373,7 @@ async def test_long_error_bodies_are_cut_to_an_excerpt(openai_server, make_model
     openai_server.enqueue(HttpError(status=500, body="x" * 5000, content_type="text/plain"))
     async with make_model(max_retries=0) as model:
         with pytest.raises(EndpointError) as caught:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     assert len(caught.value.body) == BODY_EXCERPT_CHARS
     assert "x" * 5000 not in str(caught.value)
     assert "after 1 attempt(s)" in str(caught.value)
@@ -387,7 +384,7 @@ async def test_hang_past_the_timeout_is_retried_then_fails(openai_server, make_m
     openai_server.enqueue(Hang(), Hang())
     async with make_model(timeout_seconds=0.3, max_retries=1) as model:
         with pytest.raises(EndpointError) as caught:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     assert caught.value.status is None
     assert "timeout" in str(caught.value)
     assert "after 2 attempt(s)" in str(caught.value)
@@ -402,7 +399,7 @@ async def test_hang_then_reply_recovers(openai_server, make_model):
     # out too, and must then find another answer rather than an exhausted script.
     openai_server.responder = lambda body: Completion(content="late but fine")
     async with make_model(timeout_seconds=0.3) as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.content == "late but fine"
 
 
@@ -410,7 +407,7 @@ async def test_hang_then_reply_recovers(openai_server, make_model):
 async def test_dropped_connection_is_retried(openai_server, make_model, sleeps):
     openai_server.enqueue(Drop(), Completion(content="reconnected"))
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.content == "reconnected"
     assert sleeps.calls == [1.0]
 
@@ -422,7 +419,7 @@ async def test_dropped_connections_exhaust_into_endpoint_error(openai_server, ma
         with pytest.raises(
             EndpointError, match=r"after 2 attempt\(s\): connection failed"
         ) as caught:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     assert caught.value.status is None
 
 
@@ -432,7 +429,7 @@ async def test_refused_connection_is_an_endpoint_error(make_model):
         base_url = closed.base_url
     async with make_model(base_url=base_url, max_retries=1) as model:
         with pytest.raises(EndpointError, match="connection failed"):
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
 
 
 @pytest.mark.parametrize(
@@ -450,7 +447,7 @@ async def test_unparseable_replies_are_retried_then_fail(
     openai_server.enqueue(reply, reply)
     async with make_model(max_retries=1) as model:
         with pytest.raises(EndpointError) as caught:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     message = str(caught.value)
     assert reason in message
     assert "after 2 attempt(s)" in message
@@ -463,7 +460,7 @@ async def test_unparseable_replies_are_retried_then_fail(
 async def test_unparseable_reply_then_success(openai_server, make_model):
     openai_server.enqueue(InvalidJson(), NoChoices(), Completion(content="third time"))
     async with make_model() as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert turn.content == "third time"
     assert turn.usage.n_calls == 1
 
@@ -496,7 +493,7 @@ async def test_context_length_400_is_not_retried(openai_server, make_model, slee
     openai_server.enqueue(reply)
     async with make_model() as model:
         with pytest.raises(ContextWindowExceeded) as caught:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     assert caught.value.status == 400
     assert "context window" in str(caught.value)
     assert sleeps.calls == []
@@ -518,7 +515,7 @@ async def test_other_client_errors_fail_at_once(openai_server, make_model, sleep
     openai_server.enqueue(HttpError.openai(status, message))
     async with make_model() as model:
         with pytest.raises(EndpointError) as caught:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     error = caught.value
     assert type(error) is EndpointError
     assert error.status == status
@@ -548,7 +545,7 @@ async def test_key_never_appears_in_model_repr_or_errors(openai_server, make_mod
         assert SECRET not in repr(model)
         for _ in range(2):
             with pytest.raises(EndpointError) as caught:
-                await model.complete(USER_HELLO)
+                await model.complete(HELLO)
             assert SECRET not in str(caught.value)
             assert SECRET not in caught.value.body
             assert "***" in str(caught.value)
@@ -567,10 +564,10 @@ async def test_a_429_holds_back_the_other_conversations_on_the_client(openai_ser
         HttpError.rate_limited(retry_after="3"), Completion(content="a"), Completion(content="b")
     )
     async with make_model(clock=lambda: 100.0, sleep=blocking_sleep) as model:
-        first = asyncio.ensure_future(model.complete(USER_HELLO))
+        first = asyncio.ensure_future(model.complete(HELLO))
         while not waits:  # the first conversation got its 429 and waits 3 s
             await asyncio.sleep(0.01)
-        second = asyncio.ensure_future(model.complete(USER_HELLO))
+        second = asyncio.ensure_future(model.complete(HELLO))
         for _ in range(100):  # bounded: without the gate the second request never waits
             if len(waits) == 2 or len(openai_server.requests) > 1:
                 break
@@ -592,7 +589,7 @@ async def test_a_429_holds_back_the_other_conversations_on_the_client(openai_ser
 async def test_connections_are_limited_per_client_as_configured(openai_server, make_model):
     openai_server.enqueue(*(Completion(content=f"ok {n}", latency=0.2) for n in range(8)))
     async with make_model(max_connections=3) as model:
-        turns = await asyncio.gather(*(model.complete(USER_HELLO) for _ in range(8)))
+        turns = await asyncio.gather(*(model.complete(HELLO) for _ in range(8)))
         pool = model._client._client._transport._pool
     assert sorted(turn.content for turn in turns) == [f"ok {n}" for n in range(8)]
     # eight requests at once, three connections: the others waited for a free one
@@ -609,7 +606,7 @@ async def test_a_slow_drip_reply_ends_at_the_total_deadline(openai_server, make_
     openai_server.enqueue(SlowDrip(interval=0.2), SlowDrip(interval=0.2))
     async with make_model(timeout_seconds=0.5, max_retries=1) as model:
         with pytest.raises(EndpointError) as raised:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     assert "no complete reply within the 0.5 s timeout" in str(raised.value)
     assert "after 2 attempt(s)" in str(raised.value)
     assert raised.value.attempts == 2
@@ -620,7 +617,7 @@ async def test_a_timed_out_request_closes_its_connection(openai_server, make_mod
     openai_server.enqueue(Hang(seconds=30))
     async with make_model(timeout_seconds=0.3, max_retries=0) as model:
         with pytest.raises(EndpointError):
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
         for _ in range(100):  # the server notices the closed connection asynchronously
             if openai_server.disconnects:
                 break
@@ -634,7 +631,7 @@ async def test_attempts_and_waits_are_reported_on_the_turn(openai_server, make_m
         HttpError.rate_limited(retry_after="2"), HttpError.server_error(), Completion(content="ok")
     )
     async with make_model(backoff_base_seconds=0.5) as model:
-        turn = await model.complete(USER_HELLO)
+        turn = await model.complete(HELLO)
     assert (turn.attempts, turn.wait_seconds) == (3, pytest.approx(2.0 + 1.0))
 
 
@@ -642,8 +639,8 @@ async def test_attempts_and_waits_are_reported_on_the_turn(openai_server, make_m
 async def test_tool_choice_auto_only_when_tools_are_offered(openai_server, make_model):
     openai_server.enqueue(Completion(content="a"), Completion(content="b"))
     async with make_model() as model:
-        await model.complete(USER_HELLO, tools=[LOOKUP_TOOL])
-        await model.complete(USER_HELLO)
+        await model.complete(HELLO, tools=[LOOKUP_TOOL])
+        await model.complete(HELLO)
     with_tools, without = (r.body for r in openai_server.requests)
     assert with_tools["tool_choice"] == "auto"
     assert "tool_choice" not in without
@@ -714,7 +711,7 @@ async def test_an_invalid_request_is_not_retried_and_keeps_its_whole_body(
     openai_server.enqueue(reply, Completion(content="never"))
     async with make_model() as model:
         with pytest.raises(EndpointError) as raised:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
         assert not model.breaker.consecutive_failures  # it answered: the endpoint is up
     assert len(openai_server.requests) == 1
     assert "not retried: the server rejected the request as invalid" in str(raised.value)
@@ -729,11 +726,11 @@ async def test_a_huge_retry_after_is_not_waited_and_counts_toward_the_breaker(
     openai_server.enqueue(*[HttpError.rate_limited(retry_after="3600")] * 2)
     async with make_model(breaker_failures=2, breaker_window_seconds=0) as model:
         with pytest.raises(EndpointError) as first:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
         with pytest.raises(EndpointDown) as second:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
         with pytest.raises(EndpointDown):
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
     assert sleeps.calls == []
     assert "asks to wait 3600 s, more than the 30 s backoff cap" in str(first.value)
     assert "is down since" in str(second.value)
@@ -749,9 +746,9 @@ async def test_the_breaker_fails_fast_after_k_failures_and_a_probe_closes_it(
         max_retries=2, breaker_failures=3, breaker_window_seconds=0, breaker_probe_seconds=3600
     ) as model:
         with pytest.raises(EndpointDown) as opened:
-            await model.complete(USER_HELLO)
+            await model.complete(HELLO)
         with pytest.raises(EndpointDown):
-            await model.complete(USER_HELLO)  # no request: the breaker is open
+            await model.complete(HELLO)  # no request: the breaker is open
     assert len(openai_server.requests) == 3
     text = str(opened.value)
     assert re.search(r"is down since \d\d:\d\d:\d\d \(3 consecutive failures: HTTP 503", text)
@@ -762,8 +759,8 @@ async def test_the_breaker_fails_fast_after_k_failures_and_a_probe_closes_it(
         max_retries=0, breaker_failures=1, breaker_window_seconds=0, breaker_probe_seconds=0
     ) as model:
         with pytest.raises(EndpointDown):
-            await model.complete(USER_HELLO)
-        turn = await model.complete(USER_HELLO)  # the probe goes out and succeeds
+            await model.complete(HELLO)
+        turn = await model.complete(HELLO)  # the probe goes out and succeeds
         assert not model.breaker.is_open
     assert turn.content == "back"
 
@@ -773,7 +770,7 @@ async def test_a_url_password_is_neither_kept_nor_sent_as_basic_auth(openai_serv
     openai_server.enqueue(Completion(content="ok"))
     url = openai_server.base_url.replace("http://", "http://alice:CANARY-PW@")
     async with make_model(base_url=url) as model:
-        await model.complete(USER_HELLO)
+        await model.complete(HELLO)
         assert "CANARY-PW" not in repr(model) + json.dumps(codec.encode(model.config))
     (request,) = openai_server.requests
     assert request.header("Authorization") == f"Bearer {SECRET}"
@@ -798,7 +795,7 @@ async def test_attempts_in_flight_ramp_up_from_the_initial_window(openai_server,
     # loaded machine (at 0.2 s a reply could free a connection that a late attempt reused)
     openai_server.enqueue(*[Completion(content="ok", latency=1.0)] * 40)
     async with make_model() as model:
-        turns = await asyncio.gather(*(model.complete(USER_HELLO) for _ in range(40)))
+        turns = await asyncio.gather(*(model.complete(HELLO) for _ in range(40)))
         assert [turn.content for turn in turns] == ["ok"] * 40
         # 40 connections accepted and 40 replies widened it
         assert model.ramp.window == DEFAULT_INITIAL_WINDOW + 40 + 40

@@ -14,15 +14,11 @@ from typing import Any
 import openai
 import pytest
 
+from tau2_retail.testing import loopback_server as faults
 from tau2_retail.testing.loopback_server import (
     CHAT_COMPLETIONS_PATH,
     Completion,
-    Drop,
-    Hang,
-    HttpError,
-    InvalidJson,
     LoopbackOpenAIServer,
-    NoChoices,
     ReplyToolCall,
 )
 from tau2_retail.testing.timeouts import scaled_timeout
@@ -90,7 +86,7 @@ def test_cannot_start_twice(openai_server):
 
 
 def test_stop_ends_a_hanging_request_promptly():
-    server = LoopbackOpenAIServer(replies=[Hang(seconds=60)]).start()
+    server = LoopbackOpenAIServer(replies=[faults.Hang(seconds=60)]).start()
     outcome: list[object] = []
 
     def client() -> None:
@@ -174,7 +170,7 @@ def test_usage_can_be_left_out_and_finish_reason_set(openai_server):
 
 
 def test_http_error_with_headers(openai_server):
-    openai_server.enqueue(HttpError.rate_limited(retry_after="2"))
+    openai_server.enqueue(faults.HttpError.rate_limited(retry_after="2"))
     answer = post(openai_server, chat())
     assert answer.status == 429
     assert answer.headers["Retry-After"] == "2"
@@ -182,7 +178,7 @@ def test_http_error_with_headers(openai_server):
 
 
 def test_context_length_error_in_openai_format(openai_server):
-    openai_server.enqueue(HttpError.context_length_exceeded())
+    openai_server.enqueue(faults.HttpError.context_length_exceeded())
     answer = post(openai_server, chat())
     assert answer.status == 400
     error = answer.json()["error"]
@@ -192,13 +188,15 @@ def test_context_length_error_in_openai_format(openai_server):
 
 
 def test_raw_http_error_body(openai_server):
-    openai_server.enqueue(HttpError(status=502, body="Bad gateway", content_type="text/plain"))
+    openai_server.enqueue(
+        faults.HttpError(status=502, body="Bad gateway", content_type="text/plain")
+    )
     answer = post(openai_server, chat())
     assert (answer.status, answer.body) == (502, b"Bad gateway")
 
 
 def test_invalid_json_and_no_choices(openai_server):
-    openai_server.enqueue(InvalidJson(body="{oops"), NoChoices())
+    openai_server.enqueue(faults.InvalidJson(body="{oops"), faults.NoChoices())
     first = post(openai_server, chat())
     assert (first.status, first.body) == (200, b"{oops")
     second = post(openai_server, chat())
@@ -207,14 +205,14 @@ def test_invalid_json_and_no_choices(openai_server):
 
 
 def test_drop_closes_the_connection_without_a_response(openai_server):
-    openai_server.enqueue(Drop(), Completion(content="after"))
+    openai_server.enqueue(faults.Drop(), Completion(content="after"))
     with pytest.raises((ConnectionError, http.client.HTTPException)):
         post(openai_server, chat())
     assert post(openai_server, chat()).json()["choices"][0]["message"]["content"] == "after"
 
 
 def test_hang_outlasts_a_client_timeout(openai_server):
-    openai_server.enqueue(Hang(), Completion(content="next"))
+    openai_server.enqueue(faults.Hang(), Completion(content="next"))
     with pytest.raises(TimeoutError):
         post(openai_server, chat(), timeout=0.2)
     assert post(openai_server, chat()).status == 200
