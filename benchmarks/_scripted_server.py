@@ -20,9 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+import _checkout  # noqa: F401  (this checkout's tau2_retail first)
 from _measure import ROOT
 
 AGENT_MODEL = "bench-agent"

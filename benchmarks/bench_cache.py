@@ -22,15 +22,12 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+import _checkout  # noqa: F401  (this checkout's tau2_retail first)
 from _measure import machine, percentile, table, write_json
 
 from tau2_retail.data.files import resolve_data_dir

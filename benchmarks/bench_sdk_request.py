@@ -29,12 +29,9 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+import _checkout  # noqa: F401  (this checkout's tau2_retail first)
 import openai
 from _measure import ROOT, load_average, table, write_json
 

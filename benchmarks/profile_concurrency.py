@@ -30,9 +30,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from _measure import ROOT, load_average, run_suite, table, write_json
 from _scripted_server import ServerProcess
 from bench_concurrency import RUNS, _pytest_args
