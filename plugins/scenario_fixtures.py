@@ -40,7 +40,12 @@ from tau2_retail.plugins.scheduler import (
     SchedulerInterrupted,
     upcoming_items,
 )
-from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
+from tau2_retail.results.artifacts import (
+    begin_scenario,
+    finish_scenario,
+    load_pending_judgement,
+    scenario_dir,
+)
 from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store
 
@@ -184,6 +189,10 @@ async def tau2_scheduler(
     async def start(item: pytest.Item) -> Finished:
         scenario = scenario_of_item(item)
         assert scenario is not None, "the scheduler starts only scenario items"
+        prompts = tau2_harness.prompts(scenario.task)
+        directory = begin_scenario(
+            tau2_run.plan.run_dir, scenario, prompts=prompts, config=configuration
+        )
         try:
             outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
         except AgentInterrupted as interrupt:
@@ -195,12 +204,7 @@ async def tau2_scheduler(
             raise SchedulerInterrupted(reason) from None
         for hit in outcome.timeouts:
             tau2_run.notice(timeout_notice(hit))
-        directory = write_outcome(
-            tau2_run.plan.run_dir,
-            outcome,
-            prompts=tau2_harness.prompts(scenario.task),
-            config=configuration,
-        )
+        finish_scenario(directory, outcome)
         return outcome, directory
 
     budget = tau2_run.budget
@@ -296,7 +300,7 @@ async def tau2_outcome(
     tau2_scheduler: ScenarioScheduler[Finished],
     tau2_scenario: Scenario,
     tau2_agent: object | None,
-) -> AsyncIterator[ScenarioOutcome]:
+) -> ScenarioOutcome:
     """This test's scenario (started ahead by the scheduler, its artifacts written); its
     result goes to the run. The conversation ran on ``tau2_outcome.conversation.store``."""
     agents = request.config.stash[AGENTS_KEY]
@@ -325,4 +329,6 @@ async def tau2_outcome(
             "(excluded from the pass rate; re-run with --tau2-resume "
             f"{tau2_run.plan.run_id})"
         )
-    yield outcome
+    # returned, not yielded: nothing to undo, and a generator fixture's teardown runs the
+    # event loop once more per test
+    return outcome
