@@ -40,12 +40,7 @@ from tau2_retail.plugins.scheduler import (
     SchedulerInterrupted,
     upcoming_items,
 )
-from tau2_retail.results.artifacts import (
-    begin_scenario,
-    finish_scenario,
-    load_pending_judgement,
-    scenario_dir,
-)
+from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
 from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store
 
@@ -189,10 +184,6 @@ async def tau2_scheduler(
     async def start(item: pytest.Item) -> Finished:
         scenario = scenario_of_item(item)
         assert scenario is not None, "the scheduler starts only scenario items"
-        prompts = tau2_harness.prompts(scenario.task)
-        directory = begin_scenario(
-            tau2_run.plan.run_dir, scenario, prompts=prompts, config=configuration
-        )
         try:
             outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
         except AgentInterrupted as interrupt:
@@ -204,7 +195,12 @@ async def tau2_scheduler(
             raise SchedulerInterrupted(reason) from None
         for hit in outcome.timeouts:
             tau2_run.notice(timeout_notice(hit))
-        finish_scenario(directory, outcome)
+        directory = write_outcome(
+            tau2_run.plan.run_dir,
+            outcome,
+            prompts=tau2_harness.prompts(scenario.task),
+            config=configuration,
+        )
         return outcome, directory
 
     budget = tau2_run.budget

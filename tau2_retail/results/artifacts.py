@@ -10,8 +10,6 @@ The process that ran a scenario writes its folder ``<run dir>/<scenario>[/trial-
 - ``judge_result.json``: only when a judge ran;
 - ``scenario_config/``: ``agent_system_prompt.txt``, ``user_system_prompt.txt``,
   ``tools.json``, ``scenario.json`` (task id, trial, seed, split, persona, assertions, config);
-  a pytest run writes it as the scenario starts (:func:`begin_scenario`), the rest when it
-  ends (:func:`finish_scenario`), so a scenario stopped mid-conversation leaves only it;
 - ``metrics.json`` (:class:`tau2_retail.engine.metrics.ScenarioMetrics`), written last: a
   whole, readable record marks the scenario complete (resume and ``summarize`` rely on it); an
   empty or truncated one means "not complete, re-run it".
@@ -25,21 +23,22 @@ import functools
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tau2_retail import codec
-from tau2_retail.engine.conversation_setup import ScenarioPrompts
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError, ArtifactFormatError
+from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
-from tau2_retail.results.conversation_log import render_conversation_log
 from tau2_retail.results.long_text import cut_long_text, cut_long_texts
 
 if TYPE_CHECKING:
-    from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
+    from tau2_retail.engine.harness import ScenarioPrompts
+    from tau2_retail.engine.scenario import ScenarioOutcome
 
 __all__ = [
     "CONFIG_DIR",
@@ -50,12 +49,11 @@ __all__ = [
     "FolderRecord",
     "PendingJudgement",
     "RunMetrics",
-    "begin_scenario",
-    "finish_scenario",
     "is_complete",
     "load_pending_judgement",
     "load_run_metrics",
     "read_metrics",
+    "render_conversation_log",
     "scan_run_metrics",
     "scenario_dir",
     "scenario_id_of_folder",
@@ -132,6 +130,10 @@ def scenario_dir(run_dir: Path, scenario_name: str, trial: int, trials: int) -> 
     return base if trials == 1 else base / f"trial-{trial + 1}"
 
 
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds")
+
+
 def _ending(outcome: ScenarioOutcome) -> str:
     metrics = outcome.metrics
     detail = metrics.stop_detail
@@ -141,7 +143,43 @@ def _ending(outcome: ScenarioOutcome) -> str:
     return text
 
 
-def _scenario_metadata(scenario: Scenario, config: Mapping[str, Any]) -> dict[str, Any]:
+def render_conversation_log(
+    messages: Sequence[Message],
+    timestamps: Sequence[float],
+    *,
+    ending: str | None = None,
+    cut: Callable[[str], str] = str,
+) -> str:
+    """The conversation as readable text: one block per message, blank line between blocks.
+
+    ``[time] agent:`` / ``[time] user:`` with the text below, ``[time] agent -> name(args)``
+    for each tool call, ``[time] tool name:`` (``(error)`` for failures) with the result below;
+    then, when ``ending`` is given, a last line ``=== ended: <ending>``. ``cut`` shortens
+    each text and argument string (the log written beside the transcript cuts huge ones).
+    """
+    blocks: list[str] = []
+    for message, seconds in zip(messages, timestamps, strict=True):
+        stamp = f"[{_timestamp(seconds)}]"
+        text = cut(message.content or "")
+        if message.role is Role.ASSISTANT:
+            lines = [f"{stamp} agent:\n{text}"] if text.strip() else []
+            lines += [
+                f"{stamp} agent -> {call.name}({cut(call.arguments)})"
+                for call in message.tool_calls
+            ]
+            blocks.append("\n".join(lines) if lines else f"{stamp} agent: (empty)")
+        elif message.role is Role.TOOL:
+            marker = " (error)" if message.error else ""
+            blocks.append(f"{stamp} tool {message.name}{marker}:\n{text}")
+        else:
+            blocks.append(f"{stamp} {message.role.value}:\n{text}")
+    if ending is not None:
+        blocks.append(f"=== ended: {ending}")
+    return "\n\n".join(blocks) + "\n"
+
+
+def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> dict[str, Any]:
+    scenario = outcome.scenario
     task = scenario.task
     return codec.versioned(
         {
@@ -197,19 +235,26 @@ def _remove_stale(directory: Path, outcome: ScenarioOutcome) -> None:
             raise ArtifactError(f"cannot remove {stale}: {error}") from error
 
 
-def _write_config(
-    directory: Path, scenario: Scenario, prompts: ScenarioPrompts, config: Mapping[str, Any]
+def write_scenario_artifacts(
+    directory: Path,
+    outcome: ScenarioOutcome,
+    *,
+    agent_prompt: str,
+    user_prompt: str,
+    tools: Sequence[Mapping[str, Any]],
+    config: Mapping[str, Any],
 ) -> None:
-    config_dir = directory / CONFIG_DIR
-    write_text_atomic(config_dir / "agent_system_prompt.txt", prompts.agent)
-    write_text_atomic(config_dir / "user_system_prompt.txt", prompts.user)
-    tools = _tools_text(json.dumps([dict(tool) for tool in prompts.tools]))
-    write_text_atomic(config_dir / "tools.json", tools)
-    write_json_atomic(config_dir / "scenario.json", _scenario_metadata(scenario, config))
+    """Write every artifact of ``outcome`` into ``directory``, ``metrics.json`` last.
 
-
-def _write_results(directory: Path, outcome: ScenarioOutcome) -> None:
-    """Every file of the finished scenario but ``scenario_config/``, ``metrics.json`` last."""
+    ``config`` is the run configuration as it should be recorded (secrets already redacted
+    by the caller). An earlier attempt's ``metrics.json`` is removed first, so the folder
+    reads as incomplete until this attempt has written everything; a stale
+    ``judge_result.json`` is removed when no judge ran this time, and so are the temporary
+    files of an earlier attempt killed mid-write (only one process writes a scenario folder).
+    """
+    directory = Path(directory)
+    _refuse_symlinks(directory)
+    _remove_stale(directory, outcome)
     conversation = outcome.conversation
     write_json_atomic(directory / TRANSCRIPT_FILE, conversation.to_json())
     if conversation.error_body:
@@ -242,38 +287,13 @@ def _write_results(directory: Path, outcome: ScenarioOutcome) -> None:
         # its prompt holds the conversation (whole in the transcript); its replies stay whole
         judged["judge_input"] = cut_long_texts(judged["judge_input"])
         write_json_atomic(directory / JUDGE_FILE, judged)
+    config_dir = directory / CONFIG_DIR
+    write_text_atomic(config_dir / "agent_system_prompt.txt", agent_prompt)
+    write_text_atomic(config_dir / "user_system_prompt.txt", user_prompt)
+    write_text_atomic(config_dir / "tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
+    write_json_atomic(config_dir / "scenario.json", _scenario_metadata(outcome, config))
     # the transcript is the one full copy of a huge text; the metrics cut it with a marker
     write_json_atomic(directory / METRICS_FILE, cut_long_texts(codec.encode(outcome.metrics)))
-
-
-def write_scenario_artifacts(
-    directory: Path,
-    outcome: ScenarioOutcome,
-    *,
-    agent_prompt: str,
-    user_prompt: str,
-    tools: Sequence[Mapping[str, Any]],
-    config: Mapping[str, Any],
-) -> None:
-    """Write every artifact of ``outcome`` into ``directory``, ``metrics.json`` last.
-
-    ``config`` is the run configuration as it should be recorded (secrets already redacted
-    by the caller). An earlier attempt's ``metrics.json`` is removed first, so the folder
-    reads as incomplete until this attempt has written everything; a stale
-    ``judge_result.json`` is removed when no judge ran this time, and so are the temporary
-    files of an earlier attempt killed mid-write (only one process writes a scenario folder).
-    """
-    prompts = ScenarioPrompts(agent=agent_prompt, user=user_prompt, tools=tools)
-    _write_all(Path(directory), outcome, prompts, config)
-
-
-def _write_all(
-    directory: Path, outcome: ScenarioOutcome, prompts: ScenarioPrompts, config: Mapping[str, Any]
-) -> None:
-    _refuse_symlinks(directory)
-    _remove_stale(directory, outcome)
-    _write_config(directory, outcome.scenario, prompts, config)
-    _write_results(directory, outcome)
 
 
 def write_outcome(
@@ -288,36 +308,17 @@ def write_outcome(
     The writer that goes with :class:`tau2_retail.engine.harness.Harness`: ``prompts`` is
     ``harness.prompts(outcome.scenario.task)``.
     """
-    directory = _folder_of(run_dir, outcome.scenario)
-    _write_all(directory, outcome, prompts, config)
+    scenario = outcome.scenario
+    directory = scenario_dir(run_dir, scenario.name, scenario.trial, scenario.trials)
+    write_scenario_artifacts(
+        directory,
+        outcome,
+        agent_prompt=prompts.agent,
+        user_prompt=prompts.user,
+        tools=prompts.tools,
+        config=config,
+    )
     return directory
-
-
-def _folder_of(run_dir: Path, scenario: Scenario) -> Path:
-    return scenario_dir(run_dir, scenario.name, scenario.trial, scenario.trials)
-
-
-def begin_scenario(
-    run_dir: Path, scenario: Scenario, *, prompts: ScenarioPrompts, config: Mapping[str, Any]
-) -> Path:
-    """Write the folder's ``scenario_config/`` as the scenario starts; return the folder.
-
-    What a scenario is given is known before its conversation: written while the model
-    answers, not in the burst of endings (hundreds of conversations of one length end
-    together). It describes the attempt in progress; :func:`finish_scenario` writes the rest,
-    ``metrics.json`` last, which alone marks the record complete.
-    """
-    directory = _folder_of(run_dir, scenario)
-    _refuse_symlinks(directory)
-    _write_config(directory, scenario, prompts, config)
-    return directory
-
-
-def finish_scenario(directory: Path, outcome: ScenarioOutcome) -> None:
-    """Write what :func:`begin_scenario` did not, as :func:`write_scenario_artifacts` does."""
-    _refuse_symlinks(directory)
-    _remove_stale(directory, outcome)
-    _write_results(directory, outcome)
 
 
 def read_metrics(path: Path) -> ScenarioMetrics:

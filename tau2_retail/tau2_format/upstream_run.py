@@ -25,12 +25,12 @@ from tau2_retail.results.artifacts import (
     JUDGE_FILE,
     METRICS_FILE,
     TRANSCRIPT_FILE,
+    render_conversation_log,
     scenario_dir,
     validate_name,
     write_json_atomic,
     write_text_atomic,
 )
-from tau2_retail.results.conversation_log import render_conversation_log
 from tau2_retail.results.long_text import cut_long_text, cut_long_texts
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.summary import (

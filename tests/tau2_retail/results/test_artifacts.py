@@ -19,12 +19,12 @@ from tau2_retail.results.artifacts import (
     is_complete,
     load_pending_judgement,
     load_run_metrics,
+    render_conversation_log,
     scenario_dir,
     validate_name,
     write_scenario_artifacts,
 )
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
-from tau2_retail.results.conversation_log import render_conversation_log
 from tau2_retail.testing.fake_models import FunctionModel
 from tau2_retail.testing.offline import OfflineData
 from tau2_retail.testing.run_files import METRICS_KEYS
