@@ -296,7 +296,7 @@ async def tau2_outcome(
     tau2_scheduler: ScenarioScheduler[Finished],
     tau2_scenario: Scenario,
     tau2_agent: object | None,
-) -> AsyncIterator[ScenarioOutcome]:
+) -> ScenarioOutcome:
     """This test's scenario (started ahead by the scheduler, its artifacts written); its
     result goes to the run. The conversation ran on ``tau2_outcome.conversation.store``."""
     agents = request.config.stash[AGENTS_KEY]
@@ -325,4 +325,6 @@ async def tau2_outcome(
             "(excluded from the pass rate; re-run with --tau2-resume "
             f"{tau2_run.plan.run_id})"
         )
-    yield outcome
+    # returned, not yielded: nothing to undo, and a generator fixture's teardown runs the
+    # event loop once more per test
+    return outcome

@@ -82,8 +82,9 @@ class ScenarioScheduler(Generic[T]):
         self._admit = admit
         self._tasks: dict[str, asyncio.Task[T]] = {}
         self._items: dict[str, pytest.Item] = {}
-        self._consumed: set[str] = set()
-        self._started: set[str] = set()
+        # started items by id(): each look at the upcoming items tests every one of them, and
+        # an item's nodeid is a computed property (pytest 9), far dearer than id()
+        self._started: set[int] = set()
         self._running = 0  # tasks not done: counted, not summed over every task per look
         self._current: pytest.Item | None = None
         self._closed = False
@@ -105,7 +106,7 @@ class ScenarioScheduler(Generic[T]):
         return self._interrupted is not None
 
     def started(self, item: pytest.Item) -> bool:
-        return item.nodeid in self._started
+        return id(item) in self._started
 
     async def outcome(self, item: pytest.Item) -> T:
         """The result of ``item``'s scenario: started now if it was not yet, then awaited.
@@ -119,7 +120,6 @@ class ScenarioScheduler(Generic[T]):
             raise NotStarted(item.nodeid)
         task = self._ensure(item)
         self._fill()
-        self._consumed.add(item.nodeid)
         try:
             # Look again now and then while waiting: an xdist worker receives its items over a
             # channel while its first test already runs, and ``--dist load`` sends more later.
@@ -144,7 +144,7 @@ class ScenarioScheduler(Generic[T]):
             task.add_done_callback(self._on_done)
             self._tasks[item.nodeid] = task
             self._items[item.nodeid] = item
-            self._started.add(item.nodeid)
+            self._started.add(id(item))
             self.peak_in_flight = max(self.peak_in_flight, self._running)
         return task
 
@@ -158,7 +158,7 @@ class ScenarioScheduler(Generic[T]):
         for item in self._upcoming(self._current):
             if free <= 0:
                 break
-            if item.nodeid in self._started or not self._wanted(item):
+            if id(item) in self._started or not self._wanted(item):
                 continue
             self._ensure(item)
             free -= 1

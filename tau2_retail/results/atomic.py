@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import valid_unicode
+from tau2_retail.results.indented_json import indented_json
 
 __all__ = [
     "TEMP_PREFIX",
@@ -52,6 +53,9 @@ def dumps_json(value: Any) -> str:
     still reaches a file is written as ``null`` rather than losing the whole artifact (and with
     ``metrics.json`` its scenario).
     """
+    fast = indented_json(value)
+    if fast is not None:
+        return fast + "\n"
     try:
         text = json.dumps(value, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False)
     except ValueError as error:
