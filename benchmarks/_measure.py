@@ -236,11 +236,14 @@ def run_suite(
     cwd: Path = ROOT,
     preimport_openai: bool = False,
     prefix: Sequence[str] = (),
+    write_bytecode: bool = False,
 ) -> Run:
     """Run ``python -m pytest ARGS`` from the repository root and measure it.
 
     With ``probe_dir`` the probe plugin is loaded (``-p _measure``) and each process's record
     is read back from that (empty) folder. ``prefix`` goes before the command (a profiler).
+    ``write_bytecode`` lifts ``PYTHONDONTWRITEBYTECODE`` for this run: it writes the bytecode
+    caches (pytest's rewritten modules too) that an ordinary environment has after one run.
     """
     argv = [python, "-m", "pytest", *args]
     if probe_dir is not None:
@@ -250,6 +253,8 @@ def run_suite(
         argv[3:3] = ["-p", "_measure"]
     argv[:0] = prefix
     env = child_env(probe_dir, preimport_openai=preimport_openai)
+    if write_bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.monotonic()
     start = time.perf_counter()
     process = subprocess.Popen(

@@ -33,7 +33,10 @@ Start-up per process: CPU from the interpreter's start to the probe's import (in
 ``pytest``), to the end of ``pytest_configure`` (entry-point plugins: xdist, asyncio, tau2 and
 the package's modules; pytest's assertion rewriting of them), ``import openai``, the data
 (tasks, policy, seed parsed and verified during parametrization), the rest of collection, and
-to the first test (xdist hand-over, session fixtures).
+to the first test (xdist hand-over, session fixtures). A first run, not measured, writes the
+bytecode caches an ordinary environment has after any run (pytest's rewritten modules too):
+this machine sets ``PYTHONDONTWRITEBYTECODE``, which in a fresh venv would leave every process
+compiling and rewriting the package's modules.
 
 Prints tables and writes ``benchmarks/results/concurrency.json``. Timings are never asserted.
 """
@@ -257,6 +260,10 @@ def offline_one_scenario(python: str | None, work: Path, repeats: int) -> list[d
         args = [*base, "--pyargs", "tests_tau2_retail"]
     else:
         cwd, args = ROOT, [*base, "-k", "tau2_retail"]
+    # not measured: leaves the bytecode caches a user's environment has after any run (this
+    # machine sets PYTHONDONTWRITEBYTECODE, so a fresh venv would compile and rewrite the
+    # package's modules in every process: about 0.8 s more per start here)
+    run_suite(args, python=python or sys.executable, cwd=cwd, write_bytecode=True)
     for _ in range(repeats):
         run = run_suite(args, python=python or sys.executable, cwd=cwd)
         rows.append({"wall_s": run.wall_s, "cpu_s": run.cpu_s, "rc": run.returncode})
