@@ -81,7 +81,6 @@ class ScenarioScheduler(Generic[T]):
         self._stopping = stopping
         self._admit = admit
         self._tasks: dict[str, asyncio.Task[T]] = {}
-        self._items: dict[str, pytest.Item] = {}
         # started items by id(): each look at the upcoming items tests every one of them, and
         # an item's nodeid is a computed property (pytest 9), far dearer than id()
         self._started: set[int] = set()
@@ -132,7 +131,6 @@ class ScenarioScheduler(Generic[T]):
         finally:
             # the test holds its outcome from here; the scheduler lets go of it (memory)
             self._tasks.pop(item.nodeid, None)
-            self._items.pop(item.nodeid, None)
 
     def _ensure(self, item: pytest.Item) -> asyncio.Task[T]:
         task = self._tasks.get(item.nodeid)
@@ -143,7 +141,6 @@ class ScenarioScheduler(Generic[T]):
             self._running += 1
             task.add_done_callback(self._on_done)
             self._tasks[item.nodeid] = task
-            self._items[item.nodeid] = item
             self._started.add(id(item))
             self.peak_in_flight = max(self.peak_in_flight, self._running)
         return task
