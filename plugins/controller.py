@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tau2_retail.errors import AgentInterrupted, ArtifactError, ConfigError, DataError
-from tau2_retail.plugins.interop import record_suite_properties
+from tau2_retail.plugins.interop import distributing_mode, record_suite_properties
 from tau2_retail.plugins.ledger import NOT_RUN, NOT_RUN_INTERRUPTED, RunLedger
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import Tau2Process, send_plan
@@ -158,7 +158,7 @@ class Tau2Run:
         if reporter is None:
             return
         quiet = self.config.get_verbosity() < 0
-        for line in header_lines(self.folder.plan):
+        for line in header_lines(self.folder.plan, dist=distributing_mode(self.config)):
             if not quiet or "OFFLINE SELF-CHECK" in line:
                 reporter.write_line(line)
 

@@ -50,6 +50,7 @@ __all__ = [
     "WorkerHub",
     "XdistController",
     "XdistWorker",
+    "distributing_mode",
     "has_line_number",
     "quiet_dependency_warnings",
     "received_leftovers",
@@ -210,6 +211,15 @@ def received_leftovers(node: Any) -> WorkerLeftovers | None:
     if sent is None:
         return None
     return codec.decode_value(WorkerLeftovers, sent, "a worker's workeroutput")
+
+
+def distributing_mode(config: pytest.Config) -> str | None:
+    """The ``--dist`` mode when this process hands its tests to xdist workers, else None
+    (``-n 0``, ``--collect-only``, no xdist, or an xdist worker): xdist registers its
+    ``dsession`` plugin exactly then."""
+    if not config.pluginmanager.has_plugin("dsession"):
+        return None
+    return str(config.getoption("dist"))
 
 
 def worker_share(config: pytest.Config) -> tuple[int, int] | None:

@@ -108,8 +108,9 @@ def offline_banner(settings: Tau2Settings) -> str:
 # -- the header ---------------------------------------------------------------------------------
 
 
-def header_lines(plan: RunPlan) -> list[str]:
-    """The lines the run says once its scenarios are collected."""
+def header_lines(plan: RunPlan, *, dist: str | None = None) -> list[str]:
+    """The lines the run says once its scenarios are collected; ``dist`` is the ``--dist``
+    mode when the scenarios go to xdist workers."""
     settings = plan.settings
     roles = settings.roles
     lines = [
@@ -130,7 +131,7 @@ def header_lines(plan: RunPlan) -> list[str]:
             f"tau2: shard {index}/{count} of the selected tasks; merge the shards with "
             "python -m tau2_retail merge RUN_DIR... --into RUN_DIR"
         )
-    lines.extend(_concurrency_lines(settings))
+    lines.extend(_concurrency_lines(settings, dist))
     lines.extend(cost_header_lines(settings))
     if settings.resume:
         adopted = dict(plan.adopted)
@@ -142,10 +143,23 @@ def header_lines(plan: RunPlan) -> list[str]:
     return lines
 
 
-def _concurrency_lines(settings: Tau2Settings) -> list[str]:
+def _concurrency_lines(settings: Tau2Settings, dist: str | None) -> list[str]:
     if settings.concurrency <= 1:
         return []
     lines = [f"tau2: up to {settings.concurrency} scenarios in flight per process"]
+    if dist is not None and dist != "each":
+        # a worker starts ahead only the items it holds: xdist's other modes send them a few
+        # at a time, or all of one module to one worker (docs/scale.md)
+        again = (
+            ", and a worker that takes queued items back runs their conversations again"
+            if dist == "worksteal"
+            else ""
+        )
+        lines.append(
+            f"tau2: --dist {dist} holds --tau2-concurrency back: a worker keeps in flight only "
+            f"the scenarios xdist has sent it so far{again}; use --dist each to give each "
+            "worker its share whole (docs/scale.md)"
+        )
     source = settings.agent_source
     if source is not None and source.is_fixture:
         lines.append(

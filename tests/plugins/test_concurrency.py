@@ -7,6 +7,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tau2_retail.plugins.process import RunPlan
+from tau2_retail.plugins.reporter import header_lines
+from tau2_retail.settings import Inputs, Tau2Settings, resolve_settings
+
 from .conftest import Bench, distributed
 
 # Records, when each scenario test's call starts, how many scenarios of this process have
@@ -121,3 +125,54 @@ def test_dist_each_gives_each_worker_its_own_share(bench: Bench) -> None:
 
     result.assert_outcomes(passed=6)  # not 12: no scenario runs on both workers
     assert bench.summary("each")["counts"]["succeeded"] == 6
+
+
+def test_the_header_says_when_xdist_holds_the_concurrency_back(bench: Bench) -> None:
+    loaded = bench.run("-n", "2", TASKS, "--tau2-concurrency=3", "--tau2-run-id=load")
+    each = bench.run("-n", "2", "--dist", "each", TASKS, "--tau2-concurrency=3", "--tau2-run-id=e")
+
+    loaded.assert_outcomes(passed=6)
+    loaded.stdout.fnmatch_lines(
+        [
+            "tau2: up to 3 scenarios in flight per process",
+            "tau2: --dist load holds --tau2-concurrency back: a worker keeps in flight only the "
+            "scenarios xdist has sent it so far; use --dist each *",
+        ]
+    )
+    each.assert_outcomes(passed=6)
+    each.stdout.fnmatch_lines(["tau2: up to 3 scenarios in flight per process"])
+    assert "holds --tau2-concurrency back" not in each.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("dist", "said"),
+    [
+        (None, None),
+        ("each", None),
+        ("load", "--dist load holds --tau2-concurrency back"),
+        ("loadfile", "--dist loadfile holds --tau2-concurrency back"),
+        ("worksteal", "takes queued items back runs their conversations again"),
+    ],
+)
+def test_the_header_names_the_xdist_modes_that_hold_the_concurrency_back(
+    dist: str | None, said: str | None
+) -> None:
+    settings = resolve_settings(
+        Inputs(
+            flag=lambda s: s.flag,
+            option=lambda s: {"concurrency": "8"}.get(s.name),
+            environ={},
+            load_agent=lambda spec, source: None,
+        ),
+        Tau2Settings,
+    )
+    lines = header_lines(RunPlan(settings=settings, run_id="r"), dist=dist)
+    held = [line for line in lines if "holds --tau2-concurrency back" in line]
+
+    assert "tau2: up to 8 scenarios in flight per process" in lines
+    if said is None:
+        assert held == []
+    else:
+        assert len(held) == 1
+        assert said in held[0]
+        assert held[0].endswith("give each worker its share whole (docs/scale.md)")
