@@ -13,6 +13,8 @@ contains:
   timeline (``time.monotonic``, the same clock in every process on Linux) and, in the process
   that ran them, per test the phase durations pytest reports and the process CPU time spent
   between ``pytest_runtest_logstart`` and ``pytest_runtest_logfinish``.
+- :func:`reference_ms` times a fixed Python workload: the host's speed at that moment (a
+  virtual machine's moves from minute to minute).
 - :func:`machine` describes the machine; :func:`table` prints rows; :func:`write_json` saves
   figures under ``benchmarks/results/`` (git-ignored).
 """
@@ -320,6 +322,39 @@ def completions_from_metrics(run_dir: Path) -> dict[str, dict[str, int]]:
             role: value["n_calls"] for role, value in metrics["token_usage"].items()
         }
     return completions
+
+
+# -- the host's speed ---------------------------------------------------------------------------
+
+# A fixed pure-Python workload (dicts, strings, JSON: the harness's kind of work) timed in CPU
+# seconds, in a fresh process on the idle machine. A virtual machine's cores do not keep one
+# speed: on this project's 2-core VM it took 13 ms in one minute and 29 ms some minutes later,
+# and the same benchmark row's CPU per completion moved with it.
+_REFERENCE_SCRIPT = """
+import json, sys, time
+def work():
+    table = {}
+    for i in range(60000):
+        table[f"k{i % 997}"] = [i, str(i), {"a": i}]
+    return len(json.loads(json.dumps(table)))
+for _ in range(int(sys.argv[1])):
+    started = time.process_time()
+    work()
+    print(round((time.process_time() - started) * 1000, 3), flush=True)
+    time.sleep(0.05)
+"""
+
+
+def reference_ms(samples: int = 9) -> float:
+    """The median CPU milliseconds of the reference workload now (about 0.5 s of the idle
+    machine): how fast the host runs Python at this moment; read a row's CPU beside it."""
+    output = subprocess.run(
+        [sys.executable, "-c", _REFERENCE_SCRIPT, str(samples)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return median(float(line) for line in output.split())
 
 
 # -- describing and reporting -----------------------------------------------------------------

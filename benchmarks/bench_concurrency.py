@@ -38,6 +38,10 @@ bytecode caches an ordinary environment has after any run (pytest's rewritten mo
 this machine sets ``PYTHONDONTWRITEBYTECODE``, which in a fresh venv would leave every process
 compiling and rewriting the package's modules.
 
+Before and after each row, the host's speed: a fixed Python workload timed in a fresh process
+on the idle machine (``_measure.reference_ms``, the median of nine, about 0.5 s). A virtual
+machine's cores do not keep one speed; read a row's CPU and wall figures beside it.
+
 Prints tables and writes ``benchmarks/results/concurrency.json``. Timings are never asserted.
 """
 
@@ -59,6 +63,7 @@ from _measure import (
     load_average,
     machine,
     machine_line,
+    reference_ms,
     run_suite,
     table,
     verdict,
@@ -147,6 +152,7 @@ def measure(
     python: str | None,
 ) -> dict[str, Any]:
     server.command("reset")
+    host_before = reference_ms()
     load_before = load_average()
     out = work / "runs"
     args = _pytest_args(label, spec, server, out)
@@ -172,6 +178,7 @@ def measure(
         **_figures(run, stats, run_dir, spec, latency=latency, load_before=load_before),
         "processes": _processes(run),
         "load_average_after": load_average(),
+        "reference_ms": [host_before, reference_ms()],
     }
     print(
         f"  {label}: wall {run.wall_s:.1f} s, ideal {figures['ideal_s']:.1f} s "
@@ -179,7 +186,8 @@ def measure(
         f"{figures['completions']} completions, harness CPU "
         f"{figures['harness_cpu_ms_per_completion']:.2f} ms/completion, "
         f"max RSS {figures['max_rss_mb']:.0f} MB, rc {run.returncode}, "
-        f"load {load_average()[0]:.2f}: {run.last_line()}",
+        f"load {load_average()[0]:.2f}, reference work {figures['reference_ms'][0]:.1f} / "
+        f"{figures['reference_ms'][1]:.1f} ms: {run.last_line()}",
         flush=True,
     )
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -432,6 +440,7 @@ def _runs_table(runs: list[dict[str, Any]]) -> str:
             "harness CPU ms/completion",
             "server CPU ms/completion",
             "peak RSS MB (largest process)",
+            "reference work ms before / after",
         ],
         [
             [
@@ -449,6 +458,7 @@ def _runs_table(runs: list[dict[str, Any]]) -> str:
                 r["harness_cpu_ms_per_completion"],
                 r["server_cpu_ms_per_completion"],
                 r["max_rss_mb"],
+                " / ".join(format(ms, ".1f") for ms in r.get("reference_ms", ())),
             ]
             for r in runs
         ],
