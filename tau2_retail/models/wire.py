@@ -7,8 +7,8 @@ This module does not import ``openai`` (it costs most of a second to import).
 
 Reading: tool-call arguments stay the raw string the model sent (the conversation turns
 invalid JSON into a tool error for the model), an empty string becomes ``{}``, an object becomes
-its JSON text, a missing call id gets ``call_<n>``, and half a UTF-16 surrogate pair in any kept
-text becomes U+FFFD.
+its JSON text, a missing call id gets ``call_<n>``, content given as a list of parts is the text
+of its ``text`` parts, and half a UTF-16 surrogate pair in any kept text becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -61,15 +61,35 @@ def read_message(
     """
     if not isinstance(message, Mapping):
         raise UnreadableReply("the message is not an object")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise UnreadableReply("the message content is not a string")
+    content = _content(message.get("content"))
     if content is not None:
         content = valid_unicode(content)
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise UnreadableReply("tool_calls is not a list")
     return content, tuple(_tool_call(raw, call_ids) for raw in raw_calls)
+
+
+def _content(raw: object) -> str | None:
+    """A message's text: a string, or the text of its ``text`` parts when the server sends the
+    content as a list of parts (Mistral's reasoning models do: a ``thinking`` part, then a
+    ``text`` part). Other parts are the model's own notes, left out as ``reasoning_content``
+    is; a list without a text part is no text. Raises ``UnreadableReply`` for anything else."""
+    if raw is None or isinstance(raw, str):
+        return raw
+    if not isinstance(raw, list):
+        raise UnreadableReply("the message content is neither a string nor a list of parts")
+    texts: list[str] = []
+    for part in raw:
+        if not isinstance(part, Mapping):
+            raise UnreadableReply("a part of the message content is not an object")
+        if part.get("type") != "text":
+            continue
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise UnreadableReply("a text part of the message content has no text")
+        texts.append(text)
+    return "".join(texts) if texts else None
 
 
 def read_completion(

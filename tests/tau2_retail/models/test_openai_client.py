@@ -28,6 +28,7 @@ from tau2_retail.testing.loopback_server import (
     InvalidJson,
     LoopbackOpenAIServer,
     NoChoices,
+    RawBody,
     ReplyToolCall,
     SlowDrip,
 )
@@ -432,12 +433,78 @@ async def test_refused_connection_is_an_endpoint_error(make_model):
             await model.complete(HELLO)
 
 
+def _raw_completion(message: dict[str, Any]) -> RawBody:
+    """A chat completion of ``message`` exactly as given (a server's own shape of it)."""
+    body = {
+        "id": "chatcmpl-raw",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
+    }
+    return RawBody(body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [
+        pytest.param([{"type": "text", "text": "How can I help?"}], "How can I help?", id="one"),
+        pytest.param(
+            [
+                {"type": "thinking", "thinking": [{"type": "text", "text": "They want a return."}]},
+                {"type": "text", "text": "Which order is it?"},
+            ],
+            "Which order is it?",
+            id="mistral-thinking-then-text",
+        ),
+        pytest.param(
+            [{"type": "text", "text": "Which "}, {"type": "text", "text": "order?"}],
+            "Which order?",
+            id="joined",
+        ),
+        pytest.param([{"type": "reasoning", "text": "notes"}], None, id="no-text-part"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_content_sent_as_a_list_of_parts_reads_as_its_text_parts(
+    openai_server, make_model, content, text
+):
+    # Mistral's reasoning models answer with a list of parts; it read as an unparseable reply,
+    # retried until the breaker called the endpoint down: no such agent could be scored
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    openai_server.enqueue(
+        _raw_completion({"role": "assistant", "content": content, "tool_calls": [call]})
+    )
+    async with make_model() as model:
+        turn = await model.complete(HELLO)
+    assert turn.content == text
+    assert turn.tool_calls == (ToolCall(id="c1", name="f", arguments="{}"),)
+    assert turn.usage.prompt == 12
+    assert len(openai_server.requests) == 1
+
+
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
         pytest.param(InvalidJson(), "body is not JSON", id="invalid-json"),
         pytest.param(InvalidJson(content_type="text/html"), "body is not JSON", id="html"),
         pytest.param(NoChoices(), "no choices", id="no-choices"),
+        pytest.param(
+            _raw_completion({"role": "assistant", "content": 7}),
+            "the message content is neither a string nor a list of parts",
+            id="content-a-number",
+        ),
+        pytest.param(
+            _raw_completion({"role": "assistant", "content": ["Hello"]}),
+            "a part of the message content is not an object",
+            id="content-part-a-string",
+        ),
+        pytest.param(
+            _raw_completion({"role": "assistant", "content": [{"type": "text"}]}),
+            "a text part of the message content has no text",
+            id="text-part-without-text",
+        ),
     ],
 )
 @pytest.mark.asyncio
