@@ -7,7 +7,7 @@ import asyncio
 import itertools
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tau2_retail.engine.conversation_setup import (
     Clock,
@@ -47,6 +47,17 @@ _EMPTY_AGENT = Ending(
     detail="the agent returned an empty message twice",
     failed_role="agent",
 )
+
+
+def _empty_agent(finish_reason: str | None) -> Ending:
+    """The empty-message ending, naming the server's ``finish_reason`` when it says why the
+    message is empty (``length``: the completion budget spent, often on a reasoning model's
+    thinking; ``content_filter``: the provider's filter), not when it is the ordinary ``stop``."""
+    if finish_reason is None or finish_reason == "stop":
+        return _EMPTY_AGENT
+    return replace(_EMPTY_AGENT, detail=f"{_EMPTY_AGENT.detail} (finish_reason {finish_reason})")
+
+
 _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})
 
 
@@ -266,7 +277,7 @@ class RunningConversation:
             turn = await self.complete("agent", agent, [self.agent_system, *self.messages])
             if turn.is_empty:
                 if retried_empty or not self.rules.retry_empty_agent:
-                    raise _Stopped(_EMPTY_AGENT)
+                    raise _Stopped(_empty_agent(turn.finish_reason))
                 retried_empty = True
                 continue
             # The retry is per empty message: a good reply earns the next empty one a retry too.

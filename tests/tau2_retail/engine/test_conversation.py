@@ -401,6 +401,31 @@ async def test_a_call_that_hangs_is_cut_by_the_wall_clock_limit(store):
 # -- endings: agent_error -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("finish_reason", "detail"),
+    [
+        (None, "the agent returned an empty message twice"),
+        ("stop", "the agent returned an empty message twice"),
+        ("length", "the agent returned an empty message twice (finish_reason length)"),
+        (
+            "content_filter",
+            "the agent returned an empty message twice (finish_reason content_filter)",
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_the_empty_message_ending_names_why_the_server_says_it_is_empty(
+    store, finish_reason, detail
+):
+    # a reasoning model that spends its completion budget thinking answers empty, with
+    # finish_reason "length"; a provider's filter with "content_filter"
+    empty = AssistantTurn(content=None, usage=Usage(n_calls=1), finish_reason=finish_reason)
+    agent = Scripted("agent", [empty, empty])
+    result = await converse(store, agent, user_says("Hi."))
+    assert result.stop_reason is StopReason.AGENT_ERROR
+    assert result.detail == detail
+
+
 @pytest.mark.asyncio
 async def test_an_empty_message_is_asked_again_once_then_agent_error(store):
     agent = Scripted("agent", [say(None), say("   "), say("never")])
