@@ -49,13 +49,18 @@ _EMPTY_AGENT = Ending(
 )
 
 
-def _empty_agent(finish_reason: str | None) -> Ending:
-    """The empty-message ending, naming the server's ``finish_reason`` when it says why the
-    message is empty (``length``: the completion budget spent, often on a reasoning model's
-    thinking; ``content_filter``: the provider's filter), not when it is the ordinary ``stop``."""
+def _why_empty(finish_reason: str | None) -> str:
+    """What the server said of an empty message, for its ending's detail: its ``finish_reason``
+    when that explains it (``length``: the completion budget spent, often on a reasoning
+    model's thinking; ``content_filter``: the provider's filter), nothing for ``stop``."""
     if finish_reason is None or finish_reason == "stop":
-        return _EMPTY_AGENT
-    return replace(_EMPTY_AGENT, detail=f"{_EMPTY_AGENT.detail} (finish_reason {finish_reason})")
+        return ""
+    return f" (finish_reason {finish_reason})"
+
+
+def _empty_agent(finish_reason: str | None) -> Ending:
+    why = _why_empty(finish_reason)
+    return replace(_EMPTY_AGENT, detail=_EMPTY_AGENT.detail + why) if why else _EMPTY_AGENT
 
 
 _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})
@@ -252,7 +257,10 @@ class RunningConversation:
         if not (turn.content and turn.content.strip()):
             raise _Stopped(
                 Ending.failure(
-                    StopReason.INFRA_ERROR, "user", "the simulator returned an empty message twice"
+                    StopReason.INFRA_ERROR,
+                    "user",
+                    "the simulator returned an empty message twice"
+                    + _why_empty(turn.finish_reason),
                 )
             )
         message = Message(role=Role.USER, content=turn.content, finish_reason=turn.finish_reason)

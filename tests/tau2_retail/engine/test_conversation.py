@@ -427,6 +427,16 @@ async def test_the_empty_message_ending_names_why_the_server_says_it_is_empty(
 
 
 @pytest.mark.asyncio
+async def test_the_simulators_empty_message_ending_names_its_finish_reason_too(store):
+    empty = AssistantTurn(content="", usage=Usage(n_calls=1), finish_reason="content_filter")
+    result = await converse(store, Scripted("agent", []), Scripted("user", [empty, empty]))
+    assert result.stop_reason is StopReason.INFRA_ERROR
+    assert result.detail == (
+        "user: the simulator returned an empty message twice (finish_reason content_filter)"
+    )
+
+
+@pytest.mark.asyncio
 async def test_an_empty_message_is_asked_again_once_then_agent_error(store):
     agent = Scripted("agent", [say(None), say("   "), say("never")])
     result = await converse(store, agent, user_says("Hi."))
