@@ -59,8 +59,7 @@ def _why_empty(finish_reason: str | None) -> str:
 
 
 def _empty_agent(finish_reason: str | None) -> Ending:
-    why = _why_empty(finish_reason)
-    return replace(_EMPTY_AGENT, detail=_EMPTY_AGENT.detail + why) if why else _EMPTY_AGENT
+    return replace(_EMPTY_AGENT, detail=_EMPTY_AGENT.detail + _why_empty(finish_reason))
 
 
 _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})
