@@ -35,6 +35,7 @@ from tau2_retail.errors import ArtifactError, ArtifactFormatError
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
 from tau2_retail.results.long_text import cut_long_text, cut_long_texts
+from tau2_retail.results.scenario_folder import ScenarioFiles, put_scenario_files
 
 if TYPE_CHECKING:
     from tau2_retail.engine.harness import ScenarioPrompts
@@ -52,10 +53,12 @@ __all__ = [
     "is_complete",
     "load_pending_judgement",
     "load_run_metrics",
+    "outcome_files",
     "read_metrics",
     "render_conversation_log",
     "scan_run_metrics",
     "scenario_dir",
+    "scenario_files",
     "scenario_id_of_folder",
     "set_aside_metrics",
     "validate_name",
@@ -197,42 +200,76 @@ def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> d
     )
 
 
-def _refuse_symlinks(directory: Path) -> None:
-    """Neither a scenario folder (or the scenario folder of a trial) nor anything under it may
-    be a symbolic link: the writes would follow it outside the run directory."""
-    folders = [directory]
-    if directory.name.startswith("trial-"):
-        folders.append(directory.parent)
-    links = [folder for folder in folders if folder.is_symlink()]
-    if not links and directory.is_dir():
-        # anywhere under it too: a linked scenario_config/ would be followed by the writes
-        for root, dirs, files in os.walk(directory):
-            links += [Path(root, name) for name in (*dirs, *files) if Path(root, name).is_symlink()]
-    for link in links[:1]:
-        raise ArtifactError(
-            f"{link} is a symbolic link (to {os.readlink(link)}): refusing to write a "
-            "scenario's artifacts outside the run directory; remove the link"
-        )
-
-
-def _remove_stale(directory: Path, outcome: ScenarioOutcome) -> None:
-    """Remove an earlier attempt's record, the files this attempt does not write, and the
-    temporary files of an attempt killed mid-write."""
-    stale_names = [METRICS_FILE, SET_ASIDE_FILE, TEST_ERROR_FILE]
+def _stale_names(outcome: ScenarioOutcome) -> tuple[str, ...]:
+    """An earlier attempt's record, and the files this attempt does not write."""
+    names = [METRICS_FILE, SET_ASIDE_FILE, TEST_ERROR_FILE]
     if outcome.judge is None:
-        stale_names.append(JUDGE_FILE)
+        names.append(JUDGE_FILE)
     if not outcome.conversation.error_body:
-        stale_names.append(ENDPOINT_ERROR_FILE)
+        names.append(ENDPOINT_ERROR_FILE)
     if not outcome.conversation.agent_traceback:
-        stale_names.append(AGENT_TRACEBACK_FILE)
-    stale_files = [directory / name for name in stale_names]
-    for folder in (directory, directory / CONFIG_DIR):
-        stale_files += folder.glob(f"{atomic.TEMP_PREFIX}*")
-    for stale in stale_files:
-        try:
-            stale.unlink(missing_ok=True)
-        except OSError as error:
-            raise ArtifactError(f"cannot remove {stale}: {error}") from error
+        names.append(AGENT_TRACEBACK_FILE)
+    return tuple(names)
+
+
+def scenario_files(
+    directory: Path,
+    outcome: ScenarioOutcome,
+    *,
+    agent_prompt: str,
+    user_prompt: str,
+    tools: Sequence[Mapping[str, Any]],
+    config: Mapping[str, Any],
+) -> ScenarioFiles:
+    """Every artifact of ``outcome`` as the bytes of its file in ``directory``, ``metrics.json``
+    last; nothing is written (:func:`write_scenario_artifacts` writes them)."""
+    conversation = outcome.conversation
+    files: list[tuple[str, bytes]] = []
+
+    def text(name: str, value: str) -> None:
+        files.append((name, atomic.utf8(value)))
+
+    def json_file(name: str, value: Any) -> None:
+        text(name, atomic.dumps_json(value))
+
+    json_file(TRANSCRIPT_FILE, conversation.to_json())
+    if conversation.error_body:
+        # The whole error reply of the endpoint that ended the run (the metrics hold 300
+        # characters of it): e.g. the seventh of seven validation errors.
+        text(ENDPOINT_ERROR_FILE, conversation.error_body + "\n")
+    if conversation.agent_traceback:
+        # the traceback of the agent's own code that ended the run (agent_error)
+        text(AGENT_TRACEBACK_FILE, conversation.agent_traceback)
+    text(
+        "conversation_log.txt",
+        render_conversation_log(
+            conversation.messages,
+            conversation.timestamps,
+            ending=_ending(outcome),
+            cut=cut_long_text,
+        ),
+    )
+    json_file(
+        "final_agent_response.json",
+        [{"actions": [action.to_json() for action in conversation.actions]}],
+    )
+    json_file(
+        "reference_answer.json",
+        codec.versioned({"actions": [action.to_json() for action in outcome.gold.actions]}),
+    )
+    json_file("db_diff.json", outcome.db_diff)
+    if outcome.judge is not None:
+        judged = codec.encode(outcome.judge)
+        # its prompt holds the conversation (whole in the transcript); its replies stay whole
+        judged["judge_input"] = cut_long_texts(judged["judge_input"])
+        json_file(JUDGE_FILE, judged)
+    text(f"{CONFIG_DIR}/agent_system_prompt.txt", agent_prompt)
+    text(f"{CONFIG_DIR}/user_system_prompt.txt", user_prompt)
+    text(f"{CONFIG_DIR}/tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
+    json_file(f"{CONFIG_DIR}/scenario.json", _scenario_metadata(outcome, config))
+    # the transcript is the one full copy of a huge text; the metrics cut it with a marker
+    json_file(METRICS_FILE, cut_long_texts(codec.encode(outcome.metrics)))
+    return ScenarioFiles(directory=Path(directory), files=tuple(files), stale=_stale_names(outcome))
 
 
 def write_scenario_artifacts(
@@ -252,48 +289,35 @@ def write_scenario_artifacts(
     ``judge_result.json`` is removed when no judge ran this time, and so are the temporary
     files of an earlier attempt killed mid-write (only one process writes a scenario folder).
     """
-    directory = Path(directory)
-    _refuse_symlinks(directory)
-    _remove_stale(directory, outcome)
-    conversation = outcome.conversation
-    write_json_atomic(directory / TRANSCRIPT_FILE, conversation.to_json())
-    if conversation.error_body:
-        # The whole error reply of the endpoint that ended the run (the metrics hold 300
-        # characters of it): e.g. the seventh of seven validation errors.
-        write_text_atomic(directory / ENDPOINT_ERROR_FILE, conversation.error_body + "\n")
-    if conversation.agent_traceback:
-        # the traceback of the agent's own code that ended the run (agent_error)
-        write_text_atomic(directory / AGENT_TRACEBACK_FILE, conversation.agent_traceback)
-    write_text_atomic(
-        directory / "conversation_log.txt",
-        render_conversation_log(
-            conversation.messages,
-            conversation.timestamps,
-            ending=_ending(outcome),
-            cut=cut_long_text,
-        ),
+    put_scenario_files(
+        scenario_files(
+            directory,
+            outcome,
+            agent_prompt=agent_prompt,
+            user_prompt=user_prompt,
+            tools=tools,
+            config=config,
+        )
     )
-    write_json_atomic(
-        directory / "final_agent_response.json",
-        [{"actions": [action.to_json() for action in conversation.actions]}],
+
+
+def outcome_files(
+    run_dir: Path,
+    outcome: ScenarioOutcome,
+    *,
+    prompts: ScenarioPrompts,
+    config: Mapping[str, Any],
+) -> ScenarioFiles:
+    """``outcome``'s artifacts in its folder under ``run_dir``, as bytes (not written)."""
+    scenario = outcome.scenario
+    return scenario_files(
+        scenario_dir(run_dir, scenario.name, scenario.trial, scenario.trials),
+        outcome,
+        agent_prompt=prompts.agent,
+        user_prompt=prompts.user,
+        tools=prompts.tools,
+        config=config,
     )
-    write_json_atomic(
-        directory / "reference_answer.json",
-        codec.versioned({"actions": [action.to_json() for action in outcome.gold.actions]}),
-    )
-    write_json_atomic(directory / "db_diff.json", outcome.db_diff)
-    if outcome.judge is not None:
-        judged = codec.encode(outcome.judge)
-        # its prompt holds the conversation (whole in the transcript); its replies stay whole
-        judged["judge_input"] = cut_long_texts(judged["judge_input"])
-        write_json_atomic(directory / JUDGE_FILE, judged)
-    config_dir = directory / CONFIG_DIR
-    write_text_atomic(config_dir / "agent_system_prompt.txt", agent_prompt)
-    write_text_atomic(config_dir / "user_system_prompt.txt", user_prompt)
-    write_text_atomic(config_dir / "tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
-    write_json_atomic(config_dir / "scenario.json", _scenario_metadata(outcome, config))
-    # the transcript is the one full copy of a huge text; the metrics cut it with a marker
-    write_json_atomic(directory / METRICS_FILE, cut_long_texts(codec.encode(outcome.metrics)))
 
 
 def write_outcome(
@@ -308,17 +332,7 @@ def write_outcome(
     The writer that goes with :class:`tau2_retail.engine.harness.Harness`: ``prompts`` is
     ``harness.prompts(outcome.scenario.task)``.
     """
-    scenario = outcome.scenario
-    directory = scenario_dir(run_dir, scenario.name, scenario.trial, scenario.trials)
-    write_scenario_artifacts(
-        directory,
-        outcome,
-        agent_prompt=prompts.agent,
-        user_prompt=prompts.user,
-        tools=prompts.tools,
-        config=config,
-    )
-    return directory
+    return put_scenario_files(outcome_files(run_dir, outcome, prompts=prompts, config=config))
 
 
 def read_metrics(path: Path) -> ScenarioMetrics:

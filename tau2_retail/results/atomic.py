@@ -35,6 +35,8 @@ __all__ = [
     "atomic_file",
     "dumps_json",
     "finite_or_null",
+    "utf8",
+    "write_bytes_atomic",
     "write_json_atomic",
     "write_text_atomic",
 ]
@@ -149,21 +151,30 @@ def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
         raise
 
 
+def utf8(text: str) -> bytes:
+    """``text`` as a file's bytes: UTF-8, a lone surrogate (one that escaped the checks where
+    endpoint text enters) as U+FFFD, so that the file is written rather than lost."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return valid_unicode(text).encode("utf-8")
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically, creating parent folders (as
+    :func:`write_text_atomic`, for text already encoded)."""
+    with atomic_file(path, durable=durable) as handle:
+        handle.write(data)
+
+
 def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically, creating parent folders.
+    """Write ``text`` (UTF-8, see :func:`utf8`) to ``path`` atomically, creating parent folders.
 
     ``durable=False`` skips the fsync (see the module docstring). Raises
     :class:`ArtifactError` naming ``path`` and the OS error when anything fails; the temporary
     file is removed and an existing ``path`` is left untouched.
     """
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        # a lone surrogate that escaped the checks where endpoint text enters: the file is
-        # written with U+FFFD in its place rather than lost
-        data = valid_unicode(text).encode("utf-8")
-    with atomic_file(path, durable=durable) as handle:
-        handle.write(data)
+    write_bytes_atomic(path, utf8(text), durable=durable)
 
 
 def write_json_atomic(path: Path, value: Any, *, durable: bool = True) -> None:

@@ -24,7 +24,7 @@ from tau2_retail.results.artifacts import (
     validate_name,
     write_scenario_artifacts,
 )
-from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
+from tau2_retail.results.atomic import write_bytes_atomic
 from tau2_retail.testing.fake_models import FunctionModel
 from tau2_retail.testing.offline import OfflineData
 from tau2_retail.testing.run_files import METRICS_KEYS
@@ -297,16 +297,11 @@ def test_metrics_json_is_written_last(
     outcome, agent_prompt, user_prompt = run("0")
     order: list[str] = []
 
-    def spy_json(path: Path, value: Any) -> None:
+    def spy(path: Path, data: bytes, *, durable: bool = True) -> None:
         order.append(path.name)
-        write_json_atomic(path, value)
+        write_bytes_atomic(path, data, durable=durable)
 
-    def spy_text(path: Path, text: str) -> None:
-        order.append(path.name)
-        write_text_atomic(path, text)
-
-    monkeypatch.setattr("tau2_retail.results.artifacts.write_json_atomic", spy_json)
-    monkeypatch.setattr("tau2_retail.results.artifacts.write_text_atomic", spy_text)
+    monkeypatch.setattr("tau2_retail.results.atomic.write_bytes_atomic", spy)
     _write(tmp_path, outcome, agent_prompt, user_prompt)
     assert order[-1] == "metrics.json"
     assert order.count("metrics.json") == 1
@@ -320,12 +315,12 @@ def test_a_failed_rewrite_leaves_the_scenario_incomplete(
     _write(tmp_path, outcome, agent_prompt, user_prompt)
     assert is_complete(tmp_path)
 
-    def failing(path: Path, value: Any) -> None:
+    def failing(path: Path, data: bytes, *, durable: bool = True) -> None:
         if path.name == "db_diff.json":
             raise ArtifactError(f"cannot write {path}: disk full")
-        write_json_atomic(path, value)
+        write_bytes_atomic(path, data, durable=durable)
 
-    monkeypatch.setattr("tau2_retail.results.artifacts.write_json_atomic", failing)
+    monkeypatch.setattr("tau2_retail.results.atomic.write_bytes_atomic", failing)
     with pytest.raises(ArtifactError, match=r"db_diff\.json"):
         _write(tmp_path, outcome, agent_prompt, user_prompt)
     assert not (tmp_path / "metrics.json").exists()
