@@ -8,6 +8,7 @@ reported as a pytest error and excluded from the rates.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -40,7 +41,8 @@ from tau2_retail.plugins.scheduler import (
     SchedulerInterrupted,
     upcoming_items,
 )
-from tau2_retail.results.artifacts import load_pending_judgement, scenario_dir, write_outcome
+from tau2_retail.results.artifacts import load_pending_judgement, outcome_files, scenario_dir
+from tau2_retail.results.folder_writer import FolderWriter
 from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store
 
@@ -195,18 +197,23 @@ async def tau2_scheduler(
             raise SchedulerInterrupted(reason) from None
         for hit in outcome.timeouts:
             tau2_run.notice(timeout_notice(hit))
-        directory = write_outcome(
+        folder = functools.partial(
+            outcome_files,
             tau2_run.plan.run_dir,
             outcome,
             prompts=tau2_harness.prompts(scenario.task),
             config=configuration,
         )
-        return outcome, directory
+        return outcome, await writer.put(folder)
 
     budget = tau2_run.budget
     if tau2_run.plan.settings.concurrency > 1:
         freeze_long_lived_objects()
         raise_open_files_limit(tau2_run.plan.settings.concurrency)
+        # many scenarios end close together: their files' kernel time off the loop's thread
+        writer = await FolderWriter.start(on_fallback=tau2_run.notice)
+    else:
+        writer = FolderWriter(None)  # one scenario at a time: written in this process
     scheduler = ScenarioScheduler(
         limit=tau2_run.plan.settings.concurrency,
         start=start,
@@ -218,7 +225,10 @@ async def tau2_scheduler(
     try:
         yield scheduler
     finally:
-        await scheduler.aclose()
+        try:
+            await scheduler.aclose()
+        finally:
+            await writer.aclose()  # every folder it received is on disk
 
 
 _YOUNG_COLLECTION_THRESHOLD = 20_000
