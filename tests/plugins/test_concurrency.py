@@ -176,3 +176,48 @@ def test_the_header_names_the_xdist_modes_that_hold_the_concurrency_back(
         assert len(held) == 1
         assert said in held[0]
         assert held[0].endswith("give each worker its share whole (docs/scale.md)")
+
+
+# Records, for each folder the run writes, whether the helper process took it.
+_WRITER_PROBE = """\
+from tau2_retail.results.folder_writer import FolderWriter
+
+_put = FolderWriter.put
+
+
+async def put(self, folder):
+    with open("writer.txt", "a", encoding="utf-8") as out:
+        out.write(f"{self.in_child}\\n")
+    return await _put(self, folder)
+
+
+FolderWriter.put = put
+"""
+
+
+def test_with_scenarios_in_flight_a_helper_process_writes_their_folders(bench: Bench) -> None:
+    (bench.path / "conftest.py").write_text(_WRITER_PROBE, encoding="utf-8")
+    bench.run(TASKS, "--tau2-concurrency=3", "--tau2-run-id=ahead").assert_outcomes(passed=6)
+    assert (bench.path / "writer.txt").read_text(encoding="utf-8").split() == ["True"] * 6
+    assert all(bench.metrics("ahead", f"tau2_retail__{n}")["is_successful"] for n in range(6))
+
+    (bench.path / "writer.txt").unlink()
+    bench.run(TASKS, "--tau2-run-id=one").assert_outcomes(passed=6)
+    # one scenario at a time: written in the process that runs it
+    assert (bench.path / "writer.txt").read_text(encoding="utf-8").split() == ["False"] * 6
+
+
+def test_a_helper_process_that_stops_leaves_the_folders_to_the_run(bench: Bench) -> None:
+    (bench.path / "conftest.py").write_text(
+        "import tau2_retail.results.folder_writer as writer\n\n"
+        "writer._CHILD = 'import sys; sys.exit(3)'  # the helper ends at once\n",
+        encoding="utf-8",
+    )
+    result = bench.run(TASKS, "--tau2-concurrency=3", "--tau2-run-id=gone")
+
+    result.assert_outcomes(passed=6)
+    assert all(bench.metrics("gone", f"tau2_retail__{n}")["is_successful"] for n in range(6))
+    result.stdout.fnmatch_lines(
+        ["the artifact writer process is not used (it stopped): the scenario folders are written*"]
+    )
+    assert bench.summary("gone")["counts"]["succeeded"] == 6
