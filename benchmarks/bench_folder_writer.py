@@ -39,49 +39,19 @@ from typing import Any
 
 import _checkout  # noqa: F401  (this checkout's tau2_retail first)
 from _measure import ROOT, file_ms, load_average, machine, machine_line, median, table, write_json
-from bench_offline import _harness_inputs
+from bench_offline import _harness_inputs, oracle_outcome, rendered_folder
 
 
-async def _outcomes(inputs: dict[str, Any]) -> list[tuple[Any, str]]:
-    from tau2_retail.engine.prompts import user_system_prompt
-    from tau2_retail.engine.scenario import Scenario
-    from tau2_retail.models.builtin import builtin_model
-    from tau2_retail.testing.offline import run_offline
-
-    done = []
-    for task in inputs["tasks"].values():
-        outcome = await run_offline(
-            Scenario(task=task, trial=0, trials=1, seed=300),
-            agent=builtin_model("builtin:oracle", task, role="agent"),
-            judge_model=None,
-            book=inputs["book"],
-            profile=inputs["profile"],
-        )
-        done.append((outcome, user_system_prompt(inputs["guidelines"], task)))
-    return done
+async def _outcomes(inputs: dict[str, Any]) -> list[Any]:
+    return [await oracle_outcome(inputs, task) for task in inputs["tasks"].values()]
 
 
-def _render(inputs: dict[str, Any], folder: Path, outcome: Any, user_prompt: str) -> Any:
-    from tau2_retail.results.artifacts import scenario_files
-
-    return scenario_files(
-        folder / outcome.scenario.name,
-        outcome,
-        agent_prompt=inputs["agent_prompt"],
-        user_prompt=user_prompt,
-        tools=inputs["tools"],
-        config={"run_id": "bench"},
-    )
-
-
-def in_process(
-    inputs: dict[str, Any], outcomes: list[tuple[Any, str]], folder: Path
-) -> dict[str, float]:
+def in_process(inputs: dict[str, Any], outcomes: list[Any], folder: Path) -> dict[str, float]:
     from tau2_retail.results.scenario_folder import put_scenario_files
 
     wall, cpu = time.perf_counter(), time.thread_time()
-    for outcome, user_prompt in outcomes:
-        put_scenario_files(_render(inputs, folder, outcome, user_prompt))
+    for outcome in outcomes:
+        put_scenario_files(rendered_folder(inputs, folder, outcome))
     return {
         "loop_thread_cpu_ms_per_folder": (time.thread_time() - cpu) / len(outcomes) * 1000,
         "burst_wall_s": time.perf_counter() - wall,
@@ -89,9 +59,7 @@ def in_process(
     }
 
 
-def helper(
-    inputs: dict[str, Any], outcomes: list[tuple[Any, str]], folder: Path
-) -> dict[str, float]:
+def helper(inputs: dict[str, Any], outcomes: list[Any], folder: Path) -> dict[str, float]:
     from tau2_retail.results.folder_writer import FolderWriter
 
     async def burst() -> dict[str, float]:
@@ -101,8 +69,8 @@ def helper(
         wall, cpu = time.perf_counter(), time.thread_time()
         await asyncio.gather(
             *(
-                writer.put(functools.partial(_render, inputs, folder, outcome, user_prompt))
-                for outcome, user_prompt in outcomes
+                writer.put(functools.partial(rendered_folder, inputs, folder, outcome))
+                for outcome in outcomes
             )
         )
         figures = {

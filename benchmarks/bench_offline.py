@@ -191,35 +191,47 @@ def _harness_inputs() -> dict[str, Any]:
     return inputs
 
 
+async def oracle_outcome(inputs: dict[str, Any], task: Any) -> Any:
+    """``task``'s scenario run offline (built-in oracle agent, scripted customer, no judge)."""
+    from tau2_retail.engine.scenario import Scenario
+    from tau2_retail.models.builtin import builtin_model
+    from tau2_retail.testing.offline import run_offline
+
+    return await run_offline(
+        Scenario(task=task, trial=0, trials=1, seed=300),
+        agent=builtin_model("builtin:oracle", task, role="agent"),
+        judge_model=None,
+        book=inputs["book"],
+        profile=inputs["profile"],
+    )
+
+
+def rendered_folder(inputs: dict[str, Any], scratch: Path, outcome: Any) -> Any:
+    """``outcome``'s artifacts under ``scratch``, as bytes (``ScenarioFiles``), not written."""
+    from tau2_retail.engine.prompts import user_system_prompt
+    from tau2_retail.results.artifacts import scenario_files
+
+    return scenario_files(
+        scratch / outcome.scenario.name,
+        outcome,
+        agent_prompt=inputs["agent_prompt"],
+        user_prompt=user_system_prompt(inputs["guidelines"], outcome.scenario.task),
+        tools=inputs["tools"],
+        config={"run_id": "bench"},
+    )
+
+
 async def _one_pass(
     inputs: dict[str, Any], scratch: Path, scenario_ms: list[float], artifacts_ms: list[float]
 ) -> None:
     """Every scenario once: its conversation and scoring, then its artifacts, timed apart."""
-    from tau2_retail.engine.prompts import user_system_prompt
-    from tau2_retail.engine.scenario import Scenario
-    from tau2_retail.models.builtin import builtin_model
-    from tau2_retail.results.artifacts import write_scenario_artifacts
-    from tau2_retail.testing.offline import run_offline
+    from tau2_retail.results.scenario_folder import put_scenario_files
 
     for task in inputs["tasks"].values():
-        user_prompt = user_system_prompt(inputs["guidelines"], task)
         start = time.perf_counter()
-        outcome = await run_offline(
-            Scenario(task=task, trial=0, trials=1, seed=300),
-            agent=builtin_model("builtin:oracle", task, role="agent"),
-            judge_model=None,
-            book=inputs["book"],
-            profile=inputs["profile"],
-        )
+        outcome = await oracle_outcome(inputs, task)
         middle = time.perf_counter()
-        write_scenario_artifacts(
-            scratch / outcome.scenario.name,
-            outcome,
-            agent_prompt=inputs["agent_prompt"],
-            user_prompt=user_prompt,
-            tools=inputs["tools"],
-            config={"run_id": "bench"},
-        )
+        put_scenario_files(rendered_folder(inputs, scratch, outcome))
         end = time.perf_counter()
         scenario_ms.append((middle - start) * 1000)
         artifacts_ms.append((end - middle) * 1000)

@@ -63,7 +63,6 @@ __all__ = [
     "set_aside_metrics",
     "validate_name",
     "write_outcome",
-    "write_scenario_artifacts",
 ]
 
 METRICS_FILE = "metrics.json"
@@ -222,7 +221,13 @@ def scenario_files(
     config: Mapping[str, Any],
 ) -> ScenarioFiles:
     """Every artifact of ``outcome`` as the bytes of its file in ``directory``, ``metrics.json``
-    last; nothing is written (:func:`write_scenario_artifacts` writes them)."""
+    last; nothing is written (:func:`put_scenario_files` writes them: an earlier attempt's
+    ``metrics.json`` goes first, so the folder reads as incomplete until this attempt has
+    written everything; a stale ``judge_result.json`` goes when no judge ran this time, and so
+    do the temporary files of an attempt killed mid-write).
+
+    ``config`` is the run configuration as it should be recorded (secrets already redacted
+    by the caller)."""
     conversation = outcome.conversation
     files: list[tuple[str, bytes]] = []
 
@@ -270,35 +275,6 @@ def scenario_files(
     # the transcript is the one full copy of a huge text; the metrics cut it with a marker
     json_file(METRICS_FILE, cut_long_texts(codec.encode(outcome.metrics)))
     return ScenarioFiles(directory=Path(directory), files=tuple(files), stale=_stale_names(outcome))
-
-
-def write_scenario_artifacts(
-    directory: Path,
-    outcome: ScenarioOutcome,
-    *,
-    agent_prompt: str,
-    user_prompt: str,
-    tools: Sequence[Mapping[str, Any]],
-    config: Mapping[str, Any],
-) -> None:
-    """Write every artifact of ``outcome`` into ``directory``, ``metrics.json`` last.
-
-    ``config`` is the run configuration as it should be recorded (secrets already redacted
-    by the caller). An earlier attempt's ``metrics.json`` is removed first, so the folder
-    reads as incomplete until this attempt has written everything; a stale
-    ``judge_result.json`` is removed when no judge ran this time, and so are the temporary
-    files of an earlier attempt killed mid-write (only one process writes a scenario folder).
-    """
-    put_scenario_files(
-        scenario_files(
-            directory,
-            outcome,
-            agent_prompt=agent_prompt,
-            user_prompt=user_prompt,
-            tools=tools,
-            config=config,
-        )
-    )
 
 
 def outcome_files(

@@ -31,7 +31,8 @@ from tau2_retail.engine.prompts import agent_system_prompt, user_system_prompt
 from tau2_retail.engine.scenario import Scenario, run_scenario
 from tau2_retail.models.builtin import ScriptedCustomer
 from tau2_retail.models.messages import AssistantTurn, ToolCall, Usage
-from tau2_retail.results.artifacts import write_scenario_artifacts
+from tau2_retail.results.artifacts import scenario_files
+from tau2_retail.results.scenario_folder import put_scenario_files
 from tau2_retail.testing.bench import Bench, error_lines
 from tau2_retail.testing.fake_models import scripted_agent
 from tau2_retail.testing.loopback_server import Completion, HttpError, Reply, ReplyToolCall
@@ -373,13 +374,15 @@ def test_any_tool_call_gives_a_result_through_conversation_artifacts_and_xdist(
         codec.decode_value(ScenarioMetrics, execnet.loads(execnet.dumps(record))) == outcome.metrics
     )
     folder = tmp_path_factory.mktemp("artifacts")
-    write_scenario_artifacts(
-        folder,
-        outcome,
-        agent_prompt=engine["agent_prompt"],
-        user_prompt=engine["user_prompt"],
-        tools=engine["tools"],
-        config={},
+    put_scenario_files(
+        scenario_files(
+            folder,
+            outcome,
+            agent_prompt=engine["agent_prompt"],
+            user_prompt=engine["user_prompt"],
+            tools=engine["tools"],
+            config={},
+        )
     )
     transcript = json.loads((folder / "transcript.json").read_text(encoding="utf-8"))
     assert len(transcript["messages"]) == len(outcome.conversation.messages)

@@ -22,8 +22,9 @@ from tau2_retail.engine.scenario import Scenario, scenario_id
 from tau2_retail.errors import EndpointError
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
-from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.artifacts import scenario_dir, scenario_files
 from tau2_retail.results.records import RunConfiguration
+from tau2_retail.results.scenario_folder import put_scenario_files
 from tau2_retail.results.summary import write_run_summary
 from tau2_retail.testing.fake_models import FunctionModel, scripted_agent
 from tau2_retail.testing.offline import OfflineData
@@ -151,13 +152,15 @@ def _write_run(
                 _agent(kind, task),
                 FunctionModel("test:judge", _judge) if judge else None,
             )
-            write_scenario_artifacts(
-                scenario_dir(run_dir, scenario.name, trial, n_trials),
-                outcome,
-                agent_prompt=data.agent_prompt,
-                user_prompt=data.user_prompt(task),
-                tools=tools,
-                config=codec.encode(configuration),
+            put_scenario_files(
+                scenario_files(
+                    scenario_dir(run_dir, scenario.name, trial, n_trials),
+                    outcome,
+                    agent_prompt=data.agent_prompt,
+                    user_prompt=data.user_prompt(task),
+                    tools=tools,
+                    config=codec.encode(configuration),
+                )
             )
             metrics.append(outcome.metrics)
     expected = [

@@ -21,10 +21,11 @@ from tau2_retail.results.artifacts import (
     load_run_metrics,
     render_conversation_log,
     scenario_dir,
+    scenario_files,
     validate_name,
-    write_scenario_artifacts,
 )
 from tau2_retail.results.atomic import write_bytes_atomic
+from tau2_retail.results.scenario_folder import put_scenario_files
 from tau2_retail.testing.fake_models import FunctionModel
 from tau2_retail.testing.offline import OfflineData
 from tau2_retail.testing.run_files import METRICS_KEYS
@@ -84,13 +85,15 @@ def run(data_dir: Path) -> Runner:
 
 
 def _write(directory: Path, outcome: ScenarioOutcome, agent_prompt: str, user_prompt: str) -> None:
-    write_scenario_artifacts(
-        directory,
-        outcome,
-        agent_prompt=agent_prompt,
-        user_prompt=user_prompt,
-        tools=TOOLS,
-        config=CONFIG,
+    put_scenario_files(
+        scenario_files(
+            directory,
+            outcome,
+            agent_prompt=agent_prompt,
+            user_prompt=user_prompt,
+            tools=TOOLS,
+            config=CONFIG,
+        )
     )
 
 

@@ -23,8 +23,9 @@ from tau2_retail.engine.scenario import Scenario
 from tau2_retail.errors import ArtifactError, ArtifactFormatError
 from tau2_retail.models.builtin import builtin_model
 from tau2_retail.results import summary as summary_module
-from tau2_retail.results.artifacts import scenario_dir, write_scenario_artifacts
+from tau2_retail.results.artifacts import scenario_dir, scenario_files
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
+from tau2_retail.results.scenario_folder import put_scenario_files
 from tau2_retail.results.summary import pass_hat_k, write_run_args
 from tau2_retail.testing.offline import OfflineData
 
@@ -522,13 +523,15 @@ def real_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         task = data.tasks[task_id]
         scenario = Scenario(task=task, trial=0, trials=1, seed=None)
         outcome = data.run(scenario, builtin_model(agent, task, role="agent"))
-        write_scenario_artifacts(
-            scenario_dir(run_dir, scenario.name, 0, 1),
-            outcome,
-            agent_prompt=data.agent_prompt,
-            user_prompt=data.user_prompt(task),
-            tools=[],
-            config={},
+        put_scenario_files(
+            scenario_files(
+                scenario_dir(run_dir, scenario.name, 0, 1),
+                outcome,
+                agent_prompt=data.agent_prompt,
+                user_prompt=data.user_prompt(task),
+                tools=[],
+                config={},
+            )
         )
     return run_dir
 
