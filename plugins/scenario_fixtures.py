@@ -214,10 +214,12 @@ async def tau2_scheduler(
         writer = await FolderWriter.start(on_fallback=tau2_run.notice)
     else:
         writer = FolderWriter(None)  # one scenario at a time: written in this process
+    upcoming, upcoming_is_final = upcoming_items(session)
     scheduler = ScenarioScheduler(
         limit=tau2_run.plan.settings.concurrency,
         start=start,
-        upcoming=upcoming_items(session),
+        upcoming=upcoming,
+        upcoming_is_final=upcoming_is_final,
         wanted=lambda item: agents.starts_ahead and _is_scenario_item(item),
         stopping=lambda: bool(session.shouldfail or session.shouldstop),
         admit=lambda: budget is None or not budget.exhausted,

@@ -59,7 +59,10 @@ class ScenarioScheduler(Generic[T]):
     items pytest will run after ``item``; ``wanted(item)`` says whether an item is a scenario
     this scheduler may start ahead; ``stopping()`` is true once pytest stops starting tests;
     ``admit()`` false means no new scenario starts (the budget is spent): those in flight
-    finish, ``outcome`` of one not started raises ``NotStarted``.
+    finish, ``outcome`` of one not started raises ``NotStarted``. ``upcoming_is_final``: no
+    item joins the upcoming ones later (pytest's own list; an xdist worker receives more), so
+    once a look has found every one of them started, no later look is made (each would walk
+    the whole rest of the run: quadratic in the scenarios of a process).
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class ScenarioScheduler(Generic[T]):
         wanted: Callable[[pytest.Item], bool],
         stopping: Callable[[], bool],
         admit: Callable[[], bool] = lambda: True,
+        upcoming_is_final: bool = False,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
@@ -80,6 +84,8 @@ class ScenarioScheduler(Generic[T]):
         self._wanted = wanted
         self._stopping = stopping
         self._admit = admit
+        self._upcoming_is_final = upcoming_is_final
+        self._all_started = False
         self._tasks: dict[str, asyncio.Task[T]] = {}
         # started items by id(): each look at the upcoming items tests every one of them, and
         # an item's nodeid is a computed property (pytest 9), far dearer than id()
@@ -147,7 +153,9 @@ class ScenarioScheduler(Generic[T]):
 
     def _fill(self) -> None:
         # A limit of 1 starts nothing ahead: each scenario runs in its own test's set-up.
-        if self.limit == 1 or self._closed or self._current is None or self._stopping():
+        if self.limit == 1 or self._closed or self._current is None or self._all_started:
+            return  # (all started: pytest's list gets no new item; a worker's queue may)
+        if self._stopping():
             return
         free = self.limit - self._running
         if free <= 0 or not self._admit():
@@ -159,6 +167,9 @@ class ScenarioScheduler(Generic[T]):
                 continue
             self._ensure(item)
             free -= 1
+        else:
+            # every upcoming item is started (or not one to start)
+            self._all_started = self._upcoming_is_final
 
     def _on_done(self, task: asyncio.Task[T]) -> None:
         # A finished conversation frees a slot: start the next one without waiting for pytest
@@ -198,14 +209,16 @@ def _after(items: list[pytest.Item], item: pytest.Item) -> Iterator[pytest.Item]
     yield from items[index + 1 :]
 
 
-def upcoming_items(session: pytest.Session) -> Callable[[pytest.Item], Iterable[pytest.Item]]:
-    """The items this process will run after a given one, as pytest (or xdist) schedules them:
-    in an xdist worker those it was sent and has not run yet (``scheduled_items``), else the
-    session's items after it."""
+def upcoming_items(
+    session: pytest.Session,
+) -> tuple[Callable[[pytest.Item], Iterable[pytest.Item]], bool]:
+    """The items this process will run after a given one, as pytest (or xdist) schedules them,
+    and whether that list is final: in an xdist worker those it was sent and has not run yet
+    (``scheduled_items``; more may come), else the session's items after it (final)."""
     scheduled = scheduled_items(session)
     if scheduled is None:
-        return lambda item: _after(session.items, item)
-    return scheduled
+        return (lambda item: _after(session.items, item)), True
+    return scheduled, False
 
 
 def _task_of(item: pytest.Item) -> Task | None:

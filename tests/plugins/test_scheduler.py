@@ -155,3 +155,56 @@ def test_the_open_files_limit_is_raised_for_many_conversations() -> None:
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 3 * 912 + 256
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _counting(
+    items: list[FakeItem], *, final: bool
+) -> tuple[Conversations, ScenarioScheduler[str], list[int]]:
+    """A scheduler of ``items`` (which a test may extend) that counts its looks at them."""
+    conversations = Conversations()
+    looks: list[int] = []
+
+    def upcoming(item: FakeItem) -> list[FakeItem]:
+        looks.append(1)
+        return items[items.index(item) + 1 :]
+
+    scheduler: ScenarioScheduler[str] = ScenarioScheduler(
+        limit=10,
+        start=conversations.start,  # type: ignore[arg-type]
+        upcoming=upcoming,  # type: ignore[arg-type]
+        wanted=lambda item: True,
+        stopping=lambda: False,
+        upcoming_is_final=final,
+    )
+    return conversations, scheduler, looks
+
+
+@pytest.mark.asyncio
+async def test_a_final_list_all_started_is_not_walked_again() -> None:
+    items = list(ITEMS)
+    conversations, scheduler, looks = _counting(items, final=True)
+    for name in "abcdef":
+        conversations.release(f"test[{name}]")
+    for item in items:
+        assert await scheduler.outcome(item) == f"outcome of {item.nodeid}"  # type: ignore[arg-type]
+    # one look started b..f and found no more; the five tests after it looked no more
+    assert len(looks) == 1
+    assert conversations.started == [item.nodeid for item in items]
+    await scheduler.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_list_that_grows_is_looked_at_again() -> None:
+    # an xdist worker: more items arrive while the first ones run
+    items = list(ITEMS[:2])
+    conversations, scheduler, looks = _counting(items, final=False)
+    conversations.release("test[a]")
+    assert await scheduler.outcome(items[0]) == "outcome of test[a]"  # type: ignore[arg-type]
+    assert conversations.started == ["test[a]", "test[b]"]
+    items.extend(ITEMS[2:4])
+    conversations.release("test[b]")
+    assert await scheduler.outcome(items[1]) == "outcome of test[b]"  # type: ignore[arg-type]
+    await settle()
+    assert conversations.started == ["test[a]", "test[b]", "test[c]", "test[d]"]
+    assert len(looks) >= 2
+    await scheduler.aclose()
