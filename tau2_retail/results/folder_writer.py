@@ -5,7 +5,7 @@ cost the loop's thread the file system's kernel time: 0.02 ms a file on tmpfs, u
 this project's VM disk, where 912 endings then held the loop for 11 s after the last reply.
 :class:`FolderWriter` renders nothing: the caller makes the bytes
 (:func:`tau2_retail.results.artifacts.outcome_files`); a child process
-(``python -m tau2_retail.results.folder_writer``, this module's :func:`main`) runs
+(this module's :func:`main`, started with the run's interpreter) runs
 :func:`tau2_retail.results.scenario_folder.put_scenario_files` on them, in order, and answers
 each folder once it is on disk.
 
@@ -46,7 +46,6 @@ _CHILD = (
 )
 
 Request = tuple[int, str, tuple[tuple[str, bytes], ...], tuple[str, ...]]
-Reply = tuple[int, str | None]
 
 
 class _ChildGone(Exception):
@@ -128,7 +127,6 @@ class FolderWriter:
         except (_ChildGone, OSError, RuntimeError):
             # gone before it answered: this process writes the folder (a half-written one
             # is rewritten whole: the temporary files and the stale record go first)
-            self._waiting.pop(number, None)
             self._gone("it stopped")
             return put_scenario_files(folder)
         finally:
@@ -170,7 +168,8 @@ class FolderWriter:
         if process is None:
             return  # said once
         if process.returncode is None:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                process.kill()
         self._on_fallback(_fallback_notice(reason))
 
 

@@ -68,9 +68,8 @@ def _remove_stale(directory: Path, folder: ScenarioFiles) -> None:
     """Remove the stale files, and the temporary files of an attempt killed mid-write (in each
     folder this one writes to; only one process writes a scenario folder)."""
     stale_files = [directory / name for name in folder.stale]
-    subfolders = {directory / name for name, _ in folder.files}
-    for subfolder in sorted({path.parent for path in subfolders}):
-        stale_files += subfolder.glob(f"{atomic.TEMP_PREFIX}*")
+    for written_to in sorted({(directory / name).parent for name, _ in folder.files}):
+        stale_files += written_to.glob(f"{atomic.TEMP_PREFIX}*")
     for stale in stale_files:
         try:
             stale.unlink(missing_ok=True)
