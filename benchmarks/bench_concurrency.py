@@ -188,6 +188,7 @@ def measure(
         "reference_ms": [host_before, reference_ms()],
         "file_ms": [files_before, file_ms(work / "probe-files")],
     }
+    tail = figures["after_last_reply_s"]
     print(
         f"  {label}: wall {run.wall_s:.1f} s, ideal {figures['ideal_s']:.1f} s "
         f"(x{figures['wall_over_ideal']:.3f}), start-up {figures['startup_s']:.2f} s, "
@@ -196,7 +197,8 @@ def measure(
         f"max RSS {figures['max_rss_mb']:.0f} MB, rc {run.returncode}, "
         f"load {load_average()[0]:.2f}, reference work {figures['reference_ms'][0]:.1f} / "
         f"{figures['reference_ms'][1]:.1f} ms, a file {figures['file_ms'][0]:.2f} / "
-        f"{figures['file_ms'][1]:.2f} ms: {run.last_line()}",
+        f"{figures['file_ms'][1]:.2f} ms, after the last reply: tests {tail['tests']:.1f} s, "
+        f"session end {tail['session_end']:.1f} s, exit {tail['exit']:.1f} s: {run.last_line()}",
         flush=True,
     )
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -227,6 +229,7 @@ def _figures(
         if "last_test" in p["cpu_marks"] and "first_test" in p["cpu_marks"]
     )
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    last_reply = (stats["last_request"] or run.started) + latency
     return {
         "scenarios": summary["counts"]["expected"],
         "succeeded": summary["counts"]["succeeded"],
@@ -241,13 +244,32 @@ def _figures(
         "startup_s": startup,
         "ideal_s": ideal,
         "wall_over_ideal": run.wall_s / ideal,
-        "last_reply_to_exit_s": run.started
-        + run.wall_s
-        - ((stats["last_request"] or run.started) + latency),
+        "last_reply_to_exit_s": run.started + run.wall_s - last_reply,
+        "after_last_reply_s": _tail(run, last_reply),
         "tree_cpu_s": run.cpu_s,
         "harness_cpu_ms_per_completion": test_cpu / completions * 1000 if completions else 0,
         "server_cpu_ms_per_completion": stats["cpu_s"] / completions * 1000 if completions else 0,
         "max_rss_mb": max((p["maxrss_mb"] for p in run.processes), default=float("nan")),
+    }
+
+
+def _tail(run: Run, last_reply: float) -> dict[str, float]:
+    """Where the time after the server's last reply went (seconds): the tests still to report
+    (the endings of the conversations that just finished, their folders, pytest's per-test
+    protocol), the session's end (summaries, ``report.html``, the terminal section) and the
+    interpreter's exit, from the probe's marks (monotonic clock, shared by the processes)."""
+    controller = run.controller or {}
+    marks = controller.get("marks", {})
+    last_test = max(
+        (p["marks"]["last_test"] for p in run.processes if "last_test" in p["marks"]),
+        default=float("nan"),
+    )
+    end = run.started + run.wall_s
+    unconfigure = marks.get("unconfigure", float("nan"))
+    return {
+        "tests": last_test - last_reply,
+        "session_end": unconfigure - last_test,
+        "exit": end - unconfigure,
     }
 
 

@@ -10,11 +10,11 @@ are then written as one burst of 114 folders, as when many conversations in flig
 together, ``--bursts`` times each way, alternating, each burst into new folders under
 ``TMPDIR``:
 
-- in process: each folder rendered and written, one after the other, as with
+- in process: each folder gathered, encoded and written, one after the other, as with
   ``--tau2-concurrency 1``;
-- helper: all 114 ``FolderWriter.put`` at once on an event loop (rendering happens in this
-  process, creating the files in the helper's), as the scheduler does with
-  ``--tau2-concurrency`` above 1.
+- helper: all 114 ``FolderWriter.put`` at once on an event loop (gathering the contents, plain
+  values, happens in this process; encoding the JSON documents and creating the files in the
+  helper's), as the scheduler does with ``--tau2-concurrency`` above 1.
 
 Per burst: the CPU of this process's thread (the event loop's: what the conversations in flight
 wait for), the burst's wall, and the helper's CPU (its rusage once it ended). Beside them the

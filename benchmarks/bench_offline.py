@@ -207,7 +207,7 @@ async def oracle_outcome(inputs: dict[str, Any], task: Any) -> Any:
 
 
 def rendered_folder(inputs: dict[str, Any], scratch: Path, outcome: Any) -> Any:
-    """``outcome``'s artifacts under ``scratch``, as bytes (``ScenarioFiles``), not written."""
+    """``outcome``'s artifacts under ``scratch``, as contents (``ScenarioFiles``), not written."""
     from tau2_retail.engine.prompts import user_system_prompt
     from tau2_retail.results.artifacts import scenario_files
 

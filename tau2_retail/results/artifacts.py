@@ -19,7 +19,6 @@ Every file is written atomically but not fsynced (:mod:`tau2_retail.results.atom
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -35,7 +34,12 @@ from tau2_retail.errors import ArtifactError, ArtifactFormatError
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.results import atomic
 from tau2_retail.results.long_text import cut_long_text, cut_long_texts
-from tau2_retail.results.scenario_folder import ScenarioFiles, put_scenario_files
+from tau2_retail.results.scenario_folder import (
+    FileContent,
+    JsonDocument,
+    ScenarioFiles,
+    put_scenario_files,
+)
 
 if TYPE_CHECKING:
     from tau2_retail.engine.harness import ScenarioPrompts
@@ -90,12 +94,22 @@ def write_json_atomic(path: Path, value: Any) -> None:
     atomic.write_json_atomic(path, value, durable=False)
 
 
-@functools.lru_cache(maxsize=4)
-def _tools_text(compact: str) -> str:
-    # Every scenario of a run writes the same 17 schemas: the artifact form (indented, so
-    # encoded by the pure-Python json encoder, ~0.8 ms) is made once per process, keyed by
-    # the compact form (C encoder, ~0.05 ms). JSON round-trips them exactly.
-    return atomic.dumps_json(json.loads(compact))
+# tools object's id -> (the object, kept so that its id stays its own; its file's text)
+_tools_texts: dict[int, tuple[Sequence[Mapping[str, Any]], str]] = {}
+
+
+def _tools_text(tools: Sequence[Mapping[str, Any]]) -> str:
+    """``tools.json``'s text. Every scenario of a run writes the same 17 schemas, one object
+    (the profile's): their artifact form (indented, so the pure-Python encoder, ~0.8 ms) is
+    made once per object; keying it by its compact encoding cost 0.1 ms a scenario."""
+    known = _tools_texts.get(id(tools))
+    if known is not None and known[0] is tools:
+        return known[1]
+    text = atomic.dumps_json(json.loads(json.dumps([dict(schema) for schema in tools])))
+    if len(_tools_texts) >= 4:
+        _tools_texts.clear()
+    _tools_texts[id(tools)] = (tools, text)
+    return text
 
 
 def validate_name(kind: str, value: str) -> str:
@@ -220,8 +234,9 @@ def scenario_files(
     tools: Sequence[Mapping[str, Any]],
     config: Mapping[str, Any],
 ) -> ScenarioFiles:
-    """Every artifact of ``outcome`` as the bytes of its file in ``directory``, ``metrics.json``
-    last; nothing is written (:func:`put_scenario_files` writes them: an earlier attempt's
+    """Every artifact of ``outcome`` as the content of its file in ``directory`` (texts and JSON
+    documents, encoded where they are written), ``metrics.json`` last; nothing is written
+    (:func:`put_scenario_files` writes them: an earlier attempt's
     ``metrics.json`` goes first, so the folder reads as incomplete until this attempt has
     written everything; a stale ``judge_result.json`` goes when no judge ran this time, and so
     do the temporary files of an attempt killed mid-write).
@@ -229,13 +244,13 @@ def scenario_files(
     ``config`` is the run configuration as it should be recorded (secrets already redacted
     by the caller)."""
     conversation = outcome.conversation
-    files: list[tuple[str, bytes]] = []
+    files: list[tuple[str, FileContent]] = []
 
     def text(name: str, value: str) -> None:
-        files.append((name, atomic.utf8(value)))
+        files.append((name, value))
 
-    def json_file(name: str, value: Any) -> None:
-        text(name, atomic.dumps_json(value))
+    def json_file(name: str, value: Any, *, cut: bool = False) -> None:
+        files.append((name, JsonDocument(value, cut=cut)))
 
     json_file(TRANSCRIPT_FILE, conversation.to_json())
     if conversation.error_body:
@@ -270,10 +285,10 @@ def scenario_files(
         json_file(JUDGE_FILE, judged)
     text(f"{CONFIG_DIR}/agent_system_prompt.txt", agent_prompt)
     text(f"{CONFIG_DIR}/user_system_prompt.txt", user_prompt)
-    text(f"{CONFIG_DIR}/tools.json", _tools_text(json.dumps([dict(t) for t in tools])))
+    text(f"{CONFIG_DIR}/tools.json", _tools_text(tools))
     json_file(f"{CONFIG_DIR}/scenario.json", _scenario_metadata(outcome, config))
     # the transcript is the one full copy of a huge text; the metrics cut it with a marker
-    json_file(METRICS_FILE, cut_long_texts(codec.encode(outcome.metrics)))
+    json_file(METRICS_FILE, codec.encode(outcome.metrics), cut=True)
     return ScenarioFiles(directory=Path(directory), files=tuple(files), stale=_stale_names(outcome))
 
 
@@ -284,7 +299,7 @@ def outcome_files(
     prompts: ScenarioPrompts,
     config: Mapping[str, Any],
 ) -> ScenarioFiles:
-    """``outcome``'s artifacts in its folder under ``run_dir``, as bytes (not written)."""
+    """``outcome``'s artifacts in its folder under ``run_dir``, as contents (not written)."""
     scenario = outcome.scenario
     return scenario_files(
         scenario_dir(run_dir, scenario.name, scenario.trial, scenario.trials),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import pickle
 import signal
@@ -15,10 +16,16 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.errors import ArtifactError
-from tau2_retail.results import folder_writer
-from tau2_retail.results.atomic import TEMP_PREFIX
+from tau2_retail.results import folder_writer, scenario_folder
+from tau2_retail.results.atomic import TEMP_PREFIX, dumps_json
 from tau2_retail.results.folder_writer import FolderWriter
-from tau2_retail.results.scenario_folder import ScenarioFiles, put_scenario_files
+from tau2_retail.results.long_text import LONG_TEXT_CHARS, cut_long_text
+from tau2_retail.results.scenario_folder import (
+    JsonDocument,
+    ScenarioFiles,
+    file_bytes,
+    put_scenario_files,
+)
 
 
 def _folder(directory: Path, marker: str = "a") -> ScenarioFiles:
@@ -59,6 +66,46 @@ async def test_the_child_writes_what_this_process_writes(tmp_path: Path) -> None
         "s1/conversation_log.txt",
         "s1/metrics.json",
     }
+
+
+def test_a_files_content_is_its_bytes_a_utf8_text_or_an_artifact_json_document() -> None:
+    long = "x" * (LONG_TEXT_CHARS + 5)
+    document = {"t": "caf\u00e9", "n": [1, 2.5, None, True], "long": long}
+    assert file_bytes(b"raw\x00") == b"raw\x00"
+    assert file_bytes("caf\u00e9 \ud800") == "caf\u00e9 \ufffd".encode()  # a lone surrogate
+    assert file_bytes(JsonDocument(document)) == (dumps_json(document)).encode()
+    cut = json.loads(file_bytes(JsonDocument(document, cut=True)))
+    assert cut["t"] == "caf\u00e9"
+    assert cut["long"] == cut_long_text(long) != long
+
+
+@pytest.mark.asyncio
+async def test_the_child_encodes_the_json_documents_off_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the point of sending documents rather than bytes: the indented encoding (pure Python)
+    # runs on the child's core; this process cannot encode one here and the folder is written
+    document = {"messages": [{"role": "user", "content": "hi \u2014 there"}], "n": 1.5}
+    folder = ScenarioFiles(
+        directory=tmp_path / "child" / "s1",
+        files=(("transcript.json", JsonDocument(document)), ("metrics.json", JsonDocument({}))),
+        stale=(),
+    )
+    writer = await FolderWriter.start()
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(scenario_folder.atomic, "dumps_json", _no_encoding_here)
+            await writer.put(folder)
+    finally:
+        await writer.aclose()
+    assert (tmp_path / "child" / "s1" / "transcript.json").read_text(encoding="utf-8") == (
+        dumps_json(document)
+    )
+    assert (tmp_path / "child" / "s1" / "metrics.json").read_text(encoding="utf-8") == "{}\n"
+
+
+def _no_encoding_here(value: object) -> str:
+    raise AssertionError("the JSON documents are encoded in the child process")
 
 
 @pytest.mark.asyncio
