@@ -11,8 +11,9 @@ the bounded read remain), posts a 20 KB body N times; CPU per request (``process
 - ``post``: ``AsyncOpenAI.post("/chat/completions", content=...)`` per request, the SDK's
   default HTTP client (the path before this change);
 - ``RawPost``: ``tau2_retail.models.sdk_transport.RawPost`` (the options copied from a
-  template, the whole URL, a counter for the idempotency key) with ``http_client`` (URLs
-  parsed once): what the chat client runs.
+  template, the whole URL, a counter for the idempotency key) with ``http_client`` (the
+  SDK's plain request built in one pass) and ``SdkClient`` (the whole URL parsed once): what
+  the chat client runs.
 
 The two are interleaved, ``--rounds`` times each; the table gives the best and the median
 round. On a shared machine the figures grow with the load (stated beside them); their ratio
@@ -35,7 +36,14 @@ import _checkout  # noqa: F401  (this checkout's tau2_retail first)
 import openai
 from _measure import ROOT, load_average, table, write_json
 
-from tau2_retail.models.sdk_transport import _HEADERS, LIBRARY, RawPost, http_client, read_reply
+from tau2_retail.models.sdk_transport import (
+    _HEADERS,
+    LIBRARY,
+    RawPost,
+    SdkClient,
+    http_client,
+    read_reply,
+)
 
 REPLY = json.dumps(
     {
@@ -62,9 +70,9 @@ class _Answer(LIBRARY.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         return LIBRARY.Response(200, headers=headers, stream=LIBRARY.ByteStream(REPLY))
 
 
-def _client(http: Any) -> openai.AsyncOpenAI:
+def _client(sdk: type[openai.AsyncOpenAI], http: Any) -> openai.AsyncOpenAI:
     timeout = LIBRARY.Timeout(None, connect=30.0)
-    return openai.AsyncOpenAI(
+    return sdk(
         base_url="http://127.0.0.1:8000/v1",
         api_key="k",
         max_retries=0,
@@ -93,14 +101,14 @@ def _raw_post(client: openai.AsyncOpenAI) -> Callable[[], Awaitable[bytes]]:
 
 
 PATHS = {
-    "post (before)": (openai.DefaultAsyncHttpxClient, _post),
-    "RawPost (now)": (http_client, _raw_post),
+    "post (before)": (openai.AsyncOpenAI, openai.DefaultAsyncHttpxClient, _post),
+    "RawPost (now)": (SdkClient, http_client, _raw_post),
 }
 
 
 async def _round(name: str, requests: int) -> float:
-    http, make = PATHS[name]
-    client = _client(http)
+    sdk, http, make = PATHS[name]
+    client = _client(sdk, http)
     send = make(client)
     for _ in range(100):  # warm: first-use costs out of the figure
         await send()

@@ -67,6 +67,7 @@ from tau2_retail.models.sdk_transport import (
     POST_TAKES_CONTENT,
     TIMEOUT_ERRORS,
     RawPost,
+    SdkClient,
     http_client,
     http_options,
 )
@@ -152,7 +153,7 @@ class OpenAIChatModel(ClosedOnExit):
             timeout_seconds=config.timeout_seconds,
             on_connected=self.ramp.connected,
         )
-        self._client = openai.AsyncOpenAI(
+        self._client = SdkClient(
             base_url=config.base_url,
             api_key=api_key,
             timeout=timeout,

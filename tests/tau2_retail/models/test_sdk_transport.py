@@ -1,16 +1,18 @@
 """The chat client's HTTP client builds the request the ``openai`` package's HTTP library
-builds: the one-pass path for the SDK's plain request, the library's path for anything else."""
+builds: the one-pass path for the SDK's plain request, the library's path for anything else;
+its ``openai`` client prepares the URL the SDK prepares."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
+import openai
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tau2_retail.models.sdk_transport import LIBRARY, http_client
+from tau2_retail.models.sdk_transport import LIBRARY, SdkClient, http_client
 
 URL = "http://127.0.0.1:8000/v1/chat/completions"
 BODY = b'{"model":"m","messages":[]}'
@@ -140,3 +142,42 @@ def test_any_headers_and_body_give_the_librarys_request(
     ours, library = _shared_pair()
     ours.headers = library.headers = defaults
     _same(ours, library, headers=headers, content=body)
+
+
+def _sdk_pair(base_url: str) -> tuple[Any, Any]:
+    """Our ``openai`` client and the SDK's own, alike."""
+    return (
+        SdkClient(base_url=base_url, api_key="k", http_client=http_client()),
+        openai.AsyncOpenAI(base_url=base_url, api_key="k", http_client=http_client()),
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        URL,
+        "https://models.example.test:8443/v1/chat/completions?x=1",
+        "http://[::1]:8000/chat/completions",
+        "/chat/completions",
+        "chat/completions",
+        "//other.test/v1/chat/completions",
+    ],
+)
+def test_the_sdk_client_prepares_the_url_the_sdk_prepares(url: str) -> None:
+    ours, sdk = _sdk_pair("http://127.0.0.1:8000/v1/")
+    for _ in range(2):  # the remembered one too
+        assert ours._prepare_url(url) == sdk._prepare_url(url)
+        assert str(ours._prepare_url(url)) == str(sdk._prepare_url(url))
+
+
+def test_the_sdk_client_parses_an_absolute_url_once() -> None:
+    ours, _ = _sdk_pair("http://127.0.0.1:8000/v1/")
+    assert ours._prepare_url(URL) is ours._prepare_url(URL)
+
+
+def test_a_relative_url_follows_the_clients_base_url() -> None:
+    ours, sdk = _sdk_pair("http://127.0.0.1:8000/v1/")
+    assert str(ours._prepare_url("chat/completions")) == URL
+    ours.base_url = sdk.base_url = "http://127.0.0.1:9000/v2/"
+    assert str(ours._prepare_url("chat/completions")) == "http://127.0.0.1:9000/v2/chat/completions"
+    assert ours._prepare_url("chat/completions") == sdk._prepare_url("chat/completions")
