@@ -117,10 +117,15 @@ class FolderWriter:
     async def _send(self, process: asyncio.subprocess.Process, folder: ScenarioFiles) -> Path:
         assert process.stdin is not None
         number = next(self._numbers)
+        request: Request = (number, str(folder.directory), folder.files, folder.stale)
+        try:
+            data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            # a value the pipe cannot carry (not one plain JSON gives): written here, where
+            # a value that cannot be encoded either raises as it would without the child
+            return put_scenario_files(folder)
         answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._waiting[number] = answer
-        request: Request = (number, str(folder.directory), folder.files, folder.stale)
-        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             process.stdin.write(_HEADER.pack(len(data)) + data)
             await process.stdin.drain()

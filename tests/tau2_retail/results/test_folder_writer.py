@@ -104,6 +104,27 @@ async def test_the_child_encodes_the_json_documents_off_this_process(
     assert (tmp_path / "child" / "s1" / "metrics.json").read_text(encoding="utf-8") == "{}\n"
 
 
+@pytest.mark.asyncio
+async def test_a_document_the_pipe_cannot_carry_is_written_here(tmp_path: Path) -> None:
+    class Local(dict[str, int]):  # JSON encodes it; pickle cannot find a local class
+        pass
+
+    folder = ScenarioFiles(
+        directory=tmp_path / "s1",
+        files=(("metrics.json", JsonDocument(Local(a=1))),),
+        stale=(),
+    )
+    writer = await FolderWriter.start()
+    try:
+        assert await writer.put(folder) == tmp_path / "s1"
+        assert writer.in_child  # the child still takes the next folder
+        await writer.put(_folder(tmp_path / "s2"))
+    finally:
+        await writer.aclose()
+    assert (tmp_path / "s1" / "metrics.json").read_text(encoding="utf-8") == '{\n "a": 1\n}\n'
+    assert (tmp_path / "s2" / "metrics.json").is_file()
+
+
 def _no_encoding_here(value: object) -> str:
     raise AssertionError("the JSON documents are encoded in the child process")
 
