@@ -101,6 +101,8 @@ def classify(stack: Sequence[str]) -> str | None:
     frames = [_frame(text) for text in stack]
     if frames[-1] == ("_worker", "concurrent/futures/thread.py"):
         return None  # the executor's idle thread, waiting on its queue
+    if frames[-1][0] == "ThreadedChildWatcher._do_waitpid":
+        return None  # asyncio's thread waiting for the folder writer process to end
     if _functions(frames, "_find_and_load", "pytest_collection", "pytest_configure"):
         return START_UP
     if _functions(
