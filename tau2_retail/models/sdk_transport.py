@@ -164,8 +164,8 @@ class _LeanRequests:
     The request is the one the library builds (``tests/tau2_retail/models/test_sdk_transport.py``
     compares method, URL, headers in order, body, stream type and extensions): the client's
     default headers, less those the SDK overrides (names compared case-insensitively), then
-    the SDK's; ``Host`` first and ``Content-Length`` last when neither was given. Any other
-    request takes the library's own path.
+    the SDK's; ``Host`` first when not given, ``Content-Length`` last. Any other request
+    (one whose headers give the body's length or framing too) takes the library's own path.
     """
 
     _urls: dict[str, Any]
@@ -200,7 +200,9 @@ class _LeanRequests:
         )
 
     def _plain_request(self, method: str, url: Any, kwargs: dict[str, Any]) -> Any:
-        """The request, or None for headers the library would refuse (it words the error)."""
+        """The request, or None for headers the library would refuse (it words the error) or
+        that frame the body themselves (``Content-Length``, ``Transfer-Encoding``: httpx, under
+        ``openai`` 1.x, and httpx2 treat them differently; the SDK sends neither)."""
         client: Any = self
         content: bytes = kwargs["content"]
         try:
@@ -210,8 +212,9 @@ class _LeanRequests:
         overridden = {name.lower() for name, _ in given}
         merged = [(n, v) for n, v in client.headers.raw if n.lower() not in overridden] + given
         names = {name.lower() for name, _ in merged}
-        if b"content-length" not in names and b"transfer-encoding" not in names:
-            merged.append((b"Content-Length", str(len(content)).encode()))
+        if b"content-length" in names or b"transfer-encoding" in names:
+            return None  # the body's framing given by hand: releases of the library differ
+        merged.append((b"Content-Length", str(len(content)).encode()))
         if b"host" not in names and url.host:
             merged.insert(0, (b"Host", url.netloc))
         timeout = kwargs.get("timeout", LIBRARY.USE_CLIENT_DEFAULT)
