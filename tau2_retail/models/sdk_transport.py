@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import itertools
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any, Final
@@ -78,6 +79,22 @@ CONNECTION_ERRORS: Final[tuple[type[BaseException], ...]] = (
 
 # only encodings read_bounded inflates within its limit
 _HEADERS: Final = {"Accept-Encoding": ACCEPT_ENCODING, "Content-Type": "application/json"}
+
+
+class _UnloggedRequestBodies(logging.Filter):
+    """``openai`` 1.x logs each request's options at DEBUG (``Request options: {...}``), its
+    JSON body whole: the conversation, and the extra body's values, where some vendors take
+    credentials. With ``--log-level=DEBUG`` and a log file they reached the file. The record
+    keeps its place, without them (later releases log no body)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == "Request options: %s" and record.args:
+            record.msg = "Request options: (not logged: the body holds the conversation)"
+            record.args = ()
+        return True
+
+
+logging.getLogger("openai._base_client").addFilter(_UnloggedRequestBodies())  # the SDK's logger
 
 
 _PATH: Final = "/chat/completions"

@@ -5,6 +5,7 @@ its ``openai`` client prepares the URL the SDK prepares."""
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 import openai
@@ -181,3 +182,19 @@ def test_a_relative_url_follows_the_clients_base_url() -> None:
     ours.base_url = sdk.base_url = "http://127.0.0.1:9000/v2/"
     assert str(ours._prepare_url("chat/completions")) == "http://127.0.0.1:9000/v2/chat/completions"
     assert ours._prepare_url("chat/completions") == sdk._prepare_url("chat/completions")
+
+
+def test_the_sdks_debug_record_of_a_request_keeps_no_body(caplog: pytest.LogCaptureFixture) -> None:
+    # openai 1.x logs every request's options, its JSON body whole (an extra body's credential
+    # included), at DEBUG on its own logger; later releases do not log the body at all
+    canary = "canary-extra-body-credential-5d1e"
+    options = {"method": "post", "json_data": {"vendor_auth": canary, "messages": []}}
+    sdk_log = logging.getLogger("openai._base_client")
+    with caplog.at_level(logging.DEBUG, logger="openai._base_client"):
+        sdk_log.debug("Request options: %s", options)
+        sdk_log.debug("Retrying due to status code %i", 503)
+    assert canary not in caplog.text
+    assert [record.getMessage() for record in caplog.records] == [
+        "Request options: (not logged: the body holds the conversation)",
+        "Retrying due to status code 503",
+    ]
