@@ -271,19 +271,21 @@ class SdkClient(openai.AsyncOpenAI):
     other call takes the SDK's path.
     """
 
+    # URL -> the SDK's URL for it, or None for a relative one (prepared by the SDK each time)
     _tau2_urls: dict[str, Any]
 
     def _prepare_url(self, url: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not isinstance(url, str):
             return super()._prepare_url(url, *args, **kwargs)
         urls = self.__dict__.setdefault("_tau2_urls", {})
-        prepared = urls.get(url)
-        if prepared is None:
-            prepared = super()._prepare_url(url)
-            if not LIBRARY.URL(url).is_relative_url:  # its own: base_url does not enter
-                if len(urls) >= _MAX_URLS:
-                    urls.clear()
-                urls[url] = prepared
+        if url in urls:
+            known = urls[url]
+            return known if known is not None else super()._prepare_url(url)
+        prepared = super()._prepare_url(url)
+        if len(urls) >= _MAX_URLS:
+            urls.clear()
+        # an absolute URL is its own; a relative one is merged with base_url, which may change
+        urls[url] = None if LIBRARY.URL(url).is_relative_url else prepared
         return prepared
 
 
