@@ -32,14 +32,20 @@ def test_tox_builds_the_documentation_site_in_strict_mode() -> None:
     assert "--site-dir {env_tmp_dir}/" in docs["commands"]
 
 
-def test_the_lowest_declared_pytest_is_the_one_tox_tests() -> None:
+def test_the_lowest_declared_pytest_and_openai_are_the_ones_tox_tests() -> None:
     import tomllib
 
     tox = _tox_ini()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    declared = [d for d in project["project"]["dependencies"] if d.startswith("pytest>=")]
-    assert declared == ["pytest>=9.0"]
-    assert tox["testenv:lowest"]["deps"].strip() == "pytest==9.0.0"
+    dependencies = project["project"]["dependencies"]
+    declared = sorted(d for d in dependencies if d.startswith(("pytest>=", "openai>=")))
+    assert declared == ["openai>=1.99", "pytest>=9.0"]
+    assert tox["testenv:lowest"]["deps"].split() == ["pytest==9.0.0", "openai==1.99.0"]
+    # the client's two paths (raw bodies; the typed call of an SDK without them) and the
+    # secrets' tests run there, not only the self-check
+    commands = tox["testenv:lowest"]["commands"]
+    assert "tests/tau2_retail/models" in commands
+    assert "tests/reliability/test_security.py" in commands
     assert "lowest" in tox["tox"]["env_list"]
 
 
