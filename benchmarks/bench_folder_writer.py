@@ -89,6 +89,32 @@ def helper(inputs: dict[str, Any], outcomes: list[Any], folder: Path) -> dict[st
     return figures
 
 
+def report(rows: list[dict[str, Any]]) -> None:
+    """The table of the bursts, then each mode's medians."""
+    headers = [
+        "mode",
+        "burst",
+        "a file ms (before)",
+        "loop thread CPU ms / folder",
+        "burst wall s (114 folders)",
+        "helper CPU s",
+    ]
+    keys = ("file_ms", "loop_thread_cpu_ms_per_folder", "burst_wall_s", "helper_cpu_s")
+    digits = (3, 2, 3, 3)
+    body = [
+        [r["mode"], r["burst"], *(round(r[k], d) for k, d in zip(keys, digits, strict=True))]
+        for r in rows
+    ]
+    print("\n" + table(headers, body))
+    for mode in ("in process", "helper"):
+        mine = [r for r in rows if r["mode"] == mode]
+        print(
+            f"{mode}: loop thread CPU per folder median "
+            f"{median(r['loop_thread_cpu_ms_per_folder'] for r in mine):.2f} ms, burst wall "
+            f"median {median(r['burst_wall_s'] for r in mine):.3f} s"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bursts", type=int, default=5)
@@ -117,37 +143,7 @@ def main() -> int:
         "load_average_at_end": load_average(),
     }
     print(machine_line(figures_all))
-    print(
-        "\n"
-        + table(
-            [
-                "mode",
-                "burst",
-                "a file ms (before)",
-                "loop thread CPU ms / folder",
-                "burst wall s (114 folders)",
-                "helper CPU s",
-            ],
-            [
-                [
-                    r["mode"],
-                    r["burst"],
-                    round(r["file_ms"], 3),
-                    round(r["loop_thread_cpu_ms_per_folder"], 2),
-                    round(r["burst_wall_s"], 3),
-                    round(r["helper_cpu_s"], 3),
-                ]
-                for r in rows
-            ],
-        )
-    )
-    for mode in ("in process", "helper"):
-        mine = [r for r in rows if r["mode"] == mode]
-        print(
-            f"{mode}: loop thread CPU per folder median "
-            f"{median(r['loop_thread_cpu_ms_per_folder'] for r in mine):.2f} ms, burst wall "
-            f"median {median(r['burst_wall_s'] for r in mine):.3f} s"
-        )
+    report(rows)
     print(f"\nwritten: {write_json('folder_writer', figures_all).relative_to(ROOT)}")
     return 0
 

@@ -207,13 +207,7 @@ async def tau2_scheduler(
         return outcome, await writer.put(folder)
 
     budget = tau2_run.budget
-    if tau2_run.plan.settings.concurrency > 1:
-        freeze_long_lived_objects()
-        raise_open_files_limit(tau2_run.plan.settings.concurrency)
-        # many scenarios end close together: their files' kernel time off the loop's thread
-        writer = await FolderWriter.start(on_fallback=tau2_run.notice)
-    else:
-        writer = FolderWriter(None)  # one scenario at a time: written in this process
+    writer = await _folder_writer(tau2_run)
     upcoming, upcoming_is_final = upcoming_items(session)
     scheduler = ScenarioScheduler(
         limit=tau2_run.plan.settings.concurrency,
@@ -231,6 +225,18 @@ async def tau2_scheduler(
             await scheduler.aclose()
         finally:
             await writer.aclose()  # every folder it received is on disk
+
+
+async def _folder_writer(run: Tau2Process) -> FolderWriter:
+    """Where this process's scenario folders are written: with scenarios in flight together,
+    by the helper process (many end close together: their files' encoding and kernel time off
+    the loop's thread), the process made ready for hundreds of them; else in this process."""
+    concurrency = run.plan.settings.concurrency
+    if concurrency == 1:
+        return FolderWriter(None)  # one scenario at a time: written in this process
+    freeze_long_lived_objects()
+    raise_open_files_limit(concurrency)
+    return await FolderWriter.start(on_fallback=run.notice)
 
 
 _YOUNG_COLLECTION_THRESHOLD = 20_000

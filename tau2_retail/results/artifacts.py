@@ -243,8 +243,7 @@ def scenario_files(
 
     ``config`` is the run configuration as it should be recorded (secrets already redacted
     by the caller)."""
-    conversation = outcome.conversation
-    files: list[tuple[str, FileContent]] = []
+    files = _conversation_files(outcome)
 
     def text(name: str, value: str) -> None:
         files.append((name, value))
@@ -252,27 +251,6 @@ def scenario_files(
     def json_file(name: str, value: Any, *, cut: bool = False) -> None:
         files.append((name, JsonDocument(value, cut=cut)))
 
-    json_file(TRANSCRIPT_FILE, conversation.to_json())
-    if conversation.error_body:
-        # The whole error reply of the endpoint that ended the run (the metrics hold 300
-        # characters of it): e.g. the seventh of seven validation errors.
-        text(ENDPOINT_ERROR_FILE, conversation.error_body + "\n")
-    if conversation.agent_traceback:
-        # the traceback of the agent's own code that ended the run (agent_error)
-        text(AGENT_TRACEBACK_FILE, conversation.agent_traceback)
-    text(
-        "conversation_log.txt",
-        render_conversation_log(
-            conversation.messages,
-            conversation.timestamps,
-            ending=_ending(outcome),
-            cut=cut_long_text,
-        ),
-    )
-    json_file(
-        "final_agent_response.json",
-        [{"actions": [action.to_json() for action in conversation.actions]}],
-    )
     json_file(
         "reference_answer.json",
         codec.versioned({"actions": [action.to_json() for action in outcome.gold.actions]}),
@@ -290,6 +268,27 @@ def scenario_files(
     # the transcript is the one full copy of a huge text; the metrics cut it with a marker
     json_file(METRICS_FILE, codec.encode(outcome.metrics), cut=True)
     return ScenarioFiles(directory=Path(directory), files=tuple(files), stale=_stale_names(outcome))
+
+
+def _conversation_files(outcome: ScenarioOutcome) -> list[tuple[str, FileContent]]:
+    """The files of the conversation itself: its transcript, the endpoint's whole error reply
+    or the agent's traceback that ended it, its log, and the agent's actions."""
+    conversation = outcome.conversation
+    files: list[tuple[str, FileContent]] = [(TRANSCRIPT_FILE, JsonDocument(conversation.to_json()))]
+    if conversation.error_body:
+        # The whole error reply of the endpoint that ended the run (the metrics hold 300
+        # characters of it): e.g. the seventh of seven validation errors.
+        files.append((ENDPOINT_ERROR_FILE, conversation.error_body + "\n"))
+    if conversation.agent_traceback:
+        # the traceback of the agent's own code that ended the run (agent_error)
+        files.append((AGENT_TRACEBACK_FILE, conversation.agent_traceback))
+    log = render_conversation_log(
+        conversation.messages, conversation.timestamps, ending=_ending(outcome), cut=cut_long_text
+    )
+    files.append(("conversation_log.txt", log))
+    actions = [{"actions": [action.to_json() for action in conversation.actions]}]
+    files.append(("final_agent_response.json", JsonDocument(actions)))
+    return files
 
 
 def outcome_files(
