@@ -18,8 +18,8 @@ and the HTTP client it is given.
   its defaults) are built once and copied per request with the body, through the SDK's own
   ``request`` (what ``post`` calls), where the SDK has them (:data:`OPTIONS_TEMPLATE`); the
   idempotency key is a counter, not a fresh UUID (the OpenAI client sends no idempotency
-  header; retries are ours). The ``openai`` client (:class:`SdkClient`) parses that URL once
-  per endpoint.
+  header; retries are ours). The ``openai`` client (:class:`SdkClient`) prepares that URL
+  once per endpoint, and the HTTP client parses the text the SDK gives it once.
 - :func:`http_options`: for a plain ``http://`` endpoint without a proxy, the pooled
   transport (``models/pool.py``; each connection it opens widens the ramp) and a timeout that
   bounds only connecting: the attempt's own deadline bounds connect to last byte, and read,
@@ -172,7 +172,8 @@ _MERGED_ONLY_WHEN_GIVEN: Final = ("params", "files", "data", "json", "cookies", 
 
 
 class _LeanRequests:
-    """Mixed into the ``openai`` client's HTTP client: the SDK's plain
+    """Mixed into the ``openai`` client's HTTP client: a URL's text is parsed once (the SDK
+    gives the same one for every request of an endpoint), and the SDK's plain
     request (a bytes body, header pairs, an absolute URL; no query, files, form, cookies or
     extensions) is built in one pass instead of through the library's merges, which made and
     re-made its headers six times per request (a third of the SDK's CPU per request).
@@ -184,16 +185,27 @@ class _LeanRequests:
     (one whose headers give the body's length or framing too) takes the library's own path.
     """
 
+    _urls: dict[str, Any]
+
     def build_request(self, method: str, url: Any, **kwargs: Any) -> Any:
-        # the SDK gives the URL it prepared (SdkClient parses an endpoint's once); a string
-        # from anyone else is parsed here
         if isinstance(url, str):
-            url = LIBRARY.URL(url)
+            url = self._parsed(url)
         if self._plain(url, kwargs):
             request = self._plain_request(method, url, kwargs)
             if request is not None:
                 return request
         return super().build_request(method, url, **kwargs)  # type: ignore[misc]
+
+    def _parsed(self, url: str) -> Any:
+        # the SDK hands over the text of the URL it prepared (``str(prepared_url)``), the same
+        # for every request of an endpoint: parsed once (a URL is immutable)
+        urls = self.__dict__.setdefault("_urls", {})
+        parsed = urls.get(url)
+        if parsed is None:
+            if len(urls) >= _MAX_URLS:
+                urls.clear()
+            parsed = urls[url] = LIBRARY.URL(url)
+        return parsed
 
     def _plain(self, url: Any, kwargs: dict[str, Any]) -> bool:
         client: Any = self

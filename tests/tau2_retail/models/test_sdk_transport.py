@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tau2_retail.models.sdk_transport import LIBRARY, SdkClient, http_client
+from tau2_retail.models.sdk_transport import LIBRARY, RawPost, SdkClient, http_client
 
 URL = "http://127.0.0.1:8000/v1/chat/completions"
 BODY = b'{"model":"m","messages":[]}'
@@ -174,6 +174,42 @@ def test_the_sdk_client_prepares_the_url_the_sdk_prepares(url: str) -> None:
 def test_the_sdk_client_parses_an_absolute_url_once() -> None:
     ours, _ = _sdk_pair("http://127.0.0.1:8000/v1/")
     assert ours._prepare_url(URL) is ours._prepare_url(URL)
+
+
+@pytest.mark.asyncio
+async def test_the_sdks_requests_parse_the_endpoints_url_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The SDK prepares the URL (SdkClient: once) and hands the HTTP client its text for every
+    # request; that text is parsed once, not per request (2.5 % of the samples at 912 in flight)
+    seen: list[str] = []
+
+    def answer(request: Any) -> Any:
+        seen.append(str(request.url))
+        return LIBRARY.Response(200, stream=LIBRARY.ByteStream(b'{"ok": true}'))
+
+    client = SdkClient(
+        api_key="k",
+        base_url="http://127.0.0.1:8000/v1",
+        max_retries=0,
+        http_client=http_client(transport=LIBRARY.MockTransport(answer), timeout=TIMEOUT),
+    )
+    post = RawPost(client)
+    assert await post(BODY, max_bytes=1000) == b'{"ok": true}'
+    parses = 0
+    init = LIBRARY.URL.__init__
+
+    def counted(self: Any, url: Any = "", **kwargs: Any) -> None:
+        nonlocal parses
+        parses += isinstance(url, str)  # a URL object given is copied, not parsed
+        init(self, url, **kwargs)
+
+    monkeypatch.setattr(LIBRARY.URL, "__init__", counted)
+    for _ in range(3):
+        assert await post(BODY, max_bytes=1000) == b'{"ok": true}'
+    assert parses == 0
+    assert seen == [URL] * 4
+    await client.close()
 
 
 def test_a_relative_url_follows_the_clients_base_url() -> None:
