@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tau2_retail.models.sdk_transport import LIBRARY, RawPost, SdkClient, http_client
+from tau2_retail.models.sdk_transport import (
+    LIBRARY,
+    POST_TAKES_CONTENT,
+    RawPost,
+    SdkClient,
+    http_client,
+)
 
 URL = "http://127.0.0.1:8000/v1/chat/completions"
 BODY = b'{"model":"m","messages":[]}'
@@ -176,6 +182,10 @@ def test_the_sdk_client_parses_an_absolute_url_once() -> None:
     assert ours._prepare_url(URL) is ours._prepare_url(URL)
 
 
+@pytest.mark.skipif(
+    not POST_TAKES_CONTENT,
+    reason="openai 1.x: the chat client takes the typed call, and the SDK hands the URL object",
+)
 @pytest.mark.asyncio
 async def test_the_sdks_requests_parse_the_endpoints_url_once(
     monkeypatch: pytest.MonkeyPatch,
