@@ -69,6 +69,10 @@ class Tau2Run:
         self.folder = RunFolder(settings, collect_only=bool(config.option.collectonly))
         self.ledger = RunLedger(self._known_scenarios)
         self._process: Tau2Process | None = None
+        #: what stops this run, held until a scenario is collected (see ``start``)
+        self.unmet: ConfigError | None = None
+        #: ``unmet`` stopped the session once its scenarios were collected
+        self.stopped = False
         self.collected = False
         self.interrupted = False
         self.summary: RunSummary | None = None
@@ -95,9 +99,26 @@ class Tau2Run:
     def run_dir(self) -> Path:
         return self.folder.run_dir
 
-    def start(self) -> Tau2Process:
-        """Decide the plan (:meth:`RunFolder.start`); returns this process's view of it."""
-        self._process = Tau2Process(_usage(self.folder.start))
+    def start(self, unmet: ConfigError | None = None, *, defer: bool = False) -> Tau2Process:
+        """Decide the plan (:meth:`RunFolder.start`); returns this process's view of it.
+
+        ``unmet`` is what the settings lack here (a key variable unset...). It, or a refusal of
+        the run folder (the run id exists...), stops the session now (exit 4), unless
+        ``defer``: no ``--tau2-*`` option was given, the settings come from the ini file, the
+        environment or a ``tau2_agent`` fixture, which every pytest run of the project reads;
+        the problem then waits for a scenario to be collected, and a session that collects
+        none (the project's own tests) stays silent.
+        """
+        problem = unmet
+        if problem is None:
+            try:
+                self.folder.start()
+            except ConfigError as error:
+                problem = error
+        if problem is not None and not defer:
+            raise pytest.UsageError(str(problem)) from None
+        self.unmet = problem
+        self._process = Tau2Process(self.folder.plan)
         return self._process
 
     def close(self) -> None:
@@ -130,10 +151,12 @@ class Tau2Run:
 
     def incomplete(self, exitstatus: int) -> bool:
         """Whether the session ended before every worker finished: Ctrl-C (also while the
-        workers were still starting), a refused claim of the run folder, a crashed worker."""
+        workers were still starting), a refused claim of the run folder, a need of the run
+        found unmet once the workers collected, a crashed worker."""
         return (
             exitstatus == pytest.ExitCode.INTERRUPTED
             or self.folder.refused
+            or self.stopped
             or bool(self.ledger.workers_down)
         )
 
@@ -149,6 +172,9 @@ class Tau2Run:
         # a resumed run is active even when every scenario is complete (nothing left to run)
         if not scenarios and not self.folder.plan.completed:
             return
+        if self.unmet is not None:
+            self.stopped = True
+            raise pytest.UsageError(str(self.unmet))
         configuration = self.folder.configuration(self.ledger.agent_identity)
         _usage(lambda: self.folder.claim(scenarios, configuration))
         if self.collected:

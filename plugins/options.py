@@ -23,8 +23,16 @@ from tau2_retail.errors import ConfigError
 from tau2_retail.plugins.agents import load_agent_source
 from tau2_retail.settings import OPTIONS, Inputs, Setting, Tau2Settings, declarations
 from tau2_retail.settings import resolve_settings as resolve
+from tau2_retail.settings import resolve_settings_apart as resolve_apart
 
-__all__ = ["Tau2Settings", "add_options", "check_option_names", "resolve_settings"]
+__all__ = [
+    "Tau2Settings",
+    "add_options",
+    "check_option_names",
+    "options_given",
+    "resolve_settings",
+    "resolve_settings_apart",
+]
 
 # the lowest pytest is 9.0 (its built-in subtests); 9.1 added union types for ini values
 _PYTEST_VERSION = tuple(map(int, re.findall(r"\d+", pytest.__version__)[:2]))
@@ -107,6 +115,25 @@ def resolve_settings(
         return resolve(_inputs(config), model)
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
+
+
+def resolve_settings_apart(
+    config: pytest.Config, model: type[Tau2Settings] = Tau2Settings
+) -> tuple[Tau2Settings, ConfigError | None]:
+    """The settings, and apart what a run with them lacks here (a key variable unset...: see
+    :func:`tau2_retail.settings.resolve_settings_apart`); raises ``pytest.UsageError`` on a bad
+    value."""
+    try:
+        return resolve_apart(_inputs(config), model)
+    except ConfigError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def options_given(config: pytest.Config, model: type[Tau2Settings] = Tau2Settings) -> bool:
+    """Whether a ``--tau2-*`` option was given (on the command line or in ``addopts``): the
+    session is then meant as a benchmark run, and every problem of the run stops it at
+    start-up."""
+    return any(config.getoption(setting.dest) is not None for setting in declarations(model))
 
 
 def check_option_names(args: Sequence[str]) -> None:

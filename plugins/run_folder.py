@@ -31,7 +31,7 @@ from tau2_retail.models.secrets import redact_argv
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import RunPlan, new_run_id, run_configuration
 from tau2_retail.results.artifacts import load_run_metrics
-from tau2_retail.results.lock import RunLock
+from tau2_retail.results.lock import LOCK_FILE, RunLock
 from tau2_retail.results.records import RunArgs, RunConfiguration
 from tau2_retail.results.summary import read_run_args, write_run_args
 from tau2_retail.settings import EXTRA_BODY_FLAGS, adopt_stored, resume_differences
@@ -131,9 +131,11 @@ class RunFolder:
             raise ConfigError(f"{self.option()}: {error}") from None
 
     def _refuse_existing(self) -> None:
-        """A new run whose folder exists: name the live process if one holds it."""
-        self._take_lock()
-        self.close()
+        """A new run whose folder exists: name the live process if one holds it (a live run
+        has its lock file: one is never created here)."""
+        if (self.run_dir / LOCK_FILE).exists():
+            self._take_lock()
+            self.close()
         raise ConfigError(
             f"--tau2-run-id {self.plan.run_id}: {self.run_dir} already exists; "
             f"continue it with --tau2-resume {self.plan.run_id}, or choose a new run id "
@@ -218,8 +220,10 @@ class RunFolder:
         if differing:
             raise ConfigError(
                 f"--tau2-resume {run_id}: the settings differ from the stored run "
-                f"({'; '.join(map(str, differing))}); resume with the stored settings (drop or "
-                "change those options), or start a new run without --tau2-resume"
+                f"({'; '.join(map(str, differing))}); resume with the stored settings (give, change "
+                "or drop those options so they match: the agent and the customer are not "
+                "stored as options and must be given again), or start a new run without "
+                "--tau2-resume"
             )
 
     # -- the claim ----------------------------------------------------------------------------

@@ -29,7 +29,12 @@ from tau2_retail.plugins.interop import (
     worker_input,
     worker_share,
 )
-from tau2_retail.plugins.options import add_options, check_option_names, resolve_settings
+from tau2_retail.plugins.options import (
+    add_options,
+    check_option_names,
+    options_given,
+    resolve_settings_apart,
+)
 from tau2_retail.plugins.process import (
     PROCESS_KEY,
     Tau2InfraError,
@@ -110,8 +115,9 @@ def pytest_configure(config: pytest.Config) -> None:
             process = Tau2Process(receive_plan(config, workerinput))
             run = None
         else:
-            run = Tau2Run(config, resolve_settings(config))
-            process = run.start()
+            settings, unmet = resolve_settings_apart(config)
+            run = Tau2Run(config, settings)
+            process = run.start(unmet, defer=not options_given(config))
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
     agents = AgentSupply(process.plan.settings.agent_source)

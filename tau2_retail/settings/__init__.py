@@ -21,7 +21,12 @@ from tau2_retail.settings.declare import (
     named,
     setting,
 )
-from tau2_retail.settings.resolve import Inputs, resolve_settings, settings_from_recorded
+from tau2_retail.settings.resolve import (
+    Inputs,
+    resolve_settings,
+    resolve_settings_apart,
+    settings_from_recorded,
+)
 from tau2_retail.settings.resume import Difference, adopt_stored, resume_differences
 from tau2_retail.settings.schema import (
     EXTRA_BODY_FLAGS,
@@ -49,6 +54,7 @@ __all__ = [
     "group",
     "named",
     "resolve_settings",
+    "resolve_settings_apart",
     "resume_differences",
     "setting",
     "settings_from_recorded",

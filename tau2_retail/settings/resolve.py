@@ -29,7 +29,13 @@ from tau2_retail.settings.parsers import InvalidValue, env_name
 from tau2_retail.settings.schema import AgentSource, RoleSettings, Tau2Settings
 from tau2_retail.tau2_format.importer import read_results
 
-__all__ = ["AgentLoader", "Inputs", "resolve_settings", "settings_from_recorded"]
+__all__ = [
+    "AgentLoader",
+    "Inputs",
+    "resolve_settings",
+    "resolve_settings_apart",
+    "settings_from_recorded",
+]
 
 AgentLoader = Callable[[str, str], AgentSource | None]
 """``(spec, spec_source)``: the agent as code, or None; raises ``ConfigError``."""
@@ -123,7 +129,26 @@ def _parse(setting: Setting, raw: str, source: str, flag: str) -> Any:
 
 
 def resolve_settings(inputs: Inputs, model: type[Tau2Settings] = Tau2Settings) -> Tau2Settings:
-    """Resolve and validate every setting of ``model``; raises ``ConfigError`` on a bad value."""
+    """Resolve and validate every setting of ``model``; raises ``ConfigError`` on a bad value
+    or on a need of the run this environment does not meet (:func:`resolve_settings_apart`)."""
+    settings, unmet = resolve_settings_apart(inputs, model)
+    if unmet is not None:
+        raise unmet
+    return settings
+
+
+def resolve_settings_apart(
+    inputs: Inputs, model: type[Tau2Settings] = Tau2Settings
+) -> tuple[Tau2Settings, ConfigError | None]:
+    """The settings of ``model``, and apart what a run with them lacks here, or None.
+
+    A bad value, or settings that contradict each other, raise ``ConfigError``. What is
+    returned apart is a need of the run that the values themselves cannot show: a role's key
+    variable unset, an agent under test facing the scripted customer by default, a baseline or
+    a replay cache that is not there. The pytest plugin raises it only in a session that
+    collects a scenario: the ini file, the environment and a ``tau2_agent`` fixture apply to
+    every pytest run of a project, its own tests included.
+    """
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for setting in declarations(model):
@@ -143,15 +168,25 @@ def resolve_settings(inputs: Inputs, model: type[Tau2Settings] = Tau2Settings) -
     settings = dataclasses.replace(settings, agent_source=agent_source)
     if inputs.one_scenario:
         _refuse_unused_role_options(settings, where)
-    else:
-        _refuse_the_scripted_customer(settings, where)
     _check_cost_and_cache(settings, where)
+    try:
+        _check_needs(settings, where)
+    except ConfigError as unmet:
+        return settings, unmet
+    return settings, None
+
+
+def _check_needs(settings: Tau2Settings, where: _Where) -> None:
+    """What a run with these settings needs from this environment (see
+    :func:`resolve_settings_apart`)."""
+    if not where.inputs.one_scenario:
+        _refuse_the_scripted_customer(settings, where)
+    _check_replay_file(settings, where)
     _check_baseline(settings.baseline, where.source("baseline"), where.flag("baseline"))
     # a replay never contacts an endpoint: it needs no key (a CI run reproduced on a laptop)
     if not (settings.cache and settings.cache_mode is CacheMode.REPLAY):
         for role, choice in _players(settings):
             _check_key(role, choice, where)
-    return settings
 
 
 def settings_from_recorded(
@@ -268,7 +303,7 @@ def _check_key(role: str, choice: ModelChoice | None, where: _Where) -> None:
 
 
 def _check_cost_and_cache(settings: Tau2Settings, where: _Where) -> None:
-    """A budget needs a price for every endpoint model; replay needs an existing cache file."""
+    """A budget needs a price for every endpoint model; a cache mode needs a cache file."""
     prices = settings.prices
     if settings.max_cost is not None:
         endpoint_models = [
@@ -292,6 +327,12 @@ def _check_cost_and_cache(settings: Tau2Settings, where: _Where) -> None:
             f"{where.source('cache_mode')}: {cache_mode} {mode.value} needs a cache file; "
             f"give it with {cache} PATH"
         )
+
+
+def _check_replay_file(settings: Tau2Settings, where: _Where) -> None:
+    """Replay reads the cache file a recording run wrote: it must be there."""
+    mode, path = settings.cache_mode, settings.cache
+    cache, cache_mode = where.flag("cache"), where.flag("cache_mode")
     if mode is CacheMode.REPLAY and not Path(path).is_file():
         raise ConfigError(
             f"{where.source('cache')}: {path!r} is not valid for {cache} with {cache_mode} "
