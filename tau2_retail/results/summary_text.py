@@ -95,7 +95,9 @@ def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
     return lines
 
 
-def _scenario_lines(rows: Sequence[ScenarioRow]) -> list[str]:
+def _scenario_lines(rows: Sequence[ScenarioRow], scored: Sequence[Signal]) -> list[str]:
+    """A line per scenario; a signal the profile does not score reads ``n/a``."""
+    exit_scored = Signal.CLEAN_EXIT in scored
     width = max([len("scenario"), *(len(row.scenario_id) for row in rows)])
     priced = any(row.cost is not None for row in rows)
     lines = [
@@ -112,7 +114,7 @@ def _scenario_lines(rows: Sequence[ScenarioRow]) -> list[str]:
         lines.append(
             f"{row.scenario_id:<{width}}  {row.status:<6}  "
             f"{'-' if infra else _flag(row.db_state_match):<4}  "
-            f"{'-' if infra else _flag(row.clean_exit):<4}  "
+            f"{'-' if infra else _flag(row.clean_exit) if exit_scored else 'n/a':<4}  "
             f"{'-' if infra else nl:<5}  {row.total_turns!s:>5}  "
             f"{f'{row.duration_seconds:.1f}s':>8}  "
             + (f"{usd(row.cost):<9}  " if priced else "")
@@ -209,7 +211,7 @@ def _informational_reward_lines(summary: RunSummary) -> list[str]:
 def render_summary_text(summary: RunSummary) -> str:
     """``all_summary.txt``: the figures of ``build_summary``, for people."""
     out = _header_lines(summary)
-    out.extend(_scenario_lines(summary.scenarios))
+    out.extend(_scenario_lines(summary.scenarios, policy_for(summary.profile).scored_signals()))
     out.append("")
     out.extend(headline_lines(summary))
     out.extend(_informational_lines(summary))

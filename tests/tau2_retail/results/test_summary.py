@@ -675,6 +675,25 @@ def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
     text = render_summary_text(summary)
     assert "Profile:     tau2\n" in text
     assert "tau2 reward (informational)" not in text
+    # the scenario lines: CLEAN_EXIT is not applicable, not FAIL (these never ended cleanly)
+    header = next(line for line in text.splitlines() if line.startswith("scenario "))
+    exit_column = header.index("EXIT")
+    rows = [line for line in text.splitlines() if line.startswith("tau2_retail__")]
+    assert len(rows) == 4
+    assert {row[exit_column : exit_column + 4] for row in rows} == {"n/a "}
+
+
+def test_the_default_profile_shows_each_scenarios_clean_exit() -> None:
+    records = [metric("0", exit_=False), metric("1")]
+    text = render_summary_text(
+        build_summary(
+            records, expected=None, trials=1, configuration=CONFIGURATION, versions=VERSIONS
+        )
+    )
+    header = next(line for line in text.splitlines() if line.startswith("scenario "))
+    exit_column = header.index("EXIT")
+    rows = [line for line in text.splitlines() if line.startswith("tau2_retail__")]
+    assert [row[exit_column : exit_column + 4] for row in rows] == ["FAIL", "ok  "]
 
 
 def test_profile_comes_from_the_metrics_or_the_configuration() -> None:
