@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from tau2_retail.errors import AgentInfraError, AgentInterrupted, ConfigError, Tau2Error
-from tau2_retail.models.agent_reply import Unreadable, plain_reply
+from tau2_retail.models.agent_reply import Unreadable, a_type, plain_reply
 from tau2_retail.models.agent_thread import AgentThread, Outcome, Returned
 from tau2_retail.models.messages import AssistantTurn, Message, Usage
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion, read_message
@@ -451,10 +451,24 @@ class AgentRunner:
             if isinstance(reply, Mapping) and "choices" in reply:
                 content, tool_calls, usage, _ = read_completion(reply, self._call_ids)
                 return content, tool_calls, usage
+            _check_message_dict(reply)
             content, tool_calls = read_message(reply, self._call_ids)
         except UnreadableReply as error:
             raise AgentFailed(
-                f"the agent returned a {type(reply).__name__} that is not an assistant turn "
+                f"the agent returned {a_type(reply)} that is not an assistant turn "
                 f"({error}); expected a str, an assistant message dict or a chat completion"
             ) from error
         return content, tool_calls, Usage(n_calls=1)
+
+
+def _check_message_dict(reply: object) -> None:
+    """A dict the agent returns as its message is an assistant's: a ``role`` other than
+    ``assistant`` (a user message handed back by mistake), or none of ``role``, ``content``
+    and ``tool_calls`` (some other object), is not a turn, rather than an empty one."""
+    if not isinstance(reply, Mapping):
+        return
+    role = reply.get("role", "assistant")
+    if role != "assistant":
+        raise UnreadableReply(f"its role is {role!r}")
+    if not reply.keys() & {"role", "content", "tool_calls"}:
+        raise UnreadableReply("it has none of role, content and tool_calls")

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Unreadable", "plain_reply"]
+__all__ = ["Unreadable", "a_type", "plain_reply"]
+
+
+def a_type(value: object) -> str:
+    """``value``'s type with its article: ``an int``, ``a dict``."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 class Unreadable(Exception):
@@ -38,7 +44,7 @@ def _plain(value: object) -> Any:
         }
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
-    raise Unreadable(f"holds a {kind.__name__}")
+    raise Unreadable(f"holds {a_type(value)}")
 
 
 def plain_reply(reply: object) -> Any:
@@ -51,13 +57,13 @@ def plain_reply(reply: object) -> Any:
             raise
         except BaseException as error:  # the agent's object: its failure, with its traceback
             raise Unreadable(
-                f"returned a {type(reply).__name__} whose model_dump() raised "
+                f"returned {a_type(reply)} whose model_dump() raised "
                 f"{type(error).__name__}: {error}"
             ) from error
     try:
         return _plain(reply)
     except Unreadable as error:
         raise Unreadable(
-            f"returned a {type(reply).__name__} that is not an assistant turn ({error}); "
+            f"returned {a_type(reply)} that is not an assistant turn ({error}); "
             "expected a str, an assistant message dict or a chat completion"
         ) from None

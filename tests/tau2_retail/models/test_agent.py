@@ -186,6 +186,36 @@ def test_an_unreadable_turn_is_the_agents_failure(reply: object) -> None:
         _turn(reply)
 
 
+@pytest.mark.parametrize(
+    ("reply", "detail"),
+    [
+        (
+            {"role": "user", "content": "hi"},
+            "the agent returned a dict that is not an assistant turn (its role is 'user')",
+        ),
+        (
+            {"foo": "bar"},
+            "the agent returned a dict that is not an assistant turn (it has none of role, "
+            "content and tool_calls)",
+        ),
+        ({}, "the agent returned a dict that is not an assistant turn (it has none of role, "),
+        (7, "the agent returned an int that is not an assistant turn (the message is not an "),
+    ],
+)
+def test_a_dict_that_is_no_assistant_message_is_named_so(reply: object, detail: str) -> None:
+    # not an empty turn (asked again, then "empty message twice"): the agent's mistake, said
+    with pytest.raises(AgentFailed) as raised:
+        _turn(reply)
+    assert raised.value.detail.startswith(detail), raised.value.detail
+
+
+@pytest.mark.parametrize("reply", [None, "", {"content": None}, {"role": "assistant"}])
+def test_an_empty_turn_is_still_empty(reply: object) -> None:
+    content, calls, _ = _turn(reply)
+    assert not content
+    assert calls == []
+
+
 def test_an_exception_of_the_agent_keeps_its_traceback() -> None:
     class Agent:
         async def respond(self, messages, tools):

@@ -141,8 +141,8 @@ def test_a_reply_is_made_of_plain_builtins() -> None:
     [
         (_Dump(error=ValueError("broke")), "whose model_dump() raised ValueError: broke"),
         (_Dump(error=SystemExit(2)), "whose model_dump() raised SystemExit: 2"),
-        (object(), "that is not an assistant turn (holds a object)"),
-        ({"content": object()}, "that is not an assistant turn (holds a object)"),
+        (object(), "that is not an assistant turn (holds an object)"),
+        ({"content": object()}, "that is not an assistant turn (holds an object)"),
     ],
 )
 def test_a_reply_that_cannot_be_made_plain_is_unreadable(reply: object, message: str) -> None:
