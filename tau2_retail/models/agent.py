@@ -467,8 +467,8 @@ def _check_message_dict(reply: object) -> None:
     and ``tool_calls`` (some other object), is not a turn, rather than an empty one."""
     if not isinstance(reply, Mapping):
         return
-    role = reply.get("role", "assistant")
-    if role != "assistant":
+    role = reply.get("role")
+    if role not in (None, "assistant"):
         raise UnreadableReply(f"its role is {role!r}")
     if not reply.keys() & {"role", "content", "tool_calls"}:
         raise UnreadableReply("it has none of role, content and tool_calls")

@@ -209,6 +209,11 @@ def test_a_dict_that_is_no_assistant_message_is_named_so(reply: object, detail: 
     assert raised.value.detail.startswith(detail), raised.value.detail
 
 
+def test_a_message_dict_without_a_role_or_with_role_none_is_the_assistants() -> None:
+    assert _turn({"content": "x"})[0] == "x"
+    assert _turn({"role": None, "content": "y"})[0] == "y"
+
+
 @pytest.mark.parametrize("reply", [None, "", {"content": None}, {"role": "assistant"}])
 def test_an_empty_turn_is_still_empty(reply: object) -> None:
     content, calls, _ = _turn(reply)
