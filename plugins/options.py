@@ -22,7 +22,6 @@ import pytest
 from tau2_retail.errors import ConfigError
 from tau2_retail.plugins.agents import load_agent_source
 from tau2_retail.settings import OPTIONS, Inputs, Setting, Tau2Settings, declarations
-from tau2_retail.settings import resolve_settings as resolve
 from tau2_retail.settings import resolve_settings_apart as resolve_apart
 
 __all__ = [
@@ -30,7 +29,6 @@ __all__ = [
     "add_options",
     "check_option_names",
     "options_given",
-    "resolve_settings",
     "resolve_settings_apart",
 ]
 
@@ -105,16 +103,6 @@ def _inputs(config: pytest.Config) -> Inputs:
         environ=os.environ,
         load_agent=lambda spec, source: load_agent_source(config, spec=spec, spec_source=source),
     )
-
-
-def resolve_settings(
-    config: pytest.Config, model: type[Tau2Settings] = Tau2Settings
-) -> Tau2Settings:
-    """Resolve and validate every setting; raises ``pytest.UsageError`` on a bad value."""
-    try:
-        return resolve(_inputs(config), model)
-    except ConfigError as error:
-        raise pytest.UsageError(str(error)) from None
 
 
 def resolve_settings_apart(

@@ -159,7 +159,7 @@ def test_a_role_setting_is_declared_once_for_the_three_roles() -> None:
 
 INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 CONFTEST = """
-from tau2_retail.plugins.options import add_options, resolve_settings
+from tau2_retail.plugins.options import add_options, resolve_settings_apart
 from tests.tau2_retail.settings.test_declare import Variant
 
 
@@ -168,7 +168,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.variant = resolve_settings(config, Variant)
+    config.variant, _ = resolve_settings_apart(config, Variant)
 
 
 def pytest_report_header(config):
