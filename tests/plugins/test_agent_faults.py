@@ -175,7 +175,7 @@ TURN_DETAILS = {
     "24": "agent: respond() raised CancelledError",
     "25": "agent: respond() raised CancelledError",
     "50": "agent: respond() raised GeneratorExit",
-    "57": "agent: respond() returned a Unreadable whose model_dump() raised ValueError: "
+    "57": "agent: respond() returned an Unreadable whose model_dump() raised ValueError: "
     "the dump broke",
 }
 
