@@ -230,15 +230,20 @@ def run_configuration(
 
     roles = settings.roles
     agent = record("agent", roles.agent)
+    values, sources = dict(settings.recorded), dict(settings.sources)
     if settings.agent_source is not None:
-        identity = agent_identity or settings.agent_source.identity
-        code = {**settings.agent_source.record(), "name": identity.name}
+        # the agent is code: no model plays it (the default's name would say one did)
+        source = settings.agent_source
+        values["agent_model"] = None
+        sources["agent_model"] = source.identity.source if source.is_fixture else sources["agent"]
+        identity = agent_identity or source.identity
+        code = {**source.record(), "name": identity.name}
         code["version"] = identity.version
         agent = ModelRecord(model=identity.describe(), endpoint=None, code=code)
     return RunConfiguration(
         run_id=plan.run_id,
-        settings=redact(dict(settings.recorded)),
-        sources=dict(settings.sources),
+        settings=redact(values),
+        sources=sources,
         agent=agent,
         user=record("user", roles.user),
         judge=record("judge", roles.judge) if roles.judge else None,

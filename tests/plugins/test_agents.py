@@ -231,6 +231,9 @@ def test_an_import_string_agent_runs_and_is_named_in_the_records(
     run_args = json.loads((agents.output_dir / "imp" / "run_args.json").read_text())
     assert run_args["configuration"]["agent"]["code"]["source"] == f"my_agents:{style}"
     assert run_args["configuration"]["settings"]["agent"] == f"my_agents:{style}"
+    # no model played the agent: the default model's name is not recorded as if one did
+    assert run_args["configuration"]["settings"]["agent_model"] is None
+    assert run_args["configuration"]["sources"]["agent_model"] == "--tau2-agent"
     assert "OFFLINE SELF-CHECK" not in result.stdout
 
 
@@ -246,7 +249,10 @@ def test_a_fixture_override_gives_each_scenario_its_agent(
     result.stdout.fnmatch_lines(
         ["tau2 gate: agent conftest.py::tau2_agent (ender 0.3), profile default, *: PASS"]
     )
-    code = _summary(agents, "fx")["configuration"]["agent"]["code"]  # type: ignore[index]
+    configuration = _summary(agents, "fx")["configuration"]
+    assert configuration["settings"]["agent_model"] is None  # type: ignore[index]
+    assert configuration["sources"]["agent_model"] == "conftest.py::tau2_agent"  # type: ignore[index]
+    code = configuration["agent"]["code"]  # type: ignore[index]
     assert code == {
         "source": "conftest.py::tau2_agent",
         "kind": "fixture",
