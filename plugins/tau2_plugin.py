@@ -66,8 +66,12 @@ __all__ = [
 #: assertions are pytest's built-in subtests (pytest 9)
 MIN_PYTEST: Final = (9, 0)
 
-#: whether this session collected a scenario (before any deselection)
-_COLLECTED_KEY = pytest.StashKey[bool]()
+#: the ends after which a session that meant the benchmark and collected none of it is told why
+_HINTED_EXITS = (
+    pytest.ExitCode.OK,
+    pytest.ExitCode.TESTS_FAILED,
+    pytest.ExitCode.NO_TESTS_COLLECTED,
+)
 _RUN_PLUGIN = "tau2-run"
 _AGENTS_PLUGIN = "tau2-agents"
 MARKERS = (
@@ -223,15 +227,15 @@ def pytest_runtest_makereport(
 def pytest_itemcollected(item: pytest.Item) -> None:
     if is_benchmark_item(item):
         item.config.stash[PROCESS_KEY].benchmark_collected = True
-    if scenario_of_item(item) is not None:
-        item.config.stash[_COLLECTED_KEY] = True
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
-    """Exit 5 after ``-k tau2_retail`` in a team's repository: say how to collect the scenarios."""
-    if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or config.stash.get(_COLLECTED_KEY, False):
+    """A session that asked for the benchmark and collected none of it says how to collect it:
+    ``-k tau2_retail`` in a team's repository (exit 5), or ``pytest tests --tau2-trials=4``
+    (the team's own tests ran, and nothing else)."""
+    if exitstatus not in _HINTED_EXITS or _benchmark_collected(config):
         return
     if (config.rootpath / "tests_tau2_retail").is_dir():
         return  # this project's checkout: its testpaths hold the benchmark
@@ -242,3 +246,10 @@ def pytest_terminal_summary(
     )
     if hint is not None:
         terminalreporter.write_line(hint)
+
+
+def _benchmark_collected(config: pytest.Config) -> bool:
+    """Whether a process of this session collected the benchmark, deselected tests included
+    (read at the session's end: an xdist worker tells its controller when it finishes)."""
+    run = config.stash.get(RUN_KEY, None)
+    return run is None or run.ledger.empty.benchmark_collected

@@ -188,7 +188,7 @@ def test_a_toml_number_is_accepted_by_every_numeric_setting(bench: Bench) -> Non
 def test_the_plugin_is_silent_without_scenarios(bench: Bench) -> None:
     bench.pytester.makepyfile(test_other="def test_other():\n    pass\n")
 
-    result = bench.run_inprocess("test_other.py")
+    result = bench.run_inprocess("test_other.py", output_dir=False)
 
     assert result.ret == pytest.ExitCode.OK
     assert not [line for line in result.stdout.lines if line.startswith("tau2")]
@@ -212,6 +212,26 @@ def test_k_tau2_retail_in_a_repository_without_the_scenarios_says_to_add_pyargs(
     other = bench.run_inprocess("test_other.py", "-k", "nothing_matches", output_dir=False)
     assert other.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     assert NO_SCENARIO_HINT not in other.stdout.lines
+
+
+@pytest.mark.tau2_subprocess
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("team_test", ["pass", "assert False"])
+def test_a_tau2_option_on_the_teams_tests_alone_says_to_add_pyargs(
+    bench: Bench, workers: str, team_test: str
+) -> None:
+    """``pytest test_other.py --tau2-tasks=0``: the team's tests ran (exit 0 or 1) and no
+    scenario did; the option shows the benchmark was meant (under xdist too, where only the
+    workers collect)."""
+    bench.pytester.makepyfile(test_other=f"def test_other():\n    {team_test}\n")
+
+    result = bench.run("-n", workers, "test_other.py", "--tau2-tasks=0")
+
+    assert result.ret == (pytest.ExitCode.OK if team_test == "pass" else 1)
+    assert NO_SCENARIO_HINT in result.stdout.lines
+    # the benchmark collected (its scenarios deselected by -k): no hint
+    collected = bench.run("-n", workers, "--tau2-tasks=0", "-k", "test_other or nothing")
+    assert NO_SCENARIO_HINT not in collected.stdout.lines
 
 
 # -- junit XML, the judge notice, the gate against a baseline -----------------------------------
