@@ -32,18 +32,21 @@ __all__ = [
     "resolve_settings_apart",
 ]
 
-# the lowest pytest is 9.0 (its built-in subtests); 9.1 added union types for ini values
+# the lowest pytest is 9.0 (its built-in subtests); 9.2 took type expressions for ini values
+# (9.1 asserts a type tag: a union there fails every session at start-up)
 _PYTEST_VERSION = tuple(map(int, re.findall(r"\d+", pytest.__version__)[:2]))
+_INI_UNIONS_SINCE = (9, 2)
 
 
-def _ini_type(setting: Setting) -> Any:
+def _ini_type(setting: Setting, pytest_version: tuple[int, ...] = _PYTEST_VERSION) -> Any:
     """A string, or for a numeric or on/off setting also the TOML number or boolean.
 
     ``tau2_trials = 2`` in ``[tool.pytest]`` is a TOML integer; the parser then checks it like
-    the text ``"2"``. pytest 9.0 knows no such union type: there every value is a string
-    (``tau2_trials = "2"`` in ``[tool.pytest]``; any form in ``[tool.pytest.ini_options]``).
+    the text ``"2"``. pytest 9.0 and 9.1 know no such union type: there every value is a
+    string (``tau2_trials = "2"`` in ``[tool.pytest]``; any form in
+    ``[tool.pytest.ini_options]``).
     """
-    if _PYTEST_VERSION < (9, 1) or setting.kind is str:
+    if pytest_version < _INI_UNIONS_SINCE or setting.kind is str:
         return "string"
     return str | setting.kind
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.data.tasks import trial_seeds
+from tau2_retail.plugins.options import _ini_type
+from tau2_retail.settings.schema import OPTIONS
 
 from .conftest import Bench, ScriptedEndpoint, usage_errors
 
@@ -412,3 +414,24 @@ def test_help_shows_where_the_data_folder_really_defaults_to(bench: Bench) -> No
     # argparse wraps long lines, a long path even inside a word
     help_text = "".join(result.stdout.str().split())
     assert f"(default:{default_cache_dir()})" in help_text
+
+
+# The type tags pytest 9.0 and 9.1 accept in ``Parser.addini`` (both assert one of them).
+_PYTEST_9_0_INI_TAGS = {"string", "paths", "pathlist", "args", "linelist", "bool", "int", "float"}
+
+
+@pytest.mark.parametrize("version", [(9, 0), (9, 1), (9, 1, 1)])
+def test_before_pytest_9_2_every_ini_key_is_a_type_tag_pytest_accepts(
+    version: tuple[int, ...],
+) -> None:
+    """pytest 9.1 asserted a type tag: the unions registered there failed every session (the
+    team's own tests too) at start-up."""
+    assert {_ini_type(setting, version) for setting in OPTIONS} <= _PYTEST_9_0_INI_TAGS
+
+
+def test_from_pytest_9_2_a_numeric_or_on_off_ini_key_also_takes_its_toml_type() -> None:
+    types = {setting.name: _ini_type(setting, (9, 2)) for setting in OPTIONS}
+    assert types["trials"] == str | int
+    assert types["agent_notes"] == str | bool
+    assert types["max_duration"] == str | float
+    assert types["agent_model"] == "string"
