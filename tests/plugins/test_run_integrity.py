@@ -175,6 +175,46 @@ def test_toml_numbers_and_booleans_are_accepted(bench: Bench) -> None:
     assert sum("tau2_retail__3-trial" in line for line in result.stdout.lines) == 2
 
 
+def _ini_options_project(bench: Bench, *settings: str) -> None:
+    """The project configured by ``[tool.pytest.ini_options]`` with these lines."""
+    (bench.path / "pytest.ini").unlink()
+    (bench.path / "pyproject.toml").write_text(
+        "[tool.pytest.ini_options]\n"
+        'testpaths = ["test_scenarios.py"]\n'
+        'asyncio_default_fixture_loop_scope = "function"\n'
+        'addopts = ["-p", "no:syrupy", "-p", "no:cacheprovider"]\n'
+        + "".join(f"{line}\n" for line in settings),
+        encoding="utf-8",
+    )
+
+
+def test_a_toml_array_of_task_ids_is_read_without_pytests_deprecation_lines(
+    bench: Bench,
+) -> None:
+    """pytest 9.1+ warns of an array under a string key; the task ids' array is what a TOML
+    user writes, and is read as the ids (no warning lines before the run)."""
+    _ini_options_project(bench, 'tau2_tasks = ["3", "5"]')
+
+    result = bench.run_inprocess("--co", "-q")
+
+    assert result.ret == pytest.ExitCode.OK, error_text(result)
+    collected = [line for line in result.stdout.lines if "tau2_retail__" in line]
+    assert [line.split("[")[-1] for line in collected] == ["tau2_retail__3]", "tau2_retail__5]"]
+    assert "PytestRemovedIn10Warning" not in error_text(result)
+
+
+def test_a_toml_array_for_a_one_value_setting_is_refused_naming_it(bench: Bench) -> None:
+    _ini_options_project(bench, 'tau2_agent_model = ["a", "b"]')
+
+    output = refusal(bench.run_inprocess("--co", "-q", "--tau2-tasks=3"))
+
+    assert (
+        "ini tau2_agent_model: the TOML array ['a', 'b'] is not valid for --tau2-agent-model; "
+        "write one value, as a string"
+    ) in output
+    assert "PytestRemovedIn10Warning" not in output
+
+
 def test_a_toml_number_is_accepted_by_every_numeric_setting(bench: Bench) -> None:
     # the ini type came from sampling each parser with "1": --tau2-max-reply-bytes (>= 1024) and
     # --tau2-regression-alpha (< 1) refused their TOML numbers; now it is the declared type
