@@ -147,11 +147,14 @@ def test_resume_continues_in_the_stored_profile_on_every_worker(bench: Bench) ->
     assert bench.summary("old")["profile"] == "tau2"
 
 
-def _toml_project(bench: Bench, *settings: str) -> None:
-    """The project configured by a ``pytest.toml`` with these ``key = value`` lines."""
+def _toml_project(
+    bench: Bench, *settings: str, file: str = "pytest.toml", table: str = "pytest"
+) -> None:
+    """The project configured by a TOML file with these ``key = value`` lines (pytest's native
+    table by default; ``table="tool.pytest.ini_options"`` in a ``pyproject.toml``)."""
     (bench.path / "pytest.ini").unlink()
-    (bench.path / "pytest.toml").write_text(
-        "[pytest]\n"
+    (bench.path / file).write_text(
+        f"[{table}]\n"
         'testpaths = ["test_scenarios.py"]\n'
         'asyncio_default_fixture_loop_scope = "function"\n'
         'addopts = ["-p", "no:syrupy", "-p", "no:cacheprovider"]\n'
@@ -175,17 +178,7 @@ def test_toml_numbers_and_booleans_are_accepted(bench: Bench) -> None:
     assert sum("tau2_retail__3-trial" in line for line in result.stdout.lines) == 2
 
 
-def _ini_options_project(bench: Bench, *settings: str) -> None:
-    """The project configured by ``[tool.pytest.ini_options]`` with these lines."""
-    (bench.path / "pytest.ini").unlink()
-    (bench.path / "pyproject.toml").write_text(
-        "[tool.pytest.ini_options]\n"
-        'testpaths = ["test_scenarios.py"]\n'
-        'asyncio_default_fixture_loop_scope = "function"\n'
-        'addopts = ["-p", "no:syrupy", "-p", "no:cacheprovider"]\n'
-        + "".join(f"{line}\n" for line in settings),
-        encoding="utf-8",
-    )
+_INI_OPTIONS = {"file": "pyproject.toml", "table": "tool.pytest.ini_options"}
 
 
 def test_a_toml_array_of_task_ids_is_read_without_pytests_deprecation_lines(
@@ -193,7 +186,7 @@ def test_a_toml_array_of_task_ids_is_read_without_pytests_deprecation_lines(
 ) -> None:
     """pytest 9.1+ warns of an array under a string key; the task ids' array is what a TOML
     user writes, and is read as the ids (no warning lines before the run)."""
-    _ini_options_project(bench, 'tau2_tasks = ["3", "5"]')
+    _toml_project(bench, 'tau2_tasks = ["3", "5"]', **_INI_OPTIONS)
 
     result = bench.run_inprocess("--co", "-q")
 
@@ -204,7 +197,7 @@ def test_a_toml_array_of_task_ids_is_read_without_pytests_deprecation_lines(
 
 
 def test_a_toml_array_for_a_one_value_setting_is_refused_naming_it(bench: Bench) -> None:
-    _ini_options_project(bench, 'tau2_agent_model = ["a", "b"]')
+    _toml_project(bench, 'tau2_agent_model = ["a", "b"]', **_INI_OPTIONS)
 
     output = refusal(bench.run_inprocess("--co", "-q", "--tau2-tasks=3"))
 
