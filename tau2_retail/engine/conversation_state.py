@@ -204,7 +204,11 @@ class RunningConversation:
                 turn = await model.complete(messages, tools=tools, seed=self.seed)
             except EndpointError as error:
                 self.requests[role] += RequestStats(
-                    requests=1, attempts=error.attempts, failed=1, wait_seconds=error.wait_seconds
+                    requests=1,
+                    attempts=error.attempts,
+                    failed=1,
+                    unsent=int(error.attempts == 0),
+                    wait_seconds=error.wait_seconds,
                 )
                 self.request_timeout = error.timeout_seconds
                 raise _Stopped(

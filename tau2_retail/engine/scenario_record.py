@@ -192,6 +192,7 @@ def _requests(
             requests=1,
             attempts=judge_error.attempts,
             failed=1,
+            unsent=int(judge_error.attempts == 0),
             wait_seconds=judge_error.wait_seconds,
         )
     return {role: requests[role] for role in ROLES if role in requests}

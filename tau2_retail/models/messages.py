@@ -114,19 +114,22 @@ class Usage:
 class RequestStats:
     """What requests to one role cost: calls, attempts on the wire, and seconds spent waiting.
 
-    ``retries`` is ``attempts - requests`` (derived: written, never read); ``wait_seconds`` is
-    the backoff and ``Retry-After`` time between attempts (written to the millisecond);
-    ``failed`` counts requests that failed after their attempts.
+    ``retries`` is the attempts after each request's first (derived: written, never read);
+    ``wait_seconds`` is the backoff and ``Retry-After`` time between attempts (written to the
+    millisecond); ``failed`` counts requests that failed after their attempts, ``unsent`` those
+    of them that failed before any attempt went out (an open circuit breaker refused them;
+    written only when set).
     """
 
     requests: int = 0
     attempts: int = 0
     retries: int = field(init=False, default=0)
     failed: int = 0
+    unsent: Annotated[int, Omitted] = 0
     wait_seconds: Annotated[float, rounded(3)] = 0.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "retries", self.attempts - self.requests)
+        object.__setattr__(self, "retries", self.attempts - self.requests + self.unsent)
 
     def __add__(self, other: RequestStats) -> RequestStats:
         return _field_sum(self, other)

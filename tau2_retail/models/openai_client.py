@@ -429,6 +429,8 @@ class OpenAIChatModel(ClosedOnExit):
             data = json.loads(payload)
         except ValueError as e:
             raise _UnparseableReply("body is not JSON") from e
+        except RecursionError as e:  # nested deeper than the parser goes: hostile, not JSON
+            raise _UnparseableReply("body is JSON nested too deep to read") from e
         try:
             content, tool_calls, usage, finish_reason = read_completion(data, self._call_ids)
         except UnreadableReply as e:

@@ -406,6 +406,11 @@ def test_a_down_endpoint_fails_fast_and_resume_completes_the_run(
         assert "is down since" in detail
         assert "(2 consecutive failures: HTTP 503" in detail
         assert "scripted-agent" in detail  # the endpoint is named
+    # a request the open breaker refused sent nothing: no attempt, no retry (was -1)
+    refused = bench.metrics("down", _scenario(tasks[-1]))["requests"]["agent"]
+    assert refused == {
+        "requests": 1, "attempts": 0, "retries": 0, "failed": 1, "unsent": 1, "wait_seconds": 0.0
+    }  # fmt: skip
     listed = bench.summary("down")["infra_errors"]
     assert len(listed) == len(tasks)
     assert "is down since" in (bench.run_dir("down") / "all_summary.txt").read_text()

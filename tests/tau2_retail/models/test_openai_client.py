@@ -489,6 +489,12 @@ async def test_content_sent_as_a_list_of_parts_reads_as_its_text_parts(
     [
         pytest.param(InvalidJson(), "body is not JSON", id="invalid-json"),
         pytest.param(InvalidJson(content_type="text/html"), "body is not JSON", id="html"),
+        # a RecursionError escaped the request: a traceback and a lost scenario, no role named
+        pytest.param(
+            InvalidJson(body="[" * 100_000 + "]" * 100_000),
+            "body is JSON nested too deep to read",
+            id="nested-too-deep",
+        ),
         pytest.param(NoChoices(), "no choices", id="no-choices"),
         pytest.param(
             _raw_completion({"role": "assistant", "content": 7}),
