@@ -81,12 +81,14 @@ class _Stopped(Exception):
 
 
 def _failure_reason(role: str, error: EndpointError) -> StopReason:
-    """How a failed request ends the conversation: a prompt too long for the model is
-    ``context_window_exceeded``; output the server could not parse is the agent's
-    ``agent_error`` when the agent wrote it; anything else is an infra error of ``role``."""
-    if isinstance(error, ContextWindowExceeded):
+    """How a failed request ends the conversation: a prompt too long for the agent's model is
+    ``context_window_exceeded``, and output the server could not parse is the agent's
+    ``agent_error``; anything else, the customer's context overflow and unparsed output
+    included (its endpoint is infrastructure, not what is measured), is an infra error of
+    ``role``."""
+    if role == "agent" and isinstance(error, ContextWindowExceeded):
         return StopReason.CONTEXT_WINDOW_EXCEEDED
-    if isinstance(error, UnparsedModelOutput) and role == "agent":
+    if role == "agent" and isinstance(error, UnparsedModelOutput):
         return StopReason.AGENT_ERROR
     return StopReason.INFRA_ERROR
 

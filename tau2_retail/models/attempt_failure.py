@@ -50,9 +50,18 @@ CONTEXT_WINDOW_MARKERS: Final = (
     "context size",
     "too many tokens",
     "prompt is too long",
+    # vLLM's V1 engine
+    "is longer than the maximum model length",
+    # TGI (HTTP 422) and Together (400): MaxTotalTokens and InputLength
+    "`inputs` tokens + `max_new_tokens` must be",
+    "`inputs` must have less than",
+    # Gemini's OpenAI-compatible endpoint
+    "exceeds the maximum number of tokens allowed",
 )
-"""Lower-case phrases that mark a 400 as a prompt too long for the model (OpenAI, vLLM,
-llama.cpp and others word it differently)."""
+"""Lower-case phrases that mark a 400, 413 or 422 as a prompt too long for the model (OpenAI,
+vLLM, llama.cpp, TGI and others word it differently), found anywhere in the error body."""
+
+CONTEXT_WINDOW_STATUSES: Final = frozenset({400, 413, 422})
 
 BODY_EXCERPT_CHARS: Final = 300
 
@@ -130,7 +139,8 @@ def status_failure(
             full_body=whole,
             retry_after=retry_after_seconds(error.response.headers),
         )
-    if status == 400 and any(m in body.lower() for m in CONTEXT_WINDOW_MARKERS):
+    lowered = text.lower()  # the whole body: a proxy may put its words before the marker
+    if status in CONTEXT_WINDOW_STATUSES and any(m in lowered for m in CONTEXT_WINDOW_MARKERS):
         fatal = ContextWindowExceeded(
             f"{where}: the prompt exceeds the model's context window (HTTP {status}): {body}",
             status=status,

@@ -83,7 +83,8 @@ async def _inflate(
         decoder = None
     elif encoding in _WBITS:
         wbits = _WBITS[encoding]
-        # deflate: RFC says zlib-wrapped, some servers send it raw; 0 means "from the header"
+        # deflate: RFC says zlib-wrapped, some servers send it raw (tried when the header
+        # fails, as httpx does); 0 means "from the header"
         decoder = zlib.decompressobj(wbits or zlib.MAX_WBITS | 32)
     else:
         raise ReplyTooLarge(
@@ -93,6 +94,9 @@ async def _inflate(
             inflated=True,
         )
     total = 0
+    # deflate without its zlib header (raw): known once the header's two bytes fail
+    raw_possible = encoding == "deflate"
+    header = b""
     async for chunk in chunks:
         if decoder is None:
             total += len(chunk)
@@ -105,9 +109,16 @@ async def _inflate(
             try:
                 out = decoder.decompress(data, min(max_bytes - total + 1, _CHUNK))
             except zlib.error as error:
+                if raw_possible:
+                    decoder, raw_possible = zlib.decompressobj(-zlib.MAX_WBITS), False
+                    data = header + data
+                    continue
                 raise ReplyTooLarge(
                     f"reply body not valid {encoding} ({error})", limit=max_bytes, inflated=True
                 ) from error
+            if raw_possible:
+                header += data[: len(data) - len(decoder.unconsumed_tail)]
+                raw_possible = len(header) < 2
             data = decoder.unconsumed_tail
             total += len(out)
             if total > max_bytes:

@@ -17,8 +17,13 @@ phrases are the servers' own, as their sources and issue trackers show them:
   agent's own earlier arguments, not valid JSON, sent back to it in the history).
 - vLLM: a 400 ``... validation error for list[...] Invalid JSON ...`` when ``tool_choice`` is
   ``required`` or names a tool and the output is no JSON list of calls; a 500 ``unexpected
-  tokens remaining in message header`` from its parser of gpt-oss (harmony) output.
-- Ollama: HTTP 500 ``error parsing tool call: raw='...', err=...``.
+  tokens remaining in message header`` from its parser of gpt-oss (harmony) output; a 400
+  carrying Python's JSON error (``Expecting value: line 1 column 13 (char 12)``) when the
+  agent's own earlier arguments, not valid JSON, come back in the history (releases up to
+  about 0.11 parse them; the request body itself is always valid JSON, so nothing else in it
+  can fail that way).
+- Ollama: HTTP 500 ``error parsing tool call: raw='...', err=...``; HTTP 400 ``invalid tool
+  call arguments`` (the agent's earlier arguments in the history, as above).
 - TGI (text-generation-inference): HTTP 422 ``Tool error: Failed to parse generated text``.
 
 SGLang and vLLM's other tool parsers (``auto`` tool choice) return an unparsed call as the
@@ -59,7 +64,9 @@ UNPARSED_OUTPUT_FORMS: Final = (
     UnparsedOutputForm(
         server="vLLM", status=500, phrases=("unexpected tokens remaining in message header",)
     ),
+    UnparsedOutputForm(server="vLLM", status=400, phrases=(": line ", " column ", "(char ")),
     UnparsedOutputForm(server="Ollama", status=500, phrases=("error parsing tool call",)),
+    UnparsedOutputForm(server="Ollama", status=400, phrases=("invalid tool call arguments",)),
     UnparsedOutputForm(server="TGI", status=422, phrases=("failed to parse generated text",)),
 )
 

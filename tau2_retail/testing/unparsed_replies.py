@@ -49,6 +49,18 @@ UNPARSED_REPLIES: Final[dict[str, HttpError]] = {
         'unexpected tokens remaining in message header: Some("to=functions.get_order")',
         "InternalServerError",
     ),
+    "vLLM: tool-call arguments in the history": HttpError(
+        status=400,
+        body=json.dumps(
+            {
+                "object": "error",
+                "message": "Expecting value: line 1 column 13 (char 12)",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        ),
+    ),
     "Ollama: tool call not parsed": HttpError(
         status=500,
         body=json.dumps(
@@ -62,6 +74,9 @@ UNPARSED_REPLIES: Final[dict[str, HttpError]] = {
                 }
             }
         ),
+    ),
+    "Ollama: tool-call arguments in the history": _openai_style(
+        400, "invalid tool call arguments", "invalid_request_error"
     ),
     "TGI: generated text not parsed": HttpError(
         status=422,

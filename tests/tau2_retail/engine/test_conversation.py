@@ -911,11 +911,16 @@ async def test_wire_agent_context_window_exceeded(store, wire_agent, agent_serve
 
 
 @pytest.mark.asyncio
-async def test_wire_user_context_window_exceeded(store, wire_user, user_server):
+async def test_wire_user_context_window_exceeded_is_the_customers_infra_error(
+    store, wire_user, user_server
+):
+    # the customer's endpoint is infrastructure: its small context window was scored as the
+    # agent's failure (and a resume never ran the scenario again)
     user_server.enqueue(Completion(content="Hi."), HttpError.context_length_exceeded())
     agent = Scripted("agent", [say("Hello, what do you need?")])
     result = await converse(store, agent, wire_user)
-    assert result.stop_reason is StopReason.CONTEXT_WINDOW_EXCEEDED
+    assert result.stop_reason is StopReason.INFRA_ERROR
+    assert result.ending.failed_role == "user"
     assert result.detail.startswith("user: ")
     assert len(user_server.requests) == 2
 
@@ -931,10 +936,13 @@ async def test_wire_empty_agent_message_twice_is_agent_error(store, wire_agent, 
 # -- scripted exceptions map to the same endings ---------------------------------------------------
 
 MODEL_ERRORS = pytest.mark.parametrize(
-    ("error", "reason"),
+    ("error", "reasons"),
     [
-        (EndpointError("boom"), StopReason.INFRA_ERROR),
-        (ContextWindowExceeded("too long"), StopReason.CONTEXT_WINDOW_EXCEEDED),
+        (EndpointError("boom"), {"agent": StopReason.INFRA_ERROR, "user": StopReason.INFRA_ERROR}),
+        (
+            ContextWindowExceeded("too long"),
+            {"agent": StopReason.CONTEXT_WINDOW_EXCEEDED, "user": StopReason.INFRA_ERROR},
+        ),
     ],
 )
 
@@ -948,20 +956,21 @@ async def fail_on(side: str, error: Exception, store: Store) -> ConversationResu
 
 @MODEL_ERRORS
 @pytest.mark.asyncio
-async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reason):
+async def test_model_errors_map_to_endings_on_both_sides(seed_db, error, reasons):
     for side in ("agent", "user"):
         result = await fail_on(side, error, Store(seed_db))
-        assert result.stop_reason is reason
+        assert result.stop_reason is reasons[side]
         assert result.detail == f"{side}: {error}"
 
 
 @MODEL_ERRORS
 @pytest.mark.asyncio
-async def test_the_failed_role_is_typed_where_the_conversation_ends(seed_db, error, reason):
+async def test_the_failed_role_is_typed_where_the_conversation_ends(seed_db, error, reasons):
     # issue 20: the role is decided where the model failed, never read back out of the text
     for side in ("agent", "user"):
         store = Store(seed_db)
         result = await fail_on(side, error, store)
+        reason = reasons[side]
         assert result.ending == Ending(reason=reason, detail=f"{side}: {error}", failed_role=side)
         # the transcript records the reason and the text only; read back, the ending is whole
         again = ConversationResult.from_json(json.loads(json.dumps(result.to_json())), store)

@@ -72,6 +72,21 @@ def test_a_reply_within_the_limit_is_read_whole(encoding: str | None) -> None:
     assert asyncio.run(read_bounded(response, max_bytes=len(body))) == body
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 1000])
+def test_a_raw_deflate_reply_is_read_as_httpx_reads_it(chunk: int) -> None:
+    """Some servers send ``deflate`` without its zlib header (it was refused as "not valid
+    deflate": an error status lost its classification too)."""
+    body = json.dumps({"text": "y" * 50_000}).encode()
+    raw = zlib.compress(body)[2:-4]  # the stream without its header and checksum
+    response = FakeResponse(_chunks(raw, chunk), "deflate")
+    assert asyncio.run(read_bounded(response, max_bytes=len(body))) == body
+
+
+def test_a_corrupt_deflate_body_is_refused() -> None:
+    with pytest.raises(ReplyTooLarge, match="not valid deflate"):
+        asyncio.run(read_bounded(FakeResponse([b"\xff\xfe not deflate"], "deflate"), max_bytes=MiB))
+
+
 def test_an_oversize_reply_stops_at_the_first_chunk_past_the_limit() -> None:
     response = FakeResponse(_chunks(bytes(50 * MiB)))
     with pytest.raises(ReplyTooLarge, match="more than the 1048576 byte limit") as refused:
