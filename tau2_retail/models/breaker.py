@@ -1,8 +1,9 @@
 """The circuit breaker of one endpoint in one process: fail fast while the endpoint is down.
 
-Every failed attempt at the endpoint (connection refused, no complete reply in time, 5xx, 429,
-401/403/404) counts; any reply that proves the endpoint is up (a completion, a context-length
-400, an invalid-request 400/422) resets the count. The breaker opens only when the endpoint
+Every failed attempt at the endpoint (connection refused, no complete reply in time, 5xx, a
+429 asking to wait longer than the backoff cap, 401/403/404) counts; any reply that proves the
+endpoint is up (a completion, a context-length 400, an invalid-request 400/422, a 429 that
+may be waited for: busy is not down) resets the count. The breaker opens only when the endpoint
 looks down, not busy: at least ``failures`` consecutive failures **and** no success for at least
 ``window_seconds`` since the first of them. Counting alone is not enough: 114 conversations
 starting together against a healthy server with a small listen backlog see a burst of refused

@@ -291,7 +291,11 @@ class OpenAIChatModel(ClosedOnExit):
             raise failure.fatal from failure.cause
         cap = self._config.backoff_max_seconds
         too_long = failure.retry_after is not None and failure.retry_after > cap
-        self.breaker.record_failure(failure.detail)
+        if failure.status == RATE_LIMITED and not too_long:
+            # busy, not down: it answered and asked to wait (a wait it may name, or none)
+            self.breaker.record_success()
+        else:
+            self.breaker.record_failure(failure.detail)
         if self.breaker.is_open:
             down = self.breaker.down()
             down.attempts, down.wait_seconds = attempts, waited

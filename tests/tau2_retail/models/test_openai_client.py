@@ -829,6 +829,25 @@ async def test_an_invalid_request_is_not_retried_and_keeps_its_whole_body(
     assert len(raised.value.body) <= BODY_EXCERPT_CHARS
 
 
+@pytest.mark.parametrize("retry_after", ["2", None])
+@pytest.mark.asyncio
+async def test_a_rate_limited_endpoint_is_busy_not_down(
+    openai_server, make_model, sleeps, retry_after
+):
+    """A hosted API's per-minute limit answers 429 for a while: the breaker called it down
+    after K of them (six 429s with `Retry-After: 2` in 12 s) and the scenarios after it failed
+    without a request, though every attempt got an answer."""
+    limited = HttpError.rate_limited(retry_after=retry_after)
+    openai_server.enqueue(*[limited] * 6, Completion(content="served"), Completion(content="again"))
+    async with make_model(max_retries=10, breaker_failures=2, breaker_window_seconds=0) as model:
+        turn = await model.complete(HELLO)
+        assert not model.breaker.is_open
+        assert (await model.complete(HELLO)).content == "again"
+    assert turn.content == "served"
+    assert len(sleeps.calls) == 6
+    assert len(openai_server.requests) == 8
+
+
 @pytest.mark.asyncio
 async def test_a_huge_retry_after_is_not_waited_and_counts_toward_the_breaker(
     openai_server, make_model, sleeps
