@@ -29,6 +29,7 @@ __all__ = [
 
 # a finish_reason is a word, not a text: it is recorded as the server said it, cut short
 _FINISH_REASON_CHARS: Final = 64
+_ERROR_CHARS: Final = 200
 
 
 class UnreadableReply(ValueError):
@@ -106,12 +107,25 @@ def read_completion(
     message = choice.get("message") if isinstance(choice, Mapping) else None
     if not isinstance(message, Mapping):
         raise UnreadableReply("the first choice has no message")
-    content, tool_calls = read_message(message, call_ids)
     finish = choice.get("finish_reason")
+    if finish == "error" or choice.get("error") is not None:
+        # a provider's failure after generation began (OpenRouter sends it with HTTP 200): the
+        # endpoint's fault, never the model's turn (any text before it is cut off)
+        raise UnreadableReply(f"the choice reports an error: {_error_text(choice.get('error'))}")
+    content, tool_calls = read_message(message, call_ids)
     finish_reason = (
         valid_unicode(finish[:_FINISH_REASON_CHARS]) if isinstance(finish, str) else None
     )
     return content, tool_calls, _usage(data.get("usage")), finish_reason
+
+
+def _error_text(error: object) -> str:
+    """A choice's ``error`` as one short line (its ``message`` when it has one)."""
+    if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+        text = error["message"]
+    else:
+        text = "finish_reason error" if error is None else json.dumps(error)
+    return valid_unicode(text[:_ERROR_CHARS])
 
 
 def _tool_call(raw: object, call_ids: Iterator[int]) -> ToolCall:

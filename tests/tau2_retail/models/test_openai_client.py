@@ -433,14 +433,15 @@ async def test_refused_connection_is_an_endpoint_error(make_model):
             await model.complete(HELLO)
 
 
-def _raw_completion(message: dict[str, Any]) -> RawBody:
-    """A chat completion of ``message`` exactly as given (a server's own shape of it)."""
+def _raw_completion(message: dict[str, Any], **choice: Any) -> RawBody:
+    """A chat completion of ``message`` exactly as given (a server's own shape of it); the
+    ``choice`` keys replace or add to its choice's."""
     body = {
         "id": "chatcmpl-raw",
         "object": "chat.completion",
         "created": 0,
         "model": "m",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop", **choice}],
         "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
     }
     return RawBody(body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
@@ -510,6 +511,22 @@ async def test_content_sent_as_a_list_of_parts_reads_as_its_text_parts(
             _raw_completion({"role": "assistant", "content": [{"type": "text"}]}),
             "a text part of the message content has no text",
             id="text-part-without-text",
+        ),
+        # OpenRouter: a provider's failure after generation began, with HTTP 200; it was the
+        # agent's "empty message twice" (partial text went to the customer as its words)
+        pytest.param(
+            _raw_completion(
+                {"role": "assistant", "content": "I have cancelled your or"},
+                finish_reason="error",
+                error={"code": 502, "message": "Provider returned error"},
+            ),
+            "the choice reports an error: Provider returned error",
+            id="openrouter-choice-error",
+        ),
+        pytest.param(
+            _raw_completion({"role": "assistant", "content": ""}, finish_reason="error"),
+            "the choice reports an error: finish_reason error",
+            id="finish-reason-error",
         ),
     ],
 )
