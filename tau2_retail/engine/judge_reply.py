@@ -2,6 +2,10 @@
 
 Normalization rules, beyond the spec's wording, decided here:
 
+- A reasoning block that opens the reply (``<think>...</think>``, as a reasoning model served
+  without a reasoning parser sends it) is not the answer: the reply is read after its closing
+  tag (a draft object in the thinking decided the verdicts before). An unclosed one is read as
+  it is.
 - The reply is read as strict JSON, else from the first fenced block tagged ``json`` or untagged,
   else from the first ``{`` at which a JSON object can be decoded; each stage accepts only a JSON
   object (a bare list or number falls through to the next stage). The last stage tries at most
@@ -57,6 +61,8 @@ _FENCE_TAG: Final = re.compile(r"[A-Za-z0-9_+.-]*")
 # Where a JSON object can start: "{" then a key's quote or the closing brace.
 _OBJECT_START: Final = re.compile(r'\{\s*["}]')
 _JSON_FENCE_TAGS: Final = frozenset({"", "json"})
+_THINK_OPEN: Final = "<think>"
+_THINK_CLOSE: Final = "</think>"
 
 
 class UnreadableJudgement(ValueError):
@@ -125,6 +131,9 @@ def _judgement_object(text: str) -> dict[str, Any]:
         raise UnreadableJudgement(
             f"the reply has {len(text):,} characters, more than the {MAX_REPLY_CHARS:,} read"
         )
+    text = _after_reasoning(text)
+    if not text.strip():
+        raise UnreadableJudgement("the reply holds only a reasoning block")
     data = _json_object(text)
     if data is not None:
         return data
@@ -137,6 +146,14 @@ def _judgement_object(text: str) -> dict[str, Any]:
     if found is None:
         raise UnreadableJudgement(f"no JSON object in the reply: {_excerpt(text)}")
     return found
+
+
+def _after_reasoning(text: str) -> str:
+    """``text`` after the reasoning block that opens it (``<think>...</think>``), if any."""
+    if not text.lstrip().startswith(_THINK_OPEN):
+        return text
+    _, closed, answer = text.partition(_THINK_CLOSE)
+    return answer if closed else text
 
 
 def _first_json_fence(text: str) -> str | None:

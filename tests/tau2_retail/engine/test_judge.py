@@ -306,6 +306,19 @@ def test_json_is_found_in_the_reply(text):
     assert all(v.passed for v in verdicts)
 
 
+def test_a_reasoning_block_before_the_answer_is_not_the_answer():
+    """A reasoning model served without a reasoning parser: the draft object in its thinking
+    was read as the verdicts (the assertion the answer passed failed, score 0)."""
+    draft = '{"index": 1, "passed": false, "reason": "not sure yet"}'
+    text = f"<think>\nA first guess would be {draft}, but the call shows it.\n</think>\n{ALL_TRUE}"
+    score, _, verdicts = normalize_judgement(text, ASSERTIONS)
+    assert score == 0.9
+    assert all(v.passed for v in verdicts)
+    # a reasoning block and no answer after it: nothing to read
+    with pytest.raises(ValueError, match="the reply holds only a reasoning block"):
+        normalize_judgement(f"<think>{draft}</think>\n", ASSERTIONS)
+
+
 def test_strict_json_wins_over_a_fence_inside_a_string():
     inner = reply([verdict(1, False), verdict(2, False), verdict(3, False)], score=0.1)
     text = reply([verdict(1, True, f"```json\n{inner}\n```"), verdict(2), verdict(3)], score=0.8)
