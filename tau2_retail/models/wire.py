@@ -132,17 +132,21 @@ def _tool_call(raw: object, call_ids: Iterator[int]) -> ToolCall:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("function"), Mapping):
         raise UnreadableReply("a tool call has no function")
     function = raw["function"]
+    # What the model wrote is its call, however wrong: a servers' tool parser passes an empty
+    # name or arguments that are no object on as it found them. The tools answer it (``Tool ''
+    # not found``, invalid arguments) and the agent is scored on it; it was an unreadable reply,
+    # retried, then an infra error that opened the breaker on an endpoint answering 200.
     name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise UnreadableReply("a tool call has no function name")
+    if name is None:
+        name = ""
+    elif not isinstance(name, str):
+        raise UnreadableReply("a tool call's function name is not a string")
     arguments = function.get("arguments")
     if arguments is None or arguments == "":
         arguments = "{}"
-    elif isinstance(arguments, dict):
-        # Some servers send the arguments as an object rather than a JSON string.
-        arguments = json.dumps(arguments)
     elif not isinstance(arguments, str):
-        raise UnreadableReply("tool-call arguments are neither a string nor an object")
+        # Some servers send the arguments as a JSON value (an object) rather than its text.
+        arguments = json.dumps(arguments)
     call_id = raw.get("id")
     if not isinstance(call_id, str) or not call_id:
         call_id = f"call_{next(call_ids)}"

@@ -180,7 +180,7 @@ def test_a_turn_is_read_as_an_endpoint_reply_is(reply: object, expected: object)
     assert _turn(reply) == expected
 
 
-@pytest.mark.parametrize("reply", [42, {"content": 3}, {"tool_calls": [{"function": {}}]}])
+@pytest.mark.parametrize("reply", [42, {"content": 3}, {"tool_calls": [{"function": "f"}]}])
 def test_an_unreadable_turn_is_the_agents_failure(reply: object) -> None:
     with pytest.raises(AgentFailed, match="not an assistant turn"):
         _turn(reply)

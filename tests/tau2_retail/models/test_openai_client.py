@@ -486,6 +486,32 @@ async def test_content_sent_as_a_list_of_parts_reads_as_its_text_parts(
 
 
 @pytest.mark.parametrize(
+    ("function", "call"),
+    [
+        pytest.param({"name": "", "arguments": "{}"}, ("", "{}"), id="empty-name"),
+        pytest.param({"name": None, "arguments": "{}"}, ("", "{}"), id="null-name"),
+        pytest.param({"name": "f", "arguments": [1, 2]}, ("f", "[1, 2]"), id="arguments-a-list"),
+        pytest.param({"name": "f", "arguments": 5}, ("f", "5"), id="arguments-a-number"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_wrong_tool_call_is_the_models_call_as_written(
+    openai_server, make_model, function, call
+):
+    """vLLM's, SGLang's and TGI's tool parsers pass on what the model wrote: the tools answer
+    it and the agent is scored on it. It was an unreadable reply: retried, an infra error,
+    and the breaker called an endpoint answering 200 down."""
+    raw = {"id": "c1", "type": "function", "function": function}
+    openai_server.enqueue(
+        _raw_completion({"role": "assistant", "content": None, "tool_calls": [raw]})
+    )
+    async with make_model() as model:
+        turn = await model.complete(HELLO)
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [call]
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize(
     ("reply", "reason"),
     [
         pytest.param(InvalidJson(), "body is not JSON", id="invalid-json"),
