@@ -12,6 +12,7 @@ an excerpt for the message, the whole body (cut at ``FULL_BODY_CHARS``) for the 
 from __future__ import annotations
 
 import email.utils
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ __all__ = [
     "RETRYABLE_STATUSES",
     "AttemptFailure",
     "cause_text",
+    "connection_failure",
     "excerpt",
     "full_body",
     "retry_after_seconds",
@@ -219,6 +221,31 @@ def excerpt(text: str, redact: Callable[[str], str]) -> str:
     if len(flat) <= BODY_EXCERPT_CHARS:
         return flat
     return flat[: BODY_EXCERPT_CHARS - 1] + "…"
+
+
+def connection_failure(error: BaseException, *, where: str, attempts: int) -> AttemptFailure:
+    """The failure of an attempt whose connection failed: retried, unless the server's TLS
+    certificate is not trusted here (asking again meets the same certificate: it was retried
+    and called the endpoint down, with no word of the fix)."""
+    detail = f"connection failed ({cause_text(error)})"
+    if not any(isinstance(e, ssl.SSLCertVerificationError) for e in _chain(error)):
+        return AttemptFailure(detail=detail, cause=error, connection=True)
+    fatal = EndpointError(
+        f"{where}: chat completion failed after {attempts} attempt(s): {detail}; the server's "
+        "certificate is not trusted here: name the file of its CA with SSL_CERT_FILE (not "
+        "retried)"
+    )
+    return AttemptFailure(detail=detail, cause=error, fatal=fatal, connection=True)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and its causes and contexts, each once."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
 
 
 def cause_text(error: BaseException) -> str:

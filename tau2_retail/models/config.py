@@ -17,6 +17,7 @@ from typing import Any, Final, NoReturn
 from urllib.parse import urlsplit
 
 from tau2_retail.errors import ConfigError
+from tau2_retail.models.base_url import BASE_URL_ENV, checked_base_url
 from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
 from tau2_retail.models.breaker import (
     DEFAULT_BREAKER_FAILURES,
@@ -146,13 +147,17 @@ class EndpointConfig:
     def __post_init__(self) -> None:
         if not (_is_str(self.model) and self.model.strip()):
             _bad("model", self.model, "a non-empty model id")
-        if self.base_url is not None and not (
-            _is_str(self.base_url) and self.base_url.startswith(("http://", "https://"))
-        ):
-            shown = strip_userinfo(self.base_url) if _is_str(self.base_url) else self.base_url
-            _bad("base_url", shown, "an http:// or https:// URL, or None")
         if self.base_url is not None:
-            object.__setattr__(self, "base_url", strip_userinfo(self.base_url))
+            if not _is_str(self.base_url):
+                _bad("base_url", self.base_url, "an http:// or https:// URL, or None")
+            try:
+                object.__setattr__(self, "base_url", checked_base_url(self.base_url))
+            except ValueError as error:
+                # not shown: what is left of a password holding "/" would be
+                raise ConfigError(
+                    "EndpointConfig.base_url: expected an http:// or https:// URL naming a "
+                    f"host, or None; this one is not ({error})"
+                ) from None
         if not (_is_str(self.api_key_env) and _ENV_NAME.fullmatch(self.api_key_env)):
             # The value is not echoed: a user may have pasted the key itself here.
             raise ConfigError(
@@ -194,9 +199,8 @@ class EndpointConfig:
         say ``api_key_env="none"`` for such a server."""
         if self.takes_no_key:
             return False
-        url = self.base_url or environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
         try:
-            host = urlsplit(url).hostname
+            host = urlsplit(self._where(environ)).hostname
         except ValueError:
             return True
         if not host:
@@ -212,9 +216,17 @@ class EndpointConfig:
         while it needs a key), or None."""
         if not self.needs_key(environ) or environ.get(self.api_key_env, "").strip():
             return None
-        where = self.base_url or environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
         state = "empty" if self.api_key_env in environ else "unset"
-        return f"{where} needs an API key, but the variable {self.api_key_env} is {state}"
+        return (
+            f"{self._where(environ)} needs an API key, but the variable {self.api_key_env} "
+            f"is {state}"
+        )
+
+    def _where(self, environ: Mapping[str, str]) -> str:
+        """The URL the client calls: the configured one, else ``OPENAI_BASE_URL`` (without
+        its userinfo), else OpenAI's."""
+        url = self.base_url or environ.get(BASE_URL_ENV, "").strip() or OPENAI_DEFAULT_BASE_URL
+        return strip_userinfo(url)
 
 
 def _is_str(value: object) -> bool:

@@ -26,7 +26,6 @@ at once: the model's malformed output, not an outage.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import itertools
 import json
 import os
@@ -39,10 +38,9 @@ import openai
 
 from tau2_retail.errors import EndpointDown, EndpointError
 from tau2_retail.models.attempt_failure import (
-    FULL_BODY_CHARS,
     RATE_LIMITED,
     AttemptFailure,
-    cause_text,
+    connection_failure,
     excerpt,
     full_body,
     status_failure,
@@ -51,7 +49,6 @@ from tau2_retail.models.backoff import BackoffGate
 from tau2_retail.models.bounded import (
     ACCEPT_ENCODING,
     ReplyTooLarge,
-    error_body_hook,
     read_bounded,
 )
 from tau2_retail.models.breaker import CircuitBreaker
@@ -62,14 +59,12 @@ from tau2_retail.models.progress import current as current_progress
 from tau2_retail.models.protocol import ClosedOnExit
 from tau2_retail.models.ramp import Ramp
 from tau2_retail.models.request_body import BodyEncoder, PreparedRequest, request_head
+from tau2_retail.models.sdk_client import DEFAULT_MAX_CONNECTIONS, build_sdk_client
 from tau2_retail.models.sdk_transport import (
     CONNECTION_ERRORS,
     POST_TAKES_CONTENT,
     TIMEOUT_ERRORS,
     RawPost,
-    SdkClient,
-    http_client,
-    http_options,
 )
 from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
 
@@ -78,8 +73,6 @@ __all__ = ["MISSING_API_KEY", "OpenAIChatModel", "Sleep"]
 MISSING_API_KEY: Final = "EMPTY"
 """Sent when the configured key variable is unset; local servers accept any key."""
 
-# The SDK's own default (openai.DEFAULT_CONNECTION_LIMITS.max_connections).
-_DEFAULT_MAX_CONNECTIONS: Final = 1000
 # Jitter spreads the retries of many xdist workers hitting one server at the same moment.
 _JITTER_FRACTION: Final = 0.1
 
@@ -129,14 +122,7 @@ class OpenAIChatModel(ClosedOnExit):
         self._redact = Masker([api_key]).text
         self._gate = BackoffGate(clock=clock, sleep=sleep)
         self._encoder = BodyEncoder()
-        connections = config.max_connections or _DEFAULT_MAX_CONNECTIONS
-        # Limits of the transport the SDK uses (httpx, or httpx2 in recent releases), taken from
-        # its own default so that this module does not name the transport. Keep-alive matches
-        # the connection limit: with many conversations in flight, the SDK's default of 100
-        # idle connections made every request past the 100th open a new TCP connection.
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
-            max_connections=connections, max_keepalive_connections=connections
-        )
+        connections = config.max_connections or DEFAULT_MAX_CONNECTIONS
         self.ramp = Ramp(maximum=connections)
         """Attempts in flight on this client: ramps up to the connection limit (slow start)."""
         self.breaker = CircuitBreaker(
@@ -146,27 +132,7 @@ class OpenAIChatModel(ClosedOnExit):
             probe_seconds=config.breaker_probe_seconds,
         )
         """Shared by every request of this client (one client per role and process)."""
-        # plain http: the pooled transport, and only the attempt's deadline (sdk_transport.py)
-        timeout, transport = http_options(
-            config.base_url,
-            max_connections=connections,
-            timeout_seconds=config.timeout_seconds,
-            on_connected=self.ramp.connected,
-        )
-        self._client = SdkClient(
-            base_url=config.base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=0,
-            http_client=http_client(
-                limits=limits,
-                timeout=timeout,
-                event_hooks={
-                    "response": [error_body_hook(_stream_base(), max_bytes=FULL_BODY_CHARS)]
-                },
-                **transport,
-            ),
-        )
+        self._client = build_sdk_client(config, api_key, on_connected=self.ramp.connected)
         self._post = RawPost(self._client)
 
     @property
@@ -352,9 +318,7 @@ class OpenAIChatModel(ClosedOnExit):
                 timeout=deadline,
             )
         except CONNECTION_ERRORS as e:
-            return AttemptFailure(
-                detail=f"connection failed ({cause_text(e)})", cause=e, connection=True
-            )
+            return connection_failure(e, where=self._where(), attempts=attempts)
         try:
             content, tool_calls, usage, finish_reason = self._parse(payload)
         except _UnparseableReply as e:
@@ -444,14 +408,3 @@ class OpenAIChatModel(ClosedOnExit):
 
     def _where(self) -> str:
         return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
-
-
-def _stream_base() -> type:
-    """The ``AsyncByteStream`` of the HTTP library the ``openai`` package uses (``httpx``, or
-    ``httpx2`` in recent releases), found from its own default limits so that this module does
-    not name the library."""
-    library = importlib.import_module(
-        type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
-    )
-    base: type = library.AsyncByteStream
-    return base

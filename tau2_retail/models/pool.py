@@ -15,7 +15,8 @@ client maps to ``APIConnectionError`` and ``APITimeoutError`` as before. HTTP/1.
 ``models/http1.py``.
 
 It serves plain ``http://`` endpoints without a proxy (:func:`serves`); ``https://`` and
-proxied endpoints keep the ``openai`` client's default transport.
+proxied endpoints keep the ``openai`` client's default transport, and a redirect from a
+served endpoint to ``https://`` goes through the library's own transport.
 """
 
 from __future__ import annotations
@@ -204,14 +205,18 @@ class _PooledTransport:
         self._stream = stream
         self._pool = pool
         self._on_connected = on_connected
+        #: the library's own transport, for what this pool does not carry (made when needed)
+        self._other: Any = None
 
     async def handle_async_request(self, request: Any) -> Any:
         timeouts = request.extensions.get("timeout", {})
         url = request.url
-        if url.scheme != "http":  # e.g. a redirect to https://: not for this transport
-            raise self._library.UnsupportedProtocol(
-                f"{url.scheme}:// through the plain-http connection pool: not sent"
-            )
+        if url.scheme != "http":
+            # a redirect to https:// (an ingress's 308): the library's transport sends it, as
+            # the openai client alone would (it was refused: every scenario an infra error)
+            if self._other is None:
+                self._other = self._library.AsyncHTTPTransport()
+            return await self._other.handle_async_request(request)
         connection = await self._connection((url.host, url.port or 80), timeouts)
         connection.read_timeout = timeouts.get("read")
         method = request.method.encode() if isinstance(request.method, str) else request.method
@@ -262,6 +267,8 @@ class _PooledTransport:
 
     async def aclose(self) -> None:
         self._pool.close_idle()
+        if self._other is not None:
+            await self._other.aclose()
 
 
 def _cause(error: BaseException) -> BaseException | None:

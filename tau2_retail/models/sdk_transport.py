@@ -275,6 +275,11 @@ class SdkClient(openai.AsyncOpenAI):
     other call takes the SDK's path.
     """
 
+    @property
+    def user_agent(self) -> str:
+        # the SDK names the client's class ("SdkClient/Python ..."): a server sees the package's
+        return f"{openai.AsyncOpenAI.__name__}/Python {self._version}"
+
     def _prepare_url(self, url: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not isinstance(url, str):
             return super()._prepare_url(url, *args, **kwargs)

@@ -60,8 +60,10 @@ HARMLESS_EXTRA_BODY_KEYS: Final = frozenset(
 )
 """Extra-body keys whose values are kept in outputs (README "Security" lists them)."""
 
-# scheme://userinfo@ anywhere in a text (argv values, error messages, URLs)
-_USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
+# scheme://userinfo@ anywhere in a text (argv values, error messages, URLs), up to the last
+# "@" before the path: a password may hold "@", "#" or "?" unencoded (URL parsers take the
+# last "@"; stopping at the first left the rest of such a password in the run folder)
+_USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s]*@")
 _KEY_LIKE: Final = re.compile(r"sk-[A-Za-z0-9_-]{8,}")
 _INI_FLAGS: Final = frozenset({"-o", "--override-ini"})
 _INI_INLINE: Final = re.compile(r"^(--override-ini=|-o)(.+)$", re.DOTALL)

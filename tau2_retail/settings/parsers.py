@@ -17,10 +17,10 @@ from typing import Any
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.agent import parse_agent_spec
+from tau2_retail.models.base_url import NOT_HTTP, checked_base_url
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.config import ENDPOINT_BOUNDS, Bound
 from tau2_retail.models.prices import PriceTable
-from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
 
 __all__ = [
@@ -109,10 +109,13 @@ def text(raw: str) -> str:
 def url(raw: str) -> str:
     # A user:password@ part is dropped here, before the value is shown or stored anywhere;
     # the key travels as the bearer key from --tau2-<role>-api-key-env.
-    value = strip_userinfo(raw.strip())
-    if value and not value.startswith(("http://", "https://")):
-        raise InvalidValue("an http:// or https:// URL")
-    return value
+    if not raw.strip():
+        return ""
+    try:
+        return checked_base_url(raw)
+    except ValueError as error:
+        why = "" if str(error) == NOT_HTTP else f" naming a host and a valid port ({error})"
+        raise InvalidValue(f"an http:// or https:// URL{why}") from None
 
 
 def env_name(raw: str) -> str:

@@ -23,6 +23,8 @@ from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.config import NO_API_KEY
+from tau2_retail.models.sdk_client import client_problem
+from tau2_retail.models.secrets import redact_text
 from tau2_retail.results.summary import read_summary
 from tau2_retail.settings.declare import Setting, at, build, declarations
 from tau2_retail.settings.parsers import InvalidValue, env_name
@@ -124,7 +126,11 @@ def _parse(setting: Setting, raw: str, source: str, flag: str) -> Any:
     try:
         return setting.parse(raw)
     except InvalidValue as error:
-        shown = "" if setting.parse is env_name else f" {raw!r}"
+        # never a key-like value (a key pasted in the wrong place) or a URL's password (an
+        # "@" left after the userinfo went: a password holding "/" hides its start)
+        shown = f" {redact_text(raw)!r}"
+        if setting.parse is env_name or "@" in redact_text(raw):
+            shown = ""
         raise ConfigError(f"{source}:{shown} is not valid for {flag}; expected {error}") from None
 
 
@@ -187,6 +193,8 @@ def _check_needs(settings: Tau2Settings, where: _Where) -> None:
     if not (settings.cache and settings.cache_mode is CacheMode.REPLAY):
         for role, choice in _players(settings):
             _check_key(role, choice, where)
+    for role, choice in _players(settings):
+        _check_client(role, choice, where)
 
 
 def settings_from_recorded(
@@ -299,6 +307,19 @@ def _check_key(role: str, choice: ModelChoice | None, where: _Where) -> None:
             f"{where.source(role, 'model')}: the {role} model {choice.name!r}: {problem}; set "
             f"it, name another variable with {key_flag}, or say the endpoint takes "
             f"no key with {key_flag}={NO_API_KEY}"
+        )
+
+
+def _check_client(role: str, choice: ModelChoice | None, where: _Where) -> None:
+    """A role whose HTTP client cannot be built here (a proxy variable, ``SSL_CERT_FILE`` or
+    ``OPENAI_BASE_URL`` it cannot use) stops the run at start-up: in a scenario's set-up it was
+    a traceback, and every scenario lost."""
+    if choice is None or choice.endpoint is None:
+        return
+    problem = client_problem(choice.endpoint)
+    if problem:
+        raise ConfigError(
+            f"{where.source(role, 'model')}: the {role} model {choice.name!r}: {problem}"
         )
 
 

@@ -262,6 +262,7 @@ class LoopbackOpenAIServer:
                         and bool(body.get("tools"))
                         and not ignores_tools,
                         raw_body=raw,
+                        query=request.query_string,
                     )
                 )
             self._n_received += 1

@@ -195,6 +195,8 @@ class RecordedRequest:
     headers: Mapping[str, str]
     tools_seen: bool = True
     raw_body: bytes = b""
+    #: the query string, without its ``?``
+    query: str = ""
 
     def header(self, name: str) -> str | None:
         """The value of header ``name`` (case-insensitive), or None."""

@@ -5,20 +5,23 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import ssl
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
+import openai
 import pytest
 
 from tau2_retail import codec
 from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
-from tau2_retail.models.attempt_failure import BODY_EXCERPT_CHARS
+from tau2_retail.models.attempt_failure import BODY_EXCERPT_CHARS, connection_failure
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
 from tau2_retail.models.openai_client import MISSING_API_KEY
 from tau2_retail.models.ramp import DEFAULT_INITIAL_WINDOW
+from tau2_retail.models.sdk_transport import LIBRARY
 from tau2_retail.testing.loopback_model import RecordedSleeps, loopback_model
 from tau2_retail.testing.loopback_server import (
     Completion,
@@ -971,3 +974,35 @@ async def test_attempts_in_flight_ramp_up_from_the_initial_window(openai_server,
         assert [turn.content for turn in turns] == ["ok"] * 40
         # 40 connections accepted and 40 replies widened it
         assert model.ramp.window == DEFAULT_INITIAL_WINDOW + 40 + 40
+
+
+def _connection_error_from(cause: BaseException) -> BaseException:
+    """The SDK's connection error as it arrives: raised from the library's, from the OS's."""
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise openai.APIConnectionError(request=_REQUEST) from inner
+    except openai.APIConnectionError as outer:
+        return outer
+
+
+_REQUEST = LIBRARY.Request("POST", "https://127.0.0.1:8443/v1/chat/completions")
+
+
+def test_an_untrusted_certificate_is_not_retried_and_says_how_to_trust_it() -> None:
+    """It was retried, counted toward the breaker, and never said SSL_CERT_FILE."""
+    untrusted = ssl.SSLCertVerificationError(
+        1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate"
+    )
+    failure = connection_failure(_connection_error_from(untrusted), where="model 'm'", attempts=1)
+    assert failure.fatal is not None
+    assert "CERTIFICATE_VERIFY_FAILED" in str(failure.fatal)
+    assert "name the file of its CA with SSL_CERT_FILE (not retried)" in str(failure.fatal)
+    refused = connection_failure(
+        _connection_error_from(ConnectionRefusedError(111, "Connection refused")),
+        where="model 'm'",
+        attempts=1,
+    )
+    assert refused.fatal is None  # retried, as before
+    assert refused.connection

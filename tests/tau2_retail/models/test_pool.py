@@ -235,9 +235,23 @@ async def test_accepted_connections_open_the_ramp_before_any_reply(
 
 
 @pytest.mark.asyncio
-async def test_a_redirect_to_https_is_not_sent_in_plain_text(raw: RawServer):
-    moved = b"HTTP/1.1 307 Temporary Redirect\r\nLocation: https://127.0.0.1:9/v1/chat/completions"
-    raw.replies = [moved + b"\r\nContent-Length: 0\r\n\r\n"]
-    async with model_at(raw.base_url) as model:
-        with pytest.raises(EndpointError, match="UnsupportedProtocol: https:// through the"):
-            await model.complete(HELLO)
+async def test_a_redirect_to_https_goes_out_over_tls_never_in_plain_text(raw: RawServer):
+    """An ingress redirecting http:// to https:// (308) was refused by the pool ("https://
+    through the plain-http connection pool"): every scenario an infra error, where the openai
+    client alone follows it. The library's own transport sends it now, over TLS."""
+    first_bytes: list[bytes] = []
+
+    async def tls_listener(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first_bytes.append(await reader.read(3))
+        writer.close()
+
+    listener = await asyncio.start_server(tls_listener, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    moved = f"HTTP/1.1 308 Permanent Redirect\r\nLocation: https://127.0.0.1:{port}/v1/x"
+    raw.replies = [moved.encode() + b"\r\nContent-Length: 0\r\n\r\n"]
+    async with listener, model_at(raw.base_url) as model:
+        with pytest.raises(EndpointError, match="connection failed"):
+            await model.complete(HELLO)  # the listener speaks no TLS: the handshake fails
+    # a TLS handshake record (22, version 3.x), not "POST /v1/x"
+    assert first_bytes
+    assert first_bytes[0][:2] == b"\x16\x03"

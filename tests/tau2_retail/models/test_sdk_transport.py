@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.sdk_client import build_sdk_client
 from tau2_retail.models.sdk_transport import (
     LIBRARY,
     POST_TAKES_CONTENT,
@@ -244,3 +246,34 @@ def test_the_sdks_debug_record_of_a_request_keeps_no_body(caplog: pytest.LogCapt
         "Request options: (not logged: the body holds the conversation)",
         "Retrying due to status code 503",
     ]
+
+
+def test_a_clients_key_is_masked_in_the_http_stacks_debug_records(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """httpcore's DEBUG trace prints a reply's headers whole: a key a server echoed there
+    reached the terminal, the log file and the junit XML (``-o junit_logging=all``)."""
+    key = "sk-echoed-key-0123456789abcdef"
+    build_sdk_client(EndpointConfig(model="m", base_url="https://127.0.0.1:9/v1"), key)
+    core = sorted(
+        name
+        for name in logging.root.manager.loggerDict
+        if name.startswith("httpcore") and "." in name
+    )
+    assert core  # the core library's loggers exist once the openai package is imported
+    with caplog.at_level(logging.DEBUG):
+        logging.getLogger(core[0]).debug(
+            "receive_response_headers.complete return_value=%r",
+            (b"HTTP/1.1", 200, [(b"X-Echo", f"Bearer {key}".encode())]),
+        )
+        logging.getLogger("openai._base_client").debug("HTTP Request: POST http://u:PW-1x@h/v1")
+    assert key not in caplog.text
+    assert "Bearer ***" in caplog.text
+    assert "PW-1x" not in caplog.text
+
+
+def test_a_server_sees_the_packages_user_agent() -> None:
+    # the SDK names the client's class: servers and gateways saw "SdkClient/Python ..."
+    ours, sdk = _sdk_pair("http://127.0.0.1:8000/v1/")
+    assert ours.user_agent == sdk.user_agent
+    assert ours.default_headers["User-Agent"] == sdk.default_headers["User-Agent"]

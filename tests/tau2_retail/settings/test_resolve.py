@@ -101,3 +101,37 @@ def test_every_setting_of_one_scenario_is_a_run_flag_and_nothing_else_is() -> No
     assert "--agent-max-connections" in run_flags
     assert not {"--trials", "--tasks", "--output-dir", "--resume", "--min-pass-rate"} & run_flags
     assert isinstance(SETTINGS["seed"], Setting)
+
+
+def test_an_environment_the_http_client_cannot_use_stops_the_run_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A proxy variable the HTTP library cannot use raised in the first scenario's set-up: a
+    traceback, and every scenario lost. It is one line at start-up, naming what was read."""
+    monkeypatch.setenv("ALL_PROXY", "ftp://proxyuser:PROXY-PW@127.0.0.1:21")
+    with pytest.raises(ConfigError) as refused:
+        resolve(
+            {
+                "agent_model": "m",
+                "agent_base_url": "http://127.0.0.1:9/v1",
+                "user_model": "builtin:customer",
+            }
+        )
+    message = str(refused.value)
+    assert message.startswith("--tau2-agent-model: the agent model 'm': its HTTP client cannot")
+    assert "ALL_PROXY=ftp://127.0.0.1:21" in message
+    assert "PROXY-PW" not in message
+    monkeypatch.delenv("ALL_PROXY")
+    # the offline self-check builds no client: nothing to check
+    assert resolve({}).roles.agent.endpoint is None
+
+
+@pytest.mark.parametrize(
+    "raw", ["ftp://user:SECRET-PW@127.0.0.1/v1", "http://user:SE/CRET@127.0.0.1/v1"]
+)
+def test_a_refused_url_is_never_shown_with_its_password(raw: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        resolve({"agent_base_url": raw, "agent_model": "m", "user_model": "builtin:customer"})
+    assert "--tau2-agent-base-url" in str(refused.value)
+    assert "SECRET" not in str(refused.value)
+    assert "SE/" not in str(refused.value)
