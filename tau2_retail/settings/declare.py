@@ -83,7 +83,7 @@ def setting(
     run: str | None = None,
     identity: Identity | None = None,
     empty: Any = None,
-    refuse_blank: bool = False,
+    refuse_blank: str = "",
     path: bool = False,
     default_note: Callable[[], str] | None = None,
 ) -> Any:
@@ -96,7 +96,9 @@ def setting(
       ``--tau2-agent``); the name is also the ini key, the variable and the recorded key.
     - ``run``: also a flag of ``python -m tau2_retail run``, in this group of its ``--help``.
     - ``identity``: a resumed run refuses a change (:class:`Identity`).
-    - ``refuse_blank``: an empty value on the command line is refused (it would mean "all").
+    - ``refuse_blank``: an empty value on the command line (an unset CI variable,
+      ``--tau2-baseline=$BASELINE``) is refused, saying what omitting the option means (the
+      task ids: ``all``); else it is taken as unset, which for these would mean "all" or no gate.
     - ``path``: a relative value in a configuration file is relative to that file's folder.
     - ``default_note``: where the default really is, found when ``--help`` is shown.
     """
@@ -154,7 +156,7 @@ class Setting:
     env: bool = False
     #: the value of an unset setting whose default is empty
     empty: Any = None
-    refuse_blank: bool = False
+    refuse_blank: str = ""
     path: bool = False
     default_note: Callable[[], str] | None = None
     #: the group of ``python -m tau2_retail run --help``, None when the command lacks it

@@ -119,7 +119,7 @@ def _parse(setting: Setting, raw: str, source: str, flag: str) -> Any:
         # e.g. --tau2-tasks=$TASKS with TASKS unset: not "every task" without a word
         raise ConfigError(
             f"{source}: an empty value is not valid for {flag}; expected "
-            f"{setting.help.partition(', e.g.')[0]} (omit the option for all)"
+            f"{setting.help.partition(', e.g.')[0]} (omit the option for {setting.refuse_blank})"
         )
     if raw == "" and setting.default == "":
         return setting.empty

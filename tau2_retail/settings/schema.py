@@ -239,7 +239,7 @@ class Tau2Settings:
         p.task_ids,
         help="only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
         empty=(),
-        refuse_blank=True,
+        refuse_blank="all",
         identity=Identity.ADOPTED,
     )
     shard: tuple[int, int] | None = setting(
@@ -340,6 +340,7 @@ class Tau2Settings:
     min_pass_rate: float | None = setting(
         p.unit_range(),
         help="CI gate: exit status from the overall success rate (0..1) instead of test failures",
+        refuse_blank="no threshold",
     )
     max_infra_errors: int = setting(
         p.at_least(0), default="0", help="CI gate: infra errors tolerated (default 0)"
@@ -351,10 +352,12 @@ class Tau2Settings:
         "at start-up)",
         empty="",
         path=True,
+        refuse_blank="no baseline",
     )
     max_regression: float | None = setting(
         p.unit_range(),
         help="CI gate: largest drop of the success rate against --tau2-baseline (0..1, default 0)",
+        refuse_blank="the default, 0",
     )
     regression_alpha: float | None = setting(
         p.open_unit,

@@ -84,6 +84,26 @@ def test_an_empty_task_list_is_a_usage_error_not_all_tasks(bench: Bench, value: 
 
 
 @pytest.mark.parametrize(
+    ("flag", "omitted"),
+    [
+        ("--tau2-baseline", "no baseline"),
+        ("--tau2-min-pass-rate", "no threshold"),
+        ("--tau2-max-regression", "the default, 0"),
+    ],
+)
+def test_an_empty_gate_option_is_a_usage_error_not_a_gate_turned_off(
+    bench: Bench, flag: str, omitted: str
+) -> None:
+    """``--tau2-baseline=$BASELINE`` with the variable unset dropped that rule of the gate
+    without a word: a run that should have failed passed (exit 0)."""
+    result = bench.run_inprocess(f"{flag}=", "--co")
+
+    line = error_line(result)
+    assert line.startswith(f"ERROR: {flag}: an empty value is not valid for {flag}; expected ")
+    assert line.endswith(f"(omit the option for {omitted})")
+
+
+@pytest.mark.parametrize(
     ("flag", "value", "accepted"),
     [
         ("--tau2-agent-model", "builtin:gpt", "accepted built-ins: builtin:oracle, builtin:noop"),
