@@ -244,9 +244,14 @@ def _against_baseline(
     regression_alpha: float | None,
 ) -> _Comparison:
     rate = summary.success_rate.rate
-    baseline_rate = baseline.success_rate.rate
     paired = pair_runs(summary, baseline)
-    drop = (baseline_rate or 0.0) - (rate or 0.0)
+    # over the scenarios scored in both runs: a run of 3 tasks against a baseline of 114 (or
+    # with an infra error either side) compared the whole runs' rates, and a run whose every
+    # pair regressed could pass
+    baseline_rate = (
+        (paired.both + paired.broken) / paired.pairs if paired.pairs else baseline.success_rate.rate
+    )
+    drop = paired.drop + 0.0  # + 0.0: an equal rate reads +0.00%, not -0.00%
     too_large = rate is None or drop > max_regression + 1e-12
     paired_text = (
         f"{paired.broken} flipped pass->fail, {paired.fixed} fail->pass of {paired.pairs} "
@@ -260,8 +265,15 @@ def _against_baseline(
         paired_text += f" ({judged} at alpha {regression_alpha:g})"
     else:
         ok = not too_large
+    change = f"change {0.0 - drop:+.2%}"
+    over = ""
+    if not paired.pairs:
+        change = "none of its scenarios scored in this run too"
+    elif not paired.pairs == summary.counts.scored == baseline.counts.scored:
+        now = (paired.both + paired.fixed) / paired.pairs
+        over = f" on the {paired.pairs} paired, this run {_percent(now)} on them"
     parts = [
-        f"baseline {_percent(baseline_rate)} (change {-drop:+.2%}, "
+        f"baseline {_percent(baseline_rate)}{over} ({change}, "
         f"max regression {max_regression:.2%}), {paired_text}"
     ]
     cannot = baseline_problem(baseline, paired)

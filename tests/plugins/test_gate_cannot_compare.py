@@ -35,7 +35,7 @@ def test_a_baseline_sharing_no_scenario_fails_the_gate_with_alpha(
 
     assert run.ret == pytest.ExitCode.TESTS_FAILED, run.output
     (line,) = _gate_lines(run.stdout)
-    assert "baseline 100.00% (change -100.00%" in line
+    assert "baseline 100.00% (none of its scenarios scored in this run too" in line
     assert (
         "cannot compare (the baseline shares no scored scenario with this run: give a "
         "baseline of the same tasks and trials)"

@@ -157,6 +157,31 @@ def test_a_baseline_of_another_profile_fails_the_gate() -> None:
     )
 
 
+def test_the_drop_is_measured_over_the_scenarios_scored_in_both_runs() -> None:
+    """A run of 3 tasks that all regressed, against a baseline of 114 of which they were 3
+    of its 11 passes: the gate compared the whole runs (9.65% -> 0%, within a 10-point
+    regression) and passed; over the 3 pairs the rate fell from 100% to 0%."""
+    baseline = summary(["PASS"] * 3 + ["FAIL"] * 28)  # 9.68%: the whole runs differ by less
+    current = summary(["FAIL"] * 3)
+    verdict = gate(current, baseline=baseline, max_regression=0.10)
+    assert not verdict.passed
+    assert verdict.baseline_rate == 1.0
+    assert verdict.line == (
+        "tau2 gate: profile default, success rate 0.00% [0.0, 56.1], baseline 100.00% on the 3 "
+        "paired, this run 0.00% on them (change -100.00%, max regression 10.00%), 3 flipped "
+        "pass->fail, 0 fail->pass of 3 paired, p=0.125, infra errors 0 (max 0): FAIL"
+    )
+    # an infra error either side leaves its pair out, and says so
+    infra = gate(summary(["PASS", "INFRA"]), baseline=summary(["PASS", "PASS"]), max_infra_errors=1)
+    assert infra.passed
+    assert "baseline 100.00% on the 1 paired, this run 100.00% on them (change +0.00%" in infra.line
+
+
+def test_an_equal_rate_reads_plus_zero() -> None:
+    verdict = gate(summary(["PASS", "FAIL"]), baseline=summary(["PASS", "FAIL"]))
+    assert "baseline 50.00% (change +0.00%, max regression 0.00%)" in verdict.line
+
+
 # -- --tau2-regression-alpha ---------------------------------------------------------------------
 
 
