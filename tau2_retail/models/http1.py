@@ -188,13 +188,17 @@ def _parse_head(head: bytes) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes
 
 
 def framing(
-    method: bytes, status: int, headers: list[tuple[bytes, bytes]]
+    method: bytes, status: int, headers: list[tuple[bytes, bytes]], version: bytes = b"HTTP/1.1"
 ) -> tuple[str, int, bool]:
     """How the body is delimited ("none", "length", "chunked", "close"), its length, and
-    whether the connection may be used again after it."""
+    whether the connection may be used again after it: an HTTP/1.1 reply unless it says
+    ``Connection: close``, an HTTP/1.0 one only when it says ``Connection: keep-alive`` (RFC
+    9112 §9.3; Python's ``http.server`` answers HTTP/1.0 and closes: reusing its connection
+    cost a failed attempt and a backoff for every request after the first)."""
     lengths = set()
     chunked = False
     close = False
+    keep_alive = False
     for name, value in headers:
         lower = name.lower()
         if lower == b"content-length":
@@ -203,8 +207,10 @@ def framing(
             chunked = value.lower().rsplit(b",", 1)[-1].strip() == b"chunked"
             if not chunked:
                 raise ProtocolError(f"unsupported transfer encoding {value[:60]!r}")
-        elif lower == b"connection" and b"close" in value.lower():
-            close = True
+        elif lower == b"connection":
+            close = close or b"close" in value.lower()
+            keep_alive = keep_alive or b"keep-alive" in value.lower()
+    close = close or (version.upper() == b"HTTP/1.0" and not keep_alive)
     if method == b"HEAD" or status in _NO_BODY_STATUSES:
         return "none", 0, not close
     if chunked:

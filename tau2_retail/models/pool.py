@@ -225,7 +225,7 @@ class _PooledTransport:
             await send_request(connection, request, method, timeouts.get("write"))
             writing = False
             version, status, reason, headers = await read_head(connection)
-            body_framing, length, keep = framing(method, status, headers)
+            body_framing, length, keep = framing(method, status, headers, version)
         except BaseException as error:
             self._pool.release(connection, reusable=False)
             if isinstance(error, (ProtocolError, TimeoutError, OSError)):

@@ -151,6 +151,27 @@ async def test_connection_close_and_a_dropped_idle_connection_open_a_new_one(raw
 
 
 @pytest.mark.asyncio
+async def test_an_http_1_0_reply_closes_its_connection_unless_it_says_keep_alive(
+    raw: RawServer,
+) -> None:
+    """Python's http.server answers HTTP/1.0 and closes after each reply: the pool reused the
+    connection, and every request after the first cost a failed attempt and a backoff (an
+    infra error with no retries)."""
+    http10 = reply(completion("a")).replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+    kept = reply(completion("c"), "Connection: keep-alive").replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+    raw.replies = [
+        (http10, "close"),
+        (http10.replace(b'"a"', b'"b"'), "close"),
+        kept,
+        reply(completion("d")),
+    ]
+    async with model_at(raw.base_url) as model:  # no retries: a reused dead one fails
+        turns = [await model.complete(HELLO) for _ in range(4)]  # back to back
+    assert [(t.content, t.attempts) for t in turns] == [("a", 1), ("b", 1), ("c", 1), ("d", 1)]
+    assert raw.connections == 3  # the keep-alive reply's connection carried the fourth
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("sent", "detail"),
     [
