@@ -89,6 +89,17 @@ def read_results(path: Path) -> ResultsRecord:
     domain = results.info.environment_info.domain_name
     if domain != DOMAIN:
         raise ArtifactError(f"{path}: a {domain!r} run; this suite reads runs of the retail domain")
+    # checked here, where every reader starts (import, report --against, a baseline checked at
+    # start-up): they were a traceback at the end of a run, or a half-written import
+    ids: set[str] = set()
+    for sim in results.simulations:
+        if sim.id in ids:
+            raise ArtifactError(f"{path}: simulation {sim.id} appears more than once")
+        ids.add(sim.id)
+        try:
+            from_upstream(sim.termination_reason)
+        except ValueError as error:
+            raise ArtifactError(f"{path}: simulation {sim.id}: {error}") from None
     return results
 
 

@@ -16,6 +16,7 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.summary import read_summary
+from tau2_retail.tau2_format.importer import read_results
 from tau2_retail.tau2_format.schema import ResultsRecord
 from tau2_retail.tau2_format.terms import from_upstream, to_upstream
 from tau2_retail.tau2_format.upstream_run import (
@@ -173,6 +174,34 @@ def test_a_file_that_is_not_an_upstream_retail_run_is_named(
     change(document)
     with pytest.raises(ArtifactError, match=message):
         upstream_run(_write(tmp_path, document), data_dir=data_dir)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d["simulations"].append(dict(d["simulations"][0])),
+            "simulation .* appears more than once",
+        ),
+        (
+            lambda d: d["simulations"][0].update(termination_reason="weird"),
+            "termination_reason 'weird' is not one of upstream's",
+        ),
+    ],
+)
+def test_a_file_every_reader_would_fail_on_is_refused_where_it_is_read(
+    upstream_example: Path, data_dir: Path, tmp_path: Path, change: Any, message: str
+) -> None:
+    """Each was a ValueError traceback: in ``import`` (leaving a half-written folder), in
+    ``report --against``, and at the end of a run whose baseline had passed the start-up check
+    (which reads the file as :func:`read_results` does)."""
+    document = json.loads(upstream_example.read_bytes())
+    change(document)
+    path = _write(tmp_path, document)
+    with pytest.raises(ArtifactError, match=message):
+        read_results(path)
+    with pytest.raises(ArtifactError, match=message):
+        upstream_run(path, data_dir=data_dir)
 
 
 def test_the_record_of_the_file_is_upstreams_shape(upstream_example: Path) -> None:
