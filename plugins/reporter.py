@@ -260,7 +260,11 @@ def terminal_lines(
 def _rate_lines(settings: Tau2Settings, summary: RunSummary) -> list[str]:
     rates = headline_lines(summary, pass_k=pass_hat_k_line(summary))
     if summary.nl_assertion.rate is None and settings.roles.judge is None:
-        with_nl = sum(1 for row in summary.scenarios if row.nl_assertion_total)
+        # scored scenarios only: an infra error's assertions were not "not judged", it is
+        # excluded whole
+        with_nl = sum(
+            1 for row in summary.scenarios if row.nl_assertion_total and row.status != "INFRA"
+        )
         if with_nl and (settings.agent_source or not settings.roles.agent.is_builtin):
             rates[0] += f"; NL assertions of {with_nl} scenario(s) NOT judged: no judge"
     return rates

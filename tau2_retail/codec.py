@@ -234,4 +234,6 @@ def _message(error: ValidationError, where: str) -> str:
     else:
         expected = _EXPECTED.get(kind, first["msg"][0].lower() + first["msg"][1:])
         problem = f"must be {expected}, got {first['input']!r:.60}"
-    return f"{where}: {loc!r} {problem} (a truncated or foreign file; re-run the scenario)"
+    # no advice here: re-running a scenario repairs a metrics.json, not a run_args.json, a
+    # summary or an upstream file (each reader says what to do, where it has advice)
+    return f"{where}: {loc!r} {problem} (a truncated or foreign file)"

@@ -138,3 +138,19 @@ def test_an_unusable_baseline_is_refused_at_start_up(bench: Bench, make, problem
         f"results.json, but {problem}"
     ), errors[0]
     assert not bench.output_dir.exists()  # refused before any scenario ran
+
+
+def test_an_infra_error_is_not_counted_among_the_scenarios_not_judged(
+    bench: Bench, endpoint: ScriptedEndpoint
+) -> None:
+    """Tasks 2 and 3 have NL assertions and no judge is set: only the scored one was "not
+    judged"; the headline counted the infra error too (and said so of a run with none
+    scored)."""
+    endpoint.agent["2"] = SERVER_ERROR
+    run = bench.run("-n", "0", "--tau2-tasks=2,3", *endpoint.agent_args())
+    rates = next(line for line in run.stdout.lines if line.startswith("Overall success rate"))
+    assert rates.endswith("; NL assertions of 1 scenario(s) NOT judged: no judge"), rates
+    endpoint.agent["3"] = SERVER_ERROR
+    down = bench.run("-n", "0", "--tau2-tasks=2,3", *endpoint.agent_args())
+    rates = next(line for line in down.stdout.lines if line.startswith("Overall success rate"))
+    assert "NOT judged" not in rates
