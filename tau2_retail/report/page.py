@@ -43,6 +43,7 @@ from tau2_retail.report.compare import compare_summaries
 from tau2_retail.report.scenario_page import StringTable, scenario_detail
 from tau2_retail.results.artifacts import METRICS_FILE, load_run_metrics
 from tau2_retail.results.atomic import write_text_atomic
+from tau2_retail.results.outputs import output_problem
 from tau2_retail.results.records import RunSummary, ScenarioRow
 from tau2_retail.results.summary import ALL_METRICS_FILE, SUMMARY_JSON_FILE
 from tau2_retail.tau2_format.upstream_run import upstream_summary
@@ -436,9 +437,12 @@ def write_report(
     ``against`` run of another profile, unless ``force``); an ``against`` upstream file that
     cannot be read raises :class:`ArtifactError` or :class:`DataError` naming it.
     """
+    path = Path(output) if output is not None else default_output(Path(run_dir), against)
+    problem = output_problem(Path(run_dir), path)
+    if problem is not None:
+        raise ReportError(problem)
     data = build_report_data(run_dir, against=against, force=force, data_dir=data_dir)
     page = render_report(data)
-    path = Path(output) if output is not None else default_output(Path(run_dir), against)
     try:
         write_text_atomic(path, page)
     except ArtifactError as error:

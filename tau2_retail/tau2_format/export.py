@@ -38,6 +38,7 @@ from tau2_retail.errors import ExportRefused
 from tau2_retail.models.prices import PriceTable
 from tau2_retail.results.artifacts import JUDGE_FILE, METRICS_FILE, TRANSCRIPT_FILE, read_metrics
 from tau2_retail.results.atomic import atomic_file
+from tau2_retail.results.outputs import output_problem
 from tau2_retail.results.records import RunConfiguration
 from tau2_retail.tau2_format.info import run_info
 from tau2_retail.tau2_format.messages import (
@@ -212,6 +213,9 @@ def export_run(
     conversation upstream cannot hold; :class:`ArtifactError` for an unreadable run folder
     or an unwritable ``output``; :class:`DataError` for missing or altered data.
     """
+    problem = output_problem(Path(run_dir), Path(output))
+    if problem is not None:
+        raise ExportRefused([problem])
     scan = scan_run(Path(run_dir))
     if scan.shortfalls and not allow_incomplete:
         raise ExportRefused([shortfall.refusal() for shortfall in scan.shortfalls], partial=True)

@@ -165,3 +165,10 @@ def test_not_a_run_directory_exits_2(tmp_path: Path, capsys: Capture) -> None:
     (tmp_path / "empty").mkdir()
     assert _export(tmp_path / "empty", tmp_path / "out.json") == 2
     assert "run_args.json is missing" in capsys.readouterr().err
+
+
+def test_the_export_never_writes_over_the_runs_records(mixed_run: Path, capsys: Capture) -> None:
+    before = (mixed_run / "run_args.json").read_bytes()
+    assert _export(mixed_run, mixed_run / "run_args.json") == REFUSED
+    assert "is the run's own run_args.json: write the file elsewhere" in capsys.readouterr().err
+    assert (mixed_run / "run_args.json").read_bytes() == before

@@ -129,3 +129,19 @@ def test_report_against_an_upstream_run_needs_force_for_a_default_profile_run(
         main(["report", str(runs["baseline"]), "--against", str(upstream_example), "--force"]) == 0
     )
     assert "paired by task and trial: 2 pairs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "target", ["run_args.json", "summary.json", "all_metrics.json", "tau2_retail__0/trial-1/x.html"]
+)
+def test_the_report_never_writes_over_the_runs_records(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    """``--output RUN/run_args.json`` replaced it: the run could no longer be resumed or
+    summarized (it cannot be rebuilt)."""
+    run = runs["mixed"]
+    path = run / target
+    before = path.read_bytes() if path.exists() else None
+    assert main(["report", str(run), "--output", str(path)]) == 2
+    assert "write the file elsewhere" in capsys.readouterr().err
+    assert (path.read_bytes() if path.exists() else None) == before
