@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except RunInUse as error:
         print(
-            f"error: {error}; a live run writes its own summaries: wait for it to end, then "
+            f"error: {error}; wait for it to end (a live run writes its own summaries), then "
             "run this command again",
             file=sys.stderr,
         )

@@ -51,10 +51,18 @@ class LockHolder:
     started: str | None
 
     def describe(self) -> str:
-        """``pid 1234 on host ci-7 (started 2026-12-01T15:00:00+00:00)``."""
+        """``pid 1234 on host ci-7 (started 2026-12-01T15:00:00+00:00)``; a pid of this host
+        that has ended is not named as the holder: a command reading the folder (``merge``,
+        ``summarize``) holds the lock without writing the file, which still names the last
+        run."""
         if self.pid is None:
             return "another process (its lock file names none)"
         text = f"pid {self.pid} on host {self.host or 'unknown'}"
+        if self.host == socket.gethostname() and not _alive(self.pid):
+            return (
+                f"another process (a command reading the folder, such as merge or summarize; "
+                f"the lock file names the last run, {text}, which has ended)"
+            )
         return f"{text} (started {self.started})" if self.started else text
 
     @classmethod
@@ -159,6 +167,17 @@ def _lock_or_close(fd: int, path: Path, operation: int) -> None:
     except OSError as error:
         os.close(fd)
         raise ArtifactError(f"cannot lock {path}: {error}") from error
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _read_holder(fd: int) -> LockHolder:

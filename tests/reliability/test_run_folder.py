@@ -111,7 +111,7 @@ def test_summarize_and_merge_of_a_live_run_are_refused_naming_its_pid(
             lines = refused.stderr.splitlines()
             assert len(lines) == 1, refused.stderr
             assert lines[0].startswith(f"error: {run_dir} is in use by {live}"), lines[0]
-            assert lines[0].endswith("wait for it to end, then run this command again")
+            assert lines[0].endswith("then run this command again")
         assert sorted(path.name for path in run_dir.iterdir()) == before
         assert not (run_dir / "summary.json").exists()
         assert not into.exists()

@@ -87,3 +87,21 @@ def test_hold_reads_beside_readers_never_beside_a_run_and_writes_nothing(tmp_pat
         for shared in (True, False):
             with pytest.raises(RunInUse, match=f"pid {holder.pid} on host"):
                 RunLock.hold(tmp_path, shared=shared)
+
+
+def test_a_reader_holding_the_lock_is_not_named_by_the_last_runs_ended_pid(
+    tmp_path: Path,
+) -> None:
+    """``merge`` or ``summarize`` holds the folder without writing the lock file, which still
+    names the last run: the refusal named that ended pid as "a live run"."""
+    with ready_child(_HOLD, str(tmp_path)):
+        pass  # a run that ended: its pid stays in the file
+    ended = LockHolder.parse((tmp_path / LOCK_FILE).read_text())
+    assert ended.pid is not None
+    with RunLock.hold(tmp_path, shared=True), pytest.raises(RunInUse) as refused:
+        RunLock.hold(tmp_path, shared=False)
+    assert refused.value.holder == (
+        "another process (a command reading the folder, such as merge or summarize; the lock "
+        f"file names the last run, pid {ended.pid} on host {socket.gethostname()}, which has "
+        "ended)"
+    )
