@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,11 +67,11 @@ def _merge(args: argparse.Namespace, into: Path, run_id: str) -> int:
         argv=["python", "-m", "tau2_retail", "merge", *args.run_dirs, "--into", args.into],
     )
     gate = GateSettings.of(merged.args.configuration)
+    if args.baseline is not None:
+        gate = dataclasses.replace(gate, baseline=args.baseline)
     baseline: RunSummary | None = None
     if gate.baseline:
-        baseline = read_baseline(Path(gate.baseline), data_dir=_data_dir(merged.args))
-        if baseline is None:
-            raise ArtifactError(f"baseline {gate.baseline} has no summary.json")
+        baseline = _baseline(gate.baseline, given=args.baseline is not None, args=merged.args)
     into.mkdir(parents=True, exist_ok=True)
     copy_scenarios(shards, into)
     write_run_args(into, merged.args)
@@ -108,6 +109,20 @@ def _merge(args: argparse.Namespace, into: Path, run_id: str) -> int:
     if not verdict.passed:
         return 1
     return EXIT_REFUSED if exported.refused else 0
+
+
+def _baseline(path: str, *, given: bool, args: RunArgs) -> RunSummary:
+    """The gate's baseline: ``--baseline``, else the one the shards recorded, which the merge
+    job may not have where the shards ran (a relative path was read from the merge's folder,
+    and the message said the folder "has no summary.json" of a path that did not exist)."""
+    where = "--baseline" if given else "the shards' --tau2-baseline (in their run_args.json)"
+    fix = "" if given else "; give the baseline as this command sees it with --baseline PATH"
+    if not Path(path).exists():
+        raise ArtifactError(f"{where} {path}: no such file or directory here{fix}")
+    baseline = read_baseline(Path(path), data_dir=_data_dir(args))
+    if baseline is None:
+        raise ArtifactError(f"{where} {path}: the folder has no summary.json{fix}")
+    return baseline
 
 
 def _data_dir(args: RunArgs) -> Path | None:
@@ -149,6 +164,13 @@ COMMAND = Command(
             required=True,
             metavar="RUN_DIR",
             help="the merged run directory (new or empty)",
+        ),
+        Argument(
+            "--baseline",
+            metavar="PATH",
+            help="the gate's baseline (a run directory or an upstream results.json) as this "
+            "command sees it, in place of the one the shards recorded (their "
+            "--tau2-baseline, read from their folder)",
         ),
         Argument(
             "--allow-missing-shards",

@@ -118,3 +118,41 @@ def test_shards_of_different_counts_are_refused(bench: Bench) -> None:
     assert merged.returncode == 2
     assert "refusing to merge shards of different counts" in merged.stderr
     assert not bench.run_dir("merged").exists()
+
+
+def test_a_merge_elsewhere_is_told_where_the_shards_baseline_was_and_takes_another(
+    bench: Bench, tmp_path_factory: Any
+) -> None:
+    """The documented CI recipe merges the shards in another job: a relative baseline the
+    shards recorded was read from the merge's folder ("baseline runs/base has no summary.json"
+    of a path that did not exist there), and nothing could say where it was."""
+    tasks = ("--tau2-tasks=10,12", "--tau2-agent-model=builtin:noop")
+    assert bench.run(*tasks, "--tau2-run-id=base").ret == 0
+    for index in (1, 2):
+        shard = bench.run(
+            *tasks,
+            "--tau2-baseline=runs/base",
+            f"--tau2-shard={index}/2",
+            f"--tau2-run-id=s{index}",
+        )
+        assert shard.ret == 0, shard.output
+    elsewhere = tmp_path_factory.mktemp("merge-job")
+
+    def merge(into: str, *options: str) -> subprocess.CompletedProcess[str]:
+        shards = [str(bench.run_dir(f"s{index}")) for index in (1, 2)]
+        return subprocess.run(
+            [sys.executable, "-m", "tau2_retail", "merge", *shards, "--into", into, *options],
+            capture_output=True, text=True, timeout=120, check=False, cwd=elsewhere,
+        )  # fmt: skip
+
+    lost = merge("m1")
+    assert lost.returncode == 2, lost.stdout + lost.stderr
+    assert lost.stderr.strip() == (
+        "error: the shards' --tau2-baseline (in their run_args.json) runs/base: no such file or "
+        "directory here; give the baseline as this command sees it with --baseline PATH"
+    )
+    assert not (elsewhere / "m1").exists()
+    found = merge("m2", f"--baseline={bench.run_dir('base')}")
+    assert found.returncode == 0, found.stdout + found.stderr
+    (line,) = [line for line in found.stdout.splitlines() if line.startswith("tau2 gate:")]
+    assert "baseline 100.00% (change +0.00%" in line
