@@ -37,6 +37,7 @@ from typing import Any
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.engine.profiles import policy_for
 from tau2_retail.errors import ArtifactError, ReportError
 from tau2_retail.models.builtin import is_builtin
 from tau2_retail.report.compare import compare_summaries
@@ -254,7 +255,10 @@ def _configuration_rows(
         ("agent_notes", "Agent notes"),
     ):
         value = settings.get(key)
-        if isinstance(value, bool):
+        unused = policy_for(summary.profile).agent_notes_problem() if key == "agent_notes" else None
+        if unused is not None:  # the setting says on, the profile sends no notes
+            rows.append([label, f"off ({unused})"])
+        elif isinstance(value, bool):
             rows.append([label, "on" if value else "off"])
         elif value:
             rows.append(
@@ -287,6 +291,8 @@ def _load_baseline(against: Path, data_dir: Path | None) -> RunSummary:
     run as upstream wrote it; ``data_dir`` gives its tasks' splits and personas)."""
     if against.is_file():
         return upstream_summary(against, data_dir=data_dir)
+    if not against.exists():
+        raise ReportError(f"{against}: no such file or directory")
     if not against.is_dir():
         raise ReportError(
             f"{against} is not a run directory or an upstream tau2-bench results.json"

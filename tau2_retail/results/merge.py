@@ -211,6 +211,8 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
         configuration,
         run_id=run_id,
         settings={**configuration.settings, "shard": None, "run_id": run_id},
+        # the values the merge sets are its own (shard null, it said "--tau2-shard")
+        sources={**configuration.sources, "shard": "merge", "run_id": "merge"},
     )
     return MergedRun(
         args=RunArgs(

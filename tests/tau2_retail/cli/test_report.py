@@ -10,7 +10,7 @@ import pytest
 
 from tau2_retail.cli.main import main
 from tau2_retail.engine.harness import DataBundle
-from tau2_retail.report.page import REPORT_FILE
+from tau2_retail.report.page import REPORT_FILE, build_report_data
 from tau2_retail.testing.loopback_server import Completion
 from tau2_retail.testing.scripted_endpoint import REPORT, ScriptedEndpoint
 from tau2_retail.testing.tau2_runs import write_tau2_run
@@ -118,6 +118,9 @@ def test_report_against_an_upstream_run_prints_the_paired_comparison(
     ) in out
     assert "  tau2_retail__5-trial1: PASS -> FAIL" in out
     assert (run / "report-vs-upstream_results_example.json.html").is_file()
+    # the setting is on by default, but this profile sends upstream's prompt: no notes
+    configuration = dict(build_report_data(run).main["configuration"])
+    assert configuration["Agent notes"] == "off (the tau2 profile sends upstream's agent prompt)"
 
 
 def test_report_against_an_upstream_run_needs_force_for_a_default_profile_run(
@@ -145,3 +148,11 @@ def test_the_report_never_writes_over_the_runs_records(
     assert main(["report", str(run), "--output", str(path)]) == 2
     assert "write the file elsewhere" in capsys.readouterr().err
     assert (path.read_bytes() if path.exists() else None) == before
+
+
+def test_an_against_that_does_not_exist_is_named_as_missing(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "results.json"
+    assert main(["report", str(runs["mixed"]), "--against", str(missing)]) == 2
+    assert f"{missing}: no such file or directory" in capsys.readouterr().err

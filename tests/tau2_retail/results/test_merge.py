@@ -69,6 +69,7 @@ def test_where_and_how_a_shard_ran_may_differ() -> None:
     assert list(merged.args.expected) == ids
     assert [m.scenario_id for m in merged.metrics] == ids
     assert merged.args.configuration.settings["shard"] is None
+    assert merged.args.configuration.sources["shard"] == "merge"  # was the shards' "--tau2-shard"
     assert merged.args.configuration.run_id == "all"
     assert merged.args.argv == ARGV
 
