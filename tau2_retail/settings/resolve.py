@@ -23,7 +23,6 @@ from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.config import NO_API_KEY
-from tau2_retail.models.sdk_client import client_problem
 from tau2_retail.models.secrets import redact_text
 from tau2_retail.results.summary import read_summary
 from tau2_retail.settings.declare import Setting, at, build, declarations
@@ -316,6 +315,10 @@ def _check_client(role: str, choice: ModelChoice | None, where: _Where) -> None:
     a traceback, and every scenario lost."""
     if choice is None or choice.endpoint is None:
         return
+    # here, not at the top: the openai package is 500 modules, and a session without an
+    # endpoint (the team's own tests, the offline run) must not pay for their import
+    from tau2_retail.models.sdk_client import client_problem
+
     problem = client_problem(choice.endpoint)
     if problem:
         raise ConfigError(
