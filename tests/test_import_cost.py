@@ -20,7 +20,8 @@ settings = resolve_settings(Inputs(
     load_agent=lambda spec, source: None,
 ))
 assert settings.roles.agent.endpoint is None  # the offline self-check's settings
-print(sorted(name for name in sys.modules if name.partition(".")[0] in ("openai", "httpx", "httpx2")))
+clients = ("openai", "httpx", "httpx2")
+print(sorted(name for name in sys.modules if name.partition(".")[0] in clients))
 """
 
 
