@@ -117,8 +117,8 @@ def _parse(setting: Setting, raw: str, source: str, flag: str) -> Any:
     if setting.refuse_blank and source == flag and not raw.strip():
         # e.g. --tau2-tasks=$TASKS with TASKS unset: not "every task" without a word
         raise ConfigError(
-            f"{source}: an empty value is not valid for {flag}; expected "
-            f"{setting.help.partition(', e.g.')[0]} (omit the option for {setting.refuse_blank})"
+            f"{source}: an empty value is not valid for {flag} (an unset variable?); omit the "
+            f"option for {setting.refuse_blank}"
         )
     if raw == "" and setting.default == "":
         return setting.empty
