@@ -321,9 +321,9 @@ def _check_client(role: str, choice: ModelChoice | None, where: _Where) -> None:
 
     problem = client_problem(choice.endpoint)
     if problem:
-        raise ConfigError(
-            f"{where.source(role, 'model')}: the {role} model {choice.name!r}: {problem}"
-        )
+        # the environment's fault, not the option's: named by the endpoint, not by a flag
+        at = choice.endpoint.base_url or "the default base URL"
+        raise ConfigError(f"the {role} endpoint ({choice.name!r} at {at}): {problem}")
 
 
 def _check_cost_and_cache(settings: Tau2Settings, where: _Where) -> None:

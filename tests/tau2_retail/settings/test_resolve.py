@@ -118,7 +118,9 @@ def test_an_environment_the_http_client_cannot_use_stops_the_run_at_start_up(
             }
         )
     message = str(refused.value)
-    assert message.startswith("--tau2-agent-model: the agent model 'm': its HTTP client cannot")
+    assert message.startswith(
+        "the agent endpoint ('m' at http://127.0.0.1:9/v1): its HTTP client cannot be made here"
+    )
     assert "ALL_PROXY=ftp://127.0.0.1:21" in message
     assert "PROXY-PW" not in message
     monkeypatch.delenv("ALL_PROXY")
