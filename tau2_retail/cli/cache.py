@@ -85,7 +85,8 @@ COMMAND = Command(
                     "--older-than",
                     type=at_least(0, "a number of days", float),
                     metavar="DAYS",
-                    help="also remove the entries not used for this many days",
+                    help="also remove the entries not used for this many days (a replay, "
+                    "which opens the file read-only, records no use)",
                 ),
             ),
         ),
