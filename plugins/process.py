@@ -28,7 +28,7 @@ from tau2_retail.errors import ArtifactError, ConfigError, Tau2Error, Tau2InfraE
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.choice import ModelChoice
-from tau2_retail.models.secrets import redact_extra_body, strip_userinfo
+from tau2_retail.models.secrets import json_redaction, strip_userinfo
 from tau2_retail.plugins.agents import load_agent_source
 from tau2_retail.plugins.budget import Budget, new_budget_token
 from tau2_retail.plugins.options import Tau2Settings
@@ -62,14 +62,13 @@ def new_run_id() -> str:
 
 def redact(value: Any) -> Any:
     """A copy of ``value`` with anything under a secret-looking key replaced, extra-body values
-    redacted unless harmless (``tau2_retail.models.secrets``) and URL userinfo removed."""
+    redacted unless harmless, headers' values redacted (``tau2_retail.models.secrets``) and URL
+    userinfo removed."""
     if isinstance(value, dict):
         return {
             key: "[redacted]"
             if _SECRETISH.search(str(key)) and not str(key).endswith("_env")
-            else redact_extra_body(item)
-            if str(key).endswith("extra_body")
-            else redact(item)
+            else _redacted(str(key), item)
             for key, item in value.items()
         }
     if isinstance(value, str):
@@ -208,6 +207,11 @@ class Tau2Process:
                 # from None: the chained error would print the same message a second time
                 raise pytest.fail.Exception(str(error), pytrace=False) from None
         return self._bundle
+
+
+def _redacted(key: str, item: Any) -> Any:
+    redaction = json_redaction(key)
+    return redact(item) if redaction is None else redaction(item)
 
 
 def run_configuration(

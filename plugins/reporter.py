@@ -27,7 +27,7 @@ from tau2_retail.results.summary import (
     judge_format_line,
     pass_hat_k_line,
 )
-from tau2_retail.settings import EXTRA_BODY_FLAGS
+from tau2_retail.settings import REDACTED_JSON_FLAGS
 
 __all__ = [
     "RunEnd",
@@ -88,7 +88,7 @@ def resume_command(args: Sequence[str], run_id: str) -> str:
     """The command that continues run ``run_id`` started with ``args``: the user's arguments
     (redacted) without the run id, a repeated ``--tau2-resume`` or the early stop, each quoted
     as a shell wants."""
-    kept = resume_arguments(redact_argv(list(args), extra_body_flags=EXTRA_BODY_FLAGS))
+    kept = resume_arguments(redact_argv(list(args), json_flags=REDACTED_JSON_FLAGS))
     return shlex.join(["pytest", *kept, f"--tau2-resume={run_id}"])
 
 

@@ -34,7 +34,7 @@ from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.lock import LOCK_FILE, RunLock
 from tau2_retail.results.records import RunArgs, RunConfiguration
 from tau2_retail.results.summary import read_run_args, write_run_args
-from tau2_retail.settings import EXTRA_BODY_FLAGS, adopt_stored, resume_differences
+from tau2_retail.settings import REDACTED_JSON_FLAGS, adopt_stored, resume_differences
 
 __all__ = ["RunFolder", "argv_redacted", "versions"]
 
@@ -52,7 +52,7 @@ def versions() -> dict[str, str]:
 
 def argv_redacted() -> list[str]:
     """The command line, with keys, URL passwords and extra-body values redacted."""
-    return redact_argv(sys.argv, extra_body_flags=EXTRA_BODY_FLAGS)
+    return redact_argv(sys.argv, json_flags=REDACTED_JSON_FLAGS)
 
 
 class RunFolder:

@@ -9,9 +9,10 @@ the digest of
 - ``CACHE_FORMAT`` (a cache written by another version of the request format misses rather
   than returns a wrong reply),
 - the role, the model id and the endpoint's host (scheme, host, port and path of the base URL:
-  never its credentials),
+  never its credentials) with, when the role sends headers of its own, a digest of them (a
+  gateway's routing header may pick another model; the digest tells nothing of the values),
 - the exact request body the client sends (messages, tools, sampling parameters, seed, extra
-  body) -- the API key and the headers are not part of the body and never enter the cache,
+  body) -- the API key is not part of the body and never enters the cache,
 - the trial (trials stay independent even without a seed) and the occurrence of the same
   request within the scenario (a request asked again after an empty or unreadable reply gets
   the reply it got the first time round, not the first reply again).
@@ -98,15 +99,21 @@ class CacheMode(StrEnum):
     OFF = "off"
 
 
-def endpoint_host(base_url: str | None) -> str:
+def endpoint_host(base_url: str | None, headers: Mapping[str, str] | None = None) -> str:
     """Where requests go, without credentials: ``scheme://host:port/path`` (``default`` for
-    the ``openai`` package's own URL)."""
+    the ``openai`` package's own URL), then `` headers:DIGEST`` when the endpoint is sent
+    ``headers`` of a team's own (names in any case, values as given)."""
     if not base_url:
-        return "default"
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}"
+        where = "default"
+    else:
+        parts = urlsplit(base_url)
+        port = f":{parts.port}" if parts.port else ""
+        where = f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path.rstrip('/')}"
+    if not headers:
+        return where
+    pairs = sorted((name.lower(), value) for name, value in headers.items())
+    digest = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()[:16]
+    return f"{where} headers:{digest}"
 
 
 def request_digest(

@@ -40,7 +40,7 @@ class CachedChatModel:
         self._role = role
         self._trial = trial
         self._masker = masker
-        self._host = endpoint_host(client.config.base_url)
+        self._host = endpoint_host(client.config.base_url, client.config.headers)
         self._seen: dict[str, int] = {}
 
     @property

@@ -13,9 +13,10 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, NoReturn
+from typing import Annotated, Any, Final, NoReturn
 from urllib.parse import urlsplit
 
+from tau2_retail.codec import Omitted
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.base_url import BASE_URL_ENV, checked_base_url
 from tau2_retail.models.bounded import DEFAULT_MAX_REPLY_BYTES
@@ -24,6 +25,7 @@ from tau2_retail.models.breaker import (
     DEFAULT_BREAKER_WINDOW_SECONDS,
     DEFAULT_PROBE_SECONDS,
 )
+from tau2_retail.models.request_headers import header_name_problem, headers_problem
 from tau2_retail.models.secrets import strip_userinfo
 
 __all__ = [
@@ -106,6 +108,10 @@ class EndpointConfig:
       built; ``none`` (:data:`NO_API_KEY`) for an endpoint that takes no key. An endpoint that
       needs a key (see :meth:`missing_key`) with the variable unset is refused at start-up; a
       local one without it gets ``EMPTY`` (local servers such as vLLM or Ollama accept any key).
+    - ``key_header``: the header that carries the key, as it is (Azure OpenAI's ``api-key``);
+      None: ``Authorization: Bearer KEY``. ``headers``: headers sent on every request (a
+      gateway's own). Both go to the base URL's origin only; values are masked like the key
+      and never recorded (``tau2_retail.models.request_headers``).
     - ``temperature``, ``top_p``, ``max_tokens``: sent only when set.
     - ``seed``: sent when the call passes none; a seed given to the call wins.
     - ``extra_body``: server-specific request fields merged into the JSON body (for example
@@ -129,6 +135,8 @@ class EndpointConfig:
     model: str
     base_url: str | None = None
     api_key_env: str = DEFAULT_API_KEY_ENV
+    key_header: Annotated[str | None, Omitted] = None
+    headers: Annotated[Mapping[str, str], Omitted] = field(default_factory=dict, repr=False)
     temperature: float | None = None
     top_p: float | None = None
     seed: int | None = None
@@ -165,6 +173,7 @@ class EndpointConfig:
                 "(letters, digits and underscores, not starting with a digit), e.g. "
                 f"{DEFAULT_API_KEY_ENV}; the value given is not shown in case it is a key"
             )
+        self._check_headers()
         if self.seed is not None and not _is_int(self.seed):
             _bad("seed", self.seed, "an integer, or None")
         self._check_extra_body()
@@ -173,6 +182,19 @@ class EndpointConfig:
             optional = name in _OPTIONAL_FIELDS
             if not ((optional and value is None) or bound.accepts(value)):
                 _bad(name, value, bound.accepted + (", or None" if optional else ""))
+
+    def _check_headers(self) -> None:
+        if self.key_header is not None:
+            problem = header_name_problem(self.key_header)
+            if problem is not None:
+                raise ConfigError(f"EndpointConfig.key_header: {problem}")
+        if not isinstance(self.headers, Mapping):
+            raise ConfigError("EndpointConfig.headers: expected a mapping of names to strings")
+        bearer = self.key_header is None and not self.takes_no_key
+        problem = headers_problem(self.headers, key_header=self.key_header, bearer_key=bearer)
+        if problem is not None:
+            raise ConfigError(f"EndpointConfig.headers: {problem}")
+        object.__setattr__(self, "headers", dict(self.headers))
 
     def _check_extra_body(self) -> None:
         if not _is_json_object(self.extra_body):

@@ -82,12 +82,16 @@ class Masker:
     def for_endpoints(
         cls, configs: Iterable[EndpointConfig | None], environ: Mapping[str, str]
     ) -> Masker:
-        """The keys the clients of ``configs`` send, read from ``environ`` as they read them."""
-        return cls(
-            environ.get(config.api_key_env, "")
-            for config in configs
-            if config is not None and not config.takes_no_key
-        )
+        """The keys the clients of ``configs`` send, read from ``environ`` as they read them,
+        and the values of their own headers."""
+        secrets: list[str] = []
+        for config in configs:
+            if config is None:
+                continue
+            if not config.takes_no_key:
+                secrets.append(environ.get(config.api_key_env, ""))
+            secrets.extend(config.headers.values())
+        return cls(secrets)
 
     def __bool__(self) -> bool:
         return self._pattern is not None

@@ -119,7 +119,7 @@ class OpenAIChatModel(ClosedOnExit):
         self._clock = clock
         self._jitter = jitter
         self._call_ids = itertools.count()
-        self._redact = Masker([api_key]).text
+        self._redact = Masker([api_key, *config.headers.values()]).text
         self._gate = BackoffGate(clock=clock, sleep=sleep)
         self._encoder = BodyEncoder()
         connections = config.max_connections or DEFAULT_MAX_CONNECTIONS

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final
 
 import openai
 
 from tau2_retail.models.attempt_failure import FULL_BODY_CHARS
 from tau2_retail.models.base_url import BASE_URL_ENV, client_url
 from tau2_retail.models.bounded import error_body_hook
-from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.config import OPENAI_DEFAULT_BASE_URL, EndpointConfig
 from tau2_retail.models.logged_secrets import mask_in_logs
+from tau2_retail.models.request_headers import headers_hook
 from tau2_retail.models.sdk_transport import LIBRARY, SdkClient, http_client, http_options
 from tau2_retail.models.secrets import strip_userinfo
 
@@ -47,8 +48,9 @@ def build_sdk_client(
 ) -> SdkClient:
     """The ``openai`` client of ``config``: no retries of its own (ours are), keep-alive as
     wide as the connection limit, error bodies read within a bound, the base URL's query sent
-    as its default query (``models/base_url.py``). ``OPENAI_BASE_URL`` is read from
-    ``os.environ``, where the package would read it."""
+    as its default query (``models/base_url.py``), the key in its own header and the
+    configured headers set by a request hook (``models/request_headers.py``).
+    ``OPENAI_BASE_URL`` is read from ``os.environ``, where the package would read it."""
     where = client_url(config.base_url, os.environ)
     connections = config.max_connections or DEFAULT_MAX_CONNECTIONS
     # Limits of the transport the SDK uses (httpx, or httpx2 in recent releases), taken from
@@ -65,6 +67,17 @@ def build_sdk_client(
         timeout_seconds=config.timeout_seconds,
         on_connected=on_connected,
     )
+    hooks: dict[str, list[Any]] = {
+        "response": [error_body_hook(LIBRARY.AsyncByteStream, max_bytes=FULL_BODY_CHARS)]
+    }
+    own = headers_hook(
+        where.base_url or OPENAI_DEFAULT_BASE_URL,
+        key=api_key,
+        key_header=config.key_header,
+        headers=config.headers,
+    )
+    if own is not None:
+        hooks["request"] = [own]
     client = SdkClient(
         base_url=where.base_url,
         default_query=where.query or None,
@@ -74,13 +87,13 @@ def build_sdk_client(
         http_client=http_client(
             limits=limits,
             timeout=timeout,
-            event_hooks={
-                "response": [error_body_hook(LIBRARY.AsyncByteStream, max_bytes=FULL_BODY_CHARS)]
-            },
+            event_hooks=hooks,
             **transport,
         ),
     )
-    mask_in_logs(api_key)  # after the client: building it imported the core library's loggers
+    # after the client: building it imported the core library's loggers
+    for secret in (api_key, *config.headers.values()):
+        mask_in_logs(secret)
     return client
 
 

@@ -7,23 +7,29 @@
 - ``redact_extra_body``: the values of a role's extra body are replaced by
   ``[redacted]`` unless their key is in ``HARMLESS_EXTRA_BODY_KEYS`` (sampling and template
   switches that hold no credential); nested objects follow the same rule.
+- ``redact_headers``: a role's own request headers keep their names, never their values.
+- ``json_redaction``: which of the two redacts a setting's JSON, by its name (``*extra_body``,
+  ``*headers``; flags, ini keys and record keys alike).
 - ``redact_argv``: the command line as recorded in ``run_args.json``: URLs without userinfo,
-  extra-body JSON redacted as above (the caller names its extra-body flags; also given as an
-  ini override, ``-o tau2_agent_extra_body=...``), anything shaped like an API key replaced.
+  the JSON of extra-body and headers options redacted as above (the caller names those flags;
+  also given as an ini override, ``-o tau2_agent_extra_body=...``), anything shaped like an API
+  key replaced.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 __all__ = [
     "HARMLESS_EXTRA_BODY_KEYS",
     "REDACTED",
+    "json_redaction",
     "redact_argv",
     "redact_extra_body",
+    "redact_headers",
     "redact_text",
     "strip_userinfo",
 ]
@@ -91,34 +97,54 @@ def redact_extra_body(value: Any) -> Any:
     return value
 
 
-def _redacted_json(text: str) -> str:
+def redact_headers(value: Any) -> Any:
+    """Request headers as recorded: their names, every value redacted."""
+    if isinstance(value, Mapping):
+        return dict.fromkeys(value, REDACTED)
+    return REDACTED if value else value
+
+
+def json_redaction(name: str) -> Callable[[Any], Any] | None:
+    """How the JSON value of the setting ``name`` is redacted (a flag, an ini key or a record
+    key: ``--tau2-agent-extra-body``, ``tau2_user_headers``, ``headers``); None: it is not."""
+    folded = name.strip().replace("-", "_")
+    if folded.endswith("extra_body"):
+        return redact_extra_body
+    if folded.endswith("headers"):
+        return redact_headers
+    return None
+
+
+def _redacted_json(text: str, redaction: Callable[[Any], Any]) -> str:
     try:
         value = json.loads(text)
     except ValueError:
         return REDACTED if text.strip() else text
-    return json.dumps(redact_extra_body(value))
+    return json.dumps(redaction(value))
 
 
 def _redacted_ini(assignment: str) -> str:
-    """An ``-o NAME=VALUE`` override: an extra body's value redacted like the option's."""
+    """An ``-o NAME=VALUE`` override: an extra body's or headers' value redacted like the
+    option's."""
     name, equals, value = assignment.partition("=")
-    if equals and name.strip().endswith("extra_body"):
-        return f"{name}={_redacted_json(value)}"
+    redaction = json_redaction(name) if equals else None
+    if redaction is not None:
+        return f"{name}={_redacted_json(value, redaction)}"
     return redact_text(assignment)
 
 
-def redact_argv(argv: Sequence[str], *, extra_body_flags: Collection[str]) -> list[str]:
-    """The command line with secrets redacted: the JSON of ``extra_body_flags`` (``--flag=value``
-    and ``--flag value`` forms; ini overrides ``-o NAME=VALUE``, ``-oNAME=VALUE`` and
-    ``--override-ini[=]NAME=VALUE`` of an ``*extra_body`` key like the options they stand
-    for), URL userinfo and key-shaped text everywhere."""
+def redact_argv(argv: Sequence[str], *, json_flags: Collection[str]) -> list[str]:
+    """The command line with secrets redacted: the JSON of ``json_flags`` as
+    :func:`json_redaction` says (``--flag=value`` and ``--flag value`` forms; ini overrides
+    ``-o NAME=VALUE``, ``-oNAME=VALUE`` and ``--override-ini[=]NAME=VALUE`` of such a key like
+    the options they stand for), URL userinfo and key-shaped text everywhere."""
     shown: list[str] = []
-    extra_body_next = False
+    json_next: Callable[[Any], Any] | None = None
     ini_next = False
     for arg in argv:
-        if extra_body_next:
-            shown.append(_redacted_json(arg))
-            extra_body_next = False
+        if json_next is not None:
+            shown.append(_redacted_json(arg, json_next))
+            json_next = None
             continue
         if ini_next:
             shown.append(_redacted_ini(arg))
@@ -133,12 +159,13 @@ def redact_argv(argv: Sequence[str], *, extra_body_flags: Collection[str]) -> li
             shown.append(ini.group(1) + _redacted_ini(ini.group(2)))
             continue
         flag, equals, value = arg.partition("=")
-        if flag in extra_body_flags:
+        redaction = json_redaction(flag) if flag in json_flags else None
+        if redaction is not None:
             if equals:
-                shown.append(f"{flag}={_redacted_json(value)}")
+                shown.append(f"{flag}={_redacted_json(value, redaction)}")
             else:
                 shown.append(flag)
-                extra_body_next = True
+                json_next = redaction
             continue
         shown.append(redact_text(arg))
     return shown

@@ -29,8 +29,8 @@ from tau2_retail.settings.resolve import (
 )
 from tau2_retail.settings.resume import Difference, adopt_stored, resume_differences
 from tau2_retail.settings.schema import (
-    EXTRA_BODY_FLAGS,
     OPTIONS,
+    REDACTED_JSON_FLAGS,
     SETTINGS,
     AgentSource,
     RoleSettings,
@@ -38,8 +38,8 @@ from tau2_retail.settings.schema import (
 )
 
 __all__ = [
-    "EXTRA_BODY_FLAGS",
     "OPTIONS",
+    "REDACTED_JSON_FLAGS",
     "SETTINGS",
     "AgentSource",
     "Difference",

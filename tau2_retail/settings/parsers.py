@@ -21,6 +21,7 @@ from tau2_retail.models.base_url import NOT_HTTP, checked_base_url
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.config import ENDPOINT_BOUNDS, Bound
 from tau2_retail.models.prices import PriceTable
+from tau2_retail.models.request_headers import header_name_problem, headers_problem
 from tau2_retail.results.artifacts import MAX_NAME_CHARS
 
 __all__ = [
@@ -133,6 +134,33 @@ def json_object(raw: str) -> dict[str, Any]:
         raise InvalidValue('a JSON object, e.g. \'{"chat_template_kwargs": {"x": 1}}\'') from None
     if not isinstance(value, dict):
         raise InvalidValue("a JSON object")
+    return value
+
+
+def header_name(raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        return ""
+    problem = header_name_problem(value)
+    if problem is not None:
+        raise InvalidValue(f"a header name ({problem})")
+    return value
+
+
+def headers(raw: str) -> dict[str, str]:
+    # never echo the text back: its values may be secrets
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        raise InvalidValue(
+            'a JSON object of header names and values, e.g. \'{"X-Title": "nightly"}\' '
+            "(the text given is not shown in case it holds a secret)"
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidValue("a JSON object of header names and values")
+    problem = headers_problem(value, key_header=None, bearer_key=False)
+    if problem is not None:
+        raise InvalidValue(f"a JSON object of header names and values ({problem})")
     return value
 
 

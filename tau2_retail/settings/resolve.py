@@ -16,17 +16,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tau2_retail.engine.profiles import policy_for
 from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models.cache import CacheMode
-from tau2_retail.models.choice import ModelChoice
+from tau2_retail.models.choice import ROLES, ModelChoice
 from tau2_retail.models.config import NO_API_KEY
+from tau2_retail.models.request_headers import headers_problem
 from tau2_retail.models.secrets import redact_text
 from tau2_retail.results.summary import read_summary
+from tau2_retail.settings import parsers as p
 from tau2_retail.settings.declare import Setting, at, build, declarations
-from tau2_retail.settings.parsers import InvalidValue, env_name
+from tau2_retail.settings.parsers import InvalidValue
 from tau2_retail.settings.schema import AgentSource, RoleSettings, Tau2Settings
 from tau2_retail.tau2_format.importer import read_results
 
@@ -113,6 +115,11 @@ class _Where:
         return self.source(*attr_path) != "default"
 
 
+_UNSHOWN: Final = (p.env_name, p.headers, p.json_object)
+"""Parsers of values that may hold a secret (a key pasted as a variable's name, a header's
+value, an extra body's): a value they refuse is not echoed."""
+
+
 def _parse(setting: Setting, raw: str, source: str, flag: str) -> Any:
     if setting.refuse_blank and source == flag and not raw.strip():
         # e.g. --tau2-tasks=$TASKS with TASKS unset: not "every task" without a word
@@ -128,7 +135,7 @@ def _parse(setting: Setting, raw: str, source: str, flag: str) -> Any:
         # never a key-like value (a key pasted in the wrong place) or a URL's password (an
         # "@" left after the userinfo went: a password holding "/" hides its start)
         shown = f" {redact_text(raw)!r}"
-        if setting.parse is env_name or "@" in redact_text(raw):
+        if setting.parse in _UNSHOWN or "@" in redact_text(raw):
             shown = ""
         raise ConfigError(f"{source}:{shown} is not valid for {flag}; expected {error}") from None
 
@@ -160,9 +167,10 @@ def resolve_settings_apart(
         raw, source = inputs.raw(setting)
         sources[setting.name] = source
         values[setting.name] = _parse(setting, raw, source, inputs.flag(setting))
+    where = _Where(model, inputs, sources)
+    _check_headers(values, where)
     # who plays each role is derived here: a bad model stops it, naming where it came from
     settings = build(model, values, sources=sources)
-    where = _Where(model, inputs, sources)
     _check_run(settings, where)
     agent_source = inputs.load_agent(settings.agent_code, where.source("agent_code"))
     if agent_source is not None and agent_source.is_fixture and where.given("agent", "model"):
@@ -291,6 +299,24 @@ def _refuse_unused_role_options(settings: Tau2Settings, where: _Where) -> None:
             raise ConfigError(
                 f"{given[0]} given with the built-in model {choice.name!r}; built-in models "
                 "run locally: drop the option or name an endpoint model"
+            )
+
+
+def _check_headers(values: Mapping[str, Any], where: _Where) -> None:
+    """A role's own headers that would take the key's place (before the roles are built:
+    the endpoint's own check could name only the model)."""
+    for role in ROLES:
+        headers = values[at(where.model, role, "headers").name] or {}
+        key_header = values[at(where.model, role, "key_header").name] or None
+        key_env = values[at(where.model, role, "api_key_env").name]
+        bearer = key_header is None and key_env.lower() != NO_API_KEY
+        problem = headers_problem(headers, key_header=key_header, bearer_key=bearer)
+        if problem is not None:
+            key_flag = where.flag(role, "api_key_env")
+            raise ConfigError(
+                f"{where.source(role, 'headers')}: {problem}; send the key in another header "
+                f"with {where.flag(role, 'key_header')}, or say the endpoint takes no key with "
+                f"{key_flag}={NO_API_KEY}"
             )
 
 

@@ -30,12 +30,13 @@ from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.choice import ModelChoice, choose_model
 from tau2_retail.models.config import DEFAULT_API_KEY_ENV, EndpointConfig
 from tau2_retail.models.prices import ModelPrice, PriceTable
+from tau2_retail.models.secrets import json_redaction
 from tau2_retail.settings import parsers as p
 from tau2_retail.settings.declare import Identity, at, declarations, group, named, setting
 
 __all__ = [
-    "EXTRA_BODY_FLAGS",
     "OPTIONS",
+    "REDACTED_JSON_FLAGS",
     "SETTINGS",
     "AgentSource",
     "RoleSettings",
@@ -107,6 +108,18 @@ class RoleSettings:
         p.env_name,
         default=DEFAULT_API_KEY_ENV,
         help="NAME of the environment variable holding the API key of {who}",
+        env=True,
+    )
+    key_header: str | None = setting(
+        p.header_name,
+        help="header carrying the API key of {who}, as it is (e.g. api-key for Azure OpenAI; "
+        "default: Authorization: Bearer KEY)",
+        env=True,
+    )
+    headers: dict[str, str] | None = setting(
+        p.headers,
+        help="JSON object of headers sent on every request of {who} (a gateway's own); their "
+        "values are masked like the key and never recorded",
         env=True,
     )
     temperature: float | None = setting(
@@ -387,6 +400,8 @@ class Tau2Settings:
                 model=name,
                 base_url=declared.base_url or None,
                 api_key_env=declared.api_key_env,
+                key_header=declared.key_header or None,
+                headers=declared.headers or {},
                 temperature=declared.temperature,
                 top_p=declared.top_p,
                 max_tokens=declared.max_tokens,
@@ -445,7 +460,7 @@ OPTIONS = declarations(Tau2Settings)
 SETTINGS = named(Tau2Settings)
 """The settings by name."""
 
-EXTRA_BODY_FLAGS: frozenset[str] = frozenset(
-    setting.flag for setting in OPTIONS if setting.attr_path[-1] == "extra_body"
+REDACTED_JSON_FLAGS: frozenset[str] = frozenset(
+    setting.flag for setting in OPTIONS if json_redaction(setting.attr_path[-1]) is not None
 )
-"""The pytest options whose JSON a recorded command line redacts."""
+"""The pytest options whose JSON a recorded command line redacts (extra bodies, headers)."""

@@ -184,3 +184,45 @@ def test_a_request_cut_by_the_deadline_counts_and_each_limit_is_named_once(
     assert deadline[0].startswith("tau2: a scenario reached its 6 s wall-clock limit")
     assert len(timeout) == 1, run.stdout
     assert timeout[0].startswith("tau2: user requests timed out: no complete reply within 1 s")
+
+
+def test_a_gateway_gets_the_key_in_its_header_and_its_own_headers_and_no_file_holds_them(
+    bench: Bench, scripted: ScriptedEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Azure OpenAI's ``api-key`` and a gateway's second key (``Helicone-Auth``): sent with
+    every request of the role that names them, never with another role's, and recorded by
+    name only (run_args.json's command line and settings, summary.json)."""
+    gateway_key = "hc-gateway-5e8a1f3c9d2b7a64"
+    headers = json.dumps({"Helicone-Auth": f"Bearer {gateway_key}", "X-Title": "nightly"})
+    monkeypatch.setenv(ECHO_ENV, ECHO)
+    run = run_expecting(
+        bench, "gateway", {"0": "passed"},
+        *scripted.args(
+            "agent", api_key_env=ECHO_ENV, key_header="api-key", headers=headers, max_retries=0
+        ),
+        *scripted.args("user", api_key_env=ECHO_ENV),
+    )  # fmt: skip
+    sent: dict[str, list[Any]] = {"scripted-agent": [], "scripted-user": []}
+    for request in scripted.server.requests:
+        sent[request.body["model"]].append(request)
+    assert sent["scripted-agent"]
+    assert sent["scripted-user"]
+    for request in sent["scripted-agent"]:
+        assert request.header("api-key") == ECHO
+        assert request.header("authorization") is None
+        assert request.header("helicone-auth") == f"Bearer {gateway_key}"
+    for request in sent["scripted-user"]:
+        assert request.header("authorization") == f"Bearer {ECHO}"
+        assert request.header("api-key") is None
+        assert request.header("helicone-auth") is None
+    recorded = bench.read_json("gateway", "run_args.json")
+    assert recorded["configuration"]["settings"]["agent_headers"] == {
+        "Helicone-Auth": "[redacted]",
+        "X-Title": "[redacted]",
+    }
+    assert recorded["configuration"]["settings"]["agent_key_header"] == "api-key"
+    assert gateway_key not in run.output
+    leaks = [
+        str(path) for path in files_under(bench.path) if gateway_key.encode() in path.read_bytes()
+    ]
+    assert leaks == []

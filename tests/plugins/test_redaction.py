@@ -12,9 +12,21 @@ from tau2_retail.plugins.process import redact
     ["api_key", "API_KEY", "apiKey", "x-api-key", "access_token", "Authorization", "password"],
 )
 def test_a_key_naming_a_secret_is_redacted_at_any_depth(key: str) -> None:
-    value = {"settings": {"headers": [{key: "hunter2"}]}}
+    value = {"settings": {"items": [{key: "hunter2"}]}}
 
-    assert redact(value) == {"settings": {"headers": [{key: "[redacted]"}]}}
+    assert redact(value) == {"settings": {"items": [{key: "[redacted]"}]}}
+
+
+def test_headers_keep_their_names_only() -> None:
+    """A role's own headers (a gateway's second key, ``Helicone-Auth``) are recorded by name:
+    the settings' ``agent_headers`` and an endpoint record's ``headers`` alike."""
+    headers = {"Helicone-Auth": "Bearer hunter2", "X-Title": "nightly"}
+    value = {"agent_headers": headers, "endpoint": {"headers": headers, "key_header": "api-key"}}
+    shown = {"Helicone-Auth": "[redacted]", "X-Title": "[redacted]"}
+    assert redact(value) == {
+        "agent_headers": shown,
+        "endpoint": {"headers": shown, "key_header": "api-key"},
+    }
 
 
 def test_extra_body_values_are_redacted_unless_their_key_is_harmless() -> None:

@@ -10,6 +10,8 @@ from tau2_retail.models.secrets import REDACTED, redact_argv
 
 BODY = '{"vendor_auth": "hunter2", "top_k": 20}'
 SHOWN = json.dumps({"vendor_auth": REDACTED, "top_k": 20})
+HEADERS = '{"Helicone-Auth": "Bearer hunter2", "X-Title": "nightly"}'
+HEADERS_SHOWN = json.dumps({"Helicone-Auth": REDACTED, "X-Title": REDACTED})
 
 
 @pytest.mark.parametrize(
@@ -35,9 +37,13 @@ SHOWN = json.dumps({"vendor_auth": REDACTED, "top_k": 20})
             [f"--tau2-agent-extra-body={BODY}"],
             [f"--tau2-agent-extra-body={SHOWN}"],
         ),
+        (["--tau2-user-headers", HEADERS], ["--tau2-user-headers", HEADERS_SHOWN]),
+        ([f"--tau2-user-headers={HEADERS}"], [f"--tau2-user-headers={HEADERS_SHOWN}"]),
+        (["-o", f"tau2_judge_headers={HEADERS}"], ["-o", f"tau2_judge_headers={HEADERS_SHOWN}"]),
+        (["--tau2-user-headers", "not json"], ["--tau2-user-headers", REDACTED]),
     ],
 )
 def test_ini_overrides_are_redacted_like_the_options(argv: list[str], recorded: list[str]) -> None:
-    flags = {"--tau2-agent-extra-body"}
-    assert redact_argv(["pytest", *argv], extra_body_flags=flags) == ["pytest", *recorded]
-    assert "hunter2" not in " ".join(redact_argv(argv, extra_body_flags=flags))
+    flags = {"--tau2-agent-extra-body", "--tau2-user-headers"}
+    assert redact_argv(["pytest", *argv], json_flags=flags) == ["pytest", *recorded]
+    assert "hunter2" not in " ".join(redact_argv(argv, json_flags=flags))
