@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tau2_retail.errors import AgentInterrupted, ArtifactError, ConfigError, DataError
+from tau2_retail.plugins.compat import runs_no_test
 from tau2_retail.plugins.interop import distributing_mode, record_suite_properties
 from tau2_retail.plugins.ledger import NOT_RUN, NOT_RUN_INTERRUPTED, RunLedger
 from tau2_retail.plugins.options import Tau2Settings
@@ -66,7 +67,7 @@ class Tau2Run:
 
     def __init__(self, config: pytest.Config, settings: Tau2Settings) -> None:
         self.config = config
-        self.folder = RunFolder(settings, collect_only=bool(config.option.collectonly))
+        self.folder = RunFolder(settings, collect_only=runs_no_test(config))
         self.ledger = RunLedger(self._known_scenarios)
         self._process: Tau2Process | None = None
         #: what stops this run, held until a scenario is collected (see ``start``)
@@ -217,14 +218,17 @@ class Tau2Run:
         # interrupted before pytest reported a scenario (during the first test's set-up, while
         # the scenarios started ahead ran): the records of those that finished still count
         recorded = self.folder.plan.completed or (interrupted and self.folder.claimed)
-        active = bool(self.ledger.seen or (self.collected and recorded))
+        # a session that runs no test (--setup-plan reports each one as set up) has no run
+        active = not self.folder.collect_only and bool(
+            self.ledger.seen or (self.collected and recorded)
+        )
         self.interrupted = interrupted
         if active and not interrupted:
             self._finish(session)
         yield
         if active and interrupted:
             self._finish(session)
-        if not active and exitstatus not in _BROKEN and not self.config.option.collectonly:
+        if not active and exitstatus not in _BROKEN and not self.folder.collect_only:
             self.gate = self.ledger.empty.verdict(self.settings)
             if self.gate is not None:
                 self.exit_verdict = pytest.ExitCode.TESTS_FAILED

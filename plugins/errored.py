@@ -21,7 +21,7 @@ import pytest
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.text import printable
 from tau2_retail.plugins.scenario_report import INFRA_VERDICT, ScenarioReport
-from tau2_retail.results.artifacts import set_aside_metrics
+from tau2_retail.results.artifacts import folder_of_scenario_id, set_aside_metrics
 from tau2_retail.results.summary import scenario_order
 
 __all__ = ["ErroredScenarios", "errored_reason"]
@@ -72,11 +72,12 @@ class ErroredScenarios:
         that could not be moved still does not count in this session's summary)."""
         problems = []
         for scenario, reason in self.reasons.items():
-            folder = self._folders.get(scenario)
-            if folder is None:
-                continue
+            # a scenario whose test ended before its outcome (a user's fixture failing in set-up,
+            # a signal from outside) may still have finished and written its record
+            known = self._folders.get(scenario)
+            folder = run_dir / known if known else folder_of_scenario_id(run_dir, scenario)
             try:
-                set_aside_metrics(run_dir / folder, reason)
+                set_aside_metrics(folder, reason)
             except ArtifactError as error:
                 problems.append(f"tau2: {error}")
         return problems

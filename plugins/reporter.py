@@ -42,7 +42,7 @@ __all__ = [
 
 
 # flags a resume command drops: the run id it names itself, and the early stop of the session
-# that stopped (``-x``, ``--maxfail``); each with the number of values that follow it when
+# that stopped (``-x``, ``--maxfail``, stepwise); each with the number of values that follow it when
 # given without ``=``
 _NOT_REPEATED = {
     "--tau2-resume": 1,
@@ -52,6 +52,11 @@ _NOT_REPEATED = {
     "--maxfail": 1,
     "--sw": 0,
     "--stepwise": 0,
+    # these turn stepwise on too (each resume would stop again at its second failure)
+    "--sw-skip": 0,
+    "--stepwise-skip": 0,
+    "--sw-reset": 0,
+    "--stepwise-reset": 0,
 }
 # short flags without a value that may be combined with -x in one word (``-xq``)
 _SHORT_SWITCHES = frozenset("xvqsl")

@@ -113,6 +113,14 @@ class ScenarioScheduler(Generic[T]):
     def started(self, item: pytest.Item) -> bool:
         return id(item) in self._started
 
+    def abandon(self, item: pytest.Item) -> None:
+        """``item``'s test is over without taking its outcome (an exception from outside the
+        loop, such as pytest-timeout's signal, left it waiting): its scenario is cancelled
+        rather than finishing, and writing its record, during a later test."""
+        task = self._tasks.pop(item.nodeid, None)
+        if task is not None and not task.done():
+            task.cancel()
+
     async def outcome(self, item: pytest.Item) -> T:
         """The result of ``item``'s scenario: started now if it was not yet, then awaited.
 

@@ -54,6 +54,7 @@ __all__ = [
     "FolderRecord",
     "PendingJudgement",
     "RunMetrics",
+    "folder_of_scenario_id",
     "is_complete",
     "load_pending_judgement",
     "load_run_metrics",
@@ -389,6 +390,13 @@ def scenario_id_of_folder(run_dir: Path, folder: Path) -> str:
     if len(parts) == 2 and parts[1].startswith("trial-"):
         return f"{parts[0]}-trial{parts[1].removeprefix('trial-')}"
     return parts[0]
+
+
+def folder_of_scenario_id(run_dir: Path, scenario_id: str) -> Path:
+    """The inverse of :func:`scenario_id_of_folder`: ``RUN/tau2_retail__5/trial-2`` for
+    ``tau2_retail__5-trial2``."""
+    name, separator, trial = scenario_id.partition("-trial")
+    return Path(run_dir) / name / f"trial-{trial}" if separator else Path(run_dir) / name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

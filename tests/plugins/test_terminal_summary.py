@@ -23,6 +23,9 @@ from .conftest import Bench, ScriptedEndpoint
         # not the early stop: -k takes a value that may hold an x; -rx is a report option
         (["-k", "x", "-kx", "-rx"], ["-k", "x", "-kx", "-rx"]),
         (["--tau2-output-dir=my runs"], ["--tau2-output-dir=my runs"]),
+        # every stepwise form turns stepwise on
+        (["--sw", "--sw-skip", "--stepwise-skip", "-q"], ["-q"]),
+        (["--stepwise", "--sw-reset", "--stepwise-reset"], []),
     ],
 )
 def test_a_resume_repeats_every_argument_but_the_run_id_and_the_early_stop(

@@ -1,0 +1,88 @@
+"""Other plugins and pytest's own modes, as a scenario test meets them.
+
+A scenario runs once per test and its record is the test's result. Some plugins a team has
+loaded would break that, and are refused once a scenario is collected (:func:`incompatibility`,
+held like any unmet need of the run: a session of the team's own tests is not concerned):
+
+- ``-p no:asyncio``: the scenario fixtures are pytest-asyncio's; every scenario was lost;
+- pytest-repeat's ``--count N``: N tests of one scenario wrote one record, the last one won
+  (pytest counted N failures, the gate passed);
+- pytest-rerunfailures' ``--force-reruns``, or ``--reruns-mode append`` with reruns: a re-run
+  scenario made the pass rate best-of-N. Its plain ``--reruns`` is kept from scenario tests
+  instead (:func:`keep_from_reruns`, the plugin's own marker with no reruns), and the team's
+  other tests are still re-run.
+
+pytest's modes that run no test (``--collect-only``, ``--setup-plan``, ``--fixtures``,
+``--fixtures-per-test``) claim no run folder, and ``--setup-only`` (which sets fixtures up
+without running the tests) runs no scenario (:func:`runs_no_test`, :func:`sets_up_only`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import suppress
+
+import pytest
+
+__all__ = ["incompatibility", "keep_from_reruns", "runs_no_test", "sets_up_only"]
+
+_NO_TEST_MODES = ("collectonly", "setupplan", "showfixtures", "show_fixtures_per_test")
+_FIX = "drop it for a run of the scenarios"
+
+
+def runs_no_test(config: pytest.Config) -> bool:
+    """Whether this session only shows what it collected (no run folder is claimed)."""
+    return any(getattr(config.option, name, False) for name in _NO_TEST_MODES) or sets_up_only(
+        config
+    )
+
+
+def sets_up_only(config: pytest.Config) -> bool:
+    """``--setup-only``: fixtures are set up, tests are not run (nor are scenarios)."""
+    return bool(getattr(config.option, "setuponly", False))
+
+
+def _global_reruns(config: pytest.Config) -> int:
+    reruns = config.getoption("reruns", None)
+    if reruns is None:
+        with suppress(TypeError, ValueError):
+            reruns = int(config.getini("reruns"))
+    return int(reruns or 0)
+
+
+def incompatibility(config: pytest.Config) -> str | None:
+    """What of this session's plugins would make the run's records wrong, with the fix."""
+    plugins = config.pluginmanager
+    if not plugins.has_plugin("asyncio"):
+        return (
+            "the scenarios run on pytest-asyncio, which -p no:asyncio turned off; "
+            f"{_FIX} (a session without scenarios may keep it)"
+        )
+    count = getattr(config.option, "count", None) if plugins.has_plugin("repeat") else None
+    if isinstance(count, int) and count > 1:
+        return (
+            f"pytest-repeat's --count {count} would run each scenario {count} times into one "
+            f"record (the last would count); {_FIX}, and use --tau2-trials {count} for trials "
+            "(pass^k over them)"
+        )
+    if plugins.has_plugin("rerunfailures"):
+        forced = config.getoption("force_reruns", None)
+        appended = config.getoption("reruns_mode", None) == "append" and _global_reruns(config)
+        if forced or appended:
+            how = f"--force-reruns {forced}" if forced else "--reruns-mode append"
+            return (
+                f"pytest-rerunfailures' {how} would re-run failed scenarios (a best-of-N pass "
+                f"rate); {_FIX} (plain --reruns leaves scenario tests alone; --tau2-resume "
+                "re-runs infra errors and lost scenarios)"
+            )
+    return None
+
+
+def keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """Mark ``items`` (scenario tests) with pytest-rerunfailures' marker for no reruns, over
+    its ``--reruns`` (or ini ``reruns``) when that asks for any (the marker makes the plugin
+    run the test's protocol itself: left alone otherwise)."""
+    if not config.pluginmanager.has_plugin("rerunfailures") or not _global_reruns(config):
+        return
+    for item in items:
+        item.add_marker(pytest.mark.flaky(reruns=0))

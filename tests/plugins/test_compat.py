@@ -1,0 +1,207 @@
+"""Plugins a team has loaded and pytest's own modes, as scenario tests meet them (found by
+running the benchmark with pytest-rerunfailures, pytest-repeat, ``-p no:asyncio``,
+``--setup-only``, ``--setup-plan`` and ``--fixtures``).
+
+The plugins' interfaces are stood in for by modules of the same name, holding the options
+the benchmark reads (their ``dest`` names are the real plugins'): the refusal is what is
+tested. A re-run of a scenario's test is tested through pytest's own protocol, run twice.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tau2_retail.testing.bench import Bench
+
+from .conftest import usage_errors
+
+pytestmark = pytest.mark.tau2_subprocess
+
+TASKS = "--tau2-tasks=0,10"
+
+RERUNFAILURES = """
+def pytest_addoption(parser):
+    parser.addoption("--reruns", dest="reruns", type=int, default=None)
+    parser.addoption("--force-reruns", dest="force_reruns", type=int, default=None)
+    parser.addoption("--reruns-mode", dest="reruns_mode", default="strict")
+    parser.addini("reruns", "reruns")
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "flaky(reruns=1): re-run")
+
+def pytest_collection_finish(session):
+    marked = [item.get_closest_marker("flaky") for item in session.items]
+    print("FLAKY", [marker.kwargs if marker else None for marker in marked])
+"""
+
+REPEAT = """
+def pytest_addoption(parser):
+    parser.addoption("--count", dest="count", type=int, default=1)
+"""
+
+HANG_UP = """
+END = {"tool_calls": [{"id": "e", "type": "function",
+                       "function": {"name": "end_conversation", "arguments": "{}"}}]}
+
+class HangUp:
+    def respond(self, messages, tools):
+        return END
+
+@pytest.fixture
+def tau2_agent():
+    return HangUp()
+"""
+
+# what any plugin re-running a test does: pytest's protocol for the same item, again
+RERUN_TWICE = """
+import pytest
+from _pytest.runner import runtestprotocol
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for attempt in range(2):
+        for report in runtestprotocol(item, nextitem=nextitem, log=False):
+            if attempt == 0 and report.failed:
+                report.outcome = "rerun"
+            item.ihook.pytest_runtest_logreport(report=report)
+    return True
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "problem"),
+    [
+        (None, ["-p", "no:asyncio"], "the scenarios run on pytest-asyncio, which -p no:asyncio"),
+        ("repeat", ["--count=3"], "pytest-repeat's --count 3 would run each scenario 3 times"),
+        ("rerunfailures", ["--force-reruns=2"], "pytest-rerunfailures' --force-reruns 2"),
+        (
+            "rerunfailures",
+            ["--reruns=1", "--reruns-mode=append"],
+            "pytest-rerunfailures' --reruns-mode append",
+        ),
+    ],
+)
+def test_a_plugin_that_would_make_the_records_wrong_stops_the_run_at_start_up(
+    bench: Bench, module: str | None, args: list[str], problem: str
+) -> None:
+    """All 114 scenarios were lost (``-p no:asyncio``); N tests of a scenario wrote one
+    record and the gate passed on the last (``--count``); a re-run scenario made the rate
+    best-of-N (``--force-reruns``)."""
+    plugin = ["-p", module] if module else []
+    if module:
+        bench.pytester.makepyfile(**{module: RERUNFAILURES if module != "repeat" else REPEAT})
+        bench.pytester.syspathinsert()
+    result = bench.run_inprocess(*plugin, *args, TASKS)
+    (line,) = usage_errors(result)
+    assert problem in line
+    assert "drop it for a run of the scenarios" in line
+    assert not bench.output_dir.exists()
+
+
+def test_a_team_session_without_scenarios_keeps_those_plugins(bench: Bench) -> None:
+    # a plain project: the bench's pytest.ini names pytest-asyncio's keys (strict config)
+    bench.pytester.makefile(".ini", pytest="[pytest]\n")
+    bench.pytester.makepyfile(test_other="def test_other():\n    pass\n")
+    result = bench.pytester.runpytest_inprocess("test_other.py", "-p", "no:asyncio")
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_plain_reruns_leave_scenario_tests_alone(bench: Bench) -> None:
+    """pytest-rerunfailures' ``--reruns 1`` re-ran a failed scenario's test: the oracle played
+    the re-run of a ``tau2_agent`` fixture's agent, 114/114. Scenario tests carry the
+    plugin's marker for no reruns; without ``--reruns`` they carry nothing."""
+    bench.pytester.makepyfile(rerunfailures=RERUNFAILURES)
+    rerun = bench.run("-p", "rerunfailures", "--reruns=1", "--co", TASKS)
+    assert "FLAKY [{'reruns': 0}, {'reruns': 0}]" in rerun.stdout, rerun.output
+    plain = bench.run("-p", "rerunfailures", "--co", TASKS)
+    assert "FLAKY [None, None]" in plain.stdout, plain.output
+
+
+def test_a_re_run_test_does_not_run_its_scenario_again(bench: Bench) -> None:
+    """Any other plugin re-running a test: the second run of a scenario's test plays nothing
+    (not the default oracle in the fixture agent's place), and the scenario counts as lost."""
+    bench.pytester.makeconftest(RERUN_TWICE + HANG_UP)
+    run = bench.run(
+        "--tau2-tasks=0,10", "--tau2-run-id=twice", "--tau2-user-model=builtin:customer"
+    )
+    assert "runs a second time (a plugin re-running tests?)" in run.output
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED
+    # each test ran twice: each second run is refused, and each scenario lost
+    assert bench.summary("twice")["counts"]["lost"] == 2
+    log = (bench.run_dir("twice") / "tau2_retail__0" / "conversation_log.txt").read_text()
+    assert "cancel_pending_order" not in log  # the oracle never played (the gold's write)
+
+
+@pytest.mark.parametrize("mode", ["--setup-plan", "--fixtures", "--fixtures-per-test"])
+def test_a_mode_that_runs_no_test_claims_no_run_folder(bench: Bench, mode: str) -> None:
+    run = bench.run(mode, TASKS, "--tau2-min-pass-rate=0.5")
+    assert run.returncode == pytest.ExitCode.OK, run.output
+    assert not bench.output_dir.exists()
+    assert "tau2 gate" not in run.output
+
+
+def test_setup_only_runs_no_scenario(bench: Bench) -> None:
+    """``--setup-only`` sets fixtures up without running tests: the scenarios ran (with an
+    endpoint, at a cost) and the gate passed with "no tests ran"."""
+    run = bench.run("--setup-only", TASKS, "--tau2-min-pass-rate=0.5")
+    assert "2 skipped" in run.output, run.output
+    assert not bench.output_dir.exists()
+    assert "tau2 gate" not in run.output
+
+
+# what pytest-timeout's signal method does: SIGALRM, then pytest.fail from wherever the main
+# thread is (here: the event loop, while the scenario's conversation runs)
+SIGNAL_TIMEOUT = """
+import asyncio
+import signal
+
+import pytest
+
+END = {"tool_calls": [{"id": "e", "type": "function",
+                       "function": {"name": "end_conversation", "arguments": "{}"}}]}
+
+
+class Slow:
+    async def respond(self, messages, tools):
+        await asyncio.sleep(1.5)
+        return END
+
+
+@pytest.fixture
+def tau2_agent():
+    return Slow()
+
+
+def _timeout(signum, frame):
+    pytest.fail("Timeout (>0.3s) from pytest-timeout.")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    if "tau2_retail__10" in item.nodeid:
+        signal.signal(signal.SIGALRM, _timeout)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        return (yield)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+"""
+
+
+def test_a_test_stopped_by_a_signal_leaves_no_record_behind(bench: Bench) -> None:
+    """pytest-timeout's signal method stopped the test while its scenario ran on: the run
+    counted it lost, but its record was written during the next test, so ``summarize``
+    disagreed with summary.json and ``--tau2-resume`` did not run it again."""
+    bench.pytester.makeconftest(SIGNAL_TIMEOUT)
+    args = ("--tau2-tasks=10,12", "--tau2-user-model=builtin:customer", "-p", "no:xdist")
+    run = bench.run(*args, "--tau2-run-id=alarm")
+    assert "Timeout (>0.3s)" in run.output
+    assert bench.summary("alarm")["counts"]["lost"] == 1
+    assert not (bench.run_dir("alarm") / "tau2_retail__10" / "metrics.json").exists()
+    summarized = bench.python("-m", "tau2_retail", "summarize", str(bench.run_dir("alarm")))
+    assert "0 infra errors, 1 lost" in summarized.stdout, summarized.stdout + summarized.stderr
+    bench.pytester.makeconftest(SIGNAL_TIMEOUT.replace("0.3)", "30)"))
+    resumed = bench.run(*args, "--tau2-resume=alarm")
+    assert resumed.returncode == pytest.ExitCode.OK, resumed.output
+    assert "1 passed, 1 deselected" in resumed.output
