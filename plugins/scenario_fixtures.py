@@ -12,7 +12,7 @@ import functools
 import gc
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import pytest_asyncio
@@ -23,6 +23,7 @@ from tau2_retail.engine.harness import DataBundle, Harness
 from tau2_retail.engine.scenario import SavedConversationError, Scenario, ScenarioOutcome
 from tau2_retail.errors import AgentInterrupted, BudgetExhausted
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
+from tau2_retail.plugins.compat import sets_up_only
 from tau2_retail.plugins.interop import remember_session_loop
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
@@ -64,6 +65,8 @@ __all__ = [
 @pytest.fixture(scope="session")
 def tau2_run(pytestconfig: pytest.Config) -> Tau2Process:
     """This process's view of the run: settings, run id, run folder, data."""
+    if sets_up_only(pytestconfig):
+        pytest.skip("--setup-only: the scenarios are not run")
     return pytestconfig.stash[PROCESS_KEY]
 
 
@@ -146,23 +149,27 @@ Finished = tuple[ScenarioOutcome, Path]
 
 async def _play(
     run: Tau2Process, harness: Harness, scenario: Scenario, agents: AgentSupply, nodeid: str
-) -> ScenarioOutcome:
+) -> tuple[ScenarioOutcome, AgentInterrupted | None]:
     """Run ``scenario``; on resume, a scenario whose conversation finished but whose judge was
-    down is judged again from its saved transcript (the conversation is not run again)."""
+    down is judged again from its saved transcript (the conversation is not run again). With
+    the outcome, the interrupt the agent's ``close()`` raised (its run stops once the record
+    is written)."""
     if run.plan.settings.resume and harness.roles.judge is not None:
         pending = load_pending_judgement(
             scenario_dir(run.plan.run_dir, scenario.name, scenario.trial, scenario.trials)
         )
         if pending is not None:
             try:
-                return await harness.rejudge(
+                outcome = await harness.rejudge(
                     scenario, transcript=pending.transcript, expected_db_hash=pending.db_hash
                 )
+                return outcome, None
             except SavedConversationError:
                 pass  # run it again from the start
     runner = agents.runner(nodeid)
     try:
-        return await harness.run(scenario, agent=runner)
+        outcome = await harness.run(scenario, agent=runner)
+        return outcome, runner.interrupted if runner is not None else None
     finally:
         if runner is not None:
             agents.after(runner, run.notices)
@@ -187,14 +194,12 @@ async def tau2_scheduler(
         scenario = scenario_of_item(item)
         assert scenario is not None, "the scheduler starts only scenario items"
         try:
-            outcome = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
-        except AgentInterrupted as interrupt:
+            outcome, interrupt = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
+        except AgentInterrupted as raised:
             # as Ctrl-C: the scenarios in flight stop (no record), the test pytest is at tells
             # the run, which stops there (summaries written, resume offered). An exception,
             # not the KeyboardInterrupt, ends this task: that one would escape the event loop.
-            reason = f"{interrupt} in {scenario.id}"
-            scheduler.interrupt(reason)
-            raise SchedulerInterrupted(reason) from None
+            _interrupt(scheduler, raised, scenario)
         for hit in outcome.timeouts:
             tau2_run.notice(timeout_notice(hit))
         folder = functools.partial(
@@ -204,7 +209,10 @@ async def tau2_scheduler(
             prompts=tau2_harness.prompts(scenario.task),
             config=configuration,
         )
-        return outcome, await writer.put(folder)
+        finished = outcome, await writer.put(folder)
+        if interrupt is not None:  # close() raised it: the scenario kept its record
+            _interrupt(scheduler, interrupt, scenario)
+        return finished
 
     budget = tau2_run.budget
     writer = await _folder_writer(tau2_run)
@@ -225,6 +233,14 @@ async def tau2_scheduler(
             await scheduler.aclose()
         finally:
             await writer.aclose()  # every folder it received is on disk
+
+
+def _interrupt(
+    scheduler: ScenarioScheduler[Finished], interrupt: AgentInterrupted, scenario: Scenario
+) -> NoReturn:
+    reason = f"{interrupt} in {scenario.id}"
+    scheduler.interrupt(reason)
+    raise SchedulerInterrupted(reason) from None
 
 
 async def _folder_writer(run: Tau2Process) -> FolderWriter:
@@ -307,6 +323,11 @@ def _budget_skip_reason(run: Tau2Process, stopped: Exception) -> str:
     )
 
 
+_RAN_KEY = pytest.StashKey[set[str]]()
+"""The node ids of this process's scenario tests that have run (a test run again by a plugin
+must not run its scenario again: best-of-N, and a fixture's agent is not there for it)."""
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def tau2_outcome(
     request: pytest.FixtureRequest,
@@ -318,6 +339,16 @@ async def tau2_outcome(
     """This test's scenario (started ahead by the scheduler, its artifacts written); its
     result goes to the run. The conversation ran on ``tau2_outcome.conversation.store``."""
     agents = request.config.stash[AGENTS_KEY]
+    ran = request.config.stash.setdefault(_RAN_KEY, set())
+    if request.node.nodeid in ran:
+        pytest.fail(
+            "this scenario's test runs a second time (a plugin re-running tests?): a scenario "
+            "runs once per test, so it is not run again and the run counts it lost; "
+            "--tau2-resume re-runs lost scenarios, --tau2-trials runs more trials",
+            pytrace=False,
+        )
+    ran.add(request.node.nodeid)
+    request.addfinalizer(functools.partial(tau2_scheduler.abandon, request.node))
     if not tau2_scheduler.started(request.node):
         agents.accept(request.node.nodeid, tau2_agent)
     try:

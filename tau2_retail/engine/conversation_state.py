@@ -7,7 +7,9 @@ import asyncio
 import itertools
 import threading
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Final
 
 from tau2_retail.engine.conversation_setup import (
     Clock,
@@ -16,10 +18,17 @@ from tau2_retail.engine.conversation_setup import (
     MessageListener,
     ScenarioPrompts,
 )
-from tau2_retail.engine.ending import Ending, StopReason
+from tau2_retail.engine.ending import (
+    EMPTY_AGENT,
+    Ending,
+    StopReason,
+    empty_agent_ending,
+    failure_reason,
+    why_empty,
+)
 from tau2_retail.engine.toolbox import ScenarioToolbox
 from tau2_retail.engine.transcript import ConversationResult
-from tau2_retail.errors import ContextWindowExceeded, EndpointError, UnparsedModelOutput
+from tau2_retail.errors import EndpointError
 from tau2_retail.models.agent import AgentFailed, AgentRunner
 from tau2_retail.models.messages import (
     STOP_TOKENS,
@@ -42,26 +51,8 @@ __all__ = ["TOOLBOX_ENDED", "TOOLBOX_STOPPED", "Cast", "RunningConversation", "h
 TOOLBOX_STOPPED = "Error: the conversation is over (a limit was reached); stop and return."
 TOOLBOX_ENDED = "Error: the conversation has ended; return your last words."
 
-_EMPTY_AGENT = Ending(
-    reason=StopReason.AGENT_ERROR,
-    detail="the agent returned an empty message twice",
-    failed_role="agent",
-)
-
-
-def _why_empty(finish_reason: str | None) -> str:
-    """What the server said of an empty message, for its ending's detail: its ``finish_reason``
-    when that explains it (``length``: the completion budget spent, often on a reasoning
-    model's thinking; ``content_filter``: the provider's filter), nothing for ``stop``."""
-    if finish_reason is None or finish_reason == "stop":
-        return ""
-    return f" (finish_reason {finish_reason})"
-
-
-def _empty_agent(finish_reason: str | None) -> Ending:
-    return replace(_EMPTY_AGENT, detail=_EMPTY_AGENT.detail + _why_empty(finish_reason))
-
-
+CALLS_PER_YIELD: Final = 100
+"""A turn's tool calls run this many at a time between looks at the event loop."""
 _GRACE_LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TIMEOUT, StopReason.TOO_MANY_ERRORS})
 
 
@@ -78,19 +69,6 @@ class _Stopped(Exception):
     def by(cls, reason: StopReason, detail: str) -> _Stopped:
         """A stop that no role's failure caused (a limit)."""
         return cls(Ending(reason=reason, detail=detail))
-
-
-def _failure_reason(role: str, error: EndpointError) -> StopReason:
-    """How a failed request ends the conversation: a prompt too long for the agent's model is
-    ``context_window_exceeded``, and output the server could not parse is the agent's
-    ``agent_error``; anything else, the customer's context overflow and unparsed output
-    included (its endpoint is infrastructure, not what is measured), is an infra error of
-    ``role``."""
-    if role == "agent" and isinstance(error, ContextWindowExceeded):
-        return StopReason.CONTEXT_WINDOW_EXCEEDED
-    if role == "agent" and isinstance(error, UnparsedModelOutput):
-        return StopReason.AGENT_ERROR
-    return StopReason.INFRA_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +192,7 @@ class RunningConversation:
                 )
                 self.request_timeout = error.timeout_seconds
                 raise _Stopped(
-                    Ending.failure(_failure_reason(role, error), role, str(error)),
+                    Ending.failure(failure_reason(role, error), role, str(error)),
                     body=error.full_body,
                 ) from error
             except AgentFailed as error:
@@ -264,8 +242,7 @@ class RunningConversation:
                 Ending.failure(
                     StopReason.INFRA_ERROR,
                     "user",
-                    "the simulator returned an empty message twice"
-                    + _why_empty(turn.finish_reason),
+                    "the simulator returned an empty message twice" + why_empty(turn.finish_reason),
                 )
             )
         message = Message(role=Role.USER, content=turn.content, finish_reason=turn.finish_reason)
@@ -290,7 +267,7 @@ class RunningConversation:
             turn = await self.complete("agent", agent, [self.agent_system, *self.messages])
             if turn.is_empty:
                 if retried_empty or not self.rules.retry_empty_agent:
-                    raise _Stopped(_empty_agent(turn.finish_reason))
+                    raise _Stopped(empty_agent_ending(turn.finish_reason))
                 retried_empty = True
                 continue
             # The retry is per empty message: a good reply earns the next empty one a retry too.
@@ -299,7 +276,7 @@ class RunningConversation:
             self.steps += 1
             if not turn.tool_calls:
                 return False
-            if self.run_tools(turn):
+            if await self.run_tools_yielding(turn):
                 return True
 
     async def loop_turn(self, agent: AgentRunner) -> bool:
@@ -336,7 +313,7 @@ class RunningConversation:
             if ended:
                 return True
             if retried_empty or not self.rules.retry_empty_agent:
-                raise _Stopped(_EMPTY_AGENT)
+                raise _Stopped(EMPTY_AGENT)
             retried_empty = True
 
     def toolbox_call(self, name: str, arguments: str, call_id: str | None = None) -> str:
@@ -380,8 +357,27 @@ class RunningConversation:
         """Execute the turn's calls in order and count their steps; True when one of them
         ended the conversation. Raises ``_Stopped`` at the step limit (the turn's remaining
         calls are not run; ``tool_calls_are_steps`` only) or the error limit."""
+        calls = self._tool_calls(turn)
+        while (exited := _next_pause(calls)) is None:
+            pass
+        return exited
+
+    async def run_tools_yielding(self, turn: AssistantTurn) -> bool:
+        """:meth:`run_tools`, letting the event loop run every :data:`CALLS_PER_YIELD` calls:
+        a turn of 100,000 calls (the tau2 profile runs them all) held up the other scenarios in
+        flight for seconds and ran past the scenario's deadline, which can land here now."""
+        calls = self._tool_calls(turn)
+        while (exited := _next_pause(calls)) is None:
+            await asyncio.sleep(0)
+        return exited
+
+    def _tool_calls(self, turn: AssistantTurn) -> Generator[None, None, bool]:
+        """The body of :meth:`run_tools`, pausing (a ``yield``) every
+        :data:`CALLS_PER_YIELD` calls."""
         calls = turn.tool_calls
         for done, call in enumerate(calls):
+            if done and not done % CALLS_PER_YIELD:
+                yield
             if self.rules.tool_calls_are_steps and self.steps >= self.limits.max_steps:
                 raise _Stopped.by(
                     StopReason.MAX_STEPS,
@@ -481,3 +477,13 @@ class RunningConversation:
             error_body=self.error_body,
             agent_traceback=self.agent_traceback,
         )
+
+
+def _next_pause(calls: Generator[None, None, bool]) -> bool | None:
+    """Run a turn's calls to their next pause (None) or to their end (whether they ended the
+    conversation)."""
+    try:
+        next(calls)
+    except StopIteration as done:
+        return bool(done.value)
+    return None

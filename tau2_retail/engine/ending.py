@@ -8,8 +8,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tau2_retail.engine.metrics import ROLES
+from tau2_retail.errors import ContextWindowExceeded, EndpointError, UnparsedModelOutput
 
-__all__ = ["Ending", "StopReason"]
+__all__ = [
+    "EMPTY_AGENT",
+    "Ending",
+    "StopReason",
+    "empty_agent_ending",
+    "failure_reason",
+    "why_empty",
+]
 
 
 class StopReason(StrEnum):
@@ -70,3 +78,37 @@ class Ending:
     def noting(self, note: str) -> Ending:
         """This ending with ``note`` appended to its detail (``"; "``-separated)."""
         return dataclasses.replace(self, detail="; ".join(filter(None, (self.detail, note))))
+
+
+EMPTY_AGENT = Ending(
+    reason=StopReason.AGENT_ERROR,
+    detail="the agent returned an empty message twice",
+    failed_role="agent",
+)
+
+
+def why_empty(finish_reason: str | None) -> str:
+    """What the server said of an empty message, for its ending's detail: its ``finish_reason``
+    when that explains it (``length``: the completion budget spent, often on a reasoning
+    model's thinking; ``content_filter``: the provider's filter), nothing for ``stop``."""
+    if finish_reason is None or finish_reason == "stop":
+        return ""
+    return f" (finish_reason {finish_reason})"
+
+
+def empty_agent_ending(finish_reason: str | None) -> Ending:
+    """The agent's ending after an empty message asked again came back empty too."""
+    return dataclasses.replace(EMPTY_AGENT, detail=EMPTY_AGENT.detail + why_empty(finish_reason))
+
+
+def failure_reason(role: str, error: EndpointError) -> StopReason:
+    """How a failed request ends the conversation: a prompt too long for the agent's model is
+    ``context_window_exceeded``, and output the server could not parse is the agent's
+    ``agent_error``; anything else, the customer's context overflow and unparsed output
+    included (its endpoint is infrastructure, not what is measured), is an infra error of
+    ``role``."""
+    if role == "agent" and isinstance(error, ContextWindowExceeded):
+        return StopReason.CONTEXT_WINDOW_EXCEEDED
+    if role == "agent" and isinstance(error, UnparsedModelOutput):
+        return StopReason.AGENT_ERROR
+    return StopReason.INFRA_ERROR

@@ -136,7 +136,10 @@ class AgentIdentity:
     @classmethod
     def of(cls, source: str, agent: object, *, fixture: bool = False) -> AgentIdentity:
         def attribute(key: str) -> str | None:
-            value = getattr(agent, key, None)
+            try:
+                value = getattr(agent, key, None)
+            except (Exception, SystemExit):  # the agent's property or __getattr__: no name
+                return None
             return str(value) if isinstance(value, (str, int, float)) and value != "" else None
 
         return cls(
@@ -175,18 +178,17 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
     object returned by every call).
     """
     module_name, attribute = parse_agent_spec(spec)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # any error of the user's module at import: say which
-        raise ConfigError(
-            f"{spec}: cannot import {module_name!r}: {type(error).__name__}: {error}"
-        ) from error
+    module = _users_code(
+        spec, f"cannot import {module_name!r}:", importlib.import_module, module_name
+    )
     target: Any = module
     for part in attribute.split("."):
-        if not hasattr(target, part):
+        found = _users_code(spec, f"reading {attribute!r}:", getattr, target, part, _MISSING)
+        if found is _MISSING:
             raise ConfigError(f"{spec}: module {module_name!r} has no attribute {attribute!r}")
-        target = getattr(target, part)
-    if agent_style(target) is not None and not inspect.isclass(target):
+        target = found
+    style = _users_code(spec, f"inspecting {attribute!r}:", agent_style, target)
+    if style is not None and not inspect.isclass(target):
         raise ConfigError(
             f"{spec}: names an agent object, not a factory; name a class or a function that "
             "returns a fresh agent (one per scenario and trial)"
@@ -194,21 +196,15 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
     if not callable(target):
         raise ConfigError(f"{spec}: {type(target).__name__} object is not callable")
     factory: AgentFactory = target
-    if inspect.isclass(target):
-        probe: object = target
-    else:
-        try:
-            probe = target()
-        except Exception as error:  # the user's factory: report it as a start-up error
-            raise ConfigError(
-                f"{spec}: the factory raised {type(error).__name__}: {error}"
-            ) from error
-    if agent_style(probe) is None:
+    probe: object = (
+        target if inspect.isclass(target) else _users_code(spec, "the factory raised", target)
+    )
+    if _users_code(spec, "inspecting the agent:", agent_style, probe) is None:
         raise ConfigError(
             f"{spec}: {_kind(probe)} has neither respond(messages, tools) nor "
             "converse(messages, toolbox); see the agent contract in docs/agents.md"
         )
-    if not inspect.isclass(target) and _same_again(spec, target, probe):
+    if not inspect.isclass(target) and _users_code(spec, "the factory raised", target) is probe:
         raise ConfigError(
             f"{spec}: the factory returned the same {type(probe).__name__} object twice: "
             "every scenario would share it; return a fresh agent from each call (e.g. name "
@@ -217,12 +213,17 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
     return factory, AgentIdentity.of(spec, probe)
 
 
-def _same_again(spec: str, factory: Callable[[], object], first: object) -> bool:
-    """Whether a second call of ``factory`` gives ``first`` again (one shared agent)."""
+_MISSING: Final = object()
+
+
+def _users_code(spec: str, what: str, call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)``, the user's code at start-up (importing the module, reading the name,
+    calling the factory): what it raises, ``SystemExit`` included (a script's guard run at
+    import), is a ``ConfigError`` saying ``what`` (Ctrl-C still stops)."""
     try:
-        return factory() is first
-    except Exception as error:  # the user's factory: report it as a start-up error
-        raise ConfigError(f"{spec}: the factory raised {type(error).__name__}: {error}") from error
+        return call(*args)
+    except (Exception, SystemExit) as error:
+        raise ConfigError(f"{spec}: {what} {type(error).__name__}: {error}") from error
 
 
 def _kind(value: object) -> str:
@@ -296,6 +297,9 @@ class AgentRunner:
         self._call_ids = itertools.count()
         self._thread = AgentThread(identity.describe())
         self._tools: tuple[object, str] | None = None
+        #: the agent's ``close()`` raised KeyboardInterrupt: the scenario keeps its verdict
+        #: (its record is written), then the run stops as for Ctrl-C
+        self.interrupted: AgentInterrupted | None = None
 
     @property
     def name(self) -> str:
@@ -391,6 +395,9 @@ class AgentRunner:
             return error.detail
         except AgentInfraError as error:
             return f"close() raised AgentInfraError: {error}"
+        except AgentInterrupted as error:
+            self.interrupted = error
+            return "close() raised KeyboardInterrupt"
         return ""
 
     def abandon(self) -> None:

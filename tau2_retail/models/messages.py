@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
 from tau2_retail.codec import Omitted, rounded
 
 __all__ = [
+    "MAX_TOKEN_COUNT",
     "STOP_TOKENS",
     "AssistantTurn",
     "Message",
@@ -84,6 +85,11 @@ _Counted = TypeVar("_Counted", "Usage", "RequestStats")
 def _field_sum(a: _Counted, b: _Counted) -> _Counted:
     """Two records of counters added field by field (derived fields are derived again)."""
     return type(a)(**{f.name: getattr(a, f.name) + getattr(b, f.name) for f in fields(a) if f.init})
+
+
+MAX_TOKEN_COUNT: Final = 2**53 - 1
+"""The largest token count a reply's usage records (a larger one is recorded as this): the
+largest integer every JSON reader holds exactly, the report's browser included."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

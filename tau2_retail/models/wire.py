@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from tau2_retail.models.messages import Message, ToolCall, Usage
+from tau2_retail.models.messages import MAX_TOKEN_COUNT, Message, ToolCall, Usage
 from tau2_retail.models.text import valid_unicode
 
 __all__ = [
@@ -171,4 +171,8 @@ def _usage(raw: object) -> Usage:
 
 
 def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    """A reported token count: a non-negative integer, at most :data:`MAX_TOKEN_COUNT` (an
+    agent's code may return any integer, and one of 5,000 digits could not be written)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return min(value, MAX_TOKEN_COUNT)
+    return 0

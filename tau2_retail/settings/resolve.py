@@ -136,7 +136,7 @@ def _parse(setting: Setting, raw: str, source: str, flag: str) -> Any:
         # "@" left after the userinfo went: a password holding "/" hides its start)
         shown = f" {redact_text(raw)!r}"
         if setting.parse in _UNSHOWN or "@" in redact_text(raw):
-            shown = ""
+            shown = " the value given"
         raise ConfigError(f"{source}:{shown} is not valid for {flag}; expected {error}") from None
 
 

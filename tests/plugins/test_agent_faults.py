@@ -298,6 +298,40 @@ def test_keyboard_interrupt_from_the_agent_interrupts_the_run_as_ctrl_c(
     assert len(bench.summary("ki")["scenarios"]) == 4
 
 
+CLOSE_INTERRUPTING = (
+    DISPATCH
+    + """
+
+class Agent:
+    def respond(self, messages, tools):
+        return END
+
+    def close(self):
+        if task_of_closing[0] == "10":
+            raise KeyboardInterrupt
+
+
+task_of_closing = ["10"]
+"""
+)
+
+
+@pytest.mark.tau2_subprocess
+def test_keyboard_interrupt_from_close_keeps_the_finished_verdict(bench: Bench) -> None:
+    """The conversation had ended and passed, then ``close()`` raised KeyboardInterrupt: the
+    scenario was thrown away (no folder, lost), against "close()'s problems do not change the
+    verdict" and "finished scenarios keep their records". It keeps its record now, and the
+    run stops as for Ctrl-C."""
+    (bench.path / "my_agents.py").write_text(CLOSE_INTERRUPTING, encoding="utf-8")
+    result = bench.run("--tau2-tasks=10", "--tau2-agent=my_agents:Agent", "--tau2-run-id=kc")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.output
+    assert "close() raised KeyboardInterrupt in tau2_retail__10" in result.output
+    metrics = bench.metrics("kc", "tau2_retail__10")
+    assert metrics["is_successful"] is True
+    assert "agent: close() raised KeyboardInterrupt" in metrics["stop_detail"]
+    assert bench.summary("kc")["lost"] == []
+
+
 # -- item: an async agent that blocks its event loop ---------------------------------------------
 
 BLOCKING = (

@@ -67,8 +67,10 @@ def test_a_bad_value_is_a_usage_error_naming_option_value_and_accepted_forms(
 ) -> None:
     result = bench.run_inprocess(f"{flag}={value}")
 
-    assert error_line(result) == (
-        f"ERROR: {flag}: {value!r} is not valid for {flag}; expected {accepted}"
+    # an extra body's text is not echoed: it may hold a credential
+    shown = "the value given" if flag.endswith("extra-body") else repr(value)
+    assert (
+        error_line(result) == f"ERROR: {flag}: {shown} is not valid for {flag}; expected {accepted}"
     )
 
 
@@ -137,7 +139,7 @@ def test_a_pasted_key_is_never_echoed(bench: Bench) -> None:
     result = bench.run_inprocess(f"--tau2-agent-api-key-env={pasted}")
 
     line = error_line(result)
-    assert line.startswith("ERROR: --tau2-agent-api-key-env: is not valid for")
+    assert line.startswith("ERROR: --tau2-agent-api-key-env: the value given is not valid for")
     assert "the NAME of an environment variable" in line
     assert pasted not in result.stdout.str() + result.stderr.str()
 

@@ -211,7 +211,8 @@ def test_bad_settings_exit_2_naming_the_option(data_dir, capsys, args, message):
         ),
         (
             ["--agent-model", "m", "--agent-extra-body", "[1]"],
-            "error: --agent-extra-body: '[1]' is not valid for --agent-extra-body; "
+            # not echoed: an extra body may hold a credential
+            "error: --agent-extra-body: the value given is not valid for --agent-extra-body; "
             "expected a JSON object",
         ),
         (

@@ -22,7 +22,13 @@ import pytest_asyncio
 from tau2_retail import codec
 from tau2_retail.data.seed import load_seed
 from tau2_retail.engine.conversation import run_conversation
-from tau2_retail.engine.conversation_setup import Limits, ScenarioPrompts, SystemClock
+from tau2_retail.engine.conversation_setup import (
+    ConversationRules,
+    Limits,
+    ScenarioPrompts,
+    SystemClock,
+)
+from tau2_retail.engine.conversation_state import CALLS_PER_YIELD
 from tau2_retail.engine.ending import Ending, StopReason
 from tau2_retail.engine.prompts import GREETING
 from tau2_retail.engine.transcript import ConversationResult
@@ -1172,3 +1178,33 @@ async def test_a_llamacpp_server_as_the_agent_sees_the_tools_and_accepts_the_his
     assert result.stop_reason is StopReason.AGENT_EXIT, result.detail
     assert len(requests) == 3
     assert all(request.tools_seen for request in requests)
+
+
+@pytest.mark.asyncio
+async def test_a_turn_of_many_calls_lets_others_run_and_keeps_the_deadline(store):
+    """Where every call of a turn runs (the tau2 profile), 100,000 calls in one turn ran
+    without letting the event loop turn: the other scenarios in flight waited seconds, and the
+    scenario ran past its deadline (11 s of 5). Others now run between calls, and the
+    deadline lands within the turn."""
+    rules = ConversationRules(tool_calls_are_steps=False)
+    calls = 20_000
+    agent = Scripted("agent", [act(*(lookup() for _ in range(calls)))])
+    turns = 0
+
+    async def another_scenario() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(another_scenario())
+    try:
+        result = await converse(
+            store, agent, user_says("hi"), rules=rules, clock=SystemClock(),
+            limits=Limits(max_duration_seconds=0.05),
+        )  # fmt: skip
+    finally:
+        other.cancel()
+    assert result.stop_reason is StopReason.TIMEOUT
+    assert 0 < len(tool_results(result)) < calls
+    assert turns > len(tool_results(result)) // CALLS_PER_YIELD // 2

@@ -50,6 +50,23 @@ def broken_factory():
     raise RuntimeError("no key")
 
 
+def exiting_factory():
+    raise SystemExit(9)
+
+
+class BadName:
+    @property
+    def name(self):
+        raise RuntimeError("name boom")
+
+    def respond(self, messages, tools):
+        return "hi"
+
+
+def make_bad_name():
+    return BadName()
+
+
 instance = Turn()
 number = 3
 """
@@ -59,9 +76,11 @@ number = 3
 def agent_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "my_agents_mod.py").write_text(MODULE, encoding="utf-8")
     (tmp_path / "broken_agents_mod.py").write_text("import not_a_module_x\n", encoding="utf-8")
+    # a script's guard that exits when imported (not run as __main__)
+    (tmp_path / "exiting_agents_mod.py").write_text("raise SystemExit('run me')\n", "utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "my_agents_mod"
-    for name in ("my_agents_mod", "broken_agents_mod"):
+    for name in ("my_agents_mod", "broken_agents_mod", "exiting_agents_mod"):
         sys.modules.pop(name, None)
 
 
@@ -107,6 +126,9 @@ def test_a_factory_is_found_with_the_identity_of_its_agent(
         ("my_agents_mod:instance", "names an agent object, not a factory"),
         ("my_agents_mod:number", "int object is not callable"),
         ("my_agents_mod:broken_factory", "the factory raised RuntimeError: no key"),
+        # SystemExit was pytest's INTERNALERROR (exit 3), and the command exited with 9
+        ("my_agents_mod:exiting_factory", "the factory raised SystemExit: 9"),
+        ("exiting_agents_mod:Agent", "cannot import 'exiting_agents_mod': SystemExit: run me"),
     ],
 )
 def test_a_bad_import_string_says_what_is_wrong(
@@ -118,6 +140,13 @@ def test_a_bad_import_string_says_what_is_wrong(
         load_agent_factory(spec)
     assert expected in str(raised.value)
     assert str(raised.value).startswith(spec)
+
+
+def test_an_agent_whose_name_raises_is_named_by_its_source_alone(agent_module: str) -> None:
+    """A ``name`` property that raises (or a proxy's ``__getattr__``) stopped pytest with an
+    INTERNALERROR at start-up, and lost a fixture agent's scenario as a harness error."""
+    _, identity = load_agent_factory(f"{agent_module}:make_bad_name")
+    assert identity == AgentIdentity(source=f"{agent_module}:make_bad_name")
 
 
 @pytest.mark.parametrize("spec", ["nocolon", "a.b:", ":f", "a b:c", "a:b-c"])
@@ -174,6 +203,11 @@ CALL = {"id": "c1", "type": "function", "function": {"name": "calculate", "argum
             ("y", [], 7),
         ),
         ({"content": "a\ud83d"}, ("a\ufffd", [], 0)),
+        # an agent's own count of 5,000 digits lost its scenario (it could not be written)
+        (
+            {"choices": [{"message": {"content": "z"}}], "usage": {"prompt_tokens": 10**5000}},
+            ("z", [], 2**53 - 1),
+        ),
     ],
 )
 def test_a_turn_is_read_as_an_endpoint_reply_is(reply: object, expected: object) -> None:
