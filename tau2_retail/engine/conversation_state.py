@@ -320,10 +320,10 @@ class RunningConversation:
         """One toolbox call of a loop-style agent: run and recorded exactly as a model's tool
         call (an assistant message with the call, then its result), limits checked first."""
         with self.toolbox_lock:
+            if self.toolbox_ended:  # before the closing that follows it: no limit was reached
+                return TOOLBOX_ENDED
             if self.toolbox_closed or self.toolbox_stop is not None:
                 return TOOLBOX_STOPPED
-            if self.toolbox_ended:
-                return TOOLBOX_ENDED
             try:
                 self.check_limits()
                 if self.rules.tool_calls_are_steps and self.steps + 1 >= self.limits.max_steps:

@@ -144,8 +144,20 @@ def _judgement_object(text: str) -> dict[str, Any]:
             return data
     found = _first_object(text)
     if found is None:
-        raise UnreadableJudgement(f"no JSON object in the reply: {_excerpt(text)}")
+        raise UnreadableJudgement(f"{_why_no_object(text)}: {_excerpt(text)}")
     return found
+
+
+def _why_no_object(text: str) -> str:
+    """Why no object was read: none there, or JSON this reader refuses (an integer of more
+    than 4,300 digits)."""
+    try:
+        json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return "no JSON object in the reply"
+    except ValueError as error:
+        return f"JSON that cannot be read ({error})"
+    return "no JSON object in the reply"
 
 
 def _after_reasoning(text: str) -> str:

@@ -62,8 +62,11 @@ def plain_reply(reply: object) -> Any:
             ) from error
     try:
         return _plain(reply)
+    except RecursionError:  # a dict holding itself (or nested beyond any reply's depth)
+        why = "it holds itself, or is nested too deeply"
     except Unreadable as error:
-        raise Unreadable(
-            f"returned {a_type(reply)} that is not an assistant turn ({error}); "
-            "expected a str, an assistant message dict or a chat completion"
-        ) from None
+        why = str(error)
+    raise Unreadable(
+        f"returned {a_type(reply)} that is not an assistant turn ({why}); "
+        "expected a str, an assistant message dict or a chat completion"
+    )

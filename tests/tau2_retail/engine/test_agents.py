@@ -18,7 +18,7 @@ from openai import OpenAI
 from tau2_retail import codec
 from tau2_retail.data.tasks import Task, load_user_guidelines
 from tau2_retail.engine.conversation_setup import Limits
-from tau2_retail.engine.conversation_state import TOOLBOX_STOPPED
+from tau2_retail.engine.conversation_state import TOOLBOX_ENDED, TOOLBOX_STOPPED
 from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, run_scenario
@@ -372,6 +372,33 @@ def test_a_loop_agent_is_stopped_by_the_error_limit(bundle):
     assert answers[:3] == ["Error: Tool 'no_such_tool' not found."] * 3
     assert answers[3:] == [TOOLBOX_STOPPED] * 2
     assert outcome.conversation.tool_errors == 3
+
+
+def test_a_call_after_the_ending_tool_says_the_conversation_ended(bundle):
+    """A thread of the agent calling after ``end_conversation`` (the toolbox closed since) was
+    told "a limit was reached": no limit was."""
+    released = threading.Event()
+    after: list[str] = []
+
+    class Agent:
+        def converse(self, messages, toolbox):
+            toolbox.call("end_conversation", {})
+
+            def late() -> None:
+                released.wait(10)
+                after.append(toolbox.call("get_order_details", {"order_id": "#W0000000"}))
+
+            threading.Thread(target=late, daemon=True).start()
+            return "bye"
+
+    outcome = _run(bundle, Agent())
+    assert outcome.conversation.stop_reason is StopReason.AGENT_EXIT
+    released.set()
+    for _ in range(100):
+        if after:
+            break
+        time.sleep(0.05)
+    assert after == [TOOLBOX_ENDED]
 
 
 def test_a_hung_sync_agent_is_bounded_by_the_deadline_and_cannot_write_afterwards(bundle):

@@ -344,6 +344,8 @@ def test_the_first_json_fence_wins_over_a_later_one():
         ("[1, 2, 3]", "no JSON object"),
         ("```json\n[true]\n```", "no JSON object"),
         ("1.0", "no JSON object"),
+        # an object this reader refuses is not "no object" (said so while debugging a judge)
+        ('{"index": ' + "9" * 5000 + "}", "JSON that cannot be read \\(Exceeds the limit"),
     ],
 )
 def test_unreadable_replies_raise(text, detail):

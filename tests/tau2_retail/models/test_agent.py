@@ -243,6 +243,18 @@ def test_a_dict_that_is_no_assistant_message_is_named_so(reply: object, detail: 
     assert raised.value.detail.startswith(detail), raised.value.detail
 
 
+def test_a_reply_holding_itself_is_not_a_turn_not_an_exception_of_respond() -> None:
+    """Reported as "respond() raised RecursionError", though respond returned normally."""
+    reply: dict[str, object] = {"content": "x"}
+    reply["tool_calls"] = [reply]
+    with pytest.raises(AgentFailed) as raised:
+        _turn(reply)
+    assert "not an assistant turn (it holds itself, or is nested too deeply)" in str(
+        raised.value.detail
+    )
+    assert "RecursionError" not in raised.value.detail
+
+
 def test_a_message_dict_without_a_role_or_with_role_none_is_the_assistants() -> None:
     assert _turn({"content": "x"})[0] == "x"
     assert _turn({"role": None, "content": "y"})[0] == "y"
