@@ -374,6 +374,14 @@ def test_a_loop_agent_is_stopped_by_the_error_limit(bundle):
     assert outcome.conversation.tool_errors == 3
 
 
+def _wait_for(answers: list[str]) -> None:
+    """Until a thread the agent left behind has made its call (5 s at most)."""
+    for _ in range(100):
+        if answers:
+            return
+        time.sleep(0.05)
+
+
 def test_a_call_after_the_ending_tool_says_the_conversation_ended(bundle):
     """A thread of the agent calling after ``end_conversation`` (the toolbox closed since) was
     told "a limit was reached": no limit was."""
@@ -394,10 +402,7 @@ def test_a_call_after_the_ending_tool_says_the_conversation_ended(bundle):
     outcome = _run(bundle, Agent())
     assert outcome.conversation.stop_reason is StopReason.AGENT_EXIT
     released.set()
-    for _ in range(100):
-        if after:
-            break
-        time.sleep(0.05)
+    _wait_for(after)
     assert after == [TOOLBOX_ENDED]
 
 
@@ -416,10 +421,7 @@ def test_a_hung_sync_agent_is_bounded_by_the_deadline_and_cannot_write_afterward
     assert time.monotonic() - started < 10
     assert outcome.conversation.stop_reason is StopReason.TIMEOUT
     released.set()
-    for _ in range(100):
-        if after:
-            break
-        time.sleep(0.05)
+    _wait_for(after)
     assert after == [TOOLBOX_STOPPED]
 
 

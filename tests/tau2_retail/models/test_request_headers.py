@@ -12,6 +12,7 @@ from tau2_retail.models.cache import endpoint_host
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.masking import Masker
 from tau2_retail.models.messages import Message, Role
+from tau2_retail.models.openai_client import OpenAIChatModel
 from tau2_retail.models.sdk_client import build_sdk_client
 from tau2_retail.testing.loopback_model import loopback_model
 from tau2_retail.testing.loopback_server import Completion, HttpError, LoopbackOpenAIServer
@@ -20,6 +21,13 @@ HELLO = (Message(role=Role.USER, content="Where is my order?"),)
 KEY = "sk-azure-key-0123456789abcdef"
 ENVIRON = {"AZURE_KEY": KEY}
 GATEWAY = {"X-Title": "nightly", "Helicone-Auth": "Bearer hc-secret-0123456789"}
+
+
+def gateway_model(server: LoopbackOpenAIServer) -> OpenAIChatModel:
+    """A model at ``server`` sending the key in ``api-key`` and the gateway's headers."""
+    return loopback_model(
+        server, api_key_env="AZURE_KEY", key_header="api-key", headers=GATEWAY, environ=ENVIRON
+    )
 
 
 @pytest.mark.asyncio
@@ -61,13 +69,7 @@ async def test_a_redirect_within_the_origin_keeps_them(
     moved = f"{openai_server.base_url}/chat/completions"
     openai_server.enqueue(HttpError(status=307, headers={"Location": moved}))
     openai_server.enqueue(Completion(content="ok"))
-    async with loopback_model(
-        openai_server,
-        api_key_env="AZURE_KEY",
-        key_header="api-key",
-        headers=GATEWAY,
-        environ=ENVIRON,
-    ) as model:
+    async with gateway_model(openai_server) as model:
         assert (await model.complete(HELLO)).content == "ok"
     assert len(openai_server.requests) == 2
     for request in openai_server.requests:
@@ -86,13 +88,7 @@ async def test_a_redirect_to_another_origin_carries_neither_the_key_nor_the_head
         moved = f"{elsewhere.base_url}/chat/completions"
         openai_server.enqueue(HttpError(status=307, headers={"Location": moved}))
         elsewhere.enqueue(Completion(content="ok"))
-        async with loopback_model(
-            openai_server,
-            api_key_env="AZURE_KEY",
-            key_header="api-key",
-            headers=GATEWAY,
-            environ=ENVIRON,
-        ) as model:
+        async with gateway_model(openai_server) as model:
             assert (await model.complete(HELLO)).content == "ok"
         (request,) = elsewhere.requests
     assert openai_server.requests[0].header("api-key") == KEY
