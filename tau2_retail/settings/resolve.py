@@ -312,12 +312,14 @@ def _check_headers(values: Mapping[str, Any], where: _Where) -> None:
         bearer = key_header is None and key_env.lower() != NO_API_KEY
         problem = headers_problem(headers, key_header=key_header, bearer_key=bearer)
         if problem is not None:
-            key_flag = where.flag(role, "api_key_env")
             raise ConfigError(
                 f"{where.source(role, 'headers')}: {problem}; send the key in another header "
-                f"with {where.flag(role, 'key_header')}, or say the endpoint takes no key with "
-                f"{key_flag}={NO_API_KEY}"
+                f"with {where.flag(role, 'key_header')}, or {_no_key(role, where)}"
             )
+
+
+def _no_key(role: str, where: _Where) -> str:
+    return f"say the endpoint takes no key with {where.flag(role, 'api_key_env')}={NO_API_KEY}"
 
 
 def _check_key(role: str, choice: ModelChoice | None, where: _Where) -> None:
@@ -327,11 +329,10 @@ def _check_key(role: str, choice: ModelChoice | None, where: _Where) -> None:
         return
     problem = choice.endpoint.missing_key(where.inputs.environ)
     if problem:
-        key_flag = where.flag(role, "api_key_env")
         raise ConfigError(
             f"{where.source(role, 'model')}: the {role} model {choice.name!r}: {problem}; set "
-            f"it, name another variable with {key_flag}, or say the endpoint takes "
-            f"no key with {key_flag}={NO_API_KEY}"
+            f"it, name another variable with {where.flag(role, 'api_key_env')}, or "
+            f"{_no_key(role, where)}"
         )
 
 

@@ -32,6 +32,18 @@ BAD_VALUES = [
         "{oops",
         """a JSON object, e.g. '{"chat_template_kwargs": {"x": 1}}'""",
     ),
+    (
+        "--tau2-agent-headers",
+        '{"X-Gateway-Key": "CANARY-1"',
+        """a JSON object of header names and values, e.g. '{"X-Title": "nightly"}' (the text """
+        "given is not shown in case it holds a secret)",
+    ),
+    (
+        "--tau2-judge-headers",
+        '{"X-Gateway-Key": "CANARY-1", "X": 1}',
+        "a JSON object of header names and values (the value of X is not a string of visible "
+        "ASCII characters, spaces and tabs (not shown: it may be a secret))",
+    ),
     ("--tau2-judge-base-url", "localhost:8000/v1", "an http:// or https:// URL"),
     ("--tau2-agent-timeout", "0", "a number > 0"),
     ("--tau2-agent-max-retries", "-1", "an integer >= 0"),
@@ -68,7 +80,7 @@ def test_a_bad_value_is_a_usage_error_naming_option_value_and_accepted_forms(
     result = bench.run_inprocess(f"{flag}={value}")
 
     # an extra body's text is not echoed: it may hold a credential
-    shown = "the value given" if flag.endswith("extra-body") else repr(value)
+    shown = "the value given" if flag.endswith(("extra-body", "headers")) else repr(value)
     assert (
         error_line(result) == f"ERROR: {flag}: {shown} is not valid for {flag}; expected {accepted}"
     )

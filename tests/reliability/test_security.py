@@ -249,22 +249,14 @@ def test_a_key_pasted_as_the_variable_name_is_not_echoed(bench: Bench) -> None:
     assert not bench.output_dir.exists()
 
 
-@pytest.mark.parametrize(
-    ("option", "value", "expected"),
-    [
-        ("--tau2-agent-extra-body", '{"vendor_auth": "CANARY-EB-1"', "a JSON object"),
-        ("--tau2-agent-headers", '{"X-Gateway-Key": "CANARY-H-1"', "a JSON object of header"),
-        ("--tau2-agent-headers", '{"X-Gateway-Key": "CANARY-H-1", "X": 1}', "the value of X "),
-        ("--tau2-agent-headers", '{"Authorization": "Basic CANARY-H-1"}', "carries the bearer"),
-    ],
-)
-def test_a_refused_value_that_may_hold_a_credential_is_not_echoed(
-    bench: Bench, option: str, value: str, expected: str
-) -> None:
-    run = bench.run("--tau2-agent-model=m", "--tau2-agent-base-url=http://127.0.0.1:9/v1",
-                    f"{option}={value}")  # fmt: skip
+def test_headers_taking_the_keys_place_are_refused_without_their_value(bench: Bench) -> None:
+    run = bench.run(
+        "--tau2-agent-model=m",
+        "--tau2-agent-base-url=http://127.0.0.1:9/v1",
+        '--tau2-agent-headers={"Authorization": "Basic CANARY-H-1"}',
+    )
     assert run.returncode == pytest.ExitCode.USAGE_ERROR
-    assert expected in run.stderr
+    assert "--tau2-agent-headers: Authorization carries the bearer key; send the key" in run.stderr
     assert "CANARY" not in run.output
     assert not bench.output_dir.exists()
 
