@@ -26,16 +26,23 @@ __all__ = ["llm_args", "run_info"]
 
 #: the sampling parameters of an endpoint record, as upstream's ``llm_args`` names them
 _SAMPLING = ("temperature", "top_p", "max_tokens")
+#: what upstream's request layer adds itself (``generate``), absent from its ``llm_args``
+_ADDED_BY_UPSTREAM = {"tool_choice": "auto"}
 #: limits of a run recorded before they were (upstream's defaults, which were ours too)
 _DEFAULTS = {"max_steps": 200, "max_errors": 10, "seed": 300}
 
 
 def llm_args(endpoint: Mapping[str, Any]) -> dict[str, Any]:
-    """The request parameters an endpoint's requests carried, as upstream's ``llm_args``."""
+    """The request parameters an endpoint's requests carried, as upstream's ``llm_args``
+    records them: without ``tool_choice: auto``, which upstream's request layer adds to each
+    request with tools and never records (``submit prepare`` refuses a set of domain files
+    whose arguments differ)."""
     args = {key: endpoint[key] for key in _SAMPLING if endpoint.get(key) is not None}
     extra = endpoint.get("extra_body")
     if isinstance(extra, Mapping):
         args.update(extra)
+    if args.get("tool_choice") == _ADDED_BY_UPSTREAM["tool_choice"]:
+        del args["tool_choice"]
     return args
 
 

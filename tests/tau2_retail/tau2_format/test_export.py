@@ -73,7 +73,8 @@ def test_the_document_has_upstreams_top_level_and_info(
     assert info["agent_info"] == {
         "implementation": "llm_agent",
         "llm": "scripted-agent",
-        "llm_args": {"temperature": 0.0, "tool_choice": "auto"},
+        # as upstream's ``tau2 run`` records it (its request layer adds tool_choice itself)
+        "llm_args": {"temperature": 0.0},
     }
     user = info["user_info"]
     assert (user["implementation"], user["llm"], user["llm_args"]) == (

@@ -45,7 +45,10 @@ def test_an_agent_given_as_code_is_named_as_such(data_dir: Path, source: str, ki
     assert (info.num_trials, info.max_steps, info.max_errors, info.seed) == (4, 30, 5, 7)
 
 
-def test_an_endpoints_arguments_are_those_its_requests_carried() -> None:
+def test_an_endpoints_arguments_are_those_upstream_records_for_its_requests() -> None:
+    """``tool_choice: auto`` is added to each request by upstream's request layer and is not
+    in its ``llm_args``: with it, ``tau2 submit prepare`` refused our retail file beside
+    upstream's airline and telecom files ("Agent / User Simulator should be the same")."""
     endpoint = {
         "model": "gpt-4.1",
         "temperature": 0.0,
@@ -54,12 +57,9 @@ def test_an_endpoints_arguments_are_those_its_requests_carried() -> None:
         "extra_body": {"tool_choice": "auto", "reasoning_effort": "low"},
         "timeout_seconds": 120.0,
     }
-    assert llm_args(endpoint) == {
-        "temperature": 0.0,
-        "max_tokens": 512,
-        "tool_choice": "auto",
-        "reasoning_effort": "low",
-    }
+    assert llm_args(endpoint) == {"temperature": 0.0, "max_tokens": 512, "reasoning_effort": "low"}
+    required = {"model": "m", "extra_body": {"tool_choice": "required"}}
+    assert llm_args(required) == {"tool_choice": "required"}
 
 
 def test_the_tasks_of_a_split_are_upstreams_own_bytes(data_dir: Path) -> None:
