@@ -185,7 +185,11 @@ class Tau2Run:
         if reporter is None:
             return
         quiet = self.config.get_verbosity() < 0
-        for line in header_lines(self.folder.plan, dist=distributing_mode(self.config)):
+        for line in header_lines(
+            self.folder.plan,
+            dist=distributing_mode(self.config),
+            runs_no_test=self.folder.collect_only,
+        ):
             if not quiet or "OFFLINE SELF-CHECK" in line:
                 reporter.write_line(line)
 

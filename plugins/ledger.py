@@ -102,7 +102,9 @@ class RunLedger:
             self.errored.observe(scenario, report, record)
         elif report.failed:
             self.others_failed.append(report.nodeid)
-        return record.interrupt if record else None
+        # at the test's teardown: a scenario that ran before its agent interrupted the run
+        # (close() raised KeyboardInterrupt) reports its verdict first
+        return record.interrupt if record and report.when == "teardown" else None
 
     def _take_notices(self, lines: Sequence[str]) -> None:
         for line in lines:

@@ -113,15 +113,19 @@ def offline_banner(settings: Tau2Settings) -> str:
 # -- the header ---------------------------------------------------------------------------------
 
 
-def header_lines(plan: RunPlan, *, dist: str | None = None) -> list[str]:
+def header_lines(
+    plan: RunPlan, *, dist: str | None = None, runs_no_test: bool = False
+) -> list[str]:
     """The lines the run says once its scenarios are collected; ``dist`` is the ``--dist``
-    mode when the scenarios go to xdist workers."""
+    mode when the scenarios go to xdist workers; ``runs_no_test``: a session that only shows
+    what it collected (``--collect-only``...), which makes no run folder."""
     settings = plan.settings
     roles = settings.roles
+    where = f"-> {plan.run_dir}" + (" (not created: no test runs)" if runs_no_test else "")
     lines = [
         f"tau2: agent {settings.describe_agent()}; user {roles.user.describe()}; "
         f"judge {roles.judge.describe() if roles.judge else 'none'}",
-        f"tau2: run {plan.run_id} -> {plan.run_dir}",
+        f"tau2: run {plan.run_id} {where}",
     ]
     if settings.is_offline_self_check:
         lines.append(offline_banner(settings))

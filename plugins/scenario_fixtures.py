@@ -12,7 +12,7 @@ import functools
 import gc
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple
 
 import pytest
 import pytest_asyncio
@@ -143,8 +143,14 @@ def _is_scenario_item(item: pytest.Item) -> bool:
     )
 
 
-Finished = tuple[ScenarioOutcome, Path]
-"""A scenario's outcome and the folder its artifacts were written to."""
+class Finished(NamedTuple):
+    """A scenario's outcome, the folder its artifacts were written to, and the interrupt its
+    agent's ``close()`` raised once the conversation was over (the run stops after this
+    scenario's test, which reports its verdict)."""
+
+    outcome: ScenarioOutcome
+    directory: Path
+    interrupt: str | None = None
 
 
 async def _play(
@@ -199,7 +205,9 @@ async def tau2_scheduler(
             # as Ctrl-C: the scenarios in flight stop (no record), the test pytest is at tells
             # the run, which stops there (summaries written, resume offered). An exception,
             # not the KeyboardInterrupt, ends this task: that one would escape the event loop.
-            _interrupt(scheduler, raised, scenario)
+            reason = f"{raised} in {scenario.id}"
+            scheduler.interrupt(reason)
+            raise SchedulerInterrupted(reason) from None
         for hit in outcome.timeouts:
             tau2_run.notice(timeout_notice(hit))
         folder = functools.partial(
@@ -209,10 +217,13 @@ async def tau2_scheduler(
             prompts=tau2_harness.prompts(scenario.task),
             config=configuration,
         )
-        finished = outcome, await writer.put(folder)
-        if interrupt is not None:  # close() raised it: the scenario kept its record
-            _interrupt(scheduler, interrupt, scenario)
-        return finished
+        directory = await writer.put(folder)
+        if interrupt is None:
+            return Finished(outcome, directory)
+        # close() raised it: the others in flight stop, this scenario keeps its record
+        reason = f"{interrupt} in {scenario.id}"
+        scheduler.interrupt(reason)
+        return Finished(outcome, directory, reason)
 
     budget = tau2_run.budget
     writer = await _folder_writer(tau2_run)
@@ -233,14 +244,6 @@ async def tau2_scheduler(
             await scheduler.aclose()
         finally:
             await writer.aclose()  # every folder it received is on disk
-
-
-def _interrupt(
-    scheduler: ScenarioScheduler[Finished], interrupt: AgentInterrupted, scenario: Scenario
-) -> NoReturn:
-    reason = f"{interrupt} in {scenario.id}"
-    scheduler.interrupt(reason)
-    raise SchedulerInterrupted(reason) from None
 
 
 async def _folder_writer(run: Tau2Process) -> FolderWriter:
@@ -352,7 +355,7 @@ async def tau2_outcome(
     if not tau2_scheduler.started(request.node):
         agents.accept(request.node.nodeid, tau2_agent)
     try:
-        outcome, directory = await tau2_scheduler.outcome(request.node)
+        outcome, directory, interrupt = await tau2_scheduler.outcome(request.node)
     except SchedulerInterrupted as interrupted:
         # the agent's KeyboardInterrupt: the run stops at this test's report
         _report(request, tau2_run, tau2_scenario, INTERRUPTED_VERDICT, interrupt=str(interrupted))
@@ -367,6 +370,7 @@ async def tau2_outcome(
         _verdict(outcome),
         artifacts=directory.relative_to(tau2_run.plan.run_dir).as_posix(),
         agent=agents.identity,
+        interrupt=interrupt,
     )
     if outcome.is_infra_error:
         raise Tau2InfraError(

@@ -141,7 +141,7 @@ class EndpointConfig:
     top_p: float | None = None
     seed: int | None = None
     max_tokens: int | None = None
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    extra_body: Mapping[str, Any] = field(default_factory=dict, repr=False)
     timeout_seconds: float = 120.0
     max_retries: int = 4
     backoff_base_seconds: float = 1.0

@@ -86,6 +86,7 @@ def setting(
     refuse_blank: str = "",
     path: bool = False,
     default_note: Callable[[], str] | None = None,
+    secret: bool = False,
 ) -> Any:
     """A field declaring one setting.
 
@@ -101,6 +102,8 @@ def setting(
       task ids: ``all``); else it is taken as unset, which for these would mean "all" or no gate.
     - ``path``: a relative value in a configuration file is relative to that file's folder.
     - ``default_note``: where the default really is, found when ``--help`` is shown.
+    - ``secret``: its value may hold a credential: left out of the settings' ``repr`` (the
+      ``tau2_settings`` fixture printed, pytest's ``--debug`` log).
     """
     declared = Setting(
         name=name or "",
@@ -116,7 +119,7 @@ def setting(
         path=path,
         default_note=default_note,
     )
-    return dataclasses.field(metadata={_KEY: declared})
+    return dataclasses.field(metadata={_KEY: declared}, repr=not secret)
 
 
 def group(

@@ -115,12 +115,15 @@ class RoleSettings:
         help="header carrying the API key of {who}, as it is (e.g. api-key for Azure OpenAI; "
         "default: Authorization: Bearer KEY)",
         env=True,
+        refuse_blank="the key as Authorization: Bearer",
     )
     headers: dict[str, str] | None = setting(
         p.headers,
         help="JSON object of headers sent on every request of {who} (a gateway's own); their "
         "values are masked like the key and never recorded",
         env=True,
+        refuse_blank="no headers of your own",
+        secret=True,
     )
     temperature: float | None = setting(
         p.endpoint_value("temperature"), help="sampling temperature of {who}"
@@ -132,6 +135,7 @@ class RoleSettings:
     extra_body: dict[str, Any] | None = setting(
         p.json_object,
         help="JSON object merged into every request body of {who} (server-specific fields)",
+        secret=True,
     )
     timeout: float = setting(
         p.endpoint_value("timeout_seconds"),

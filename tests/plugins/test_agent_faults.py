@@ -323,9 +323,11 @@ def test_keyboard_interrupt_from_close_keeps_the_finished_verdict(bench: Bench) 
     verdict" and "finished scenarios keep their records". It keeps its record now, and the
     run stops as for Ctrl-C."""
     (bench.path / "my_agents.py").write_text(CLOSE_INTERRUPTING, encoding="utf-8")
-    result = bench.run("--tau2-tasks=10", "--tau2-agent=my_agents:Agent", "--tau2-run-id=kc")
+    result = bench.run("-rA", "--tau2-tasks=10", "--tau2-agent=my_agents:Agent", "--tau2-run-id=kc")
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.output
     assert "close() raised KeyboardInterrupt in tau2_retail__10" in result.output
+    # its test reports the verdict it scored (it was "SKIPPED: not run" while it counted)
+    assert result.outcomes() == {"tau2_retail__10": "passed"}
     metrics = bench.metrics("kc", "tau2_retail__10")
     assert metrics["is_successful"] is True
     assert "agent: close() raised KeyboardInterrupt" in metrics["stop_detail"]

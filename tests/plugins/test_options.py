@@ -291,7 +291,7 @@ def test_header_of_an_unconfigured_run_says_offline_self_check(bench: Bench) -> 
     assert result.ret == pytest.ExitCode.OK
     assert header(result) == [
         "tau2: agent builtin:oracle; user builtin:customer; judge none",
-        f"tau2: run hdr -> {bench.output_dir / 'hdr'}",
+        f"tau2: run hdr -> {bench.output_dir / 'hdr'} (not created: no test runs)",
         "tau2: OFFLINE SELF-CHECK (built-in oracle agent, scripted customer, no judge): "
         "this measures the harness, not a model",
         # the judge's base URL defaults to OpenAI's: the hint asks only for the model
@@ -332,7 +332,7 @@ def test_header_of_a_configured_run_names_agent_user_judge_and_folder(
     url = endpoint.base_url
     assert header(result) == [
         f"tau2: agent my-agent at {url}; user builtin:customer; judge my-judge at {url}",
-        f"tau2: run hdr -> {output / 'hdr'}",
+        f"tau2: run hdr -> {output / 'hdr'} (not created: no test runs)",
         DEFAULT_PROFILE_LINE,
     ]
     assert not Path(output).exists()  # collecting writes nothing

@@ -137,3 +137,37 @@ def test_a_refused_url_is_never_shown_with_its_password(raw: str) -> None:
     assert "--tau2-agent-base-url" in str(refused.value)
     assert "SECRET" not in str(refused.value)
     assert "SE/" not in str(refused.value)
+
+
+def test_values_that_may_hold_a_credential_are_not_in_the_settings_repr() -> None:
+    """The ``tau2_settings`` fixture printed (or pytest's ``--debug`` log) showed a gateway's
+    header and an extra body's values in clear."""
+    settings = resolve(
+        {
+            "user_model": "builtin:customer",
+            "agent_base_url": "http://127.0.0.1:2/v1",
+            "agent_headers": '{"X-Gateway-Key": "secret-gw-123456"}',
+            "agent_extra_body": '{"vendor_auth": "secret-eb-123456"}',
+        },
+        environ={"TAU2_AGENT_MODEL": "m"},
+    )
+    assert settings.agent.headers == {"X-Gateway-Key": "secret-gw-123456"}
+    assert "secret" not in repr(settings)
+    assert "secret" not in repr(settings.roles)
+
+
+@pytest.mark.parametrize("name", ["agent_key_header", "judge_headers"])
+def test_an_empty_header_option_is_refused_not_taken_as_unset(name: str) -> None:
+    """``--tau2-agent-key-header=$HEADER`` with the variable unset sent the bearer key: 401."""
+    setting = SETTINGS[name]
+    with pytest.raises(ConfigError, match="an empty value is not valid for"):
+        resolve_settings(
+            Inputs(
+                flag=lambda s: s.flag,
+                option=lambda s: "" if s.name == name else None,
+                ini=lambda s: None,
+                environ={},
+                load_agent=lambda spec, source: None,
+            )
+        )
+    assert setting.refuse_blank
