@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tau2_retail import codec
 from tau2_retail.data.tasks import Task
@@ -45,7 +46,13 @@ from tau2_retail.tau2_format.schema import (
     SimulationRecord,
     TaskRecord,
 )
-from tau2_retail.tau2_format.terms import DOMAIN, SCORED, from_upstream
+from tau2_retail.tau2_format.terms import (
+    DOMAIN,
+    LLM_AGENT,
+    SCORED,
+    USER_SIMULATOR,
+    from_upstream,
+)
 from tau2_retail.tools.dispatch import Action
 from tau2_retail.tools.registry import TOOLS
 
@@ -357,10 +364,21 @@ def _configuration(
         run_id=run_id,
         settings=settings,
         sources={},
-        agent=ModelRecord(model=agent.llm or agent.implementation, endpoint=None),
-        user=ModelRecord(model=user.llm or user.implementation, endpoint=None),
+        agent=_player(agent.implementation, agent.llm, agent.llm_args, LLM_AGENT),
+        user=_player(user.implementation, user.llm, user.llm_args, USER_SIMULATOR),
         judge=ModelRecord(model=UPSTREAM_JUDGE, endpoint=None) if judged else None,
     )
+
+
+def _player(
+    implementation: str, llm: str | None, args: Mapping[str, Any] | None, standard: str
+) -> ModelRecord:
+    """Who played a role upstream: a model through upstream's own scaffold (``standard``) is
+    recorded as an endpoint of that model with its ``llm_args`` as what its requests carried,
+    so that an export of the imported run names it as upstream did."""
+    if llm and implementation == standard:
+        return ModelRecord(model=llm, endpoint={"model": llm, "extra_body": dict(args or {})})
+    return ModelRecord(model=llm or implementation, endpoint=None)
 
 
 def imported_run(

@@ -16,6 +16,7 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.summary import read_summary
+from tau2_retail.tau2_format.export import export_run
 from tau2_retail.tau2_format.importer import read_results
 from tau2_retail.tau2_format.schema import ResultsRecord
 from tau2_retail.tau2_format.terms import from_upstream, to_upstream
@@ -125,6 +126,22 @@ def test_an_export_round_trips_to_the_same_rewards_signals_and_pass_hat_k(
     assert summary.nl_assertion == original.nl_assertion
     assert summary.counts == original.counts
     assert summary.stop_reasons == original.stop_reasons
+
+
+def test_an_imported_run_exports_naming_its_players_as_upstream_did(
+    upstream_example: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    """Import then export wrote ``implementation: 'openai/m', llm: None``: to upstream, custom
+    code with no model. The model through upstream's scaffold, with its ``llm_args``, stays."""
+    run_dir = tmp_path / "upstream"
+    import_results(upstream_example, run_dir, data_dir=data_dir)
+    again = tmp_path / "again.json"
+    export_run(run_dir, again, data_dir=data_dir, allow_incomplete=True)
+    original = json.loads(upstream_example.read_text(encoding="utf-8"))["info"]
+    info = json.loads(again.read_text(encoding="utf-8"))["info"]
+    for role in ("agent_info", "user_info"):
+        wanted = {key: original[role][key] for key in ("implementation", "llm", "llm_args")}
+        assert {key: info[role][key] for key in wanted} == wanted, role
 
 
 def test_a_baseline_is_a_run_folder_or_an_upstream_file(
