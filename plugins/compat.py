@@ -7,10 +7,10 @@ held like any unmet need of the run: a session of the team's own tests is not co
 - ``-p no:asyncio``: the scenario fixtures are pytest-asyncio's; every scenario was lost;
 - pytest-repeat's ``--count N``: N tests of one scenario wrote one record, the last one won
   (pytest counted N failures, the gate passed);
-- pytest-rerunfailures' ``--force-reruns``, or ``--reruns-mode append`` with reruns: a re-run
-  scenario made the pass rate best-of-N. Its plain ``--reruns`` is kept from scenario tests
-  instead (:func:`keep_from_reruns`, the plugin's own marker with no reruns), and the team's
-  other tests are still re-run.
+- pytest-rerunfailures' ``--force-reruns``, or ``--reruns-mode append`` with reruns, and
+  flaky's ``--force-flaky``: a re-run scenario made the pass rate best-of-N. Plain
+  ``--reruns`` is kept from scenario tests instead (:func:`keep_from_reruns`, the plugin's own
+  marker with no reruns), and the team's other tests are still re-run.
 
 pytest's modes that run no test (``--collect-only``, ``--setup-plan``, ``--fixtures``,
 ``--fixtures-per-test``) claim no run folder, and ``--setup-only`` (which sets fixtures up
@@ -64,6 +64,11 @@ def incompatibility(config: pytest.Config) -> str | None:
             f"pytest-repeat's --count {count} would run each scenario {count} times into one "
             f"record (the last would count); {_FIX}, and use --tau2-trials {count} for trials "
             "(pass^k over them)"
+        )
+    if plugins.has_plugin("flaky") and config.getoption("force_flaky", False):
+        return (
+            "flaky's --force-flaky would re-run failed scenarios (a best-of-N pass rate); "
+            f"{_FIX} (--tau2-resume re-runs infra errors and lost scenarios)"
         )
     if plugins.has_plugin("rerunfailures"):
         forced = config.getoption("force_reruns", None)

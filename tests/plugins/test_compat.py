@@ -34,6 +34,11 @@ def pytest_collection_finish(session):
     print("FLAKY", [marker.kwargs if marker else None for marker in marked])
 """
 
+FLAKY = """
+def pytest_addoption(parser):
+    parser.addoption("--force-flaky", dest="force_flaky", action="store_true", default=False)
+"""
+
 REPEAT = """
 def pytest_addoption(parser):
     parser.addoption("--count", dest="count", type=int, default=1)
@@ -80,6 +85,7 @@ def pytest_runtest_protocol(item, nextitem):
             ["--reruns=1", "--reruns-mode=append"],
             "pytest-rerunfailures' --reruns-mode append",
         ),
+        ("flaky", ["--force-flaky"], "flaky's --force-flaky would re-run failed scenarios"),
     ],
 )
 def test_a_plugin_that_would_make_the_records_wrong_stops_the_run_at_start_up(
@@ -90,7 +96,8 @@ def test_a_plugin_that_would_make_the_records_wrong_stops_the_run_at_start_up(
     best-of-N (``--force-reruns``)."""
     plugin = ["-p", module] if module else []
     if module:
-        bench.pytester.makepyfile(**{module: RERUNFAILURES if module != "repeat" else REPEAT})
+        source = {"repeat": REPEAT, "flaky": FLAKY}.get(module, RERUNFAILURES)
+        bench.pytester.makepyfile(**{module: source})
         bench.pytester.syspathinsert()
     result = bench.run_inprocess(*plugin, *args, TASKS)
     (line,) = usage_errors(result)
