@@ -1,9 +1,10 @@
 """Comparing two runs for the report: rate differences and flipped scenarios.
 
 Both sides are :class:`~tau2_retail.results.records.RunSummary` records (``summary.json``);
-scenarios are matched by scenario id (the same task and trial). The paired comparison (the
-flips both ways, the one-sided exact McNemar p-value of a regression, the difference of the
-paired rates with its 95% interval) is the CI gate's (:func:`tau2_retail.results.gate.pair_runs`).
+scenarios are matched by task and trial (whatever the runs' trial counts make of their ids).
+The paired comparison (the flips both ways, the one-sided exact McNemar p-value of a
+regression, the difference of the paired rates with its 95% interval) is the CI gate's
+(:func:`tau2_retail.results.gate.pair_runs`).
 Used by ``python -m tau2_retail report RUN --against OTHER``.
 """
 
@@ -112,21 +113,28 @@ def compare_summaries(current: RunSummary, baseline: RunSummary) -> dict[str, An
     judge score, pass^k, each split and persona) with both values and ``delta`` (current
     minus baseline; None when either is not applicable). ``flips``: the scenarios present in
     both whose status changed, ``kind`` ``fixed`` (now PASS), ``broken`` (was PASS) or
-    ``changed`` (to or from INFRA), with the signals that changed. ``only_current`` and
-    ``only_baseline``: scenario ids present in one run only. ``paired``: the scenarios scored in
+    ``changed`` (to or from INFRA), with the signals that changed (named by the current run's
+    scenario ids). ``only_current`` and ``only_baseline``: the scenarios (task and trial) of
+    one run only. ``paired``: the scenarios scored in
     both runs paired by task and trial: the 2x2 table (``both``, ``broken`` pass->fail,
     ``fixed`` fail->pass, ``neither``), the one-sided exact McNemar ``p_value`` of a regression,
     and the ``difference`` of the paired success rates (current minus baseline) with its
     ``ci95`` (Newcombe's hybrid score interval for paired data).
     """
-    current_rows = {r.scenario_id: r for r in current.scenarios}
-    baseline_rows = {r.scenario_id: r for r in baseline.scenarios}
+    # matched by task and trial, as the pairs are: a one-trial run's tau2_retail__5 is trial 1
+    # of a baseline whose ids are tau2_retail__5-trial1 (an upstream file of several trials)
+    current_by = {(r.task_id, r.trial): r for r in current.scenarios}
+    baseline_by = {(r.task_id, r.trial): r for r in baseline.scenarios}
+    both = [key for key in current_by if key in baseline_by]
+    current_rows = {current_by[key].scenario_id: current_by[key] for key in both}
+    baseline_rows = {current_by[key].scenario_id: baseline_by[key] for key in both}
     return {
         "rates": _rates(current, baseline),
         "flips": _flips(current_rows, baseline_rows),
+        # by the current run's ids: the report shows the baseline's status beside its rows
         "baseline_status": {k: r.status for k, r in baseline_rows.items()},
-        "only_current": [k for k in current_rows if k not in baseline_rows],
-        "only_baseline": [k for k in baseline_rows if k not in current_rows],
+        "only_current": [r.scenario_id for k, r in current_by.items() if k not in baseline_by],
+        "only_baseline": [r.scenario_id for k, r in baseline_by.items() if k not in current_by],
         "paired": _paired_json(pair_runs(current, baseline)),
     }
 

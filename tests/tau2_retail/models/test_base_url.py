@@ -10,6 +10,7 @@ import pytest
 
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.base_url import checked_base_url, client_url
+from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.models.secrets import strip_userinfo
@@ -109,3 +110,15 @@ async def test_a_password_in_openai_base_url_is_never_sent(
     sent = " ".join(f"{name}: {value}" for name, value in request.headers.items())
     assert "CANARY-PW-987" not in sent
     assert base64.b64encode(b"user:CANARY-PW-987").decode() not in sent
+
+
+def test_a_role_without_a_base_url_is_described_at_openai_base_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run header said "at the openai default base URL" while every request went to the
+    gateway ``OPENAI_BASE_URL`` names (as the package sends them)."""
+    choice = ModelChoice(name="gpt-4o", endpoint=EndpointConfig(model="gpt-4o"))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert choice.describe() == "gpt-4o at the openai default base URL"
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://u:PW-1@gw.example/v1?team=a")
+    assert choice.describe() == "gpt-4o at https://gw.example/v1 (OPENAI_BASE_URL)"

@@ -8,6 +8,7 @@ artifacts and summaries with the suite's own functions (``tests/report/runs.py``
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -419,6 +420,27 @@ def test_compare_lists_flips_and_rate_differences(runs: dict[str, Path]) -> None
     assert rates["pass^2"]["current"] == current["pass_hat_k"][1]["value"]
     assert "split train" in rates
     assert "persona lisa_brenner" in rates
+
+
+def test_runs_of_other_trial_counts_compare_by_task_and_trial(runs: dict[str, Path]) -> None:
+    """A one-trial run against an upstream file of two trials paired 3 scenarios, then listed
+    all 114 as "only in this run" and the baseline's 6 as "only in the baseline": its ids
+    (``tau2_retail__5``) were matched against ``tau2_retail__5-trial1``."""
+    mixed = codec.decode_value(RunSummary, _json(runs["mixed"] / "summary.json"))
+    first = [row for row in mixed.scenarios if row.trial == 1]
+    one_trial = dataclasses.replace(
+        mixed,
+        scenarios=tuple(
+            dataclasses.replace(row, scenario_id=row.scenario_id.removesuffix("-trial1"))
+            for row in first
+        ),
+    )
+    comparison = compare_summaries(one_trial, mixed)
+    assert comparison["only_current"] == []
+    assert comparison["only_baseline"] == [r.scenario_id for r in mixed.scenarios if r.trial == 2]
+    assert comparison["flips"] == []  # the same scenarios, the same statuses
+    assert set(comparison["baseline_status"]) == {row.scenario_id for row in one_trial.scenarios}
+    assert comparison["paired"]["pairs"] == sum(row.status in ("PASS", "FAIL") for row in first)
 
 
 def test_comparison_lines_for_the_terminal(runs: dict[str, Path]) -> None:
