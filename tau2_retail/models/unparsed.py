@@ -1,6 +1,6 @@
 """Server texts that mean "the model's output could not be parsed": one table, one place.
 
-A server that parses tool calls itself (llama.cpp's ``llama-server``, vLLM, Ollama, TGI)
+A server that parses tool calls itself (llama.cpp's ``llama-server``, vLLM, Ollama, TGI, Groq)
 answers an error status when the model wrote a call it cannot read. That is the model's
 malformed output, exactly as an unreadable tool call we parse ourselves is: the client raises
 ``UnparsedModelOutput`` at once (not retried, not counted toward the circuit breaker), the
@@ -25,6 +25,10 @@ phrases are the servers' own, as their sources and issue trackers show them:
 - Ollama: HTTP 500 ``error parsing tool call: raw='...', err=...``; HTTP 400 ``invalid tool
   call arguments`` (the agent's earlier arguments in the history, as above).
 - TGI (text-generation-inference): HTTP 422 ``Tool error: Failed to parse generated text``.
+- Groq (hosted): HTTP 400 with the error code ``tool_use_failed``, whatever its message says
+  (``Failed to call a function. ... See 'failed_generation'``, ``tool call validation failed:
+  parameters for tool ... did not match schema``, ``attempted to call tool ... which was not in
+  request.tools``): the model's call, refused by the server's parser or the tool's schema.
 
 SGLang and vLLM's other tool parsers (``auto`` tool choice) return an unparsed call as the
 reply's text with HTTP 200: the agent then answered in text, as it wrote it.
@@ -68,6 +72,7 @@ UNPARSED_OUTPUT_FORMS: Final = (
     UnparsedOutputForm(server="Ollama", status=500, phrases=("error parsing tool call",)),
     UnparsedOutputForm(server="Ollama", status=400, phrases=("invalid tool call arguments",)),
     UnparsedOutputForm(server="TGI", status=422, phrases=("failed to parse generated text",)),
+    UnparsedOutputForm(server="Groq", status=400, phrases=("tool_use_failed",)),
 )
 
 

@@ -88,6 +88,20 @@ UNPARSED_REPLIES: Final[dict[str, HttpError]] = {
             }
         ),
     ),
+    "Groq: function call failed": HttpError(
+        status=400,
+        body=json.dumps(
+            {
+                "error": {
+                    "message": "Failed to call a function. Please adjust your prompt. See "
+                    "'failed_generation' for more details.",
+                    "type": "invalid_request_error",
+                    "code": "tool_use_failed",
+                    "failed_generation": '<function=get_order_details>{"order_id": "#W1"',
+                }
+            }
+        ),
+    ),
 }
 
 GENERIC_500: Final = HttpError.server_error()

@@ -4,6 +4,8 @@ stays an outage."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tau2_retail.errors import EndpointError, UnparsedModelOutput
@@ -69,3 +71,25 @@ async def test_a_plain_500_is_retried_and_stays_an_outage(
 )
 def test_other_errors_are_not_parse_failures(status: int, body: str) -> None:
     assert unparsed_output_server(status, body) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Failed to call a function. Please adjust your prompt. See 'failed_generation' for "
+        "more details.",
+        "tool call validation failed: parameters for tool get_order_details did not match "
+        "schema: errors: [missing properties: 'order_id']",
+        "tool call validation failed: attempted to call tool 'refund_order' which was not in "
+        "request.tools",
+    ],
+)
+def test_every_wording_of_groqs_tool_use_failed_is_the_models_output(message: str) -> None:
+    error = {"message": message, "type": "invalid_request_error", "code": "tool_use_failed"}
+    assert unparsed_output_server(400, json.dumps({"error": error})) == "Groq"
+
+
+def test_groqs_other_invalid_requests_stay_the_requests() -> None:
+    error = {"message": "model `x` does not exist", "type": "invalid_request_error"}
+    assert unparsed_output_server(400, json.dumps({"error": error})) is None
+    assert unparsed_output_server(404, json.dumps({"error": error})) is None
