@@ -12,6 +12,7 @@ worker), kept under ``PROCESS_KEY``, reads its plan and holds what the process b
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import secrets
 import time
@@ -215,19 +216,28 @@ def _redacted(key: str, item: Any) -> Any:
 
 
 def run_configuration(
-    plan: RunPlan, *, agent_identity: AgentIdentity | None = None, effective: bool = True
+    plan: RunPlan,
+    *,
+    agent_identity: AgentIdentity | None = None,
+    effective: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> RunConfiguration:
     """The settings as recorded: plain values, secrets redacted, with the run id.
 
     An endpoint is recorded with what its requests carry (``effective``): the profile's
-    request defaults applied (the tau2 profile sends ``temperature`` 0.0 when none is set).
-    ``effective=False`` gives the endpoints as configured, as runs recorded them before.
+    request defaults applied (the tau2 profile sends ``temperature`` 0.0 when none is set),
+    and the base URL they go to (``OPENAI_BASE_URL`` of ``environ``, default ``os.environ``,
+    or OpenAI's, for a role given none), so a resume sent elsewhere is refused.
+    ``effective=False`` gives the endpoints as configured.
     """
     settings = plan.settings
+    environ = os.environ if environ is None else environ
 
     def record(role: str, model: ModelChoice) -> ModelRecord:
         if effective and model.endpoint is not None:
             endpoint = policy_for(settings.profile).request_config(role, model.endpoint)
+            if endpoint.base_url is None:  # where the openai package sends them
+                endpoint = dataclasses.replace(endpoint, base_url=endpoint.requests_url(environ))
             model = ModelChoice(name=model.name, endpoint=endpoint)
         data = redact(codec.encode(model))
         return ModelRecord(model=data["model"], endpoint=data["endpoint"])

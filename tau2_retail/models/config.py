@@ -222,7 +222,7 @@ class EndpointConfig:
         if self.takes_no_key:
             return False
         try:
-            host = urlsplit(self._where(environ)).hostname
+            host = urlsplit(self.requests_url(environ)).hostname
         except ValueError:
             return True
         if not host:
@@ -240,13 +240,13 @@ class EndpointConfig:
             return None
         state = "empty" if self.api_key_env in environ else "unset"
         return (
-            f"{self._where(environ)} needs an API key, but the variable {self.api_key_env} "
+            f"{self.requests_url(environ)} needs an API key, but the variable {self.api_key_env} "
             f"is {state}"
         )
 
-    def _where(self, environ: Mapping[str, str]) -> str:
-        """The URL the client calls: the configured one, else ``OPENAI_BASE_URL`` (without
-        its userinfo), else OpenAI's."""
+    def requests_url(self, environ: Mapping[str, str]) -> str:
+        """Where the requests go: the configured base URL, else ``OPENAI_BASE_URL`` in
+        ``environ`` (as the ``openai`` package reads it), else OpenAI's; without userinfo."""
         url = self.base_url or environ.get(BASE_URL_ENV, "").strip() or OPENAI_DEFAULT_BASE_URL
         return strip_userinfo(url)
 

@@ -232,7 +232,9 @@ def _configuration_rows(
             if model
             else ("none (NL assertions not judged)" if role == "judge" else "not recorded")
         )
-        base_url = settings.get(f"{role}_base_url")
+        played = getattr(configuration, role) if configuration else None
+        endpoint = played.endpoint if played and played.endpoint else {}
+        base_url = endpoint.get("base_url") or settings.get(f"{role}_base_url")
         if model and base_url and not is_builtin(model):  # a built-in model runs here
             shown += f" at {base_url}"
         rows.append([role.capitalize(), shown])

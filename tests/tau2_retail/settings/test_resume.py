@@ -80,6 +80,29 @@ def test_every_endpoint_field_is_compared_and_the_request_values_sent() -> None:
     ]
 
 
+def test_a_role_without_a_base_url_records_where_its_requests_went() -> None:
+    """``OPENAI_BASE_URL`` (without its userinfo), else OpenAI's: a resume whose requests
+    would go to another server is refused, though neither session gave a base URL."""
+    settings = resolve({"agent_model": "m", "agent_api_key_env": "none"})
+
+    def record(environ: dict[str, str]) -> RunConfiguration:
+        plan = RunPlan(settings=settings, run_id="r")
+        return run_configuration(plan, environ=environ)
+
+    stored = record({"OPENAI_BASE_URL": "http://user:pw@127.0.0.1:8000/v1"})
+    assert stored.agent.endpoint is not None
+    assert stored.agent.endpoint["base_url"] == "http://127.0.0.1:8000/v1"
+    assert (
+        resume_differences(stored, now=record({"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}))
+        == []
+    )
+    assert [str(d) for d in resume_differences(stored, now=record({}))] == [
+        "agent_base_url: stored 'http://127.0.0.1:8000/v1', now 'https://api.openai.com/v1'"
+    ]
+    assert settings.roles.agent.endpoint is not None
+    assert settings.roles.agent.endpoint.base_url is None  # the settings keep what was given
+
+
 def test_an_agent_as_code_is_compared_by_its_source_name_and_version() -> None:
     stored = configuration(resolve({}))
     code = {"source": "pkg.mod:make", "kind": "import", "name": "Bot", "version": "1"}
