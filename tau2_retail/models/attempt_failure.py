@@ -1,12 +1,15 @@
 """One failed attempt of a chat completion: what failed, whether asking again can help.
 
-HTTP 408/429/500/502/503/504 are retried (after the server's ``Retry-After``, seconds or an HTTP
-date, when it sends one); a 5xx whose body says the request itself is invalid is not. A 400
-about the context length is ``ContextWindowExceeded``; any other 4xx is an ``EndpointError`` at
-once, since a wrong URL, model or key does not heal by waiting. A server that answers an error
-status saying the model's output could not be parsed (``tau2_retail.models.unparsed``) raises
-``UnparsedModelOutput``: the model's malformed output, not an outage. Bodies are kept masked:
-an excerpt for the message, the whole body (cut at ``FULL_BODY_CHARS``) for the artifacts.
+HTTP 408/429/500/502/503/504, Cloudflare's 520-524 (its edge could not get the origin's reply)
+and 529 (Anthropic's "overloaded") are retried (after the server's ``Retry-After``, seconds or an
+HTTP date, when it sends one); a 5xx whose body says the request itself is invalid is not, nor a
+429 saying the account's quota is exhausted (OpenAI's ``insufficient_quota``: waiting does not
+refill it). A 400 about the context length is ``ContextWindowExceeded``; any other 4xx is an
+``EndpointError`` at once, since a wrong URL, model or key does not heal by waiting. A server
+that answers an error status saying the model's output could not be parsed
+(``tau2_retail.models.unparsed``) raises ``UnparsedModelOutput``: the model's malformed output,
+not an outage. Bodies are kept masked: an excerpt for the message, the whole body (cut at
+``FULL_BODY_CHARS``) for the artifacts.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ __all__ = [
     "status_failure",
 ]
 
-RETRYABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})
+RETRYABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 """HTTP statuses retried with backoff; any other error status fails at once."""
 
 CONTEXT_WINDOW_MARKERS: Final = (
@@ -59,6 +62,14 @@ CONTEXT_WINDOW_MARKERS: Final = (
     "`inputs` must have less than",
     # Gemini's OpenAI-compatible endpoint
     "exceeds the maximum number of tokens allowed",
+    # xAI
+    "maximum prompt length",
+    # Amazon Bedrock (its access gateway passes the text on in a 400)
+    "input is too long for requested model",
+    # Anthropic (input and max_tokens over the limit)
+    "exceed context limit",
+    # Cerebras, and OpenAI's own message
+    "reduce the length of the messages",
 )
 """Lower-case phrases that mark a 400, 413 or 422 as a prompt too long for the model (OpenAI,
 vLLM, llama.cpp, TGI and others word it differently), found anywhere in the error body."""
@@ -68,6 +79,10 @@ CONTEXT_WINDOW_STATUSES: Final = frozenset({400, 413, 422})
 BODY_EXCERPT_CHARS: Final = 300
 
 RATE_LIMITED: Final = 429
+
+QUOTA_EXHAUSTED: Final = "insufficient_quota"
+"""The lower-case code of a 429 saying the account's quota is exhausted (OpenAI's): not retried,
+counted toward the circuit breaker like a 401."""
 
 FULL_BODY_CHARS: Final = 1_000_000
 """At most this much of an error body is kept whole for the artifacts (a hostile server could
@@ -132,7 +147,8 @@ def status_failure(
         )
         return AttemptFailure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
     invalid = any(m in text.lower() for m in INVALID_REQUEST_MARKERS)
-    if status in RETRYABLE_STATUSES and not (status >= 500 and invalid):
+    no_quota = status == RATE_LIMITED and QUOTA_EXHAUSTED in text.lower()
+    if status in RETRYABLE_STATUSES and not (status >= 500 and invalid) and not no_quota:
         return AttemptFailure(
             detail=f"HTTP {status}: {body}",
             cause=error,
@@ -159,12 +175,17 @@ def _refused(
     """The failure of an error status that is not retried: the request, URL, model or key."""
     status = error.status_code
     request_rejected = status in (400, 413, 422) or (status >= 500 and invalid)
-    why = (
-        "the server rejected the request as invalid; its whole reply is in the scenario's "
-        "endpoint_error.txt"
-        if request_rejected
-        else "check the base URL, model name and API key"
-    )
+    if request_rejected:
+        why = (
+            "the server rejected the request as invalid; its whole reply is in the scenario's "
+            "endpoint_error.txt"
+        )
+    elif status == 402 or QUOTA_EXHAUSTED in whole.lower():
+        why = "the account's quota or credits are exhausted"
+    elif status in (401, 403, 404):
+        why = "check the base URL, model name and API key"
+    else:
+        why = "waiting does not help this status"
     fatal = EndpointError(
         f"{where}: chat completion failed after {attempts} attempt(s): "
         f"HTTP {status} (not retried: {why}): {body}",

@@ -1,9 +1,10 @@
 """The OpenAI-compatible chat model: ``AsyncOpenAI`` for the wire, our own retries around it.
 
 The ``openai`` client's built-in retries are turned off (``max_retries=0``) so that the policy is
-ours, visible and testable: connection errors, timeouts, HTTP 408/429/500/502/503/504 and replies
-that cannot be parsed (a body that is not JSON, no choices) are retried with exponential backoff
-(``base * 2**attempt``, capped, plus up to 10 % jitter) or after the server's ``Retry-After``
+ours, visible and testable: connection errors, timeouts, the transient HTTP statuses
+(``attempt_failure.RETRYABLE_STATUSES``) and replies that cannot be parsed (a body that is not
+JSON, no choices) are retried with exponential backoff (``base * 2**attempt``, capped, plus up
+to 10 % jitter) or after the server's ``Retry-After``
 (seconds or an HTTP date, also capped). When the attempts run out, ``EndpointError`` says what
 failed, with the status, a short body excerpt and the number of attempts. A 400 about the context
 length raises ``ContextWindowExceeded`` at once; any other 4xx raises ``EndpointError`` at once,

@@ -355,6 +355,77 @@ async def test_transient_server_errors_are_retried(openai_server, make_model, sl
     assert sleeps.calls == [1.0]
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # Anthropic's OpenAI-compatible endpoint, overloaded
+        pytest.param(
+            HttpError(
+                status=529,
+                body=json.dumps(
+                    {
+                        "type": "error",
+                        "error": {"type": "overloaded_error", "message": "Overloaded"},
+                        "request_id": "req_011",
+                    }
+                ),
+            ),
+            id="anthropic-529",
+        ),
+        *[
+            # Cloudflare's edge in front of the model server: its own HTML page
+            pytest.param(
+                HttpError(
+                    status=status,
+                    body=f"<!DOCTYPE html><html><head><title>llm.example.com | {status}: "
+                    "A timeout occurred</title></head><body>cloudflare</body></html>",
+                    content_type="text/html",
+                ),
+                id=f"cloudflare-{status}",
+            )
+            for status in (520, 521, 522, 523, 524)
+        ],
+    ],
+)
+@pytest.mark.asyncio
+async def test_an_overloaded_server_or_its_gateways_timeout_is_retried(
+    openai_server, make_model, sleeps, reply
+):
+    """Were refused at once "check the base URL, model name and API key": one overloaded
+    moment made every scenario in flight an infra error."""
+    openai_server.enqueue(reply, Completion(content="recovered"))
+    async with make_model() as model:
+        turn = await model.complete(HELLO)
+    assert turn.content == "recovered"
+    assert turn.attempts == 2
+    assert sleeps.calls == [1.0]
+
+
+@pytest.mark.asyncio
+async def test_an_exhausted_quota_is_not_retried_and_counts_toward_the_breaker(
+    openai_server, make_model, sleeps
+):
+    """OpenAI's 429 ``insufficient_quota``: waiting does not refill an account (it was retried
+    with backoff on every request, and as "busy, not down" never opened the breaker)."""
+    openai_server.enqueue(
+        HttpError.openai(
+            429,
+            "You exceeded your current quota, please check your plan and billing details.",
+            error_type="insufficient_quota",
+            code="insufficient_quota",
+        )
+    )
+    async with make_model() as model:
+        with pytest.raises(EndpointError) as caught:
+            await model.complete(HELLO)
+        assert model.breaker.consecutive_failures == 1
+    assert "HTTP 429 (not retried: the account's quota or credits are exhausted)" in str(
+        caught.value
+    )
+    assert sleeps.calls == []
+    assert len(openai_server.requests) == 1
+
+
 @pytest.mark.asyncio
 async def test_exhausted_retries_raise_endpoint_error(openai_server, make_model, sleeps):
     openai_server.enqueue(*[HttpError.server_error(503)] * 3)
@@ -642,6 +713,35 @@ async def test_unparseable_reply_then_success(openai_server, make_model):
             ),
             id="marker-after-300-characters",
         ),
+        pytest.param(
+            HttpError.openai(
+                400,
+                "This model's maximum prompt length is 131072 but the request contains 136973 "
+                "tokens.",
+            ),
+            id="xai",
+        ),
+        pytest.param(
+            HttpError(
+                status=400,
+                body=json.dumps({"detail": "Input is too long for requested model."}),
+            ),
+            id="bedrock-access-gateway",
+        ),
+        pytest.param(
+            HttpError.openai(
+                400, "input length and `max_tokens` exceed context limit: 174167 + 64000 > 200000"
+            ),
+            id="anthropic-with-max-tokens",
+        ),
+        pytest.param(
+            HttpError.openai(
+                400,
+                "Please reduce the length of the messages or completion. Current length is "
+                "9000 while limit is 8192",
+            ),
+            id="cerebras",
+        ),
     ],
 )
 @pytest.mark.asyncio
@@ -657,17 +757,21 @@ async def test_context_length_400_is_not_retried(openai_server, make_model, slee
 
 
 @pytest.mark.parametrize(
-    ("status", "message"),
+    ("status", "message", "why"),
     [
-        (401, "Incorrect API key provided."),
-        (403, "You are not allowed to sample from this model."),
-        (404, "The model `agent-model` does not exist."),
-        (400, "Invalid value for 'temperature'."),
-        (422, "Unprocessable request."),
+        (401, "Incorrect API key provided.", "check the base URL, model name and API key"),
+        (403, "You are not allowed to sample from this model.", "check the base URL"),
+        (404, "The model `agent-model` does not exist.", "check the base URL"),
+        (400, "Invalid value for 'temperature'.", "rejected the request as invalid"),
+        (422, "Unprocessable request.", "rejected the request as invalid"),
+        (402, "Insufficient credits.", "the account's quota or credits are exhausted"),
+        (409, "Conflict.", "waiting does not help this status"),
     ],
 )
 @pytest.mark.asyncio
-async def test_other_client_errors_fail_at_once(openai_server, make_model, sleeps, status, message):
+async def test_other_client_errors_fail_at_once(
+    openai_server, make_model, sleeps, status, message, why
+):
     openai_server.enqueue(HttpError.openai(status, message))
     async with make_model() as model:
         with pytest.raises(EndpointError) as caught:
@@ -675,7 +779,8 @@ async def test_other_client_errors_fail_at_once(openai_server, make_model, sleep
     error = caught.value
     assert type(error) is EndpointError
     assert error.status == status
-    assert f"HTTP {status}" in str(error)
+    assert f"HTTP {status} (not retried: " in str(error)
+    assert why in str(error)
     assert message in str(error)
     assert "after 1 attempt(s)" in str(error)
     assert sleeps.calls == []
