@@ -456,8 +456,8 @@ class AgentRunner:
             return None, (), Usage(n_calls=1)
         try:
             if isinstance(reply, Mapping) and "choices" in reply:
-                content, tool_calls, usage, _ = read_completion(reply, self._call_ids)
-                return content, tool_calls, usage
+                read = read_completion(reply, self._call_ids)
+                return read.content, read.tool_calls, read.usage
             _check_message_dict(reply)
             content, tool_calls = read_message(reply, self._call_ids)
         except UnreadableReply as error:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Final
+from typing import Annotated, Final
 
 from tau2_retail import codec
+from tau2_retail.codec import Omitted
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import AssistantTurn, ToolCall, Usage
 from tau2_retail.models.text import valid_unicode
@@ -29,11 +30,17 @@ class CachedReply:
     content: str | None
     tool_calls: tuple[ToolCall, ...]
     usage: Usage
+    reasoning_content: Annotated[str | None, Omitted] = None
 
 
 def reply_json(turn: AssistantTurn) -> str:
     """The entry of ``turn``, as stored (before masking)."""
-    reply = CachedReply(content=turn.content, tool_calls=turn.tool_calls, usage=turn.usage)
+    reply = CachedReply(
+        content=turn.content,
+        tool_calls=turn.tool_calls,
+        usage=turn.usage,
+        reasoning_content=turn.reasoning_content,
+    )
     return json.dumps(codec.encode(reply), ensure_ascii=False)
 
 
@@ -66,6 +73,7 @@ def turn_from_reply(text: str) -> AssistantTurn:
                 id=valid_unicode(call.id),
                 name=valid_unicode(call.name),
                 arguments=valid_unicode(call.arguments),
+                extra_content=call.extra_content,
             )
             for call in reply.tool_calls
         ),
@@ -79,4 +87,7 @@ def turn_from_reply(text: str) -> AssistantTurn:
         ),
         latency_seconds=0.0,
         attempts=0,
+        reasoning_content=(
+            None if reply.reasoning_content is None else valid_unicode(reply.reasoning_content)
+        ),
     )

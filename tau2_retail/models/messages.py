@@ -7,6 +7,8 @@ form of the Chat Completions API.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Annotated, Any, Final, TypeVar
@@ -37,11 +39,18 @@ class Role(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
-    """One function call as the model sent it; ``arguments`` is the raw JSON text."""
+    """One function call as the model sent it; ``arguments`` is the raw JSON text.
+
+    ``extra_content`` is what the server sent beside the call for itself (Gemini's
+    ``thought_signature``), sent back with the call as it came: the server refuses the next
+    request without it.
+    """
 
     id: str
     name: str
     arguments: str
+    # not hashed (a mapping is not hashable): equal calls still hash alike
+    extra_content: Annotated[Mapping[str, Any] | None, Omitted] = field(default=None, hash=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +66,10 @@ class Message:
     #: why the endpoint stopped generating this assistant message (``stop``, ``length``,
     #: ``tool_calls``, ...), as it said; recorded in the transcript, never sent back
     finish_reason: Annotated[str | None, Omitted] = None
+    #: the model's reasoning as the server returned it beside the message (DeepSeek's
+    #: ``reasoning_content``); sent back only with tool calls, where DeepSeek's thinking mode
+    #: requires it (its reasoner without tools refuses it anywhere)
+    reasoning_content: Annotated[str | None, Omitted] = None
 
     def to_openai(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"role": self.role.value}
@@ -68,15 +81,21 @@ class Message:
         # beside tool calls; an empty string is accepted by OpenAI, vLLM, Ollama and llama.cpp.
         wire["content"] = self.content or ""
         if self.tool_calls:
-            wire["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in self.tool_calls
-            ]
+            wire["tool_calls"] = [_call_to_openai(call) for call in self.tool_calls]
+            if self.reasoning_content is not None:
+                wire["reasoning_content"] = self.reasoning_content
         return wire
+
+
+def _call_to_openai(call: ToolCall) -> dict[str, Any]:
+    wire: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+    if call.extra_content is not None:
+        wire["extra_content"] = copy.deepcopy(dict(call.extra_content))
+    return wire
 
 
 _Counted = TypeVar("_Counted", "Usage", "RequestStats")
@@ -157,6 +176,7 @@ class AssistantTurn:
     attempts: int = 1
     wait_seconds: float = 0.0
     finish_reason: str | None = None
+    reasoning_content: str | None = None
 
     @property
     def from_cache(self) -> bool:
@@ -173,4 +193,5 @@ class AssistantTurn:
             content=self.content,
             tool_calls=self.tool_calls,
             finish_reason=self.finish_reason,
+            reasoning_content=self.reasoning_content,
         )

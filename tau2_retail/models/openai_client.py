@@ -33,7 +33,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import openai
 
@@ -55,7 +55,7 @@ from tau2_retail.models.bounded import (
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.masking import Masker
-from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.messages import AssistantTurn, Message
 from tau2_retail.models.progress import current as current_progress
 from tau2_retail.models.protocol import ClosedOnExit
 from tau2_retail.models.ramp import Ramp
@@ -67,7 +67,12 @@ from tau2_retail.models.sdk_transport import (
     TIMEOUT_ERRORS,
     RawPost,
 )
-from tau2_retail.models.wire import UnreadableReply, encode_messages, read_completion
+from tau2_retail.models.wire import (
+    ReadCompletion,
+    UnreadableReply,
+    encode_messages,
+    read_completion,
+)
 
 __all__ = ["MISSING_API_KEY", "OpenAIChatModel", "Sleep"]
 
@@ -78,15 +83,6 @@ MISSING_API_KEY: Final = "EMPTY"
 _JITTER_FRACTION: Final = 0.1
 
 Sleep = Callable[[float], Awaitable[None]]
-
-
-class _Reply(NamedTuple):
-    """A 200 reply read: what becomes the ``AssistantTurn`` (built once, with its timing)."""
-
-    content: str | None
-    tool_calls: tuple[ToolCall, ...]
-    usage: Usage
-    finish_reason: str | None
 
 
 class _UnparseableReply(Exception):
@@ -214,17 +210,18 @@ class OpenAIChatModel(ClosedOnExit):
             started = self._clock()
             async with self.ramp.slot():
                 outcome = await self._attempt(request, attempts)
-            if isinstance(outcome, _Reply) or outcome.answered:
+            if isinstance(outcome, ReadCompletion) or outcome.answered:
                 self.ramp.answered()
             elif outcome.connection:
                 self.ramp.connection_failed()
-            if isinstance(outcome, _Reply):
+            if isinstance(outcome, ReadCompletion):
                 self.breaker.record_success()
                 return AssistantTurn(
                     content=outcome.content,
                     tool_calls=outcome.tool_calls,
                     usage=outcome.usage,
                     finish_reason=outcome.finish_reason,
+                    reasoning_content=outcome.reasoning_content,
                     latency_seconds=self._clock() - started,
                     attempts=attempts,
                     wait_seconds=waited,
@@ -291,7 +288,9 @@ class OpenAIChatModel(ClosedOnExit):
             timeout_seconds=failure.timeout,
         )
 
-    async def _attempt(self, request: PreparedRequest, attempts: int) -> _Reply | AttemptFailure:
+    async def _attempt(
+        self, request: PreparedRequest, attempts: int
+    ) -> ReadCompletion | AttemptFailure:
         """One attempt under the total deadline (connect to the last byte of the reply)."""
         deadline = self._config.timeout_seconds
         try:
@@ -321,7 +320,7 @@ class OpenAIChatModel(ClosedOnExit):
         except CONNECTION_ERRORS as e:
             return connection_failure(e, where=self._where(), attempts=attempts)
         try:
-            content, tool_calls, usage, finish_reason = self._parse(payload)
+            return self._parse(payload)
         except _UnparseableReply as e:
             text = payload.decode("utf-8", "replace")
             body = excerpt(text, self._redact)
@@ -332,7 +331,6 @@ class OpenAIChatModel(ClosedOnExit):
                 body=body,
                 full_body=full_body(text, self._redact),
             )
-        return _Reply(content, tool_calls, usage, finish_reason)
 
     async def _exchange(self, request: PreparedRequest) -> bytes:
         """Send the body through the ``openai`` client; the reply, read within the limit."""
@@ -391,9 +389,8 @@ class OpenAIChatModel(ClosedOnExit):
         backoff = self._config.backoff_base_seconds * 2.0 ** min(attempt, 64)
         return min(backoff * (1 + _JITTER_FRACTION * self._jitter()), cap)
 
-    def _parse(self, payload: bytes) -> tuple[str | None, tuple[ToolCall, ...], Usage, str | None]:
-        """Content, tool calls, usage and finish reason of a 200 reply; raises
-        ``_UnparseableReply``."""
+    def _parse(self, payload: bytes) -> ReadCompletion:
+        """What a 200 reply says (``wire.read_completion``); raises ``_UnparseableReply``."""
         try:
             data = json.loads(payload)
         except ValueError as e:
@@ -401,11 +398,10 @@ class OpenAIChatModel(ClosedOnExit):
         except RecursionError as e:  # nested deeper than the parser goes: hostile, not JSON
             raise _UnparseableReply("body is JSON nested too deep to read") from e
         try:
-            content, tool_calls, usage, finish_reason = read_completion(data, self._call_ids)
+            # kept as the model wrote it: masking belongs to what is written or shown
+            return read_completion(data, self._call_ids)
         except UnreadableReply as e:
             raise _UnparseableReply(str(e)) from e
-        # kept as the model wrote it: masking belongs to what is written or shown
-        return content, tool_calls, usage, finish_reason
 
     def _where(self) -> str:
         return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"

@@ -8,19 +8,23 @@ This module does not import ``openai`` (it costs most of a second to import).
 Reading: tool-call arguments stay the raw string the model sent (the conversation turns
 invalid JSON into a tool error for the model), an empty string becomes ``{}``, an object becomes
 its JSON text, a missing call id gets ``call_<n>``, content given as a list of parts is the text
-of its ``text`` parts, and half a UTF-16 surrogate pair in any kept text becomes U+FFFD.
+of its ``text`` parts, and half a UTF-16 surrogate pair in any kept text becomes U+FFFD. What a
+server sends for itself and requires back is kept and sent back as it came: a tool call's
+``extra_content`` (Gemini's thought signature) and the message's ``reasoning_content``
+(DeepSeek's, sent back beside tool calls only).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from tau2_retail.models.messages import MAX_TOKEN_COUNT, Message, ToolCall, Usage
 from tau2_retail.models.text import valid_unicode
 
 __all__ = [
+    "ReadCompletion",
     "UnreadableReply",
     "encode_messages",
     "read_completion",
@@ -34,6 +38,17 @@ _ERROR_CHARS: Final = 200
 
 class UnreadableReply(ValueError):
     """A reply that is not a chat completion (or an assistant message) we can read."""
+
+
+class ReadCompletion(NamedTuple):
+    """What a chat completion says: its first choice's message, usage and ``finish_reason``."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+    finish_reason: str | None
+    #: the model's reasoning as the server sent it beside the message (DeepSeek's), or None
+    reasoning_content: str | None = None
 
 
 def _wire_safe(message: dict[str, Any]) -> dict[str, Any]:
@@ -93,11 +108,9 @@ def _content(raw: object) -> str | None:
     return "".join(texts) if texts else None
 
 
-def read_completion(
-    data: object, call_ids: Iterator[int]
-) -> tuple[str | None, tuple[ToolCall, ...], Usage, str | None]:
-    """Content, tool calls, usage and ``finish_reason`` of a chat completion object; raises
-    ``UnreadableReply``."""
+def read_completion(data: object, call_ids: Iterator[int]) -> ReadCompletion:
+    """Content, tool calls, usage, ``finish_reason`` and reasoning of a chat completion object;
+    raises ``UnreadableReply``."""
     if not isinstance(data, Mapping):
         raise UnreadableReply("body is not a JSON object")
     choices = data.get("choices")
@@ -116,7 +129,14 @@ def read_completion(
     finish_reason = (
         valid_unicode(finish[:_FINISH_REASON_CHARS]) if isinstance(finish, str) else None
     )
-    return content, tool_calls, _usage(data.get("usage")), finish_reason
+    reasoning = message.get("reasoning_content")
+    return ReadCompletion(
+        content,
+        tool_calls,
+        _usage(data.get("usage")),
+        finish_reason,
+        valid_unicode(reasoning) if isinstance(reasoning, str) else None,
+    )
 
 
 def _error_text(error: object) -> str:
@@ -150,11 +170,22 @@ def _tool_call(raw: object, call_ids: Iterator[int]) -> ToolCall:
     call_id = raw.get("id")
     if not isinstance(call_id, str) or not call_id:
         call_id = f"call_{next(call_ids)}"
+    extra = raw.get("extra_content")  # the server's own, sent back as it came (Gemini's)
     return ToolCall(
         id=valid_unicode(call_id),
         name=valid_unicode(name),
         arguments=valid_unicode(arguments),
+        extra_content=extra if isinstance(extra, Mapping) and _sendable(extra) else None,
     )
+
+
+def _sendable(value: Mapping[str, Any]) -> bool:
+    """A server's own object that can go back in a request (not empty, no lone surrogate)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return bool(value)
 
 
 def _usage(raw: object) -> Usage:

@@ -364,6 +364,8 @@ class LoopbackOpenAIServer:
         self, body: Mapping[str, Any], reply: records.Completion
     ) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.reasoning_content is not None:
+            message["reasoning_content"] = reply.reasoning_content
         if reply.tool_calls:
             message["tool_calls"] = [
                 self._wire_tool_call(call, index) for index, call in enumerate(reply.tool_calls)
@@ -395,6 +397,8 @@ class LoopbackOpenAIServer:
         }
         if not call.omit_id:
             wire["id"] = call.id or f"call_loopback_{self._n_answered}_{index}"
+        if call.extra_content is not None:
+            wire["extra_content"] = dict(call.extra_content)
         return wire
 
     def _envelope(

@@ -35,13 +35,15 @@ class ReplyToolCall:
     """A tool call in a scripted completion; ``arguments`` goes on the wire exactly as given.
 
     ``id=None`` lets the server generate one (``call_loopback_<n>``); ``omit_id=True`` leaves the
-    ``id`` field out of the reply, as some servers do.
+    ``id`` field out of the reply, as some servers do; ``extra_content`` goes beside the call as
+    Gemini sends its thought signature.
     """
 
     name: str
     arguments: str = "{}"
     id: str | None = None
     omit_id: bool = False
+    extra_content: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +68,8 @@ class Completion(_Delayed):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     include_usage: bool = True
+    #: the message's ``reasoning_content``, as DeepSeek's thinking mode sends it
+    reasoning_content: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -76,8 +76,20 @@ def _files(path: Path) -> bytes:
 async def test_a_hit_sends_nothing_and_returns_the_same_reply_for_free(
     openai_server: LoopbackOpenAIServer, client: OpenAIChatModel, make_cache: Any
 ) -> None:
-    call = ReplyToolCall(name="find_user_id_by_email", arguments='{"email": "a@b.c"}', id="c1")
-    openai_server.enqueue(Completion(content="Looking.", tool_calls=(call,), prompt_tokens=40))
+    call = ReplyToolCall(
+        name="find_user_id_by_email",
+        arguments='{"email": "a@b.c"}',
+        id="c1",
+        extra_content={"google": {"thought_signature": "c2ln"}},
+    )
+    openai_server.enqueue(
+        Completion(
+            content="Looking.",
+            tool_calls=(call,),
+            prompt_tokens=40,
+            reasoning_content="First the user.",
+        )
+    )
     cache = make_cache()
     first = await CachedChatModel(client, cache, role="agent", trial=0).complete(HELLO)
     again = await CachedChatModel(client, cache, role="agent", trial=0).complete(HELLO)
@@ -85,6 +97,9 @@ async def test_a_hit_sends_nothing_and_returns_the_same_reply_for_free(
 
     assert len(openai_server.requests) == 1
     assert (again.content, again.tool_calls) == (first.content, first.tool_calls)
+    # what the server requires back comes back from the cache too
+    assert again.tool_calls[0].extra_content == {"google": {"thought_signature": "c2ln"}}
+    assert again.reasoning_content == first.reasoning_content == "First the user."
     assert first.usage.cache_hits == 0
     assert again.usage.cache_hits == 1
     assert (again.usage.prompt, again.usage.hit_prompt) == (40, 40)

@@ -119,6 +119,50 @@ async def test_tool_call_keeps_id_name_and_raw_arguments(openai_server, make_mod
 
 
 @pytest.mark.asyncio
+async def test_what_the_server_requires_back_goes_back_with_the_history(openai_server, make_model):
+    """Gemini 3 refuses a request whose earlier tool call lacks its ``thought_signature``, and
+    DeepSeek's thinking mode one whose tool-call message lacks its ``reasoning_content`` (HTTP
+    400 on the agent's second request: no such model could be measured). Both go back as they
+    came; reasoning beside a text answer does not (DeepSeek's reasoner refuses it there)."""
+    signature = {"google": {"thought_signature": "c2lnbmF0dXJl"}}
+    lookup = ReplyToolCall(
+        id="c1", name="find_user_id_by_email", arguments="{}", extra_content=signature
+    )
+    openai_server.enqueue(
+        Completion(reasoning_content="Look the user up first.", tool_calls=(lookup,)),
+        Completion(reasoning_content="Found.", content="You are user 1."),
+        Completion(content="Bye."),
+    )
+    result = Message(role=Role.TOOL, tool_call_id="c1", name=lookup.name, content="user_1")
+    async with make_model() as model:
+        first = await model.complete(HELLO, tools=[LOOKUP_TOOL])
+        history = (*HELLO, first.to_message(), result)
+        second = await model.complete(history, tools=[LOOKUP_TOOL])
+        thanks = Message(role=Role.USER, content="Thanks.")
+        await model.complete((*history, second.to_message(), thanks), tools=[LOOKUP_TOOL])
+    assert first.tool_calls[0].extra_content == signature
+    assert second.reasoning_content == "Found."
+    sent = openai_server.requests[2].body["messages"]
+    assert sent[-4] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "find_user_id_by_email", "arguments": "{}"},
+                "extra_content": signature,
+            }
+        ],
+        "reasoning_content": "Look the user up first.",
+    }
+    assert sent[-2] == {"role": "assistant", "content": "You are user 1."}
+    # recorded in the transcript as it came, and read back the same
+    message = first.to_message()
+    assert codec.decode(Message, json.dumps(codec.encode(message)), "t") == message
+
+
+@pytest.mark.asyncio
 async def test_parallel_tool_calls_keep_their_order(openai_server, make_model):
     openai_server.enqueue(
         Completion(
