@@ -16,6 +16,7 @@ hook (``request.scope``), never from pytest's internals.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Generator
 from pathlib import Path
@@ -35,46 +36,101 @@ from tau2_retail.models.agent import (
     load_agent_factory,
 )
 from tau2_retail.models.agent_thread import BLOCKING_STEP_SECONDS
-from tau2_retail.settings import AgentSource
+from tau2_retail.plugins.installed import BENCHMARK_PACKAGE
+from tau2_retail.settings import AgentSource, Tau2Settings
 
 __all__ = [
     "AGENTS_KEY",
     "FIXTURE_NAME",
     "AgentSource",
     "AgentSupply",
-    "conftest_fixture_source",
+    "fixture_sources",
     "load_agent_source",
+    "unreachable_fixture_problem",
 ]
 
 FIXTURE_NAME: Final = "tau2_agent"
+#: the module of the plugin's own ``tau2_agent`` fixture (None: the configured agent)
+_DEFAULT_FIXTURE_MODULE: Final = "tau2_retail.plugins.scenario_fixtures"
 Mode = Literal["configured", "shared", "per_item"]
 
 
-def conftest_fixture_source(config: pytest.Config) -> str | None:
-    """``conftest.py::tau2_agent`` (path relative to the rootdir) when a loaded conftest
-    defines the fixture, else None. Conftests of the rootdir and of the paths given are
-    loaded before ``pytest_configure``; one in a subfolder is found only when its tests are
-    collected (the scenarios then still get its agent; the header says ``tau2_agent fixture``).
+def fixture_sources(config: pytest.Config) -> tuple[list[str], list[str]]:
+    """The ``tau2_agent`` fixtures of the user's modules loaded at start-up, as
+    ``path::tau2_agent``, in pytest's registration order: those that reach the scenarios (the
+    last one is the one pytest gives them), and those that do not.
+
+    pytest gives a conftest's fixtures only to the tests below the conftest's folder (a
+    folder outside the rootdir counts as the rootdir), and a plugin module's (``pytest_plugins``,
+    ``-p``) to every test. The scenarios are collected at the rootdir, as the package
+    ``tests_tau2_retail``: a conftest in another folder (``tests/``, the folder pytest was run
+    from when the configuration file is higher up) does not reach them. A conftest below the
+    rootdir that pytest loads only while collecting is not seen here; :meth:`AgentSupply.accept`
+    checks the fixture pytest really gave each scenario.
     """
-    for plugin in config.pluginmanager.get_plugins():
+    reaching: list[str] = []
+    not_reaching: list[str] = []
+    for _, plugin in config.pluginmanager.list_name_plugin():
+        if not isinstance(plugin, ModuleType) or plugin.__name__ == _DEFAULT_FIXTURE_MODULE:
+            continue
         file = getattr(plugin, "__file__", None)
-        if not isinstance(plugin, ModuleType) or not file:
+        if not file or FIXTURE_NAME not in vars(plugin):
             continue
         path = Path(file)
-        if path.name == "conftest.py" and FIXTURE_NAME in vars(plugin):
-            try:
-                shown = path.resolve().relative_to(config.rootpath.resolve()).as_posix()
-            except ValueError:
-                shown = os.fspath(path)
-            return f"{shown}::{FIXTURE_NAME}"
-    return None
+        found = reaching if _reaches_scenarios(path, config.rootpath) else not_reaching
+        found.append(f"{_shown(path, config.rootpath)}::{FIXTURE_NAME}")
+    return reaching, not_reaching
+
+
+def unreachable_fixture_problem(config: pytest.Config, settings: Tau2Settings) -> str | None:
+    """Why the run would not play the agent the user put in a ``tau2_agent`` fixture: it is
+    defined only where the scenarios do not reach it, and no other agent is named (the
+    scenarios would get the built-in oracle while the user expects theirs); else None."""
+    reaching, not_reaching = fixture_sources(config)
+    if reaching or not not_reaching or settings.agent_source is not None:
+        return None
+    if settings.sources.get("agent_model", "default") != "default":
+        return None  # an agent model named on purpose: a conftest's fixture is another matter
+    return (
+        f"{not_reaching[-1]} does not reach the scenarios: pytest gives a conftest's fixtures "
+        "only to the tests below its folder, and the scenarios are collected at the rootdir; "
+        f"define the fixture in {config.rootpath / 'conftest.py'} (the rootdir's: its "
+        "fixtures reach every test) or in a plugin module, or name the agent with --tau2-agent"
+    )
+
+
+def _reaches_scenarios(path: Path, rootpath: Path) -> bool:
+    if path.name != "conftest.py":
+        return True  # a plugin module: its fixtures reach every test
+    try:
+        folder = path.parent.resolve().relative_to(rootpath.resolve()).as_posix()
+    except ValueError:
+        return True  # outside the rootdir: pytest gives it the rootdir's reach
+    return folder in (".", BENCHMARK_PACKAGE)
+
+
+def _shown(path: Path, rootpath: Path) -> str:
+    try:
+        return path.resolve().relative_to(rootpath.resolve()).as_posix()
+    except ValueError:
+        return os.fspath(path)
+
+
+def _fixture_file(function: object) -> Path | None:
+    """The file defining a fixture's function, resolved (None when it has none)."""
+    try:
+        file = inspect.getsourcefile(function)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    return Path(file).resolve() if file else None
 
 
 def load_agent_source(config: pytest.Config, *, spec: str, spec_source: str) -> AgentSource | None:
     """The agent's source at start-up: the ``--tau2-agent`` factory or a conftest's
     ``tau2_agent`` fixture; ``ConfigError`` for a bad or conflicting one (the settings check
     that an agent model is not given too)."""
-    fixture = conftest_fixture_source(config)
+    reaching, _ = fixture_sources(config)
+    fixture = reaching[-1] if reaching else None
     if fixture and spec:
         raise ConfigError(
             f"{spec_source}: --tau2-agent {spec!r} and the fixture {fixture} both name the "
@@ -107,10 +163,13 @@ class AgentSupply:
       to keep ``--tau2-concurrency``).
     """
 
-    def __init__(self, source: AgentSource | None) -> None:
+    def __init__(self, source: AgentSource | None, rootpath: Path) -> None:
         self.source = source
+        self.rootpath = rootpath
         self.mode: Mode | None = None
         self.fixture_scope: str | None = None
+        #: ``path::tau2_agent`` of the fixture pytest set up for a scenario (None: the plugin's)
+        self.fixture_given: str | None = None
         self._per_item: dict[str, AgentRunner] = {}
         self._shared: AgentFactory | None = None
         self.identity: AgentIdentity | None = source.identity if source else None
@@ -123,6 +182,11 @@ class AgentSupply:
     ) -> Generator[None, object, object]:
         if fixturedef.argname == FIXTURE_NAME:
             self.fixture_scope = request.scope
+            file = _fixture_file(fixturedef.func)
+            user = fixturedef.func.__module__ != _DEFAULT_FIXTURE_MODULE
+            self.fixture_given = (
+                f"{_shown(file, self.rootpath)}::{FIXTURE_NAME}" if user and file else None
+            )
         return (yield)
 
     @property
@@ -132,7 +196,12 @@ class AgentSupply:
 
     def accept(self, nodeid: str, value: object) -> None:
         """Take the ``tau2_agent`` fixture's value for test ``nodeid``, before its scenario
-        is asked for. Fails the test (``pytest.fail``) for a value that cannot work."""
+        is asked for. Fails the test (``pytest.fail``) for a value that cannot work, or a
+        fixture other than the one the run named at start-up (its records would credit another
+        agent)."""
+        problem = self._other_fixture()
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
         scope = self.fixture_scope or "function"
         source = self.source.identity.source if self.source else FIXTURE_SOURCE
         mode: Mode
@@ -174,6 +243,31 @@ class AgentSupply:
                 "scenario its agent the same way",
                 pytrace=False,
             )
+
+    def _other_fixture(self) -> str | None:
+        """Why the fixture this test got is not the agent the run named, or None."""
+        named = self.source.identity.source if self.source and self.source.is_fixture else None
+        given = self.fixture_given
+        if given == named:
+            return None
+        if given is None:
+            return (
+                f"{named} does not reach the scenarios: their tests got the plugin's own "
+                f"{FIXTURE_NAME} fixture (pytest gives a conftest's fixtures only to the tests "
+                f"below its folder); define it in {self.rootpath / 'conftest.py'} (the "
+                "rootdir's) or in a plugin module"
+            )
+        started = (
+            f"the fixture {named}"
+            if named
+            else (f"the agent {self.source.identity.source}" if self.source else "the agent model")
+        )
+        return (
+            f"the scenarios get the {FIXTURE_NAME} fixture of {given}, but the run started "
+            f"with {started} (the fixture's conftest was not loaded then): define the fixture "
+            f"in {self.rootpath / 'conftest.py'} (the rootdir's) or in a plugin module, and "
+            "name no other agent"
+        )
 
     def _remember(self, identity: AgentIdentity) -> None:
         if self.identity is None or self.identity.name is None:

@@ -18,7 +18,7 @@ import pytest
 
 from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models.text import printable
-from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
+from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply, unreachable_fixture_problem
 from tau2_retail.plugins.compat import incompatibility, keep_from_reruns
 from tau2_retail.plugins.controller import RUN_KEY, Tau2Run
 from tau2_retail.plugins.hints import no_scenario_hint
@@ -121,14 +121,14 @@ def pytest_configure(config: pytest.Config) -> None:
             run = None
         else:
             settings, unmet = resolve_settings_apart(config)
-            problem = incompatibility(config)
+            problem = incompatibility(config) or unreachable_fixture_problem(config, settings)
             if problem is not None:
                 unmet = ConfigError(problem)
             run = Tau2Run(config, settings)
             process = run.start(unmet, defer=not options_given(config))
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
-    agents = AgentSupply(process.plan.settings.agent_source)
+    agents = AgentSupply(process.plan.settings.agent_source, config.rootpath)
     config.stash[AGENTS_KEY] = agents
     config.pluginmanager.register(agents, _AGENTS_PLUGIN)
     config.stash[PROCESS_KEY] = process

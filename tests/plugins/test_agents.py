@@ -4,9 +4,13 @@ start-up errors, faults of agent code, and the records that name the agent."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from tau2_retail.models.agent import AgentIdentity
+from tau2_retail.plugins.agents import AgentSupply
+from tau2_retail.settings import AgentSource
 from tau2_retail.testing.bench import error_lines
 
 from .conftest import Bench
@@ -259,6 +263,99 @@ def test_a_fixture_override_gives_each_scenario_its_agent(
         "name": "ender",
         "version": "0.3",
     }
+
+
+LOOP_FIXTURE = """\
+import pytest
+
+from my_agents import LoopEnder
+
+
+@pytest.fixture
+def tau2_agent():
+    return LoopEnder()
+"""
+
+
+def _team_tests(bench: Bench, conftest: str) -> None:
+    """The team's own tests in ``tests/``, with ``conftest`` there."""
+    (bench.path / "tests").mkdir()
+    (bench.path / "tests" / "conftest.py").write_text(conftest, encoding="utf-8")
+    (bench.path / "tests" / "test_mine.py").write_text("def test_mine():\n    pass\n")
+
+
+@pytest.mark.tau2_subprocess
+def test_a_fixture_in_a_conftest_that_does_not_reach_the_scenarios_is_refused(
+    agents: Bench,
+) -> None:
+    """pytest gives ``tests/conftest.py``'s fixtures to ``tests/`` only: the scenarios got the
+    built-in oracle while the records named the team's fixture (100 %, gate PASS)."""
+    _team_tests(agents, FIXTURE)
+
+    refused = agents.run("-n", "0", "tests", "test_scenarios.py", TASKS)
+
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR, refused.stdout.str()
+    assert (
+        "tests/conftest.py::tau2_agent does not reach the scenarios: pytest gives a conftest's "
+        "fixtures only to the tests below its folder" in refused.stderr.str()
+    )
+    assert not list(agents.output_dir.glob("*/*/metrics.json"))
+    # the team's own tests alone: as if the plugin were not there
+    assert agents.run("-n", "0", "tests", output_dir=False).ret == pytest.ExitCode.OK
+    # another agent named: it plays, the fixture plays no part (was "both name the agent")
+    named = agents.run(
+        "-n", "0", "tests", "test_scenarios.py", TASKS, "--tau2-agent=my_agents:Ender"
+    )
+    named.assert_outcomes(passed=4)
+    named.stdout.fnmatch_lines(["tau2: agent code my_agents:Ender (ender 0.3); *"])
+
+
+@pytest.mark.tau2_subprocess
+def test_the_run_names_the_fixture_pytest_gives_the_scenarios(agents: Bench) -> None:
+    """A plugin module's fixture reaches every test (the run said builtin:oracle, OFFLINE
+    SELF-CHECK, while the team's agent played); of two conftests, the rootdir's reaches the
+    scenarios (the records named the other)."""
+    (agents.path / "my_fixtures.py").write_text(FIXTURE, encoding="utf-8")
+    (agents.path / "conftest.py").write_text('pytest_plugins = ["my_fixtures"]\n')
+
+    by_plugin = agents.run("-n", "0", TASKS, "--tau2-run-id=pm")
+
+    by_plugin.assert_outcomes(passed=3)
+    by_plugin.stdout.fnmatch_lines(["tau2: agent code my_fixtures.py::tau2_agent; *"])
+    assert "OFFLINE SELF-CHECK" not in by_plugin.stdout.str()
+
+    (agents.path / "conftest.py").write_text(FIXTURE, encoding="utf-8")
+    _team_tests(agents, LOOP_FIXTURE)
+    two = agents.run("-n", "0", "tests", "test_scenarios.py", TASKS, "--tau2-run-id=two")
+    two.assert_outcomes(passed=4)
+    code = _summary(agents, "two")["configuration"]["agent"]["code"]  # type: ignore[index]
+    assert (code["source"], code["name"]) == ("conftest.py::tau2_agent", "ender")
+
+
+def test_a_scenario_given_another_fixture_than_the_run_named_fails_saying_which(
+    tmp_path: Path,
+) -> None:
+    """The check at each scenario (a conftest pytest loads only while collecting is not seen
+    at start-up): a record never credits an agent that did not play."""
+    named = AgentSource(
+        identity=AgentIdentity(source="tests/conftest.py::tau2_agent", fixture=True)
+    )
+    supply = AgentSupply(named, tmp_path)
+    with pytest.raises(pytest.fail.Exception, match="does not reach the scenarios"):
+        supply.accept("t1", None)
+
+    late = AgentSupply(None, tmp_path)
+    late.fixture_given = "pkg/conftest.py::tau2_agent"
+    with pytest.raises(pytest.fail.Exception) as failed:
+        late.accept("t1", object())
+    assert (
+        "get the tau2_agent fixture of pkg/conftest.py::tau2_agent, but the run started "
+        "with the agent model" in str(failed.value)
+    )
+
+    supply.fixture_given = "tests/conftest.py::tau2_agent"
+    supply.accept("t1", None)  # the fixture the run named
+    assert supply.mode == "configured"
 
 
 @pytest.mark.tau2_subprocess
