@@ -23,7 +23,14 @@ import pytest
 
 from tau2_retail.errors import ConfigError
 from tau2_retail.plugins.agents import load_agent_source
-from tau2_retail.settings import OPTIONS, Inputs, Setting, Tau2Settings, declarations
+from tau2_retail.settings import (
+    OPTIONS,
+    AgentSource,
+    Inputs,
+    Setting,
+    Tau2Settings,
+    declarations,
+)
 from tau2_retail.settings import resolve_settings_apart as resolve_apart
 
 __all__ = [
@@ -86,7 +93,7 @@ def add_options(parser: pytest.Parser, model: type[Tau2Settings] = Tau2Settings)
         parser.addini(setting.dest, help=setting.help, type=_ini_type(setting), default=None)
 
 
-def _inputs(config: pytest.Config) -> Inputs:
+def _inputs(config: pytest.Config, deferred: list[ConfigError] | None = None) -> Inputs:
     def option(setting: Setting) -> str | None:
         value = config.getoption(setting.dest)
         return None if value is None else str(value)
@@ -117,8 +124,23 @@ def _inputs(config: pytest.Config) -> Inputs:
         ini=ini,
         default=default,
         environ=os.environ,
-        load_agent=lambda spec, source: load_agent_source(config, spec=spec, spec_source=source),
+        load_agent=lambda spec, source: _agent_source(config, spec, source, deferred),
     )
+
+
+def _agent_source(
+    config: pytest.Config, spec: str, source: str, deferred: list[ConfigError] | None
+) -> AgentSource | None:
+    """The agent's source; an agent of the ini file or the environment that cannot be loaded,
+    with no ``--tau2-*`` option given, goes to ``deferred`` (None then): it stops only a
+    session that collects a scenario, not one of the project's own tests."""
+    try:
+        return load_agent_source(config, spec=spec, spec_source=source)
+    except ConfigError as error:
+        if deferred is None or options_given(config):
+            raise
+        deferred.append(error)
+        return None
 
 
 def resolve_settings_apart(
@@ -127,10 +149,12 @@ def resolve_settings_apart(
     """The settings, and apart what a run with them lacks here (a key variable unset...: see
     :func:`tau2_retail.settings.resolve_settings_apart`); raises ``pytest.UsageError`` on a bad
     value."""
+    deferred: list[ConfigError] = []
     try:
-        return resolve_apart(_inputs(config), model)
+        settings, unmet = resolve_apart(_inputs(config, deferred), model)
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
+    return settings, deferred[0] if deferred else unmet
 
 
 def options_given(config: pytest.Config, model: type[Tau2Settings] = Tau2Settings) -> bool:

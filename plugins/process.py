@@ -32,7 +32,7 @@ from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.secrets import json_redaction, strip_userinfo
 from tau2_retail.plugins.agents import load_agent_source
 from tau2_retail.plugins.budget import Budget, new_budget_token
-from tau2_retail.plugins.options import Tau2Settings
+from tau2_retail.plugins.options import Tau2Settings, options_given
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.plugins.scenario_report import WorkerLeftovers
 from tau2_retail.results.artifacts import validate_name
@@ -126,7 +126,10 @@ def receive_plan(config: pytest.Config, workerinput: Mapping[str, Any]) -> RunPl
             config, spec=settings.agent_code, spec_source=settings.source("agent_code")
         )
     except ConfigError as error:
-        raise pytest.UsageError(str(error)) from None
+        if options_given(config):
+            raise pytest.UsageError(str(error)) from None
+        # the controller read the same and stops the session once a scenario is collected
+        source = None
     settings = dataclasses.replace(settings, agent_source=source)
     return RunPlan(
         settings=settings,

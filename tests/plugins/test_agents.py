@@ -332,6 +332,29 @@ def test_the_run_names_the_fixture_pytest_gives_the_scenarios(agents: Bench) -> 
     assert (code["source"], code["name"]) == ("conftest.py::tau2_agent", "ender")
 
 
+@pytest.mark.tau2_subprocess
+def test_an_ini_agent_that_cannot_load_stops_only_a_session_with_scenarios(agents: Bench) -> None:
+    """The ini file applies to every pytest run of the project: an agent whose framework only
+    the benchmark's job installs stopped the team's unit tests at start-up (exit 4)."""
+    (agents.path / "framework_agent.py").write_text("import some_agent_framework\n")
+    ini = agents.path / "pytest.ini"
+    ini.write_text(ini.read_text() + "tau2_agent = framework_agent:Bot\n")
+    _team_tests(agents, "")
+
+    for xdist in (("-n", "0"), ("-n", "2")):
+        own = agents.run(*xdist, "tests", output_dir=False)
+        assert own.ret == pytest.ExitCode.OK, own.stderr.str()
+        own.assert_outcomes(passed=1)
+
+    scenarios = agents.run("-n", "2", "tests", "test_scenarios.py", output_dir=False)
+    assert scenarios.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "ini tau2_agent: framework_agent:Bot: cannot import 'framework_agent': "
+        "ModuleNotFoundError: No module named 'some_agent_framework'" in scenarios.stderr.str()
+    )
+    assert not agents.output_dir.exists()
+
+
 def test_a_scenario_given_another_fixture_than_the_run_named_fails_saying_which(
     tmp_path: Path,
 ) -> None:
