@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Final
 
 from tau2_retail.errors import ArtifactError, ConfigError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
@@ -36,13 +37,17 @@ from tau2_retail.results.records import RunArgs, RunConfiguration
 from tau2_retail.results.summary import read_run_args, write_run_args
 from tau2_retail.settings import REDACTED_JSON_FLAGS, adopt_stored, resume_differences
 
-__all__ = ["RunFolder", "argv_redacted", "versions"]
+__all__ = ["PACKAGE", "RunFolder", "argv_redacted", "versions"]
+
+
+#: the distribution of this plugin, whose version scores a run (a resume keeps it)
+PACKAGE: Final = "tau2-retail-pytest"
 
 
 def versions() -> dict[str, str]:
     """The versions a run records: Python's and those of the packages that run it."""
     found = {"python": platform.python_version()}
-    for package in ("tau2-retail-pytest", "pytest", "pytest-xdist", "openai"):
+    for package in (PACKAGE, "pytest", "pytest-xdist", "openai"):
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -217,6 +222,15 @@ class RunFolder:
         if adopted:
             self.plan = dataclasses.replace(self.plan, settings=settings, adopted=adopted)
         differing = resume_differences(stored.configuration, now=run_configuration(self.plan))
+        package = PACKAGE
+        before, now = stored.versions.get(package), versions()[package]
+        if before is not None and before != now:
+            raise ConfigError(
+                f"--tau2-resume {run_id}: the stored run's scenarios were scored by {package} "
+                f"{before}, this is {now}: one run would hold the scores of two versions; "
+                f"install {package}=={before} to resume it, or start a new run without "
+                "--tau2-resume"
+            )
         if differing:
             raise ConfigError(
                 f"--tau2-resume {run_id}: the settings differ from the stored run "

@@ -126,6 +126,21 @@ def test_resume_of_a_shard_keeps_its_share(bench: Bench) -> None:
     assert len(collected) == 2
 
 
+def test_resume_refuses_another_version_of_the_plugin(bench: Bench) -> None:
+    """A resume after an upgrade mixed the scores of two versions in one run, and the records
+    named only the new one."""
+    _stored_run(bench, "old", agent="builtin:oracle", tasks=["0"], trials=1)
+    path = bench.run_dir("old") / "run_args.json"
+    stored = json.loads(path.read_text("utf-8"))
+    stored["versions"] = {"tau2-retail-pytest": "0.0.1"}
+    path.write_text(json.dumps(stored), encoding="utf-8")
+
+    text = refusal(bench.run_inprocess("--co", "--tau2-resume=old"))
+
+    assert "the stored run's scenarios were scored by tau2-retail-pytest 0.0.1, this is" in text
+    assert "install tau2-retail-pytest==0.0.1 to resume it, or start a new run" in text
+
+
 def test_resume_refuses_another_profile(bench: Bench) -> None:
     _stored_run(bench, "old", agent="builtin:oracle", tasks=["0"], trials=1, profile="tau2")
 
