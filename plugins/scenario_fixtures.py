@@ -126,6 +126,7 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
         cache=tau2_run.cache,
         prices=settings.prices,
         spending=tau2_run.budget,
+        notice=tau2_run.notice,
     ) as harness:
         try:
             yield harness

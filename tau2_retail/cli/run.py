@@ -365,7 +365,12 @@ async def _run_once(
     roles = settings.roles
     source = settings.agent_source
     async with Harness(
-        bundle=bundle, roles=roles, limits=limits, cache=cache, prices=settings.prices
+        bundle=bundle,
+        roles=roles,
+        limits=limits,
+        cache=cache,
+        prices=settings.prices,
+        notice=lambda line: print(line, file=sys.stderr),
     ) as harness:
         masker = harness.masker
         outcome = await harness.run(

@@ -29,7 +29,7 @@ the environment; ``tau2_retail.models.masking`` says which values count as keys)
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.cached_model import CachedChatModel
 from tau2_retail.models.choice import ModelChoice
+from tau2_retail.models.dropped_params import supplied
 from tau2_retail.models.masking import Masker, masked
 from tau2_retail.models.prices import PriceTable, RoleCosts
 from tau2_retail.models.protocol import ChatModel, ClosedOnExit
@@ -121,6 +122,8 @@ class Harness(ClosedOnExit):
     prices: PriceTable | None = None
     masker: Masker | None = None
     spending: Spending | None = None
+    #: says a line once for the run (an endpoint refused a parameter the profile sends)
+    notice: Callable[[str], None] | None = None
     _clients: dict[str, OpenAIChatModel] = field(default_factory=dict, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -164,8 +167,9 @@ class Harness(ClosedOnExit):
             assert choice.endpoint is not None  # built-ins never get here
             from tau2_retail.models.openai_client import OpenAIChatModel
 
+            sent = self.bundle.profile.policy.request_config(role, choice.endpoint)
             client = self._clients[role] = OpenAIChatModel(
-                self.bundle.profile.policy.request_config(role, choice.endpoint)
+                sent, droppable=supplied(choice.endpoint, sent), notice=self.notice
             )
         return client
 

@@ -27,6 +27,7 @@ at once: the model's malformed output, not an outage.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
@@ -54,6 +55,7 @@ from tau2_retail.models.bounded import (
 )
 from tau2_retail.models.breaker import CircuitBreaker
 from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.dropped_params import refused_parameter, without
 from tau2_retail.models.masking import Masker
 from tau2_retail.models.messages import AssistantTurn, Message
 from tau2_retail.models.progress import current as current_progress
@@ -108,6 +110,8 @@ class OpenAIChatModel(ClosedOnExit):
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
         jitter: Callable[[], float] = random.random,
+        droppable: frozenset[str] = frozenset(),
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         api_key = (not config.takes_no_key and env.get(config.api_key_env)) or MISSING_API_KEY
@@ -116,6 +120,10 @@ class OpenAIChatModel(ClosedOnExit):
         self._clock = clock
         self._jitter = jitter
         self._call_ids = itertools.count()
+        #: parameters the profile supplied, left out once the endpoint refuses them
+        self._droppable = droppable
+        self._dropped: set[str] = set()
+        self._notice = notice
         self._redact = Masker([api_key, *config.headers.values()]).text
         self._gate = BackoffGate(clock=clock, sleep=sleep)
         self._encoder = BodyEncoder()
@@ -209,7 +217,10 @@ class OpenAIChatModel(ClosedOnExit):
                 progress.attempts, progress.wait_seconds = attempts, waited
             started = self._clock()
             async with self.ramp.slot():
-                outcome = await self._attempt(request, attempts)
+                outcome = await self._attempt(self._sendable(request), attempts)
+                if isinstance(outcome, AttemptFailure) and self._drop_refused(outcome):
+                    attempts += 1  # at once: the same request without what it refused
+                    outcome = await self._attempt(self._sendable(request), attempts)
             if isinstance(outcome, ReadCompletion) or outcome.answered:
                 self.ramp.answered()
             elif outcome.connection:
@@ -230,6 +241,34 @@ class OpenAIChatModel(ClosedOnExit):
             self._raise_unless_retried(failure, attempts, waited)
         assert failure is not None  # the loop ran at least once and did not return
         raise self._gave_up(failure, attempts, waited) from failure.cause
+
+    def _sendable(self, request: PreparedRequest) -> PreparedRequest:
+        """``request`` without the parameters this endpoint refused (``dropped_params``)."""
+        if not self._dropped:
+            return request
+        config = without(self._config, self._dropped)
+        content = self._encoder.body(
+            head=request_head(config, request.seed),
+            messages=request.messages,
+            tools=request.tools,
+            extra=config.extra_body,
+        )
+        return dataclasses.replace(request, content=content)
+
+    def _drop_refused(self, failure: AttemptFailure) -> bool:
+        """Whether ``failure`` refused a parameter the profile supplied (left out from now)."""
+        name = refused_parameter(failure, self._droppable - self._dropped)
+        if name is None:
+            return False
+        self._dropped.add(name)
+        if self._notice is not None:
+            self._notice(
+                f"tau2: {self._where()} does not take the {name} "
+                f"{getattr(self._config, name)!r} the profile sends (HTTP 400): its requests "
+                "go without it, as upstream tau2's do (litellm drops what a model does not "
+                "support); the records keep it as configured"
+            )
+        return True
 
     async def _back_off(self, attempt: int, failure: AttemptFailure) -> float:
         """Wait before retrying after failed attempt ``attempt`` (0-based); the seconds waited."""

@@ -1,0 +1,90 @@
+"""A parameter the tau2 profile supplies and a model refuses (OpenAI's reasoning models and
+``temperature``) is left out, as upstream tau2 (litellm's ``drop_params``) leaves it out; one the
+user configured stays the user's to fix. Against the real loopback server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tau2_retail.engine.profiles import policy_for
+from tau2_retail.errors import EndpointError
+from tau2_retail.models import EndpointConfig, OpenAIChatModel
+from tau2_retail.models.dropped_params import supplied
+from tau2_retail.testing.loopback_model import RecordedSleeps
+from tau2_retail.testing.loopback_server import Completion, HttpError, LoopbackOpenAIServer
+
+from .conftest import HELLO
+
+# OpenAI's answer to a reasoning model (o3, gpt-5) sent temperature 0.0
+NO_TEMPERATURE = HttpError.openai(
+    400,
+    "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default "
+    "(1) value is supported.",
+    code="unsupported_value",
+)
+
+
+def _model(server: LoopbackOpenAIServer, droppable: frozenset[str], notices: list[str]) -> Any:
+    config = EndpointConfig(
+        model="gpt-5", base_url=server.base_url, temperature=0.0, max_retries=0, seed=7
+    )
+    return OpenAIChatModel(
+        config, sleep=RecordedSleeps(), droppable=droppable, notice=notices.append
+    )
+
+
+def test_the_tau2_profile_supplies_temperature_only_where_none_is_configured() -> None:
+    policy = policy_for("tau2")
+    bare = EndpointConfig(model="gpt-5")
+    assert supplied(bare, policy.request_config("agent", bare)) == {"temperature"}
+    chosen = EndpointConfig(model="gpt-5", temperature=0.5)
+    assert supplied(chosen, policy.request_config("agent", chosen)) == frozenset()
+    assert supplied(bare, policy_for("default").request_config("agent", bare)) == frozenset()
+
+
+@pytest.mark.asyncio
+async def test_a_supplied_temperature_the_model_refuses_is_left_out_from_then_on(
+    openai_server: LoopbackOpenAIServer,
+) -> None:
+    openai_server.enqueue(NO_TEMPERATURE, Completion(content="Hello."), Completion(content="Hi."))
+    notices: list[str] = []
+    async with _model(openai_server, frozenset({"temperature"}), notices) as model:
+        first = await model.complete(HELLO)
+        second = await model.complete(HELLO)
+        assert model.breaker.consecutive_failures == 0
+
+    assert (first.content, first.attempts, second.attempts) == ("Hello.", 2, 1)
+    sent = [request.body for request in openai_server.requests]
+    assert [body.get("temperature") for body in sent] == [0.0, None, None]
+    assert all(body["seed"] == 7 and body["model"] == "gpt-5" for body in sent)
+    assert ["temperature" in body for body in sent] == [True, False, False]
+    assert len(notices) == 1
+    assert "does not take the temperature 0.0 the profile sends (HTTP 400)" in notices[0]
+
+
+@pytest.mark.asyncio
+async def test_a_temperature_the_user_configured_is_never_left_out(
+    openai_server: LoopbackOpenAIServer,
+) -> None:
+    openai_server.enqueue(NO_TEMPERATURE)
+    notices: list[str] = []
+    async with _model(openai_server, frozenset(), notices) as model:
+        with pytest.raises(EndpointError, match="Unsupported value: 'temperature'"):
+            await model.complete(HELLO)
+    assert len(openai_server.requests) == 1
+    assert notices == []
+
+
+@pytest.mark.asyncio
+async def test_another_400_is_not_taken_for_a_refused_parameter(
+    openai_server: LoopbackOpenAIServer,
+) -> None:
+    openai_server.enqueue(HttpError.openai(400, "Invalid value for 'messages'."))
+    notices: list[str] = []
+    async with _model(openai_server, frozenset({"temperature"}), notices) as model:
+        with pytest.raises(EndpointError, match="Invalid value for 'messages'"):
+            await model.complete(HELLO)
+    assert len(openai_server.requests) == 1
+    assert notices == []
