@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -81,7 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tolerate_unencodable_output() -> None:
+    """Print what the terminal's encoding cannot hold as escapes instead of crashing.
+
+    Under ``PYTHONIOENCODING=ascii``, ``LC_ALL=C`` or a latin-1 locale, a transcript's ``…`` or
+    a non-ASCII run path raised UnicodeEncodeError, which exited 1: a status that means "the
+    scenario failed" or "the gate fails".
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _tolerate_unencodable_output()
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:

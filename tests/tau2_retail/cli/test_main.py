@@ -1,9 +1,10 @@
-"""``python -m tau2_retail``: user-facing help, help text on every option, exit statuses, and a
-closed output pipe."""
+"""``python -m tau2_retail``: user-facing help, help text on every option, exit statuses, a
+closed output pipe and a terminal that cannot encode non-ASCII."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -93,3 +94,29 @@ def test_a_closed_output_pipe_ends_quietly(data_dir: Path):
         err = process.stderr.read().decode()
     assert process.wait(timeout=scaled_timeout(60)) == EXIT_PIPE_CLOSED
     assert err == ""
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"PYTHONIOENCODING": "ascii"},
+        {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""},
+    ],
+    ids=["pythonioencoding-ascii", "c-locale"],
+)
+def test_an_ascii_terminal_gets_escapes_not_a_traceback(data_dir: Path, environment):
+    """Run 17's transcript shortens a long line with ``…``: an ASCII stdout once raised
+    UnicodeEncodeError there, and exit 1 said "the scenario failed"."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "tau2_retail", "run", "17", "--data-dir", str(data_dir)],
+        capture_output=True,
+        env={**os.environ, **environment},
+        cwd="/",
+        timeout=scaled_timeout(120),
+        check=False,
+    )
+    assert b"Traceback" not in completed.stderr, completed.stderr.decode()
+    assert completed.returncode == 0
+    out = completed.stdout.decode("ascii")
+    assert "\\u2026 [" in out
+    assert out.rstrip().endswith("result: success, tau2 reward 1")
