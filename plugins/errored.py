@@ -14,6 +14,7 @@ its test's call, and an infra error (``INFRA``) is raised in its set-up.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,13 +29,36 @@ __all__ = ["ErroredScenarios", "errored_reason"]
 
 _MAX_CHARS = 300
 _PHASES = {"setup": "set-up", "call": "call", "teardown": "teardown"}
+# the line xdist puts first in a worker's report as the controller renders it, before the error
+_WORKER_HEADER = re.compile(r"\[gw\d+\] ")
+# an OSError's cause; the path it names often follows it, so a cut at the end would lose it
+_ERRNO = re.compile(r"\[Errno \d+\] [^:'\"]*[^:'\" ]")
+_CUT = " … "
+_KEPT_TAIL_CHARS = 80
 
 
 def _first_error_line(report: pytest.TestReport) -> str:
-    lines = [line.strip() for line in report.longreprtext.splitlines() if line.strip()]
+    lines = [
+        stripped
+        for line in report.longreprtext.splitlines()
+        if (stripped := line.strip()) and not _WORKER_HEADER.match(stripped)
+    ]
     marked = [line[1:].strip() for line in lines if line.startswith("E ")]
     text = (marked or lines or ["no detail"])[0]
-    return printable(text)[:_MAX_CHARS]
+    return _shortened(printable(text))
+
+
+def _shortened(text: str) -> str:
+    """``text`` in at most ``_MAX_CHARS``: a long one keeps its start (the exception's type)
+    and its cause (an ``[Errno N] ...``, else its end), and loses the middle (a long path)."""
+    if len(text) <= _MAX_CHARS:
+        return text
+    cause = _ERRNO.search(text)
+    tail = cause.group() if cause is not None else text[-_KEPT_TAIL_CHARS:]
+    head = text[: _MAX_CHARS - len(_CUT) - len(tail)]
+    if cause is not None and cause.end() <= len(head):
+        return text[:_MAX_CHARS]  # the cause is in what a plain cut keeps
+    return f"{head}{_CUT}{tail}"
 
 
 def errored_reason(report: pytest.TestReport, record: ScenarioReport | None) -> str | None:

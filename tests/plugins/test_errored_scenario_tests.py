@@ -108,6 +108,40 @@ def test_a_test_failing_although_its_scenario_passed_is_not_a_success(bench: Ben
     )
 
 
+A_WRITE_THAT_FAILS = """
+import pytest
+
+from tau2_retail.errors import ArtifactError
+
+@pytest.fixture(autouse=True)
+def a_write_that_fails(tmp_path):
+    path = tmp_path / ("f" * 300)
+    try:
+        path.write_text("", encoding="utf-8")
+    except OSError as error:
+        raise ArtifactError(f"cannot write {path}: {error}") from error
+"""
+
+
+def test_the_lost_reason_is_the_error_under_xdist_and_keeps_its_cause(
+    bench: Bench, xdist: tuple[str, ...]
+) -> None:
+    # xdist's controller renders a worker's report after a "[gw0] linux -- Python ..." line,
+    # once taken for the error; and a cut at 300 characters lost the errno after a long path
+    (bench.path / "conftest.py").write_text(A_WRITE_THAT_FAILS, encoding="utf-8")
+
+    run = bench.run(*xdist, "--tau2-tasks=10", "--tau2-run-id=long")
+
+    assert run.ret == pytest.ExitCode.TESTS_FAILED, run.output
+    reason = bench.summary("long")["lost_reasons"]["tau2_retail__10"]
+    assert reason.startswith("its test errored (set-up: ArtifactError: cannot write /"), reason
+    assert reason.endswith(" … [Errno 36] File name too long)"), reason
+    assert len(reason) <= len("its test errored (set-up: )") + 300
+    assert f"LOST tau2_retail__10: {reason}" in run.stdout
+    all_summary = (bench.run_dir("long") / "all_summary.txt").read_text(encoding="utf-8")
+    assert reason in all_summary
+
+
 def test_the_gate_names_the_first_errored_scenario_in_task_order_not_arrival_order() -> None:
     # under xdist the workers report in any order; the gate's line must not depend on it
     errored = ErroredScenarios()
