@@ -62,6 +62,12 @@ def _usage(call: Callable[[], T]) -> T:
         raise pytest.UsageError(str(error)) from None
 
 
+def _described(error: Exception) -> str:
+    """``MemoryError`` or ``ValueError: message``: an unexpected error's type and message."""
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
 class Tau2Run:
     """The benchmark run of this pytest session, on the process that writes its files."""
 
@@ -268,6 +274,11 @@ class Tau2Run:
             self.report_path, _ = write_report(self.run_dir)
         except ReportError as error:  # the summary is written; the page is a convenience
             self.problems.append(f"tau2: report.html not written: {error}")
+        except Exception as error:
+            # a page of a big run can exhaust the memory (MemoryError) or meet a bug of ours: the
+            # run is scored and summarized, so it still ends with its section and gate, and the
+            # error is named (`python -m tau2_retail report` builds the page again later)
+            self.problems.append(f"tau2: report.html not written: {_described(error)}")
         self.exit_problem = _BROKEN.get(pytest.ExitCode(session.exitstatus))
         self._apply_gate(self.summary)
         self._export_tau2(session)

@@ -372,3 +372,29 @@ def test_trials_are_scored_per_trial_with_pass_hat_k(
         seeds = [bench.metrics("tri", f"tau2_retail__{task}/trial-{k}")["seed"] for k in (1, 2)]
         assert seeds == [626729, 373753]
     assert bench.metrics("tri", "tau2_retail__10/trial-2")["stop_reason"] == "user_stop"
+
+
+def test_a_report_that_runs_out_of_memory_costs_one_line_not_the_session_end(
+    bench: Bench, xdist: tuple[str, ...]
+) -> None:
+    """A big run's report.html once raised MemoryError out of the session's end: a traceback,
+    no tau2 section, no gate, exit 1, though every scenario passed and summary.json was
+    written."""
+    (bench.path / "conftest.py").write_text(
+        "from tau2_retail.plugins import controller\n\n"
+        "def out_of_memory(run_dir):\n"
+        "    raise MemoryError\n\n"
+        "controller.write_report = out_of_memory\n",
+        encoding="utf-8",
+    )
+
+    run = bench.run(*xdist, "--tau2-tasks=10,12", "--tau2-min-pass-rate=1", "--tau2-run-id=mem")
+
+    assert run.ret == pytest.ExitCode.OK, run.output
+    assert "tau2: report.html not written: MemoryError" in run.stdout.lines
+    assert "Overall success rate: 100.00% (2/2 scenarios) [34.2, 100.0]" in run.stdout.lines
+    (gate,) = [line for line in run.stdout.lines if line.startswith("tau2 gate:")]
+    assert gate.endswith(": PASS"), gate
+    assert "Traceback" not in run.output
+    assert bench.summary("mem")["counts"]["succeeded"] == 2
+    assert not (bench.run_dir("mem") / "report.html").exists()
