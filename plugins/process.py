@@ -58,7 +58,8 @@ _SECRETISH = re.compile(r"(key|token|secret|authorization|password)$", re.IGNORE
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    """``YYYYMMDD-HHMMSS-xxxxxx``: the start in UTC, as every time the run's files record."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
 def redact(value: Any) -> Any:

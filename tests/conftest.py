@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -144,3 +145,18 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("site")
     _pip("install", "--no-deps", "--target", str(target), str(wheel))
     return target
+
+
+@pytest.fixture
+def local_time_far_from_utc() -> Iterator[None]:
+    """This process's local time 3 h 30 behind UTC (St John's in winter), as a POSIX ``TZ``
+    (no time zone database needed): a local time taken for UTC shows."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "NST+03:30"
+    time.tzset()
+    yield
+    if before is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = before
+    time.tzset()

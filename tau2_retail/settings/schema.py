@@ -308,7 +308,9 @@ class Tau2Settings:
         path=True,
     )
     run_id: str = setting(
-        p.run_name, help="run directory name, new (default: a timestamp)", empty=""
+        p.run_name,
+        help="run directory name, new (default: the UTC time, YYYYMMDD-HHMMSS-xxxxxx)",
+        empty="",
     )
     resume: str = setting(
         p.run_name,

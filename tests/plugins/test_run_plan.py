@@ -4,11 +4,14 @@ the request values sent; a run folder of a pre-release format is refused at resu
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tau2_retail.plugins.process import new_run_id
 from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 
@@ -77,3 +80,15 @@ def test_a_run_folder_of_a_pre_release_format_is_refused_at_resume(bench: Bench)
         ]
     )
     assert json.loads(OLD_TAU2_RUN.read_text(encoding="utf-8"))["argv"]  # left as it was
+
+
+@pytest.mark.usefixtures("local_time_far_from_utc")
+def test_a_new_run_id_is_the_start_in_utc_as_every_time_of_the_run():
+    before = datetime.now(UTC).replace(microsecond=0)
+    run_id = new_run_id()
+    after = datetime.now(UTC)
+
+    stamp, _, suffix = run_id.rpartition("-")
+    started = datetime.strptime(stamp, "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
+    assert before <= started <= after, run_id
+    assert re.fullmatch(r"[0-9a-f]{6}", suffix), run_id
