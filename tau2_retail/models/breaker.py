@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 
 from tau2_retail.errors import EndpointDown
@@ -106,7 +106,8 @@ class CircuitBreaker:
     def down(self) -> EndpointDown:
         """The error of an open breaker (also raised when a failure just opened it)."""
         assert self._opened_at is not None
-        since = datetime.fromtimestamp(self._opened_at).strftime("%H:%M:%S")
+        # in UTC, as every time in the run's files (a local time without a zone misled)
+        since = datetime.fromtimestamp(self._opened_at, UTC).strftime("%H:%M:%S UTC")
         return EndpointDown(
             f"endpoint {self._where} is down since {since} "
             f"({self._consecutive} consecutive failures: {self._last_error}); "

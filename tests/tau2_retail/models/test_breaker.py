@@ -3,7 +3,7 @@ success, probes every T seconds."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 
@@ -84,8 +84,18 @@ def test_a_burst_of_failures_is_busy_not_down_until_the_window_has_passed():
     breaker.record_failure("HTTP 503")
     assert breaker.is_open  # three failures over ten seconds, no success: down
     # down since the first failure of the streak (wall = clock + 1e6 here)
-    since = datetime.fromtimestamp(100.0 + 9.9 + 0.2 + 1_000_000).strftime("%H:%M:%S")
-    assert f"is down since {since} (3 consecutive failures: HTTP 503)" in str(breaker.down())
+    since = datetime.fromtimestamp(100.0 + 9.9 + 0.2 + 1_000_000, UTC).strftime("%H:%M:%S")
+    assert f"is down since {since} UTC (3 consecutive failures: HTTP 503)" in str(breaker.down())
+
+
+@pytest.mark.usefixtures("local_time_far_from_utc")
+def test_down_since_is_in_utc_whatever_the_local_time():
+    clock = Clock()
+    breaker = make(clock)
+    for _ in range(3):
+        breaker.record_failure("HTTP 503")
+    # wall time 1_000_100 s: 1970-01-12 13:48:20 UTC, 10:18:20 in the local time of the test
+    assert "is down since 13:48:20 UTC (3 consecutive failures" in str(breaker.down())
 
 
 def test_the_window_is_measured_from_the_first_failure_not_the_last():

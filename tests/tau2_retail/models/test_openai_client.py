@@ -1075,7 +1075,7 @@ async def test_the_breaker_fails_fast_after_k_failures_and_a_probe_closes_it(
             await model.complete(HELLO)  # no request: the breaker is open
     assert len(openai_server.requests) == 3
     text = str(opened.value)
-    assert re.search(r"is down since \d\d:\d\d:\d\d \(3 consecutive failures: HTTP 503", text)
+    assert re.search(r"is down since \d\d:\d\d:\d\d UTC \(3 consecutive failures: HTTP 503", text)
     assert "agent-model" in text
 
     openai_server.enqueue(HttpError.server_error(503), Completion(content="back"))
