@@ -28,3 +28,20 @@ def test_a_pytest_ini_beside_pyproject_still_collects_only_the_scenarios(tmp_pat
     collected = [line for line in done.stdout.splitlines() if "::" in line]
     assert len(collected) == 114
     assert all(line.startswith("tests_tau2_retail/") for line in collected)
+
+
+def test_the_readme_command_runs_under_python_optimize(tmp_path: Path, data_dir: Path) -> None:
+    """``PYTHONOPTIMIZE=2``: pytest warns that asserts are stripped (and, without docstrings,
+    that pytester was imported before rewriting); ``filterwarnings = ["error"]`` made those
+    notices a traceback at start-up."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env |= {"PYTHONOPTIMIZE": "2", "TAU2_DATA_DIR": str(data_dir)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-k", "tau2_retail", "-n", "0", "-p", "no:cacheprovider",
+         "--tau2-tasks=0", f"--tau2-output-dir={tmp_path}"],
+        cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "Overall success rate: 100.00% (1/1 scenarios)" in done.stdout
+    assert "PytestConfigWarning: assertions not in test modules" in done.stdout
