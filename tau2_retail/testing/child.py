@@ -29,8 +29,16 @@ def ready_child(
         text=True,
     )
     try:
-        assert child.stdout is not None
-        assert child.stdout.readline() == f"{READY}\n"
+        assert child.stdout is not None  # a pipe: Popen(stdout=PIPE) above
+        # a real check, not an assert: under python -O a test would go on with a child that
+        # never got ready (and its first line unread)
+        line = child.stdout.readline()
+        if line != f"{READY}\n":
+            ended = " (its output ended: it exited or closed stdout)" if not line else ""
+            raise RuntimeError(
+                f"the child never said {READY!r}: its first line was {line!r}{ended}; "
+                f"script: {script!r}"
+            )
         yield child
     finally:
         child.kill()
