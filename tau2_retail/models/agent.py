@@ -172,10 +172,10 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
 
     The named object must be callable: a class, or a function returning a fresh agent. A
     function is called twice here to check what it returns, and that it is a fresh object
-    each time (a class is inspected instead).
+    each time (a class is inspected instead: it must be callable with no arguments).
     Raises ``ConfigError`` naming what is wrong (module not importable, with the import error;
-    attribute missing; not callable; an object with neither ``respond`` nor ``converse``; one
-    object returned by every call).
+    attribute missing; not callable; a class needing arguments; an object with neither
+    ``respond`` nor ``converse``; one object returned by every call).
     """
     module_name, attribute = parse_agent_spec(spec)
     module = _users_code(
@@ -195,6 +195,8 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
         )
     if not callable(target):
         raise ConfigError(f"{spec}: {type(target).__name__} object is not callable")
+    if inspect.isclass(target):
+        _check_no_arguments_needed(spec, target)
     factory: AgentFactory = target
     probe: object = (
         target if inspect.isclass(target) else _users_code(spec, "the factory raised", target)
@@ -214,6 +216,30 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
 
 
 _MISSING: Final = object()
+
+
+def _check_no_arguments_needed(spec: str, cls: type) -> None:
+    """A class is not called at start-up (only inspected), but every scenario calls it with no
+    arguments: one whose ``__init__`` needs some is refused here rather than failing each
+    scenario as ``agent_error``, as a function factory needing them is when called."""
+    try:
+        signature = inspect.signature(cls)
+    except (ValueError, TypeError):  # no signature to read (a builtin's): the call will tell
+        return
+    try:
+        signature.bind()
+    except TypeError:
+        required = [
+            name
+            for name, parameter in signature.parameters.items()
+            if parameter.default is inspect.Parameter.empty
+            and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+        ]
+        raise ConfigError(
+            f"{spec}: class {cls.__name__} needs arguments ({', '.join(required)}), but each "
+            "scenario's agent is made with none; give them defaults, or name a function that "
+            f"makes the agent (e.g. def make_agent(): return {cls.__name__}(...))"
+        ) from None
 
 
 def _users_code(spec: str, what: str, call: Callable[..., Any], *args: Any) -> Any:

@@ -67,6 +67,16 @@ def make_bad_name():
     return BadName()
 
 
+class NeedsClient(Turn):
+    def __init__(self, client, *extra, model="m", retries, **options):
+        self.client = client
+
+
+class DefaultsOnly(Turn):
+    def __init__(self, client=None, *, model="m"):
+        self.client = client
+
+
 instance = Turn()
 number = 3
 """
@@ -97,6 +107,7 @@ def test_the_public_surface_is_reexported() -> None:
         ("Turn", "turn", "turny", "2.1"),
         ("make_turn", "turn", "turny", "2.1"),
         ("Loop", "loop", None, None),
+        ("DefaultsOnly", "turn", "turny", "2.1"),
     ],
 )
 def test_a_factory_is_found_with_the_identity_of_its_agent(
@@ -125,6 +136,13 @@ def test_a_factory_is_found_with_the_identity_of_its_agent(
         ("my_agents_mod:make_nothing", "the factory's Nothing object has neither respond"),
         ("my_agents_mod:instance", "names an agent object, not a factory"),
         ("my_agents_mod:number", "int object is not callable"),
+        # a class was only inspected: every scenario ran and failed as agent_error
+        (
+            "my_agents_mod:NeedsClient",
+            "class NeedsClient needs arguments (client, retries), but each scenario's agent is "
+            "made with none; give them defaults, or name a function that makes the agent "
+            "(e.g. def make_agent(): return NeedsClient(...))",
+        ),
         ("my_agents_mod:broken_factory", "the factory raised RuntimeError: no key"),
         # SystemExit was pytest's INTERNALERROR (exit 3), and the command exited with 9
         ("my_agents_mod:exiting_factory", "the factory raised SystemExit: 9"),
