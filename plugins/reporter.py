@@ -9,9 +9,10 @@ them in the order a CI log wants (the gate's verdict last) and adds what only th
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from tau2_retail.engine.profiles import ProfileName, policy_for
 from tau2_retail.models.cache import CacheMode
@@ -35,6 +36,7 @@ __all__ = [
     "failure_reason",
     "header_lines",
     "profile_line",
+    "pytest_program",
     "resume_arguments",
     "resume_command",
     "terminal_lines",
@@ -89,12 +91,24 @@ def resume_arguments(args: Sequence[str]) -> list[str]:
     return kept
 
 
-def resume_command(args: Sequence[str], run_id: str) -> str:
+def resume_command(args: Sequence[str], run_id: str, *, argv0: str | None = None) -> str:
     """The command that continues run ``run_id`` started with ``args``: the user's arguments
     (redacted) without the run id, a repeated ``--tau2-resume`` or the early stop, each quoted
-    as a shell wants."""
+    as a shell wants, after the program this session was started as (see
+    :func:`pytest_program`; ``argv0`` is this process's ``sys.argv[0]`` unless given)."""
     kept = resume_arguments(redact_argv(list(args), json_flags=REDACTED_JSON_FLAGS))
-    return shlex.join(["pytest", *kept, f"--tau2-resume={run_id}"])
+    program = pytest_program(sys.argv[0] if argv0 is None else argv0)
+    return shlex.join([*program, *kept, f"--tau2-resume={run_id}"])
+
+
+def pytest_program(argv0: str) -> list[str]:
+    """``python -m pytest`` for a session started so (``argv0`` is then pytest's
+    ``__main__.py``), else ``pytest``: ``python -m`` also puts the current folder on
+    ``sys.path``, which a flat layout's agent module may need to be importable."""
+    main = PurePath(argv0)
+    if main.name == "__main__.py" and main.parent.name == "pytest":
+        return ["python", "-m", "pytest"]
+    return ["pytest"]
 
 
 def profile_line(profile: ProfileName) -> str:

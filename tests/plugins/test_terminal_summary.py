@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from tau2_retail.plugins.reporter import resume_arguments
+from tau2_retail.plugins.reporter import resume_arguments, resume_command
 
 from .conftest import Bench, ScriptedEndpoint
 
@@ -32,6 +32,23 @@ def test_a_resume_repeats_every_argument_but_the_run_id_and_the_early_stop(
     args: list[str], kept: list[str]
 ) -> None:
     assert resume_arguments(args) == kept
+
+
+@pytest.mark.parametrize(
+    ("argv0", "program"),
+    [
+        # python -m pytest: in a flat layout the agent module is importable only because
+        # python -m puts the current folder on sys.path; a pasted `pytest ...` could not import it
+        ("/venv/lib/python3.11/site-packages/pytest/__main__.py", "python -m pytest"),
+        ("/venv/bin/pytest", "pytest"),
+        ("/venv/bin/py.test", "pytest"),
+        # some other module's __main__ (a runner calling pytest.main)
+        ("/work/tool/__main__.py", "pytest"),
+    ],
+)
+def test_a_resume_starts_as_the_session_did(argv0: str, program: str) -> None:
+    command = resume_command(["-n", "2", "--tau2-run-id=r1"], "r1", argv0=argv0)
+    assert command == f"{program} -n 2 --tau2-resume=r1"
 
 
 def test_nl_assertions_are_subtests_and_the_gate_closes_the_output(
@@ -102,13 +119,14 @@ def test_after_x_the_resume_command_drops_x_and_names_the_run_once(
     assert len(hint) == 1
     assert "2 selected scenario(s) did not run" in hint[0]
     command = hint[0].split("resume with: ", 1)[1]
-    assert command.startswith("pytest ")
+    # the session was started as python -m pytest (as every Bench run is)
+    assert command.startswith("python -m pytest ")
     assert command.endswith(" --tau2-resume=stop")
     assert " -x " not in command
     assert "--tau2-run-id" not in command
     assert "--tau2-tasks=10,12,13,25,50" in command
 
-    resumed = bench.run(*command.split()[1:])
+    resumed = bench.run(*command.split()[3:])
     # the two that did not run, run now; the failure recorded before still fails the run
     assert resumed.parseoutcomes() == {"passed": 2, "deselected": 3}
     assert resumed.returncode == pytest.ExitCode.TESTS_FAILED
