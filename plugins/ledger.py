@@ -16,6 +16,7 @@ import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.models.agent import AgentIdentity
+from tau2_retail.models.text import printable
 from tau2_retail.plugins.empty_selection import EmptySelection
 from tau2_retail.plugins.errored import ErroredScenarios
 from tau2_retail.plugins.scenario_report import (
@@ -33,8 +34,22 @@ NOT_RUN = "not run (the session ended before it started)"
 #: why an expected scenario has no record when Ctrl-C stopped the session before it started
 NOT_RUN_INTERRUPTED = "not run (interrupted)"
 
+_MAX_REASON_CHARS = 300
+#: why a scenario whose test reported has no record (unless it was skipped)
+_NO_RECORD = "no metrics.json (interrupted, or its process was lost)"
+
 RunRecords = tuple[dict[str, ScenarioMetrics], dict[str, str]]
 """The whole records by scenario, and why each other scenario of the run has none."""
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """The reason a skipped test gave (``skip(reason=...)``), as pytest shows it with ``-rs``
+    without its ``Skipped: `` prefix; one printable line."""
+    longrepr = report.longrepr
+    # a skip's longrepr is (path, line, message), also after xdist carried it
+    text = str(longrepr[2]) if isinstance(longrepr, tuple | list) else report.longreprtext
+    text = text.strip().removeprefix("Skipped:").strip()
+    return printable(text.splitlines()[0] if text else "no reason given")[:_MAX_REASON_CHARS]
 
 
 class RunLedger:
@@ -58,6 +73,9 @@ class RunLedger:
         self.notices: dict[str, None] = {}
         #: whether the benchmark was collected (a gate on an empty selection fails)
         self.empty = EmptySelection()
+        #: scenarios whose test was skipped before its scenario ran (a user's ``skip`` marker
+        #: or ``pytest.skip`` in their own fixture), with the skip's reason: lost, not run
+        self.skipped: dict[str, str] = {}
         #: scenarios whose test errored: never a success (see ``plugins.errored``)
         self.errored = ErroredScenarios()
         #: the workers that ended abnormally (crashed, or interrupted), and each worker's
@@ -100,6 +118,9 @@ class RunLedger:
         if scenario is not None:
             self.seen.add(scenario)
             self.errored.observe(scenario, report, record)
+            # the plugin's own skips (budget, the agent's interrupt) come with the record
+            if record is None and report.skipped and not hasattr(report, "wasxfail"):
+                self.skipped.setdefault(scenario, f"skipped: {_skip_reason(report)}")
         elif report.failed:
             self.others_failed.append(report.nodeid)
         # at the test's teardown: a scenario that ran before its agent interrupted the run
@@ -156,7 +177,7 @@ class RunLedger:
             records.pop(scenario, None)
             reasons[scenario] = reason
         for scenario in self.seen - records.keys() - self.budget_skipped:
-            reasons.setdefault(scenario, "no metrics.json (interrupted, or its process was lost)")
+            reasons.setdefault(scenario, self.skipped.get(scenario, _NO_RECORD))
         # selected but never started: lost, unless the budget kept them from starting
         crashed = self.crashed_shares(interrupted=interrupted)
         for scenario in set(expected) - records.keys() - self.budget_skipped:

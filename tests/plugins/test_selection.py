@@ -131,3 +131,41 @@ def test_a_bad_shard_stops_at_start_up(bench: Bench) -> None:
     result.stderr.fnmatch_lines(
         ["*'5/4' is not valid for --tau2-shard; expected I/N with 1 <= I <= N, e.g. 2/4*"]
     )
+
+
+SKIPPING_CONFTEST = """
+import pytest
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.endswith("[tau2_retail__12]"):
+            item.add_marker(pytest.mark.skip(reason="quick CI"))
+        if item.nodeid.endswith("[tau2_retail__62]"):
+            item.add_marker(pytest.mark.skipif(True, reason="slow"))
+        if item.nodeid.endswith("[tau2_retail__0]"):
+            item.add_marker(pytest.mark.xfail(reason="known bad", strict=False))
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_scenario_a_users_marker_skips_is_lost_as_skipped(bench: Bench, workers: str) -> None:
+    """A skip marker added by a team's hook kept the scenario from running, and the run said
+    ``no metrics.json (interrupted, or its process was lost)``, a crash's reason."""
+    (bench.path / "conftest.py").write_text(SKIPPING_CONFTEST, encoding="utf-8")
+
+    run = bench.run(
+        "-n", workers, "--tau2-tasks=0,10,12,62", "--tau2-agent-model=builtin:noop",
+        "--tau2-run-id=skips",
+    )  # fmt: skip
+
+    summary = bench.summary("skips")
+    assert summary["lost_reasons"] == {
+        "tau2_retail__12": "skipped: quick CI",
+        "tau2_retail__62": "skipped: slow",
+    }
+    # an expected failure still runs and is scored
+    assert [row["scenario_id"] for row in summary["scenarios"]] == [
+        "tau2_retail__0",
+        "tau2_retail__10",
+    ]
+    assert "LOST tau2_retail__12: skipped: quick CI" in run.stdout
