@@ -4,7 +4,9 @@ A scenario runs once per test and its record is the test's result. Some plugins 
 loaded would break that, and are refused once a scenario is collected (:func:`incompatibility`,
 held like any unmet need of the run: a session of the team's own tests is not concerned):
 
-- ``-p no:asyncio``: the scenario fixtures are pytest-asyncio's; every scenario was lost;
+- pytest-asyncio turned off (``-p no:asyncio``) or not autoloaded
+  (``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` without ``-p asyncio``): the scenario fixtures are
+  pytest-asyncio's; every scenario was lost;
 - pytest-repeat's ``--count N``: N tests of one scenario wrote one record, the last one won
   (pytest counted N failures, the gate passed);
 - pytest-rerunfailures' ``--force-reruns``, or ``--reruns-mode append`` with reruns, and
@@ -19,6 +21,7 @@ without running the tests) runs no scenario (:func:`runs_no_test`, :func:`sets_u
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from contextlib import suppress
 
@@ -54,10 +57,7 @@ def incompatibility(config: pytest.Config) -> str | None:
     """What of this session's plugins would make the run's records wrong, with the fix."""
     plugins = config.pluginmanager
     if not plugins.has_plugin("asyncio"):
-        return (
-            "the scenarios run on pytest-asyncio, which -p no:asyncio turned off; "
-            f"{_FIX} (a session without scenarios may keep it)"
-        )
+        return _asyncio_missing(config)
     count = getattr(config.option, "count", None) if plugins.has_plugin("repeat") else None
     if isinstance(count, int) and count > 1:
         return (
@@ -81,6 +81,28 @@ def incompatibility(config: pytest.Config) -> str | None:
                 "re-runs infra errors and lost scenarios)"
             )
     return None
+
+
+def _asyncio_missing(config: pytest.Config) -> str:
+    """Why pytest-asyncio is not loaded, and the fix: turned off, or never autoloaded."""
+    if config.pluginmanager.is_blocked("asyncio"):
+        return (
+            "the scenarios run on pytest-asyncio, which -p no:asyncio turned off; "
+            f"{_FIX} (a session without scenarios may keep it)"
+        )
+    # pytest reads the variable so too: any non-empty value turns autoloading off
+    if config.getoption("disable_plugin_autoload", False) or os.environ.get(
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+    ):
+        return (
+            "the scenarios run on pytest-asyncio, which is not loaded: plugin autoloading is "
+            "off (PYTEST_DISABLE_PLUGIN_AUTOLOAD or --disable-plugin-autoload); add -p asyncio "
+            "(and -p xdist to use -n)"
+        )
+    return (
+        "the scenarios run on pytest-asyncio, which this session did not load; install it "
+        "(pip install 'pytest-asyncio>=1.3') or load it with -p asyncio"
+    )
 
 
 def keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> None:

@@ -106,6 +106,28 @@ def test_a_plugin_that_would_make_the_records_wrong_stops_the_run_at_start_up(
     assert not bench.output_dir.exists()
 
 
+@pytest.mark.parametrize("how", ["environment", "option"])
+def test_plugin_autoloading_off_asks_for_p_asyncio_not_to_drop_a_p_no_asyncio(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 pytest -p tau2_retail`` was told to drop the
+    ``-p no:asyncio`` it never passed."""
+    args = ["-p", "tau2_retail"]
+    if how == "environment":
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    else:
+        args.insert(0, "--disable-plugin-autoload")
+
+    result = bench.run_inprocess(*args, TASKS)
+
+    assert usage_errors(result) == [
+        "ERROR: the scenarios run on pytest-asyncio, which is not loaded: plugin autoloading is "
+        "off (PYTEST_DISABLE_PLUGIN_AUTOLOAD or --disable-plugin-autoload); add -p asyncio "
+        "(and -p xdist to use -n)"
+    ]
+    assert not bench.output_dir.exists()
+
+
 def test_a_team_session_without_scenarios_keeps_those_plugins(bench: Bench) -> None:
     # a plain project: the bench's pytest.ini names pytest-asyncio's keys (strict config)
     bench.pytester.makefile(".ini", pytest="[pytest]\n")
