@@ -34,6 +34,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from tau2_retail.errors import AgentInfraError, AgentInterrupted, ConfigError, Tau2Error
@@ -173,13 +174,19 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
     The named object must be callable: a class, or a function returning a fresh agent. A
     function is called twice here to check what it returns, and that it is a fresh object
     each time (a class is inspected instead: it must be callable with no arguments).
-    Raises ``ConfigError`` naming what is wrong (module not importable, with the import error;
+    Raises ``ConfigError`` naming what is wrong (module not importable, with the import error,
+    and how to make it importable when the agent's own package is missing, naming where it is
+    when the current folder or its ``src/`` holds it;
     attribute missing; not callable; a class needing arguments; an object with neither
     ``respond`` nor ``converse``; one object returned by every call).
     """
     module_name, attribute = parse_agent_spec(spec)
     module = _users_code(
-        spec, f"cannot import {module_name!r}:", importlib.import_module, module_name
+        spec,
+        f"cannot import {module_name!r}:",
+        importlib.import_module,
+        module_name,
+        hint=lambda error: _importable_hint(module_name, error, Path.cwd()),
     )
     target: Any = module
     for part in attribute.split("."):
@@ -242,14 +249,54 @@ def _check_no_arguments_needed(spec: str, cls: type) -> None:
         ) from None
 
 
-def _users_code(spec: str, what: str, call: Callable[..., Any], *args: Any) -> Any:
+def _users_code(
+    spec: str,
+    what: str,
+    call: Callable[..., Any],
+    *args: Any,
+    hint: Callable[[BaseException], str] | None = None,
+) -> Any:
     """``call(*args)``, the user's code at start-up (importing the module, reading the name,
     calling the factory): what it raises, ``SystemExit`` included (a script's guard run at
-    import), is a ``ConfigError`` saying ``what`` (Ctrl-C still stops)."""
+    import), is a ``ConfigError`` saying ``what`` (and ``hint(error)``; Ctrl-C still stops)."""
     try:
         return call(*args)
     except (Exception, SystemExit) as error:
-        raise ConfigError(f"{spec}: {what} {type(error).__name__}: {error}") from error
+        fix = hint(error) if hint is not None else ""
+        raise ConfigError(f"{spec}: {what} {type(error).__name__}: {error}{fix}") from error
+
+
+def _importable_hint(module_name: str, error: BaseException, where: Path) -> str:
+    """When ``error`` says the agent's own top-level package is missing, how to make it
+    importable (docs/agents.md), naming where it is when ``where`` holds it: a src layout's
+    ``src/``, or a flat layout's folder. Empty for any other error (a dependency the agent
+    imports is missing: its own error says which)."""
+    package = module_name.partition(".")[0]
+    if not isinstance(error, ModuleNotFoundError) or error.name != package:
+        return ""
+    in_src = _package_in(where / "src", package)
+    if in_src is not None:
+        return (
+            f"; it is in src/{in_src}, but src is not on sys.path: install your project "
+            "(pip install -e .) or add src to pytest's pythonpath setting"
+        )
+    if _package_in(where, package) is not None:
+        return (
+            f"; it is in {where}, which is not on sys.path: run python -m pytest from there, "
+            "install your project (pip install -e .) or add . to pytest's pythonpath setting"
+        )
+    return (
+        "; install the agent's package into this Python (pip install -e .), add the folder "
+        "holding it to pytest's pythonpath setting, or run python -m pytest from that folder"
+    )
+
+
+def _package_in(folder: Path, package: str) -> str | None:
+    """The name of ``package``'s folder or module file in ``folder``, if it has one."""
+    for path in (folder / package, folder / f"{package}.py"):
+        if path.exists():
+            return path.name
+    return None
 
 
 def _kind(value: object) -> str:

@@ -160,6 +160,49 @@ def test_a_bad_import_string_says_what_is_wrong(
     assert str(raised.value).startswith(spec)
 
 
+def test_a_missing_dependency_of_the_agent_gets_no_install_hint(agent_module: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_agent_factory("broken_agents_mod:x")
+    assert str(raised.value).endswith("No module named 'not_a_module_x'")
+
+
+@pytest.mark.parametrize(
+    ("layout", "hint"),
+    [
+        (
+            "src/acme_agent_x9/__init__.py",
+            "it is in src/acme_agent_x9, but src is not on sys.path: install your project "
+            "(pip install -e .) or add src to pytest's pythonpath setting",
+        ),
+        (
+            "acme_agent_x9/__init__.py",
+            "it is in {where}, which is not on sys.path: run python -m pytest from there, "
+            "install your project (pip install -e .) or add . to pytest's pythonpath setting",
+        ),
+        (
+            "elsewhere/acme_agent_x9.py",
+            "install the agent's package into this Python (pip install -e .), add the folder "
+            "holding it to pytest's pythonpath setting, or run python -m pytest from that folder",
+        ),
+    ],
+)
+def test_the_agents_own_package_not_importable_says_how_to_make_it_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, hint: str
+) -> None:
+    """``cannot import 'acme_agent.bot': ModuleNotFoundError`` said nothing of the fix."""
+    (tmp_path / layout).parent.mkdir(parents=True)
+    (tmp_path / layout).write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # not on sys.path: pytest's own import mode keeps it off
+
+    with pytest.raises(ConfigError) as raised:
+        load_agent_factory("acme_agent_x9.bot:make_agent")
+
+    assert str(raised.value) == (
+        "acme_agent_x9.bot:make_agent: cannot import 'acme_agent_x9.bot': ModuleNotFoundError: "
+        f"No module named 'acme_agent_x9'; {hint.format(where=tmp_path)}"
+    )
+
+
 def test_an_agent_whose_name_raises_is_named_by_its_source_alone(agent_module: str) -> None:
     """A ``name`` property that raises (or a proxy's ``__getattr__``) stopped pytest with an
     INTERNALERROR at start-up, and lost a fixture agent's scenario as a harness error."""
