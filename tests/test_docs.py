@@ -380,6 +380,20 @@ def scratch_repository(tmp_path: Path) -> Path:
     return repo
 
 
+def _dependency_tests(tmp_path: Path) -> Path:
+    """A site folder holding a top-level ``tests`` package, as some dependencies install: under
+    ``--pyargs`` pytest reads ``tests`` as that module (README's ``pytest tests --pyargs ...``
+    ran it instead of the team's tests); ``tests/`` is the folder."""
+    site = tmp_path / "dependency-site"
+    (site / "tests").mkdir(parents=True)
+    (site / "tests" / "__init__.py").write_text("", encoding="utf-8")
+    (site / "tests" / "test_dependency.py").write_text(
+        "def test_of_a_dependency():\n    raise AssertionError('a dependency\\'s tests ran')\n",
+        encoding="utf-8",
+    )
+    return site
+
+
 def _run_as_a_user(
     block: Block, script: str, repository: Path, installed: Path, data_dir: Path, tmp_path: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -392,7 +406,7 @@ def _run_as_a_user(
     env["HOME"] = str(tmp_path / "home")
     # the wheel first (its modules and entry point win over this checkout's), `python` on PATH
     # is this environment's interpreter, which holds the runtime dependencies
-    env["PYTHONPATH"] = str(installed)
+    env["PYTHONPATH"] = os.pathsep.join([str(installed), str(_dependency_tests(tmp_path))])
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     if "data fetch" not in block.text:
         subprocess.run(
