@@ -33,8 +33,8 @@ from tau2_retail.models.agent import (
     AgentLedger,
     AgentRunner,
     agent_style,
-    load_agent_factory,
 )
+from tau2_retail.models.agent_import import load_agent_factory
 from tau2_retail.models.agent_thread import BLOCKING_STEP_SECONDS
 from tau2_retail.plugins.installed import BENCHMARK_PACKAGE
 from tau2_retail.settings import AgentSource, Tau2Settings

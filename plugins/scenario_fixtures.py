@@ -44,6 +44,7 @@ from tau2_retail.plugins.scheduler import (
 )
 from tau2_retail.results.artifacts import load_pending_judgement, outcome_files, scenario_dir
 from tau2_retail.results.folder_writer import FolderWriter
+from tau2_retail.results.scenario_folder import ScenarioFiles
 from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store
 
@@ -211,14 +212,9 @@ async def tau2_scheduler(
             raise SchedulerInterrupted(reason) from None
         for hit in outcome.timeouts:
             tau2_run.notice(timeout_notice(hit))
-        folder = functools.partial(
-            outcome_files,
-            tau2_run.plan.run_dir,
-            outcome,
-            prompts=tau2_harness.prompts(scenario.task),
-            config=configuration,
+        directory = await writer.put(
+            _folder_of(tau2_run, tau2_harness, outcome, scenario, configuration)
         )
-        directory = await writer.put(folder)
         if interrupt is None:
             return Finished(outcome, directory)
         # close() raised it: the others in flight stop, this scenario keeps its record
@@ -245,6 +241,24 @@ async def tau2_scheduler(
             await scheduler.aclose()
         finally:
             await writer.aclose()  # every folder it received is on disk
+
+
+def _folder_of(
+    run: Tau2Process,
+    harness: Harness,
+    outcome: ScenarioOutcome,
+    scenario: Scenario,
+    configuration: Any,
+) -> functools.partial[ScenarioFiles]:
+    """What writes ``outcome``'s folder (for the folder writer): its files, its prompts and the
+    run's configuration."""
+    return functools.partial(
+        outcome_files,
+        run.plan.run_dir,
+        outcome,
+        prompts=harness.prompts(scenario.task),
+        config=configuration,
+    )
 
 
 async def _folder_writer(run: Tau2Process) -> FolderWriter:

@@ -26,7 +26,8 @@ from tau2_retail.engine.profiles import ProfileName
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import DataError
-from tau2_retail.models.agent import AgentIdentity, AgentRunner, load_agent_factory
+from tau2_retail.models.agent import AgentIdentity, AgentRunner
+from tau2_retail.models.agent_import import load_agent_factory
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.results.artifacts import write_outcome

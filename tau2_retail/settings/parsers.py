@@ -16,7 +16,7 @@ from typing import Any
 
 from tau2_retail.engine.profiles import PROFILE_NAMES, ProfileName
 from tau2_retail.errors import ConfigError
-from tau2_retail.models.agent import parse_agent_spec
+from tau2_retail.models.agent_import import parse_agent_spec
 from tau2_retail.models.base_url import NOT_HTTP, checked_base_url
 from tau2_retail.models.cache import CacheMode
 from tau2_retail.models.config import ENDPOINT_BOUNDS, Bound

@@ -15,9 +15,8 @@ from tau2_retail.models.agent import (
     AgentIdentity,
     AgentRunner,
     agent_style,
-    load_agent_factory,
-    parse_agent_spec,
 )
+from tau2_retail.models.agent_import import load_agent_factory, parse_agent_spec
 from tau2_retail.models.messages import Message, Role
 
 MODULE = """\
