@@ -57,8 +57,9 @@ Mode = Literal["configured", "shared", "per_item"]
 
 def fixture_sources(config: pytest.Config) -> tuple[list[str], list[str]]:
     """The ``tau2_agent`` fixtures of the user's modules loaded at start-up, as
-    ``path::tau2_agent``, in pytest's registration order: those that reach the scenarios (the
-    last one is the one pytest gives them), and those that do not.
+    ``path::tau2_agent``: those that reach the scenarios, in pytest's order of precedence (the
+    last one is the one pytest gives them: a conftest's over a plugin module's, then the one
+    registered last), and those that do not.
 
     pytest gives a conftest's fixtures only to the tests below the conftest's folder (a
     folder outside the rootdir counts as the rootdir), and a plugin module's (``pytest_plugins``,
@@ -68,7 +69,8 @@ def fixture_sources(config: pytest.Config) -> tuple[list[str], list[str]]:
     rootdir that pytest loads only while collecting is not seen here; :meth:`AgentSupply.accept`
     checks the fixture pytest really gave each scenario.
     """
-    reaching: list[str] = []
+    modules: list[str] = []
+    conftests: list[str] = []
     not_reaching: list[str] = []
     for _, plugin in config.pluginmanager.list_name_plugin():
         if not isinstance(plugin, ModuleType) or plugin.__name__ == _DEFAULT_FIXTURE_MODULE:
@@ -77,9 +79,14 @@ def fixture_sources(config: pytest.Config) -> tuple[list[str], list[str]]:
         if not file or FIXTURE_NAME not in vars(plugin):
             continue
         path = Path(file)
-        found = reaching if _reaches_scenarios(path, config.rootpath) else not_reaching
-        found.append(f"{_shown(path, config.rootpath)}::{FIXTURE_NAME}")
-    return reaching, not_reaching
+        shown = f"{_shown(path, config.rootpath)}::{FIXTURE_NAME}"
+        if not _reaches_scenarios(path, config.rootpath):
+            not_reaching.append(shown)
+        else:
+            (conftests if path.name == "conftest.py" else modules).append(shown)
+    # pytest puts a conftest's fixture after every plugin module's, whatever the order they
+    # were registered in (a conftest's pytest_plugins modules come after it): it wins
+    return modules + conftests, not_reaching
 
 
 def unreachable_fixture_problem(config: pytest.Config, settings: Tau2Settings) -> str | None:

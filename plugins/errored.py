@@ -54,11 +54,18 @@ def _shortened(text: str) -> str:
     if len(text) <= _MAX_CHARS:
         return text
     cause = _ERRNO.search(text)
-    tail = cause.group() if cause is not None else text[-_KEPT_TAIL_CHARS:]
+    tail = cause.group() if cause is not None else _last_words(text, _KEPT_TAIL_CHARS)
     head = text[: _MAX_CHARS - len(_CUT) - len(tail)]
     if cause is not None and cause.end() <= len(head):
         return text[:_MAX_CHARS]  # the cause is in what a plain cut keeps
     return f"{head}{_CUT}{tail}"
+
+
+def _last_words(text: str, chars: int) -> str:
+    """About the last ``chars`` of ``text``, from a word's start (a path it names stays whole)."""
+    start = len(text) - chars
+    space = text.rfind(" ", len(text) - 2 * chars, start)
+    return text[space + 1 :] if space >= 0 else text[start:]
 
 
 def errored_reason(report: pytest.TestReport, record: ScenarioReport | None) -> str | None:

@@ -46,8 +46,14 @@ def _skip_reason(report: pytest.TestReport) -> str:
     """The reason a skipped test gave (``skip(reason=...)``), as pytest shows it with ``-rs``
     without its ``Skipped: `` prefix; one printable line."""
     longrepr = report.longrepr
+    xfail = getattr(report, "wasxfail", None)  # xfail(run=False): "[NOTRUN] <reason>"
+    if isinstance(xfail, str):
+        text = f"xfail {xfail}".strip()
     # a skip's longrepr is (path, line, message), also after xdist carried it
-    text = str(longrepr[2]) if isinstance(longrepr, tuple | list) else report.longreprtext
+    elif isinstance(longrepr, tuple | list):
+        text = str(longrepr[2])
+    else:
+        text = report.longreprtext
     text = text.strip().removeprefix("Skipped:").strip()
     return printable(text.splitlines()[0] if text else "no reason given")[:_MAX_REASON_CHARS]
 
@@ -119,7 +125,7 @@ class RunLedger:
             self.seen.add(scenario)
             self.errored.observe(scenario, report, record)
             # the plugin's own skips (budget, the agent's interrupt) come with the record
-            if record is None and report.skipped and not hasattr(report, "wasxfail"):
+            if record is None and report.skipped:
                 self.skipped.setdefault(scenario, f"skipped: {_skip_reason(report)}")
         elif report.failed:
             self.others_failed.append(report.nodeid)

@@ -241,7 +241,8 @@ def run_configuration(
         if effective and model.endpoint is not None:
             endpoint = policy_for(settings.profile).request_config(role, model.endpoint)
             if endpoint.base_url is None:  # where the openai package sends them
-                endpoint = dataclasses.replace(endpoint, base_url=endpoint.requests_url(environ))
+                url = endpoint.requests_url(environ).rstrip("/")  # ".../v1/" is ".../v1"
+                endpoint = dataclasses.replace(endpoint, base_url=url)
             model = ModelChoice(name=model.name, endpoint=endpoint)
         data = redact(codec.encode(model))
         return ModelRecord(model=data["model"], endpoint=data["endpoint"])

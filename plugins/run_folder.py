@@ -24,7 +24,6 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Final
 
 from tau2_retail.errors import ArtifactError, ConfigError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
@@ -33,15 +32,11 @@ from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import RunPlan, new_run_id, run_configuration
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.lock import LOCK_FILE, RunLock
-from tau2_retail.results.records import RunArgs, RunConfiguration
+from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration
 from tau2_retail.results.summary import read_run_args, write_run_args
 from tau2_retail.settings import REDACTED_JSON_FLAGS, adopt_stored, resume_differences
 
-__all__ = ["PACKAGE", "RunFolder", "argv_redacted", "versions"]
-
-
-#: the distribution of this plugin, whose version scores a run (a resume keeps it)
-PACKAGE: Final = "tau2-retail-pytest"
+__all__ = ["RunFolder", "argv_redacted", "versions"]
 
 
 def versions() -> dict[str, str]:
@@ -223,7 +218,7 @@ class RunFolder:
             self.plan = dataclasses.replace(self.plan, settings=settings, adopted=adopted)
         differing = resume_differences(stored.configuration, now=run_configuration(self.plan))
         package = PACKAGE
-        before, now = stored.versions.get(package), versions()[package]
+        before, now = stored.scored_by, versions()[package]
         if before is not None and before != now:
             raise ConfigError(
                 f"--tau2-resume {run_id}: the stored run's scenarios were scored by {package} "
@@ -232,9 +227,15 @@ class RunFolder:
                 "--tau2-resume"
             )
         if differing:
+            where = (
+                " (a role given no base URL sends its requests where OPENAI_BASE_URL points: "
+                "that is what was recorded)"
+                if any(d.key.endswith("_base_url") for d in differing)
+                else ""
+            )
             raise ConfigError(
                 f"--tau2-resume {run_id}: the settings differ from the stored run "
-                f"({'; '.join(map(str, differing))}); resume with the stored settings "
+                f"({'; '.join(map(str, differing))}){where}; resume with the stored settings "
                 "(give, change or drop those options so they match: the agent and the "
                 "customer are not stored as options and must be given again), or start a new "
                 "run without --tau2-resume"

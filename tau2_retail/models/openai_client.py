@@ -246,7 +246,7 @@ class OpenAIChatModel(ClosedOnExit):
         """``request`` without the parameters this endpoint refused (``dropped_params``)."""
         if not self._dropped:
             return request
-        config = without(self._config, self._dropped)
+        config = self._sent_config()
         content = self._encoder.body(
             head=request_head(config, request.seed),
             messages=request.messages,
@@ -254,6 +254,10 @@ class OpenAIChatModel(ClosedOnExit):
             extra=config.extra_body,
         )
         return dataclasses.replace(request, content=content)
+
+    def _sent_config(self) -> EndpointConfig:
+        """The configuration requests go with: without the parameters the endpoint refused."""
+        return without(self._config, self._dropped) if self._dropped else self._config
 
     def _drop_refused(self, failure: AttemptFailure) -> bool:
         """Whether ``failure`` refused a parameter the profile supplied (left out from now)."""
@@ -377,7 +381,9 @@ class OpenAIChatModel(ClosedOnExit):
         if POST_TAKES_CONTENT:
             return await self._post(request.content, max_bytes=limit)
         # an SDK without raw request bodies: its typed call
-        sdk = self._request(request.messages, tools=request.tools, seed=request.seed)
+        sdk = self._request(
+            request.messages, tools=request.tools, seed=request.seed, config=self._sent_config()
+        )
         async with self._client.chat.completions.with_streaming_response.create(**sdk) as raw:
             return await read_bounded(raw.http_response, max_bytes=limit)
 
@@ -387,8 +393,9 @@ class OpenAIChatModel(ClosedOnExit):
         *,
         tools: Sequence[Mapping[str, Any]] | None,
         seed: int | None,
+        config: EndpointConfig | None = None,
     ) -> dict[str, Any]:
-        config = self._config
+        config = self._config if config is None else config
         # The history and the tools travel in ``extra_body``, which the SDK sends as given.
         # Passed as ``messages=``/``tools=``, its type-driven transform walks every message and
         # schema (10-20 ms of CPU per request at a 40 KB history: most of the harness's cost

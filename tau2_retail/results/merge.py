@@ -33,7 +33,7 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
-from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
+from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import RUN_ARGS_FILE, read_run_args, read_summary
 
 __all__ = [
@@ -184,6 +184,11 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
         different = _differences(reference, _comparable(shard.args.configuration))
         if shard.args.trials != first.args.trials:
             different.append("trials")
+        if shard.args.scored_by != first.args.scored_by:
+            different.append(
+                f"the {PACKAGE} version that scored them "
+                f"({first.args.scored_by} and {shard.args.scored_by})"
+            )
         if different:
             raise ArtifactError(
                 f"refusing to merge {shard.run_dir} with {first.run_dir}: their configurations "

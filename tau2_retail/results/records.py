@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import (
     Field,
@@ -31,6 +31,7 @@ from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
 
 __all__ = [
+    "PACKAGE",
     "Counts",
     "FlakyTask",
     "GroupRate",
@@ -104,6 +105,10 @@ class RunConfiguration:
         return str(value) if value else None
 
 
+PACKAGE: Final = "tau2-retail-pytest"
+"""The distribution whose version scores a run: a resume or a merge keeps to one."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunArgs:
     """``run_args.json``: how the run was started and what it meant to produce."""
@@ -114,6 +119,11 @@ class RunArgs:
     trials: Annotated[int, Field(ge=1)]
     expected: tuple[str, ...]
     versions: Mapping[str, str]
+
+    @property
+    def scored_by(self) -> str | None:
+        """The version of :data:`PACKAGE` that ran it (None: not recorded)."""
+        return self.versions.get(PACKAGE)
 
 
 def _bounds(interval: Interval | None) -> list[float] | None:

@@ -324,6 +324,13 @@ def test_the_run_names_the_fixture_pytest_gives_the_scenarios(agents: Bench) -> 
     by_plugin.stdout.fnmatch_lines(["tau2: agent code my_fixtures.py::tau2_agent; *"])
     assert "OFFLINE SELF-CHECK" not in by_plugin.stdout.str()
 
+    # the rootdir's conftest overrides its own plugin module's fixture (registered after it)
+    (agents.path / "conftest.py").write_text('pytest_plugins = ["my_fixtures"]\n' + LOOP_FIXTURE)
+    both = agents.run("-n", "0", TASKS, "--tau2-run-id=both")
+    both.assert_outcomes(passed=3)
+    code = _summary(agents, "both")["configuration"]["agent"]["code"]  # type: ignore[index]
+    assert (code["source"], code["name"]) == ("conftest.py::tau2_agent", "loop-ender")
+
     (agents.path / "conftest.py").write_text(FIXTURE, encoding="utf-8")
     _team_tests(agents, LOOP_FIXTURE)
     two = agents.run("-n", "0", "tests", "test_scenarios.py", TASKS, "--tau2-run-id=two")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tau2_retail.plugins.errored import ErroredScenarios
+from tau2_retail.plugins.errored import ErroredScenarios, _shortened
 from tau2_retail.plugins.tau2_plugin import check_pytest_version
 
 from .conftest import Bench, usage_errors
@@ -153,3 +153,16 @@ def test_the_gate_names_the_first_errored_scenario_in_task_order_not_arrival_ord
     assert problem == (
         "3 scenario test(s) errored (first: tau2_retail__9: its test errored (tau2_retail__9))"
     )
+
+
+def test_a_long_reason_cut_short_keeps_the_path_it_ends_with_whole() -> None:
+    """A reason cut in its middle kept its last 80 characters from inside a path it named:
+    ``define the fixture in /tmp/ ... team2/conftest.py``."""
+    path = "/home/ci/builds/acme/monorepo/services/support/conftest.py"
+    text = "Failed: " + "x " * 150 + f"define the fixture in {path} (the rootdir's) or elsewhere"
+
+    shortened = _shortened(text)
+
+    assert len(shortened) <= 300
+    assert shortened.startswith("Failed: x x")
+    assert shortened.endswith(f" … {path} (the rootdir's) or elsewhere")

@@ -447,12 +447,18 @@ def test_a_resume_whose_requests_would_go_to_another_openai_base_url_is_refused(
     """No base URL given: the agent's requests go where ``OPENAI_BASE_URL`` points, and the
     run records that URL, so a resume sent to another server is refused."""
     agent = ("-n", "0", "--tau2-tasks=0", "--tau2-agent-model=test-agent")
+    agent += ("--tau2-agent-max-retries=0",)
     monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
-    bench.run(*agent, "--tau2-run-id=env", "--tau2-agent-max-retries=0")
+    bench.run(*agent, "--tau2-run-id=env")
     assert len(endpoint.requests("0")) == 1
     stored = json.loads(bench.run_dir("env").joinpath("run_args.json").read_text("utf-8"))
     assert stored["configuration"]["agent"]["endpoint"]["base_url"] == endpoint.base_url
 
+    monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url + "/")  # the same server
+    same = bench.run_inprocess("--co", *agent, "--tau2-resume=env")
+    assert "tau2: resuming: 1 scenario(s) already complete" in same.stdout.str(), error_text(same)
+
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     text = refusal(bench.run_inprocess("--co", *agent, "--tau2-resume=env"))
     assert f"agent_base_url: stored '{endpoint.base_url}', now 'http://127.0.0.1:9/v1'" in text
+    assert "where OPENAI_BASE_URL points" in text

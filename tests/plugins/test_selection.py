@@ -144,6 +144,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skipif(True, reason="slow"))
         if item.nodeid.endswith("[tau2_retail__0]"):
             item.add_marker(pytest.mark.xfail(reason="known bad", strict=False))
+        if item.nodeid.endswith("[tau2_retail__24]"):
+            item.add_marker(pytest.mark.xfail(reason="not now", run=False))
 """
 
 
@@ -154,13 +156,14 @@ def test_a_scenario_a_users_marker_skips_is_lost_as_skipped(bench: Bench, worker
     (bench.path / "conftest.py").write_text(SKIPPING_CONFTEST, encoding="utf-8")
 
     run = bench.run(
-        "-n", workers, "--tau2-tasks=0,10,12,62", "--tau2-agent-model=builtin:noop",
+        "-n", workers, "--tau2-tasks=0,10,12,24,62", "--tau2-agent-model=builtin:noop",
         "--tau2-run-id=skips",
     )  # fmt: skip
 
     summary = bench.summary("skips")
     assert summary["lost_reasons"] == {
         "tau2_retail__12": "skipped: quick CI",
+        "tau2_retail__24": "skipped: xfail [NOTRUN] not now",
         "tau2_retail__62": "skipped: slow",
     }
     # an expected failure still runs and is scored

@@ -98,6 +98,24 @@ def test_a_different_measuring_setting_is_refused() -> None:
         merge_shards([shard("a", ["1"]), shard("b", ["2"], seed=1)], run_id="all", argv=ARGV)
 
 
+def test_shards_scored_by_two_versions_of_the_package_are_refused() -> None:
+    """The mixing a resume refuses: the merged files named only the first shard's version."""
+    older = shard("a", ["1"])
+    older = dataclasses.replace(
+        older, args=dataclasses.replace(older.args, versions={"tau2-retail-pytest": "0.1.0"})
+    )
+    newer = shard("b", ["2"])
+    newer = dataclasses.replace(
+        newer, args=dataclasses.replace(newer.args, versions={"tau2-retail-pytest": "0.1.1"})
+    )
+    with pytest.raises(
+        ArtifactError,
+        match=r"the tau2-retail-pytest version that scored them "
+        r"\(0\.1\.0 and 0\.1\.1\)",
+    ):
+        merge_shards([older, newer], run_id="all", argv=ARGV)
+
+
 def test_without_a_threshold_the_merged_gate_is_pytests_rule() -> None:
     gate = gate_of({})
     passing = summary_of([metric("1")])
