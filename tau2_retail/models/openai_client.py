@@ -248,7 +248,7 @@ class OpenAIChatModel(ClosedOnExit):
             return request
         config = self._sent_config()
         content = self._encoder.body(
-            head=request_head(config, request.seed),
+            head=request_head(config, self._sent_seed(request)),
             messages=request.messages,
             tools=request.tools,
             extra=config.extra_body,
@@ -259,18 +259,27 @@ class OpenAIChatModel(ClosedOnExit):
         """The configuration requests go with: without the parameters the endpoint refused."""
         return without(self._config, self._dropped) if self._dropped else self._config
 
+    def _sent_seed(self, request: PreparedRequest) -> int | None:
+        """The request's seed, unless the endpoint refused seeds."""
+        return None if "seed" in self._dropped else request.seed
+
     def _drop_refused(self, failure: AttemptFailure) -> bool:
         """Whether ``failure`` refused a parameter the profile supplied (left out from now)."""
-        name = refused_parameter(failure, self._droppable - self._dropped)
+        # every droppable one: a request in flight when another's refusal dropped it was sent
+        # with it, and is sent again without it too
+        name = refused_parameter(failure, self._droppable)
         if name is None:
             return False
+        if name in self._dropped:
+            return True
         self._dropped.add(name)
         if self._notice is not None:
+            status = failure.fatal.status if failure.fatal is not None else None
             self._notice(
-                f"tau2: {self._where()} does not take the {name} "
-                f"{getattr(self._config, name)!r} the profile sends (HTTP 400): its requests "
-                "go without it, as upstream tau2's do (litellm drops what a model does not "
-                "support); the records keep it as configured"
+                f"tau2: {self._where()} does not take the request parameter {name} (HTTP "
+                f"{status}): its requests go without it from now on, as upstream tau2's do "
+                "(litellm drops what a model does not support); the records keep it as "
+                "configured"
             )
         return True
 
@@ -382,7 +391,10 @@ class OpenAIChatModel(ClosedOnExit):
             return await self._post(request.content, max_bytes=limit)
         # an SDK without raw request bodies: its typed call
         sdk = self._request(
-            request.messages, tools=request.tools, seed=request.seed, config=self._sent_config()
+            request.messages,
+            tools=request.tools,
+            seed=self._sent_seed(request),
+            config=self._sent_config(),
         )
         async with self._client.chat.completions.with_streaming_response.create(**sdk) as raw:
             return await read_bounded(raw.http_response, max_bytes=limit)

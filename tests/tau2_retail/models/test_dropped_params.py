@@ -1,9 +1,13 @@
-"""A parameter the tau2 profile supplies and a model refuses (OpenAI's reasoning models and
-``temperature``) is left out, as upstream tau2 (litellm's ``drop_params``) leaves it out; one the
-user configured stays the user's to fix. Against the real loopback server."""
+"""A parameter the suite supplies and a model refuses (OpenAI's reasoning models and the tau2
+profile's ``temperature``, Mistral's models and the trial's ``seed``) is left out, as upstream
+tau2 (litellm's ``drop_params``) leaves it out; one the user configured stays the user's to fix.
+Against the real loopback server."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -26,9 +30,39 @@ NO_TEMPERATURE = HttpError.openai(
 )
 
 
-def _model(server: LoopbackOpenAIServer, droppable: frozenset[str], notices: list[str]) -> Any:
+# Mistral's models (on Mistral's API or Azure AI Foundry) take no seed
+NO_SEED = HttpError(
+    status=422,
+    body=json.dumps(
+        {
+            "detail": [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ["body", "seed"],
+                    "msg": "Extra inputs are not permitted",
+                    "input": 300,
+                }
+            ]
+        }
+    ),
+)
+
+
+def _model(
+    server: LoopbackOpenAIServer,
+    droppable: frozenset[str],
+    notices: list[str],
+    **fields: Any,
+) -> Any:
     config = EndpointConfig(
-        model="gpt-5", base_url=server.base_url, temperature=0.0, max_retries=0, seed=7
+        **{
+            "model": "gpt-5",
+            "base_url": server.base_url,
+            "temperature": 0.0,
+            "max_retries": 0,
+            "seed": 7,
+        }
+        | fields
     )
     return OpenAIChatModel(
         config, sleep=RecordedSleeps(), droppable=droppable, notice=notices.append
@@ -38,10 +72,10 @@ def _model(server: LoopbackOpenAIServer, droppable: frozenset[str], notices: lis
 def test_the_tau2_profile_supplies_temperature_only_where_none_is_configured() -> None:
     policy = policy_for("tau2")
     bare = EndpointConfig(model="gpt-5")
-    assert supplied(bare, policy.request_config("agent", bare)) == {"temperature"}
-    chosen = EndpointConfig(model="gpt-5", temperature=0.5)
+    assert supplied(bare, policy.request_config("agent", bare)) == {"temperature", "seed"}
+    chosen = EndpointConfig(model="gpt-5", temperature=0.5, seed=1)
     assert supplied(chosen, policy.request_config("agent", chosen)) == frozenset()
-    assert supplied(bare, policy_for("default").request_config("agent", bare)) == frozenset()
+    assert supplied(bare, policy_for("default").request_config("agent", bare)) == {"seed"}
 
 
 @pytest.mark.asyncio
@@ -61,7 +95,28 @@ async def test_a_supplied_temperature_the_model_refuses_is_left_out_from_then_on
     assert all(body["seed"] == 7 and body["model"] == "gpt-5" for body in sent)
     assert ["temperature" in body for body in sent] == [True, False, False]
     assert len(notices) == 1
-    assert "does not take the temperature 0.0 the profile sends (HTTP 400)" in notices[0]
+    assert "does not take the request parameter temperature (HTTP 400)" in notices[0]
+
+
+@pytest.mark.asyncio
+async def test_a_trial_seed_the_model_refuses_is_left_out_from_then_on(
+    openai_server: LoopbackOpenAIServer,
+) -> None:
+    openai_server.enqueue(NO_SEED, Completion(content="Bonjour."), Completion(content="Salut."))
+    notices: list[str] = []
+    async with _model(
+        openai_server, frozenset({"seed"}), notices, model="mistral-large", seed=None
+    ) as model:
+        first = await model.complete(HELLO, seed=300)
+        await model.complete(HELLO, seed=301)
+
+    assert (first.content, first.attempts) == ("Bonjour.", 2)
+    sent = [request.body for request in openai_server.requests]
+    assert [body.get("seed") for body in sent] == [300, None, None]
+    assert ["seed" in body for body in sent] == [True, False, False]
+    assert [body["temperature"] for body in sent] == [0.0, 0.0, 0.0]  # not refused: kept
+    assert len(notices) == 1
+    assert "does not take the request parameter seed (HTTP 422)" in notices[0]
 
 
 @pytest.mark.asyncio
@@ -88,3 +143,24 @@ async def test_another_400_is_not_taken_for_a_refused_parameter(
             await model.complete(HELLO)
     assert len(openai_server.requests) == 1
     assert notices == []
+
+
+@pytest.mark.asyncio
+async def test_requests_in_flight_when_the_refusal_came_are_sent_again_too(
+    openai_server: LoopbackOpenAIServer,
+) -> None:
+    """Two conversations on one client: both first requests carry the seed and are refused;
+    the second refusal comes after the first dropped it, and is sent again all the same."""
+    openai_server.enqueue(
+        dataclasses.replace(NO_SEED, latency=0.2),
+        NO_SEED,
+        Completion(content="one"),
+        Completion(content="two"),
+    )
+    notices: list[str] = []
+    async with _model(openai_server, frozenset({"seed"}), notices, seed=None) as model:
+        turns = await asyncio.gather(model.complete(HELLO, seed=1), model.complete(HELLO, seed=2))
+
+    assert sorted(turn.content for turn in turns) == ["one", "two"]
+    assert [turn.attempts for turn in turns] == [2, 2]
+    assert len(notices) == 1
