@@ -43,7 +43,7 @@ def test_a_resume_repeats_every_argument_but_the_run_id_and_the_early_stop(
         ("/venv/bin/pytest", "pytest"),
         ("/venv/bin/py.test", "pytest"),
         # some other module's __main__ (a runner calling pytest.main)
-        ("/work/tool/__main__.py", "pytest"),
+        ("/venv/lib/python3.11/site-packages/tool/__main__.py", "pytest"),
     ],
 )
 def test_a_resume_starts_as_the_session_did(argv0: str, program: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 from tau2_retail.engine.profiles import policy_for
 from tau2_retail.errors import EndpointError
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
-from tau2_retail.models.dropped_params import supplied
+from tau2_retail.models.dropped_params import DROPPABLE, supplied
 from tau2_retail.testing.loopback_model import RecordedSleeps
 from tau2_retail.testing.loopback_server import Completion, HttpError, LoopbackOpenAIServer
 
@@ -119,28 +119,30 @@ async def test_a_trial_seed_the_model_refuses_is_left_out_from_then_on(
     assert "does not take the request parameter seed (HTTP 422)" in notices[0]
 
 
+@pytest.mark.parametrize(
+    ("reply", "droppable", "said"),
+    [
+        # a temperature the user configured is never left out
+        (NO_TEMPERATURE, frozenset(), "Unsupported value: 'temperature'"),
+        (NO_SEED, frozenset({"temperature"}), "extra_forbidden"),
+        # another refusal is not taken for a refused parameter
+        (
+            HttpError.openai(400, "Invalid value for 'messages'."),
+            frozenset(DROPPABLE),
+            "'messages'",
+        ),
+    ],
+    ids=["configured-temperature", "configured-seed", "another-400"],
+)
 @pytest.mark.asyncio
-async def test_a_temperature_the_user_configured_is_never_left_out(
-    openai_server: LoopbackOpenAIServer,
+async def test_what_is_not_left_out_fails_at_once(
+    openai_server: LoopbackOpenAIServer, reply: HttpError, droppable: frozenset[str], said: str
 ) -> None:
-    openai_server.enqueue(NO_TEMPERATURE)
+    openai_server.enqueue(reply)
     notices: list[str] = []
-    async with _model(openai_server, frozenset(), notices) as model:
-        with pytest.raises(EndpointError, match="Unsupported value: 'temperature'"):
-            await model.complete(HELLO)
-    assert len(openai_server.requests) == 1
-    assert notices == []
-
-
-@pytest.mark.asyncio
-async def test_another_400_is_not_taken_for_a_refused_parameter(
-    openai_server: LoopbackOpenAIServer,
-) -> None:
-    openai_server.enqueue(HttpError.openai(400, "Invalid value for 'messages'."))
-    notices: list[str] = []
-    async with _model(openai_server, frozenset({"temperature"}), notices) as model:
-        with pytest.raises(EndpointError, match="Invalid value for 'messages'"):
-            await model.complete(HELLO)
+    async with _model(openai_server, droppable, notices) as model:
+        with pytest.raises(EndpointError, match=said):
+            await model.complete(HELLO, seed=300)
     assert len(openai_server.requests) == 1
     assert notices == []
 
