@@ -78,45 +78,28 @@ def test_the_tau2_profile_supplies_temperature_only_where_none_is_configured() -
     assert supplied(bare, policy_for("default").request_config("agent", bare)) == {"seed"}
 
 
+@pytest.mark.parametrize(
+    ("reply", "name", "status", "kept"),
+    [(NO_TEMPERATURE, "temperature", 400, "seed"), (NO_SEED, "seed", 422, "temperature")],
+    ids=["temperature", "seed"],
+)
 @pytest.mark.asyncio
-async def test_a_supplied_temperature_the_model_refuses_is_left_out_from_then_on(
-    openai_server: LoopbackOpenAIServer,
+async def test_a_supplied_parameter_the_model_refuses_is_left_out_from_then_on(
+    openai_server: LoopbackOpenAIServer, reply: HttpError, name: str, status: int, kept: str
 ) -> None:
-    openai_server.enqueue(NO_TEMPERATURE, Completion(content="Hello."), Completion(content="Hi."))
+    openai_server.enqueue(reply, Completion(content="Hello."), Completion(content="Hi."))
     notices: list[str] = []
-    async with _model(openai_server, frozenset({"temperature"}), notices) as model:
-        first = await model.complete(HELLO)
-        second = await model.complete(HELLO)
+    async with _model(openai_server, frozenset({name}), notices, seed=None) as model:
+        first = await model.complete(HELLO, seed=300)
+        second = await model.complete(HELLO, seed=301)
         assert model.breaker.consecutive_failures == 0
 
     assert (first.content, first.attempts, second.attempts) == ("Hello.", 2, 1)
     sent = [request.body for request in openai_server.requests]
-    assert [body.get("temperature") for body in sent] == [0.0, None, None]
-    assert all(body["seed"] == 7 and body["model"] == "gpt-5" for body in sent)
-    assert ["temperature" in body for body in sent] == [True, False, False]
+    assert [name in body for body in sent] == [True, False, False]
+    assert all(kept in body and body["model"] == "gpt-5" for body in sent)  # the other stays
     assert len(notices) == 1
-    assert "does not take the request parameter temperature (HTTP 400)" in notices[0]
-
-
-@pytest.mark.asyncio
-async def test_a_trial_seed_the_model_refuses_is_left_out_from_then_on(
-    openai_server: LoopbackOpenAIServer,
-) -> None:
-    openai_server.enqueue(NO_SEED, Completion(content="Bonjour."), Completion(content="Salut."))
-    notices: list[str] = []
-    async with _model(
-        openai_server, frozenset({"seed"}), notices, model="mistral-large", seed=None
-    ) as model:
-        first = await model.complete(HELLO, seed=300)
-        await model.complete(HELLO, seed=301)
-
-    assert (first.content, first.attempts) == ("Bonjour.", 2)
-    sent = [request.body for request in openai_server.requests]
-    assert [body.get("seed") for body in sent] == [300, None, None]
-    assert ["seed" in body for body in sent] == [True, False, False]
-    assert [body["temperature"] for body in sent] == [0.0, 0.0, 0.0]  # not refused: kept
-    assert len(notices) == 1
-    assert "does not take the request parameter seed (HTTP 422)" in notices[0]
+    assert f"does not take the request parameter {name} (HTTP {status})" in notices[0]
 
 
 @pytest.mark.parametrize(
