@@ -179,12 +179,10 @@ class OpenAIChatModel(ClosedOnExit):
         tools: Sequence[Mapping[str, Any]] | None = None,
         seed: int | None = None,
     ) -> PreparedRequest:
-        """The request ``complete`` sends for these arguments (``send`` sends it)."""
-        head = request_head(self._config, seed)
-        content = self._encoder.body(
-            head=head, messages=messages, tools=tools, extra=self._config.extra_body
-        )
-        return PreparedRequest(messages=messages, tools=tools, seed=seed, content=content)
+        """The request ``complete`` sends for these arguments (``send`` sends it), without the
+        parameters this endpoint refused (``wire_body`` shows it as configured)."""
+        request = PreparedRequest(messages=messages, tools=tools, seed=seed, content=b"")
+        return self._encoded(request)
 
     def wire_body(self, request: PreparedRequest) -> dict[str, Any]:
         """The JSON body a prepared request puts on the wire, as a dict: model, sampling
@@ -217,10 +215,11 @@ class OpenAIChatModel(ClosedOnExit):
                 progress.attempts, progress.wait_seconds = attempts, waited
             started = self._clock()
             async with self.ramp.slot():
-                outcome = await self._attempt(self._sendable(request), attempts)
+                outcome = await self._attempt(request, attempts)
                 if isinstance(outcome, AttemptFailure) and self._drop_refused(outcome):
                     attempts += 1  # at once: the same request without what it refused
-                    outcome = await self._attempt(self._sendable(request), attempts)
+                    request = self._encoded(request)
+                    outcome = await self._attempt(request, attempts)
             if isinstance(outcome, ReadCompletion) or outcome.answered:
                 self.ramp.answered()
             elif outcome.connection:
@@ -242,10 +241,9 @@ class OpenAIChatModel(ClosedOnExit):
         assert failure is not None  # the loop ran at least once and did not return
         raise self._gave_up(failure, attempts, waited) from failure.cause
 
-    def _sendable(self, request: PreparedRequest) -> PreparedRequest:
-        """``request`` without the parameters this endpoint refused (``dropped_params``)."""
-        if not self._dropped:
-            return request
+    def _encoded(self, request: PreparedRequest) -> PreparedRequest:
+        """``request`` with its body, without the parameters this endpoint refused
+        (``dropped_params``)."""
         config = self._sent_config()
         content = self._encoder.body(
             head=request_head(config, self._sent_seed(request)),
