@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _measure import machine_line, table, verdict
+from _measure import Column, column_table, machine_line, table, verdict
 
 TARGETS = {
     "c114_wall_over_ideal": 1.2,
@@ -108,7 +108,7 @@ def report(figures: dict[str, Any]) -> None:
         f"interpreter {figures['python']}\n"
     )
     runs = figures["runs"]
-    print(_runs_table(runs))
+    print(column_table(RUNS_COLUMNS, runs))
     print("\nSide by side with upstream tau2 (1 s per completion, 114 tasks)\n")
     print(side_by_side(runs))
     print("\nPer process: start-up CPU s by phase, total CPU s, peak RSS MB\n")
@@ -130,49 +130,34 @@ def report(figures: dict[str, Any]) -> None:
     )
 
 
-def _runs_table(runs: list[dict[str, Any]]) -> str:
-    """The main table: one row per run."""
-    return table(
-        [
-            "run",
-            "-n",
-            "concurrency",
-            "scenarios (succeeded)",
-            "completions",
-            "wall s",
-            "start-up s",
-            "ideal s",
-            "wall/ideal",
-            "last reply to exit s",
-            "tree CPU s",
-            "harness CPU ms/completion",
-            "server CPU ms/completion",
-            "peak RSS MB (largest process)",
-            "reference work ms before / after",
-            "a file ms before / after",
-        ],
-        [
-            [
-                r["label"],
-                r["workers"],
-                r["concurrency"],
-                f"{r['scenarios']} ({r['succeeded']})",
-                r["completions"] if r["completions_agree"] else f"{r['completions']} (!)",
-                r["wall_s"],
-                r["startup_s"],
-                r["ideal_s"],
-                r["wall_over_ideal"],
-                r["last_reply_to_exit_s"],
-                r["tree_cpu_s"],
-                r["harness_cpu_ms_per_completion"],
-                r["server_cpu_ms_per_completion"],
-                r["max_rss_mb"],
-                " / ".join(format(ms, ".1f") for ms in r.get("reference_ms", ())),
-                " / ".join(format(ms, ".2f") for ms in r.get("file_ms", ())),
-            ]
-            for r in runs
-        ],
-    )
+RUNS_COLUMNS: tuple[Column, ...] = (
+    ("run", "label"),
+    ("-n", "workers"),
+    ("concurrency", "concurrency"),
+    ("scenarios (succeeded)", lambda r: f"{r['scenarios']} ({r['succeeded']})"),
+    (
+        "completions",
+        lambda r: r["completions"] if r["completions_agree"] else f"{r['completions']} (!)",
+    ),
+    ("wall s", "wall_s"),
+    ("start-up s", "startup_s"),
+    ("ideal s", "ideal_s"),
+    ("wall/ideal", "wall_over_ideal"),
+    ("last reply to exit s", "last_reply_to_exit_s"),
+    ("tree CPU s", "tree_cpu_s"),
+    ("harness CPU ms/completion", "harness_cpu_ms_per_completion"),
+    ("server CPU ms/completion", "server_cpu_ms_per_completion"),
+    ("peak RSS MB (largest process)", "max_rss_mb"),
+    (
+        "reference work ms before / after",
+        lambda r: " / ".join(format(ms, ".1f") for ms in r.get("reference_ms", ())),
+    ),
+    (
+        "a file ms before / after",
+        lambda r: " / ".join(format(ms, ".2f") for ms in r.get("file_ms", ())),
+    ),
+)
+"""The main table: one row per run."""
 
 
 def _processes_table(runs: list[dict[str, Any]]) -> str:

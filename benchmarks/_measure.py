@@ -31,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -464,6 +464,21 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
         for row in shown
     ]
     return "\n".join(lines)
+
+
+Column = tuple[str, str | Callable[[Mapping[str, Any]], Any]]
+"""A table's column: its header and the row's key, or a function of the row, giving its value."""
+
+
+def column_table(columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> str:
+    """A :func:`table` of ``rows`` (figures by key), each column's header beside its value."""
+    return table(
+        [header for header, _ in columns],
+        [
+            [row[value] if isinstance(value, str) else value(row) for _, value in columns]
+            for row in rows
+        ],
+    )
 
 
 def _cell(value: Any) -> str:

@@ -41,8 +41,10 @@ from typing import Any
 import _checkout  # noqa: F401  (this checkout's tau2_retail first)
 from _measure import (
     ROOT,
+    Column,
     Run,
     artifact_sizes,
+    column_table,
     load_average,
     machine,
     machine_line,
@@ -387,7 +389,7 @@ def report(figures: dict[str, Any]) -> None:
 
 
 # (header, key) of each column after the run's name: one list names the column and its figure
-PROCESS_COLUMNS = (
+PROCESS_COLUMNS: tuple[Column, ...] = (
     ("process", "role"),
     ("peak RSS MB", "maxrss_mb"),
     ("CPU s", "cpu_s"),
@@ -402,7 +404,7 @@ PROCESS_COLUMNS = (
     ("exit", "exit_s"),
     ("scenarios", "scenarios"),
 )
-HARNESS_COLUMNS = (
+HARNESS_COLUMNS: tuple[Column, ...] = (
     ("scenarios", "scenarios"),
     ("set-up median (conversation+scoring+artifacts)", "setup_ms_median"),
     ("p90", "setup_ms_p90"),
@@ -413,16 +415,12 @@ HARNESS_COLUMNS = (
 )
 
 
-def _keyed_table(
-    columns: tuple[tuple[str, str], ...], entries: dict[str, list[dict[str, Any]]]
-) -> str:
+def _keyed_table(columns: tuple[Column, ...], entries: dict[str, list[dict[str, Any]]]) -> str:
     """A table with a row per entry of each run: the run's name, then ``columns``' figures."""
     rows = [
-        [name, *(entry[key] for _header, key in columns)]
-        for name, run_entries in entries.items()
-        for entry in run_entries
+        {"run": name, **entry} for name, run_entries in entries.items() for entry in run_entries
     ]
-    return table(["run", *(header for header, _key in columns)], rows)
+    return column_table((("run", "run"), *columns), rows)
 
 
 def _print_scale(h: dict[str, Any], s: dict[str, Any], artifacts: dict[str, Any]) -> None:

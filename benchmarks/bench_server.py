@@ -62,8 +62,10 @@ from typing import Any
 from _measure import (
     ROOT,
     SCENARIO_TEST,
+    Column,
     Run,
     artifact_sizes,
+    column_table,
     completions_from_metrics,
     load_average,
     machine,
@@ -300,58 +302,35 @@ def report(figures: dict[str, Any]) -> None:
     )
     rows = grouped(figures["runs"])
     figures["table"] = rows
-    print(_runs_table(rows))
+    print(column_table(RUNS_COLUMNS, rows))
     print("\nTargets\n")
     print(table(["target", "limit", "measured", "verdict"], _checks(rows)))
 
 
-def _runs_table(rows: list[dict[str, Any]]) -> str:
-    """The main table: one row per (workers, trials), the medians of its runs."""
-    return table(
-        [
-            "-n",
-            "trials",
-            "runs",
-            "scenarios (succeeded)",
-            "completions",
-            "wall s",
-            "ideal s",
-            "wall/ideal",
-            "start-up s",
-            "first request to last reply / ideal",
-            "after last reply s",
-            "harness CPU ms/completion",
-            "incl. first scenarios",
-            "first scenario CPU s",
-            "tree CPU ms/completion",
-            "server CPU ms/completion",
-            "worker peak RSS MB",
-            "artifacts KB/scenario",
-        ],
-        [
-            [
-                r["workers"],
-                r["trials"],
-                r["repeats"],
-                f"{r['scenarios']} ({r['succeeded']})",
-                r["completions"] if r["agree"] else f"{r['completions']} (suite disagrees)",
-                r["wall_s"],
-                r["ideal_s"],
-                r["wall_over_ideal"],
-                r["startup_s"],
-                r["model_phase_over_ideal"],
-                r["after_last_reply_s"],
-                r["harness_cpu_ms_per_completion"],
-                r["scenario_tests_cpu_ms_per_completion"],
-                r["first_scenario_cpu_s_median"],
-                r["tree_cpu_ms_per_completion"],
-                r["server_cpu_ms_per_completion"],
-                r["worker_maxrss_mb"],
-                r["artifact_kb"],
-            ]
-            for r in rows
-        ],
-    )
+RUNS_COLUMNS: tuple[Column, ...] = (
+    ("-n", "workers"),
+    ("trials", "trials"),
+    ("runs", "repeats"),
+    ("scenarios (succeeded)", lambda r: f"{r['scenarios']} ({r['succeeded']})"),
+    (
+        "completions",
+        lambda r: r["completions"] if r["agree"] else f"{r['completions']} (suite disagrees)",
+    ),
+    ("wall s", "wall_s"),
+    ("ideal s", "ideal_s"),
+    ("wall/ideal", "wall_over_ideal"),
+    ("start-up s", "startup_s"),
+    ("first request to last reply / ideal", "model_phase_over_ideal"),
+    ("after last reply s", "after_last_reply_s"),
+    ("harness CPU ms/completion", "harness_cpu_ms_per_completion"),
+    ("incl. first scenarios", "scenario_tests_cpu_ms_per_completion"),
+    ("first scenario CPU s", "first_scenario_cpu_s_median"),
+    ("tree CPU ms/completion", "tree_cpu_ms_per_completion"),
+    ("server CPU ms/completion", "server_cpu_ms_per_completion"),
+    ("worker peak RSS MB", "worker_maxrss_mb"),
+    ("artifacts KB/scenario", "artifact_kb"),
+)
+"""The main table: one row per (workers, trials), the medians of its runs."""
 
 
 def _checks(rows: list[dict[str, Any]]) -> list[list[Any]]:
