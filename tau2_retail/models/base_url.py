@@ -23,7 +23,14 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from tau2_retail.models.secrets import strip_userinfo
 
-__all__ = ["BASE_URL_ENV", "NOT_HTTP", "ClientURL", "checked_base_url", "client_url"]
+__all__ = [
+    "BASE_URL_ENV",
+    "NOT_HTTP",
+    "ClientURL",
+    "checked_base_url",
+    "client_url",
+    "shown_environment_url",
+]
 
 BASE_URL_ENV: Final = "OPENAI_BASE_URL"
 """The variable the ``openai`` package reads when no base URL is given."""
@@ -71,3 +78,14 @@ def client_url(base_url: str | None, environ: Mapping[str, str]) -> ClientURL:
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     return ClientURL(urlunsplit(parts._replace(query="", fragment="")), query)
+
+
+def shown_environment_url(environ: Mapping[str, str]) -> str | None:
+    """``OPENAI_BASE_URL`` of ``environ`` as a message names where a role without a base URL
+    sends its requests, ``URL (OPENAI_BASE_URL)``; None when unset, or not a base URL (the
+    client refuses it as it is built)."""
+    try:
+        url = client_url(None, environ).base_url
+    except ValueError:
+        return None
+    return f"{url} ({BASE_URL_ENV})" if url else None

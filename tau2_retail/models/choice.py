@@ -15,7 +15,7 @@ from typing import Annotated, Final
 from pydantic import Field
 
 from tau2_retail.errors import ConfigError
-from tau2_retail.models.base_url import BASE_URL_ENV, client_url
+from tau2_retail.models.base_url import shown_environment_url
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, is_builtin
 from tau2_retail.models.config import EndpointConfig
 
@@ -38,18 +38,12 @@ class ModelChoice:
     def describe(self) -> str:
         if self.endpoint is None or self.is_builtin:
             return self.name
-        where = self.endpoint.base_url or _from_environment() or "the openai default base URL"
+        where = (
+            self.endpoint.base_url
+            or shown_environment_url(os.environ)
+            or "the openai default base URL"
+        )
         return f"{self.name} at {where}"
-
-
-def _from_environment() -> str | None:
-    """``OPENAI_BASE_URL``, where a role without a base URL sends its requests (as the
-    ``openai`` package does), named as such; None when unset (or no URL)."""
-    try:
-        url = client_url(None, os.environ).base_url
-    except ValueError:
-        return None
-    return f"{url} ({BASE_URL_ENV})" if url else None
 
 
 def choose_model(role: str, name: str, endpoint: Callable[[str], EndpointConfig]) -> ModelChoice:

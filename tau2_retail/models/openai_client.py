@@ -48,6 +48,7 @@ from tau2_retail.models.attempt_failure import (
     status_failure,
 )
 from tau2_retail.models.backoff import BackoffGate
+from tau2_retail.models.base_url import shown_environment_url
 from tau2_retail.models.bounded import (
     ACCEPT_ENCODING,
     ReplyTooLarge,
@@ -116,6 +117,10 @@ class OpenAIChatModel(ClosedOnExit):
         env = os.environ if environ is None else environ
         api_key = (not config.takes_no_key and env.get(config.api_key_env)) or MISSING_API_KEY
         self._config = config
+        # where the requests go, as the client below is built: OPENAI_BASE_URL of os.environ
+        # for a role without a base URL (its errors said "the default URL", OpenAI's, while
+        # they came from the server that variable names)
+        self._url = config.base_url or shown_environment_url(os.environ) or "the default URL"
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
@@ -460,4 +465,4 @@ class OpenAIChatModel(ClosedOnExit):
             raise _UnparseableReply(str(e)) from e
 
     def _where(self) -> str:
-        return f"model {self._config.model!r} at {self._config.base_url or 'the default URL'}"
+        return f"model {self._config.model!r} at {self._url}"

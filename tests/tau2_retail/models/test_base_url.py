@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from tau2_retail.errors import ConfigError
+from tau2_retail.errors import ConfigError, EndpointError
 from tau2_retail.models.base_url import checked_base_url, client_url
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.testing.loopback_model import loopback_model
-from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer
+from tau2_retail.testing.loopback_server import Completion, HttpError, LoopbackOpenAIServer
 
 HELLO = (Message(role=Role.USER, content="Where is my order?"),)
 
@@ -122,3 +122,20 @@ def test_a_role_without_a_base_url_is_described_at_openai_base_url(
     assert choice.describe() == "gpt-4o at the openai default base URL"
     monkeypatch.setenv("OPENAI_BASE_URL", "https://u:PW-1@gw.example/v1?team=a")
     assert choice.describe() == "gpt-4o at https://gw.example/v1 (OPENAI_BASE_URL)"
+
+
+@pytest.mark.asyncio
+async def test_an_endpoint_error_names_the_url_of_openai_base_url(
+    openai_server: LoopbackOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A role without a base URL sends to ``OPENAI_BASE_URL``; its errors (in metrics.json, the
+    summary and the report), its breaker's "is down" line and its dropped-parameter notice
+    said "at the default URL", OpenAI's, beside "check the base URL"."""
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    openai_server.enqueue(HttpError.openai(404, "unknown model"))
+    async with loopback_model(openai_server, base_url=None, max_retries=0) as model:
+        with pytest.raises(EndpointError) as failed:
+            await model.complete(HELLO)
+    assert str(failed.value).startswith(
+        f"model 'agent-model' at {openai_server.base_url} (OPENAI_BASE_URL): "
+    )
