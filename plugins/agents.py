@@ -55,38 +55,66 @@ _DEFAULT_FIXTURE_MODULE: Final = "tau2_retail.plugins.scenario_fixtures"
 Mode = Literal["configured", "shared", "per_item"]
 
 
-def fixture_sources(config: pytest.Config) -> tuple[list[str], list[str]]:
+def fixture_sources(config: pytest.Config) -> tuple[list[str], list[tuple[str, str]]]:
     """The ``tau2_agent`` fixtures of the user's modules loaded at start-up, as
     ``path::tau2_agent``: those that reach the scenarios, in pytest's order of precedence (the
     last one is the one pytest gives them: a conftest's over a plugin module's, then the one
-    registered last), and those that do not.
+    registered last), and those that do not, each with why and the fix.
 
     pytest gives a conftest's fixtures only to the tests below the conftest's folder (a
-    folder outside the rootdir counts as the rootdir), and a plugin module's (``pytest_plugins``,
-    ``-p``) to every test. The scenarios are collected at the rootdir, as the package
-    ``tests_tau2_retail``: a conftest in another folder (``tests/``, the folder pytest was run
-    from when the configuration file is higher up) does not reach them. A conftest below the
-    rootdir that pytest loads only while collecting is not seen here; :meth:`AgentSupply.accept`
-    checks the fixture pytest really gave each scenario.
+    folder outside the rootdir counts as the rootdir), and a plugin module's to every test,
+    unless a plugin registered after it has the fixture too: the plugin's own
+    ``tau2_agent`` is registered with this plugin (an entry point), so a module given with
+    ``-p`` or by another entry point loaded first is overridden by it; a conftest's
+    ``pytest_plugins`` and ``PYTEST_PLUGINS`` come later. The scenarios are collected at the
+    rootdir, as the package ``tests_tau2_retail``: a conftest in another folder (``tests/``,
+    the folder pytest was run from when the configuration file is higher up) does not reach
+    them. A conftest below the rootdir that pytest loads only while collecting is not seen
+    here; :meth:`AgentSupply.accept` checks the fixture pytest really gave each scenario.
     """
     modules: list[str] = []
     conftests: list[str] = []
-    not_reaching: list[str] = []
+    not_reaching: list[tuple[str, str]] = []
+    default_registered = False
     for _, plugin in config.pluginmanager.list_name_plugin():
-        if not isinstance(plugin, ModuleType) or plugin.__name__ == _DEFAULT_FIXTURE_MODULE:
+        if not isinstance(plugin, ModuleType):
+            continue
+        if plugin.__name__ == _DEFAULT_FIXTURE_MODULE:
+            default_registered = True
             continue
         file = getattr(plugin, "__file__", None)
         if not file or FIXTURE_NAME not in vars(plugin):
             continue
         path = Path(file)
         shown = f"{_shown(path, config.rootpath)}::{FIXTURE_NAME}"
-        if not _reaches_scenarios(path, config.rootpath):
-            not_reaching.append(shown)
+        if path.name != "conftest.py" and not default_registered:
+            not_reaching.append((shown, _overridden(plugin.__name__, config.rootpath)))
+        elif path.name == "conftest.py" and not _reaches_scenarios(path, config.rootpath):
+            not_reaching.append((shown, _below_a_folder(config.rootpath)))
         else:
             (conftests if path.name == "conftest.py" else modules).append(shown)
     # pytest puts a conftest's fixture after every plugin module's, whatever the order they
     # were registered in (a conftest's pytest_plugins modules come after it): it wins
     return modules + conftests, not_reaching
+
+
+def _below_a_folder(rootpath: Path) -> str:
+    return (
+        "pytest gives a conftest's fixtures only to the tests below its folder, and the "
+        f"scenarios are collected at the rootdir; define the fixture in {rootpath / 'conftest.py'}"
+        " (the rootdir's: its fixtures reach every test) or in a plugin module, or name the "
+        "agent with --tau2-agent"
+    )
+
+
+def _overridden(module: str, rootpath: Path) -> str:
+    return (
+        f"the plugin module {module} was loaded before tau2_retail (with -p, or by an entry "
+        f"point), and pytest gives the scenarios the {FIXTURE_NAME} fixture of the plugin "
+        f"loaded last, tau2_retail's own; load it from {rootpath / 'conftest.py'} instead "
+        f'(pytest_plugins = ["{module}"], without -p), or define the fixture there, or name '
+        "the agent with --tau2-agent"
+    )
 
 
 def unreachable_fixture_problem(config: pytest.Config, settings: Tau2Settings) -> str | None:
@@ -98,17 +126,12 @@ def unreachable_fixture_problem(config: pytest.Config, settings: Tau2Settings) -
         return None
     if settings.sources.get("agent_model", "default") != "default":
         return None  # an agent model named on purpose: a conftest's fixture is another matter
-    return (
-        f"{not_reaching[-1]} does not reach the scenarios: pytest gives a conftest's fixtures "
-        "only to the tests below its folder, and the scenarios are collected at the rootdir; "
-        f"define the fixture in {config.rootpath / 'conftest.py'} (the rootdir's: its "
-        "fixtures reach every test) or in a plugin module, or name the agent with --tau2-agent"
-    )
+    fixture, why = not_reaching[-1]
+    return f"{fixture} does not reach the scenarios: {why}"
 
 
 def _reaches_scenarios(path: Path, rootpath: Path) -> bool:
-    if path.name != "conftest.py":
-        return True  # a plugin module: its fixtures reach every test
+    """Whether a conftest's fixtures reach the scenarios collected at the rootdir."""
     try:
         folder = path.parent.resolve().relative_to(rootpath.resolve()).as_posix()
     except ValueError:

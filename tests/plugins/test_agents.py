@@ -340,6 +340,38 @@ def test_the_run_names_the_fixture_pytest_gives_the_scenarios(agents: Bench) -> 
 
 
 @pytest.mark.tau2_subprocess
+def test_a_plugin_module_given_with_p_is_refused_saying_how_to_load_it(agents: Bench) -> None:
+    """A module given with ``-p`` is registered before the plugin's own ``tau2_agent``, which
+    pytest then gives the scenarios: the run named the team's fixture at start-up, then every
+    scenario was lost ("does not reach ...: define it ... in a plugin module", which it was)."""
+    package = agents.path / "team_plugins"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "fixtures.py").write_text(FIXTURE, encoding="utf-8")
+
+    refused = agents.run("-n", "0", "-p", "team_plugins.fixtures", TASKS)
+
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR, refused.stdout.str()
+    assert (
+        "team_plugins/fixtures.py::tau2_agent does not reach the scenarios: the plugin module "
+        "team_plugins.fixtures was loaded before tau2_retail (with -p, or by an entry point)"
+        in refused.stderr.str()
+    )
+    assert 'pytest_plugins = ["team_plugins.fixtures"], without -p' in refused.stderr.str()
+    assert not list(agents.output_dir.glob("*/*/metrics.json"))
+    # loaded as the message says, or after the plugin: the team's agent plays (a module in a
+    # folder of its own is no conftest: its fixtures reach every test)
+    (agents.path / "conftest.py").write_text('pytest_plugins = ["team_plugins.fixtures"]\n')
+    for run_id, args in (
+        ("pp", ()),
+        ("late", ("-p", "tau2_retail", "-p", "team_plugins.fixtures")),
+    ):
+        loaded = agents.run("-n", "0", *args, TASKS, f"--tau2-run-id={run_id}")
+        loaded.assert_outcomes(passed=3)
+        loaded.stdout.fnmatch_lines(["tau2: agent code team_plugins/fixtures.py::tau2_agent; *"])
+
+
+@pytest.mark.tau2_subprocess
 def test_an_ini_agent_that_cannot_load_stops_only_a_session_with_scenarios(agents: Bench) -> None:
     """The ini file applies to every pytest run of the project: an agent whose framework only
     the benchmark's job installs stopped the team's unit tests at start-up (exit 4)."""
