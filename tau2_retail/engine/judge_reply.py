@@ -21,7 +21,11 @@ Normalization rules, beyond the spec's wording, decided here:
   and ``NO_REASON`` when it is missing or null. The overall ``reason`` is kept when it is a
   string, else empty.
 - ``score`` must be a finite JSON number (a boolean is not one); it is clamped to [0, 1], and
-  anything else counts as 0.0.
+  anything else counts as 0.0. An integer too large for a float (``1`` followed by 400 zeros)
+  is clamped like any other: it ended the scenario with an ``OverflowError`` before.
+- JSON with an integer of more than 4,300 digits (Python's limit for reading one) is unreadable
+  where it stands: no object nested in it is read in its place (a verdict read as the whole
+  judgement failed every assertion the judge had passed).
 """
 
 from __future__ import annotations
@@ -113,10 +117,11 @@ def _verdict(index: int, assertion: str, raw: dict[str, Any] | None) -> Verdict:
 def _score(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0
-    score = float(value)
-    if not math.isfinite(score):
+    if isinstance(value, int):
+        return float(min(max(value, 0), 1))  # float() of a 400-digit integer overflows
+    if not math.isfinite(value):
         return 0.0
-    return min(max(score, 0.0), 1.0)
+    return min(max(value, 0.0), 1.0)
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -144,20 +149,8 @@ def _judgement_object(text: str) -> dict[str, Any]:
             return data
     found = _first_object(text)
     if found is None:
-        raise UnreadableJudgement(f"{_why_no_object(text)}: {_excerpt(text)}")
+        raise UnreadableJudgement(f"no JSON object in the reply: {_excerpt(text)}")
     return found
-
-
-def _why_no_object(text: str) -> str:
-    """Why no object was read: none there, or JSON this reader refuses (an integer of more
-    than 4,300 digits)."""
-    try:
-        json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return "no JSON object in the reply"
-    except ValueError as error:
-        return f"JSON that cannot be read ({error})"
-    return "no JSON object in the reply"
 
 
 def _after_reasoning(text: str) -> str:
@@ -180,13 +173,24 @@ def _first_json_fence(text: str) -> str | None:
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
-    """``text`` as a JSON object, or None (not JSON, nested too deeply, or not an object)."""
+    """``text`` as a JSON object, or None (not JSON, nested too deeply, or not an object).
+
+    Raises ``UnreadableJudgement`` for JSON with an integer this reader refuses.
+    """
     try:
         # NaN and Infinity are accepted here: a non-finite score is clamped (spec §5)
         data = valid_unicode_json(json.loads(text))
-    except (ValueError, RecursionError):
+    except (json.JSONDecodeError, RecursionError):
         return None
+    except ValueError as error:
+        raise _refused(error, text) from None
     return data if isinstance(data, dict) else None
+
+
+def _refused(error: ValueError, text: str) -> UnreadableJudgement:
+    """The reply holds JSON that this reader refuses: an integer of more than 4,300 digits
+    (``json`` raises a plain ``ValueError`` for it, not a ``JSONDecodeError``)."""
+    return UnreadableJudgement(f"JSON that cannot be read ({error}): {_excerpt(text)}")
 
 
 def _first_object(text: str) -> dict[str, Any] | None:
@@ -203,10 +207,13 @@ def _first_object(text: str) -> dict[str, Any] | None:
             return None
         try:
             data, _ = decoder.raw_decode(text, match.start())
-        except (ValueError, RecursionError):
+            if isinstance(data, dict):
+                # nesting deep enough for the decoder can still be too deep for this walk
+                return valid_unicode_json(data)  # type: ignore[no-any-return]
+        except (json.JSONDecodeError, RecursionError):
             continue
-        if isinstance(data, dict):
-            return valid_unicode_json(data)  # type: ignore[no-any-return]
+        except ValueError as error:
+            raise _refused(error, text) from None
     return None
 
 

@@ -271,6 +271,29 @@ def test_score_is_clamped_and_must_be_a_number(score, expected):
     assert type(result) is float
 
 
+@pytest.mark.parametrize(("sign", "expected"), [("", 1.0), ("-", 0.0)])
+def test_an_integer_too_large_for_a_float_is_clamped(sign, expected):
+    # float() of it raised OverflowError: the scenario was lost
+    text = f'{{"score": {sign}1{"0" * 400}, "nl_assertion_verdicts": []}}'
+    assert normalize_judgement(text, ASSERTIONS)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        pytest.param("{}", id="strict"),
+        pytest.param("```json\n{}\n```", id="fence"),
+        pytest.param("My verdict: {} Done.", id="prose"),
+    ],
+)
+def test_json_with_an_integer_too_long_to_read_is_unreadable_not_its_inner_object(wrap):
+    # the verdict nested in it was read as the whole judgement: every assertion failed
+    judgement = reply([verdict(1), verdict(2), verdict(3)], score="N").replace('"N"', "9" * 5000)
+    text = wrap.format(judgement)
+    with pytest.raises(ValueError, match=r"JSON that cannot be read \(Exceeds the limit"):
+        normalize_judgement(text, ASSERTIONS)
+
+
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_score_is_zero(constant):
     text = f'{{"score": {constant}, "reason": "r", "nl_assertion_verdicts": []}}'
@@ -720,6 +743,14 @@ async def test_a_reply_without_verdicts_keeps_its_raw_text(openai_server, make_j
 def test_hostile_replies_are_unreadable_not_a_crash(reply):
     with pytest.raises(ValueError, match="reply"):
         normalize_judgement(reply, ASSERTIONS)
+
+
+@pytest.mark.parametrize("before", ["", "Verdict: "])
+def test_an_object_nested_deeper_than_the_unicode_walk_is_not_json_not_a_crash(before):
+    # the decoder reads it; replacing lone surrogates in it raised RecursionError
+    deep = '{"a": ' * 600 + "1" + "}" * 600
+    with pytest.raises(ValueError, match="no JSON object"):
+        normalize_judgement(before + deep, ASSERTIONS)
 
 
 def test_an_object_after_stray_braces_and_quotes_is_found():
