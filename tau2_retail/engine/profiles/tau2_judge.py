@@ -32,7 +32,7 @@ from tau2_retail.engine.judge import ask_judge, failed_judgement, with_reply
 from tau2_retail.engine.judge_result import JudgeInput, JudgeResult, Verdict
 from tau2_retail.models.messages import Message, Role
 from tau2_retail.models.protocol import ChatModel
-from tau2_retail.models.text import valid_unicode_json
+from tau2_retail.models.text import valid_unicode
 
 __all__ = ["NO_RESULT_REASON", "judge_upstream", "read_upstream_reply", "upstream_trajectory"]
 
@@ -74,11 +74,11 @@ def read_upstream_reply(
     """The verdicts of a reply, read as upstream reads it; raises a ``ValueError`` subclass."""
     keys = template.reply
     try:
-        # read as upstream reads it (json.loads), then made writable: a lone surrogate in a
-        # reasoning would fail every artifact write (it cannot change a verdict)
-        data = valid_unicode_json(json.loads(text))
+        data = json.loads(text)  # as upstream reads it
     except ValueError as error:
         raise _UpstreamWouldRaise(f"the reply is not JSON ({error})") from None
+    except RecursionError:
+        raise _UpstreamWouldRaise("the reply is JSON nested too deeply to read") from None
     if not isinstance(data, Mapping):
         raise _UpstreamWouldRaise("the reply is not a JSON object")
     results = data.get(keys.results, [])
@@ -94,6 +94,9 @@ def read_upstream_reply(
         outcome, reasoning = result[keys.assertion], result[keys.reasoning]
         if not isinstance(outcome, str) or not isinstance(reasoning, str):
             raise _UpstreamWouldRaise(f"result {index}: outcome and reasoning must be strings")
+        # made writable: a lone surrogate would fail every artifact write (it cannot change a
+        # verdict); only the texts kept are walked (a whole reply can nest deeper than a walk)
+        outcome, reasoning = valid_unicode(outcome), valid_unicode(reasoning)
         assertion = assertions[index - 1] if index <= len(assertions) else outcome
         verdicts.append(
             Verdict(

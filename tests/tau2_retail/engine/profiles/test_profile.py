@@ -326,6 +326,16 @@ def test_upstream_reward(tasks: Mapping[str, Task]) -> None:
             (False, False),
             "is not a boolean",
         ),
+        # nested deeper than the decoder goes: upstream's json.loads raises too (it crashed here)
+        ("[" * 100_000, (False, False), "nested too deeply"),
+        # an extra key nested 600 deep: upstream reads the results (a walk of the whole reply
+        # for lone surrogates crashed with RecursionError)
+        (
+            '{"results": [{"expectedOutcome": "x", "reasoning": "r", "metExpectation": true}],'
+            ' "note": ' + '{"a": ' * 600 + "1" + "}" * 600 + "}",
+            (True, True),
+            None,
+        ),
     ],
 )
 def test_upstream_judge_reads_replies_as_upstream(
