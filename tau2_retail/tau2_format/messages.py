@@ -31,7 +31,7 @@ from tau2_retail.tau2_format.schema import (
     ToolCallRecord,
     ToolMessage,
 )
-from tau2_retail.tools.dispatch import Action
+from tau2_retail.tools.dispatch import Action, parse_arguments
 from tau2_retail.tools.registry import TOOLS
 
 __all__ = [
@@ -77,7 +77,10 @@ def seconds_of(stamp: str | None, default: float = 0.0) -> float:
 
 def _arguments(index: int, call: ToolCall) -> dict[str, Any]:
     try:
-        value = json.loads(call.arguments) if call.arguments.strip() else {}
+        # as the tools read them: a lone surrogate becomes U+FFFD (no UTF-8 file can hold it;
+        # the export stopped with UnicodeEncodeError), nesting too deep is not JSON (upstream's
+        # json.loads raises RecursionError there: the export stopped with it)
+        value = parse_arguments(call.arguments)
     except ValueError:
         value = None
     if not isinstance(value, dict):

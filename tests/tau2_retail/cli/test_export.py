@@ -161,6 +161,45 @@ def test_tool_arguments_that_are_not_an_object_are_refused(
     assert by_task["0"]["termination_reason"] == "user_stop"
 
 
+def _first_call(arguments: str) -> Callable[[Request], Reply | None]:
+    bad = Completion(
+        tool_calls=(ReplyToolCall(name="get_user_details", arguments=arguments, id="bad"),)
+    )
+
+    def first_call_bad(request: Request) -> Reply | None:
+        calls = [m for m in request.body["messages"] if m.get("tool_calls")]
+        return bad if request.role == "agent" and not calls else None
+
+    return first_call_bad
+
+
+def test_tool_arguments_python_reads_but_json_does_not_hold_are_written_as_strict_json(
+    tau2_run: WriteRun, tmp_path: Path
+) -> None:
+    """A lone surrogate (the export stopped with UnicodeEncodeError) becomes U+FFFD, as the
+    tools read it; NaN is null (pydantic's default for it in JSON)."""
+    run = tau2_run("odd", ("24",), faults={"24": _first_call('{"user_id": "\\ud800", "x": NaN}')})
+    output = tmp_path / "out.json"
+    assert _export(run, output) == 0
+    (simulation,) = json.loads(output.read_bytes(), parse_constant=_not_json)["simulations"]
+    first = next(m for m in simulation["messages"] if m.get("tool_calls"))
+    assert first["tool_calls"][0]["arguments"] == {"user_id": "\ufffd", "x": None}
+
+
+def test_tool_arguments_nested_too_deeply_are_not_an_object(
+    tau2_run: WriteRun, tmp_path: Path, capsys: Capture
+) -> None:
+    """Upstream's json.loads raises RecursionError on them (the export stopped with it)."""
+    deep = '{"user_id": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    run = tau2_run("deep", ("24",), faults={"24": _first_call(deep)})
+    assert _export(run, tmp_path / "out.json") == REFUSED
+    assert "tau2_retail__24 (message 2: get_user_details({" in capsys.readouterr().err
+
+
+def _not_json(constant: str) -> None:
+    raise AssertionError(f"{constant} in the export: not JSON")
+
+
 def test_not_a_run_directory_exits_2(tmp_path: Path, capsys: Capture) -> None:
     (tmp_path / "empty").mkdir()
     assert _export(tmp_path / "empty", tmp_path / "out.json") == 2
