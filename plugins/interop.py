@@ -25,15 +25,21 @@ where its plugin is active (``config.pluginmanager.hasplugin``):
   ``asyncio_default_fixture_loop_scope`` kept out of a user's run
   (:func:`quiet_dependency_warnings`).
 - **pytest's Ctrl-C traceback** (:class:`InterruptTraceback`): entries without a line number
-  dropped before pytest formats them.
+  dropped before pytest formats them; a Ctrl-C pressed again while pytest stops after the
+  first one (:class:`RepeatedInterrupt`) is a notice, not a second ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import threading
 import warnings
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import Any, Protocol
+from types import FrameType
+from typing import Any, Final, Protocol
 
 import pytest
 from pluggy import PluggyTeardownRaisedWarning
@@ -42,10 +48,12 @@ from tau2_retail import codec
 from tau2_retail.plugins.scenario_report import WorkerLeftovers, scenario_of_item
 
 __all__ = [
+    "REPEATED_INTERRUPT_NOTICE",
     "SESSION_LOOP_KEY",
     "EventLoopSettling",
     "InterruptTraceback",
     "PluggyTeardownFilter",
+    "RepeatedInterrupt",
     "SyrupyWarningFilter",
     "WorkerHub",
     "XdistController",
@@ -102,6 +110,7 @@ def register_interop(
     manager = config.pluginmanager
     adapters: dict[str, object] = {
         "interrupts": InterruptTraceback(),
+        "repeated-interrupts": RepeatedInterrupt(),
         "pluggy": PluggyTeardownFilter(),
     }
     if manager.hasplugin("asyncio"):
@@ -120,6 +129,8 @@ def unregister_interop(config: pytest.Config) -> None:
     manager = config.pluginmanager
     for name, plugin in manager.list_name_plugin():
         if name.startswith(_PREFIX) and plugin is not None:
+            if isinstance(plugin, RepeatedInterrupt):
+                plugin.restore()
             manager.unregister(plugin, name)
 
 
@@ -424,3 +435,53 @@ class InterruptTraceback:
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         excinfo.traceback = excinfo.traceback.filter(has_line_number)
+
+
+REPEATED_INTERRUPT_NOTICE: Final = (
+    "\ntau2: Ctrl-C again: already stopping; the finished scenarios are being summarized "
+    "(every one is kept: the run folder stays resumable)\n"
+)
+
+
+class RepeatedInterrupt:
+    """Ctrl-C pressed again while pytest stops after the first one is a notice, not a second
+    interruption.
+
+    Pytest answers the first ``KeyboardInterrupt`` by reporting it, writing its summary and
+    tearing the session down (where the run writes its own summary). Three quick presses in a
+    terminal raised ``KeyboardInterrupt`` again inside that work: Python's traceback on the
+    terminal, the run summary not written (the closing line then said "interrupted before any
+    scenario finished"), and exit 1 or death by SIGINT instead of exit 2. From pytest's
+    ``pytest_keyboard_interrupt`` on (in the main thread: the only one signals reach), a
+    further SIGINT writes one notice and is otherwise ignored; :meth:`restore` puts the handler
+    before back when the session's configuration ends. The work left is local (summaries,
+    report, teardown): it does not wait on an endpoint.
+    """
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self._installed = False
+        self._noticed = False
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        if self._installed or threading.current_thread() is not threading.main_thread():
+            return
+        self._previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, self._again)
+        self._installed = True
+
+    def _again(self, signum: int, frame: FrameType | None) -> None:
+        if self._noticed:
+            return
+        self._noticed = True
+        # os.write, not sys.stderr: the handler may run in the middle of a write to a stream,
+        # and a buffered stream refuses a reentrant call
+        with contextlib.suppress(OSError):
+            os.write(2, REPEATED_INTERRUPT_NOTICE.encode())
+
+    def restore(self) -> None:
+        """Put back the SIGINT handler that was there before the first Ctrl-C."""
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False

@@ -55,8 +55,15 @@ def test_each_adapter_is_registered_only_where_its_plugin_is_active(bench: Bench
     everything = bench.pytester.parseconfigure(output)
     without = bench.pytester.parseconfigure(output, "-p", "no:xdist", "-p", "no:syrupy")
 
-    assert _adapters(everything) == {"interrupts", "pluggy", "asyncio", "xdist", "syrupy"}
-    assert _adapters(without) == {"interrupts", "pluggy", "asyncio"}
+    assert _adapters(everything) == {
+        "interrupts",
+        "repeated-interrupts",
+        "pluggy",
+        "asyncio",
+        "xdist",
+        "syrupy",
+    }
+    assert _adapters(without) == {"interrupts", "repeated-interrupts", "pluggy", "asyncio"}
 
 
 # -- pytest-xdist --------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tau2_retail.plugins.interop import REPEATED_INTERRUPT_NOTICE
 from tau2_retail.testing.bench import USER_INI
 
 from .conftest import Bench, distributed
@@ -79,6 +80,43 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
     assert summary["lost"] == []
     if not distributed(xdist):
         assert resumed.parseoutcomes().get("deselected") == len(on_disk)
+
+
+# Ctrl-C pressed again (three quick presses in a terminal): while pytest reports the first one,
+# and while the run writes its summary. Each raised KeyboardInterrupt inside that work: Python's
+# traceback, no summary.json, death by SIGINT instead of exit 2.
+_SIGINT_AGAIN = (
+    _SIGINT
+    + """
+
+def pytest_keyboard_interrupt(excinfo):
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):
+        os.kill(os.getpid(), signal.SIGINT)
+"""
+)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_ctrl_c_pressed_again_while_stopping_is_a_notice_not_a_traceback(
+    bench: Bench, workers: str
+) -> None:
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT_AGAIN, encoding="utf-8")
+
+    result = bench.run("-n", workers, f"--tau2-tasks={TASKS}", "--tau2-run-id=again")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    assert "Traceback" not in output
+    assert result.stderr.str().count(REPEATED_INTERRUPT_NOTICE.strip()) == 1, output
+    run_dir = bench.run_dir("again")
+    finished = {path.parent.name for path in run_dir.glob("*/metrics.json")}
+    assert {row["scenario_id"] for row in bench.summary("again")["scenarios"]} == finished
+    assert result.stdout.lines[-1].endswith("--tau2-resume=again")
 
 
 # Ctrl-C landing inside another plugin's old-style hook wrapper (hypothesis has one around
