@@ -4,9 +4,16 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
-from tau2_retail.plugins.interop import REPEATED_INTERRUPT_NOTICE
+from tau2_retail.plugins.interop import (
+    FORCED_QUIT_NOTICE,
+    FORCED_QUIT_STATUS,
+    REPEATED_INTERRUPT_NOTICE,
+    RepeatedInterrupt,
+)
 from tau2_retail.testing.bench import USER_INI
 
 from .conftest import Bench, distributed
@@ -82,20 +89,24 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
         assert resumed.parseoutcomes().get("deselected") == len(on_disk)
 
 
-# Ctrl-C pressed again (three quick presses in a terminal): while pytest reports the first one,
-# and while the run writes its summary. Each raised KeyboardInterrupt inside that work: Python's
-# traceback, no summary.json, death by SIGINT instead of exit 2.
+# Ctrl-C pressed again while the run writes its summary raised KeyboardInterrupt inside that
+# work: Python's traceback, no summary.json, death by SIGINT instead of exit 2.
 _SIGINT_AGAIN = (
     _SIGINT
     + """
 
-def pytest_keyboard_interrupt(excinfo):
-    os.kill(os.getpid(), signal.SIGINT)
-
-
 def pytest_sessionfinish(session):
     if not hasattr(session.config, "workerinput"):
         os.kill(os.getpid(), signal.SIGINT)
+"""
+)
+# ... and a third press (while pytest reports the first, then in the summary): quit at once
+_SIGINT_THRICE = (
+    _SIGINT_AGAIN
+    + """
+
+def pytest_keyboard_interrupt(excinfo):
+    os.kill(os.getpid(), signal.SIGINT)
 """
 )
 
@@ -117,6 +128,67 @@ def test_ctrl_c_pressed_again_while_stopping_is_a_notice_not_a_traceback(
     finished = {path.parent.name for path in run_dir.glob("*/metrics.json")}
     assert {row["scenario_id"] for row in bench.summary("again")["scenarios"]} == finished
     assert result.stdout.lines[-1].endswith("--tau2-resume=again")
+
+
+def test_ctrl_c_a_third_time_quits_at_once_and_the_run_resumes(bench: Bench) -> None:
+    """Further presses were ignored until the stop ended: a stop that hung could be left only
+    with ``kill``."""
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT_THRICE, encoding="utf-8")
+
+    result = bench.run(f"--tau2-tasks={TASKS}", "--tau2-run-id=thrice")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == FORCED_QUIT_STATUS, output
+    assert "Traceback" not in output
+    assert FORCED_QUIT_NOTICE.strip() in result.stderr.str(), output
+    assert not (bench.run_dir("thrice") / "summary.json").exists()
+
+    (bench.path / "conftest.py").unlink()
+    resumed = bench.run("--tau2-resume=thrice")
+
+    assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()
+    summary = bench.summary("thrice")
+    assert len(summary["scenarios"]) == len(TASKS.split(","))
+    assert summary["lost"] == []
+
+
+_SIGINT_AT_THE_END = """\
+import os
+import signal
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):
+        os.kill(os.getpid(), signal.SIGINT)
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_ctrl_c_while_a_finished_run_writes_its_summaries_does_not_stop_them(
+    bench: Bench, workers: str
+) -> None:
+    """One press while the run wrote its summaries and report (a run of 912 takes seconds
+    there) raised KeyboardInterrupt in that work: a traceback and no summary.json."""
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT_AT_THE_END, encoding="utf-8")
+
+    result = bench.run("-n", workers, "--tau2-tasks=0,1,2", "--tau2-run-id=end")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.OK, output
+    assert "Traceback" not in output
+    assert result.stderr.str().count(REPEATED_INTERRUPT_NOTICE.strip()) == 1, output
+    assert len(bench.summary("end")["scenarios"]) == 3
+    assert (bench.run_dir("end") / "report.html").is_file()
+
+
+def test_the_third_press_quits_with_the_shells_status_and_later_ones_do_nothing() -> None:
+    exits: list[int] = []
+    adapter = RepeatedInterrupt(exit_now=exits.append)
+    for _ in range(4):
+        adapter._pressed(signal.SIGINT, None)
+    assert exits == [130]
 
 
 # Ctrl-C landing inside another plugin's old-style hook wrapper (hypothesis has one around
