@@ -36,9 +36,10 @@ _REFUSED: Final = (
     "unrecognized request argument supplied: {}",
 )
 # a pydantic server forbidding fields it does not know (Mistral's: "Extra inputs are not
-# permitted"), the field named in the error's location
-_EXTRA_FORBIDDEN: Final = '"extra_forbidden"'
-_LOCATION: Final = r'"loc"\s*:\s*\[\s*"body"\s*,\s*"{}"\s*\]'
+# permitted"), the field named in the error's location; quoted either way: the LiteLLM proxy
+# (1.108) passes the detail on as Python's repr inside its own message (['body', 'seed'])
+_EXTRA_FORBIDDEN: Final = re.compile(r"""["']extra_forbidden["']""")
+_LOCATION: Final = r"""["']loc["']\s*:\s*\[\s*["']body["']\s*,\s*["']{}["']\s*\]"""
 
 
 def supplied(configured: EndpointConfig, sent: EndpointConfig) -> frozenset[str]:
@@ -64,7 +65,7 @@ def refused_parameter(failure: AttemptFailure, candidates: Iterable[str]) -> str
     for name in candidates:
         if any(words.format(name) in body for words in _REFUSED):
             return name
-        if _EXTRA_FORBIDDEN in body and re.search(_LOCATION.format(re.escape(name)), body):
+        if _EXTRA_FORBIDDEN.search(body) and re.search(_LOCATION.format(re.escape(name)), body):
             return name
     return None
 

@@ -47,6 +47,27 @@ NO_SEED = HttpError(
     ),
 )
 
+# Mistral's API puts the detail inside its error's message ({"object": "error", "message":
+# {"detail": [...]}, ...}); the LiteLLM proxy (1.108.7, an openai/ model in its model_list)
+# answers with its own 422 carrying that detail as Python's repr (the body as it sent it)
+NO_SEED_BEHIND_LITELLM = HttpError(
+    status=422,
+    body=json.dumps(
+        {
+            "error": {
+                "message": "litellm.BadRequestError: OpenAIException - {'detail': [{'type': "
+                "'extra_forbidden', 'loc': ['body', 'seed'], 'msg': 'Extra inputs are not "
+                "permitted', 'input': 1}]}\n\nLiteLLM: model group 'mistral-large' failed with "
+                "the error above. No fallback was attempted.",
+                "type": "invalid_request_message_error",
+                "param": None,
+                "code": "422",
+            }
+        },
+        separators=(",", ":"),
+    ),
+)
+
 
 def _model(
     server: LoopbackOpenAIServer,
@@ -80,8 +101,12 @@ def test_the_tau2_profile_supplies_temperature_only_where_none_is_configured() -
 
 @pytest.mark.parametrize(
     ("reply", "name", "status", "kept"),
-    [(NO_TEMPERATURE, "temperature", 400, "seed"), (NO_SEED, "seed", 422, "temperature")],
-    ids=["temperature", "seed"],
+    [
+        (NO_TEMPERATURE, "temperature", 400, "seed"),
+        (NO_SEED, "seed", 422, "temperature"),
+        (NO_SEED_BEHIND_LITELLM, "seed", 422, "temperature"),
+    ],
+    ids=["temperature", "seed", "seed-behind-litellm"],
 )
 @pytest.mark.asyncio
 async def test_a_supplied_parameter_the_model_refuses_is_left_out_from_then_on(
