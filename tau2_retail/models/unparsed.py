@@ -29,6 +29,9 @@ phrases are the servers' own, as their sources and issue trackers show them:
   (``Failed to call a function. ... See 'failed_generation'``, ``tool call validation failed:
   parameters for tool ... did not match schema``, ``attempted to call tool ... which was not in
   request.tools``): the model's call, refused by the server's parser or the tool's schema.
+  Behind the LiteLLM proxy (1.108) the code is gone: it answers its own 400 carrying the
+  message only (``litellm.BadRequestError: OpenAIException - Failed to call a function. ...``),
+  so Groq's messages are forms of their own.
 
 SGLang and vLLM's other tool parsers (``auto`` tool choice) return an unparsed call as the
 reply's text with HTTP 200: the agent then answered in text, as it wrote it.
@@ -73,6 +76,10 @@ UNPARSED_OUTPUT_FORMS: Final = (
     UnparsedOutputForm(server="Ollama", status=400, phrases=("invalid tool call arguments",)),
     UnparsedOutputForm(server="TGI", status=422, phrases=("failed to parse generated text",)),
     UnparsedOutputForm(server="Groq", status=400, phrases=("tool_use_failed",)),
+    UnparsedOutputForm(
+        server="Groq", status=400, phrases=("failed to call a function", "failed_generation")
+    ),
+    UnparsedOutputForm(server="Groq", status=400, phrases=("tool call validation failed",)),
 )
 
 

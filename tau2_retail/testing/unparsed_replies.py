@@ -2,8 +2,9 @@
 form of ``tau2_retail.models.unparsed`` (same order), in each server's own error format.
 
 The loopback server answers with them in the tests: the client must recognise each, and a
-run must score each as the agent's malformed output. ``GENERIC_500`` is a server error that
-says nothing of the sort (it stays an infra error).
+run must score each as the agent's malformed output. Behind the LiteLLM proxy a server's
+error arrives rewrapped: those replies are the proxy's bodies as it sent them.
+``GENERIC_500`` is a server error that says nothing of the sort (it stays an infra error).
 """
 
 from __future__ import annotations
@@ -19,6 +20,19 @@ __all__ = ["GENERIC_500", "UNPARSED_REPLIES"]
 def _openai_style(status: int, message: str, error_type: str) -> HttpError:
     error = {"message": message, "type": error_type, "param": None, "code": status}
     return HttpError(status=status, body=json.dumps({"error": error}))
+
+
+def _litellm(message: str, model_group: str) -> HttpError:
+    """The 400 the LiteLLM proxy (1.108.7, an ``openai/`` model of its model_list) answers for
+    a server's 400: its own body, the server's message inside, the error code gone."""
+    error = {
+        "message": f"litellm.BadRequestError: OpenAIException - {message}\n\nLiteLLM: model "
+        f"group '{model_group}' failed with the error above. No fallback was attempted.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "400",
+    }
+    return HttpError(status=400, body=json.dumps({"error": error}, separators=(",", ":")))
 
 
 def _llamacpp(message: str) -> HttpError:
@@ -101,6 +115,16 @@ UNPARSED_REPLIES: Final[dict[str, HttpError]] = {
                 }
             }
         ),
+    ),
+    "Groq: function call failed, behind the LiteLLM proxy": _litellm(
+        "Failed to call a function. Please adjust your prompt. See 'failed_generation' for more "
+        "details.",
+        "llama-3.3-70b",
+    ),
+    "Groq: tool call validation failed, behind the LiteLLM proxy": _litellm(
+        "tool call validation failed: attempted to call tool 'refund_order' which was not in "
+        "request.tools",
+        "llama-3.3-70b",
     ),
 }
 
