@@ -1,15 +1,15 @@
 """One failed attempt of a chat completion: what failed, whether asking again can help.
 
-HTTP 408/429/500/502/503/504, Cloudflare's 520-524 (its edge could not get the origin's reply)
-and 529 (Anthropic's "overloaded") are retried (after the server's ``Retry-After``, seconds or an
-HTTP date, when it sends one); a 5xx whose body says the request itself is invalid is not, nor a
-429 saying the account's quota is exhausted (OpenAI's ``insufficient_quota``: waiting does not
-refill it). A 400 about the context length is ``ContextWindowExceeded``; any other 4xx is an
-``EndpointError`` at once, since a wrong URL, model or key does not heal by waiting. A server
-that answers an error status saying the model's output could not be parsed
-(``tau2_retail.models.unparsed``) raises ``UnparsedModelOutput``: the model's malformed output,
-not an outage. Bodies are kept masked: an excerpt for the message, the whole body (cut at
-``FULL_BODY_CHARS``) for the artifacts.
+HTTP 408/429/500/502/503/504, Cloudflare's 520-524 (its edge could not get the origin's reply) and
+529 (Anthropic's "overloaded") are retried (after the server's ``Retry-After``, seconds or an HTTP
+date, when it sends one); a 5xx whose body says the request itself is invalid is not, nor a 429
+saying the account's quota is exhausted (OpenAI's ``insufficient_quota``, or its message, which is
+all the LiteLLM proxy passes on: waiting does not refill it). A 400 about the context length is
+``ContextWindowExceeded``; any other 4xx is an ``EndpointError`` at once, since a wrong URL, model
+or key does not heal by waiting. A server that answers an error status saying the model's output
+could not be parsed (``tau2_retail.models.unparsed``) raises ``UnparsedModelOutput``: the model's
+malformed output, not an outage. Bodies are kept masked: an excerpt for the message, the whole body
+(cut at ``FULL_BODY_CHARS``) for the artifacts.
 """
 
 from __future__ import annotations
@@ -80,9 +80,13 @@ BODY_EXCERPT_CHARS: Final = 300
 
 RATE_LIMITED: Final = 429
 
-QUOTA_EXHAUSTED: Final = "insufficient_quota"
-"""The lower-case code of a 429 saying the account's quota is exhausted (OpenAI's): not retried,
-counted toward the circuit breaker like a 401."""
+QUOTA_EXHAUSTED_MARKERS: Final = (
+    "insufficient_quota",
+    # OpenAI's message for it: the LiteLLM proxy (1.108) passes the message on, not the code
+    "exceeded your current quota",
+)
+"""Lower-case phrases of a 429 saying the account's quota is exhausted (OpenAI's code and
+message): not retried, counted toward the circuit breaker like a 401."""
 
 FULL_BODY_CHARS: Final = 1_000_000
 """At most this much of an error body is kept whole for the artifacts (a hostile server could
@@ -147,7 +151,7 @@ def status_failure(
         )
         return AttemptFailure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
     invalid = any(m in text.lower() for m in INVALID_REQUEST_MARKERS)
-    no_quota = status == RATE_LIMITED and QUOTA_EXHAUSTED in text.lower()
+    no_quota = status == RATE_LIMITED and _quota_exhausted(text)
     if status in RETRYABLE_STATUSES and not (status >= 500 and invalid) and not no_quota:
         return AttemptFailure(
             detail=f"HTTP {status}: {body}",
@@ -180,7 +184,7 @@ def _refused(
             "the server rejected the request as invalid; its whole reply is in the scenario's "
             "endpoint_error.txt"
         )
-    elif status == 402 or QUOTA_EXHAUSTED in whole.lower():
+    elif status == 402 or _quota_exhausted(whole):
         why = "the account's quota or credits are exhausted"
     elif status in (401, 403, 404):
         why = "check the base URL, model name and API key"
@@ -199,6 +203,11 @@ def _refused(
         fatal=fatal,
         endpoint_level=not request_rejected,
     )
+
+
+def _quota_exhausted(text: str) -> bool:
+    lowered = text.lower()
+    return any(marker in lowered for marker in QUOTA_EXHAUSTED_MARKERS)
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:

@@ -445,20 +445,47 @@ async def test_an_overloaded_server_or_its_gateways_timeout_is_retried(
     assert sleeps.calls == [1.0]
 
 
-@pytest.mark.asyncio
-async def test_an_exhausted_quota_is_not_retried_and_counts_toward_the_breaker(
-    openai_server, make_model, sleeps
-):
-    """OpenAI's 429 ``insufficient_quota``: waiting does not refill an account (it was retried
-    with backoff on every request, and as "busy, not down" never opened the breaker)."""
-    openai_server.enqueue(
+# OpenAI's insufficient_quota 429 as the LiteLLM proxy (1.108.7) answers it: the message kept,
+# the code and type its own (the body as it sent it)
+QUOTA_BEHIND_LITELLM = HttpError(
+    status=429,
+    body=json.dumps(
+        {
+            "error": {
+                "message": "litellm.RateLimitError: RateLimitError: OpenAIException - You "
+                "exceeded your current quota, please check your plan and billing details.\n\n"
+                "LiteLLM: model group 'gpt-4.1' failed with the error above. No fallback was "
+                "attempted.",
+                "type": "throttling_error",
+                "param": None,
+                "code": "429",
+            }
+        },
+        separators=(",", ":"),
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
         HttpError.openai(
             429,
             "You exceeded your current quota, please check your plan and billing details.",
             error_type="insufficient_quota",
             code="insufficient_quota",
-        )
-    )
+        ),
+        QUOTA_BEHIND_LITELLM,
+    ],
+    ids=["openai", "behind-litellm"],
+)
+@pytest.mark.asyncio
+async def test_an_exhausted_quota_is_not_retried_and_counts_toward_the_breaker(
+    openai_server, make_model, sleeps, reply
+):
+    """OpenAI's 429 ``insufficient_quota``: waiting does not refill an account (it was retried
+    with backoff on every request, and as "busy, not down" never opened the breaker)."""
+    openai_server.enqueue(reply)
     async with make_model() as model:
         with pytest.raises(EndpointError) as caught:
             await model.complete(HELLO)
