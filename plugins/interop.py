@@ -25,38 +25,29 @@ where its plugin is active (``config.pluginmanager.hasplugin``):
   ``asyncio_default_fixture_loop_scope`` kept out of a user's run
   (:func:`quiet_dependency_warnings`).
 - **pytest's Ctrl-C traceback** (:class:`InterruptTraceback`): entries without a line number
-  dropped before pytest formats them; a Ctrl-C pressed again while pytest stops after the
-  first one (:class:`RepeatedInterrupt`) is a notice, not a second ``KeyboardInterrupt``.
+  dropped before pytest formats them. (A Ctrl-C while the session already stops is the
+  plugin's own: :mod:`tau2_retail.plugins.repeated_interrupt`, registered here with them.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import sys
-import threading
 import warnings
 from collections.abc import Callable, Generator, Mapping, Sequence
-from types import FrameType
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import pytest
 from pluggy import PluggyTeardownRaisedWarning
 
 from tau2_retail import codec
+from tau2_retail.plugins.repeated_interrupt import RepeatedInterrupt
 from tau2_retail.plugins.scenario_report import WorkerLeftovers, scenario_of_item
 
 __all__ = [
-    "FORCED_QUIT_NOTICE",
-    "FORCED_QUIT_STATUS",
-    "REPEATED_INTERRUPT_NOTICE",
     "SESSION_LOOP_KEY",
     "EventLoopSettling",
     "InterruptTraceback",
     "PluggyTeardownFilter",
-    "RepeatedInterrupt",
     "SyrupyWarningFilter",
     "WorkerHub",
     "XdistController",
@@ -438,77 +429,3 @@ class InterruptTraceback:
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         excinfo.traceback = excinfo.traceback.filter(has_line_number)
-
-
-REPEATED_INTERRUPT_NOTICE: Final = (
-    "\ntau2: Ctrl-C: already stopping; the finished scenarios are being summarized "
-    "(Ctrl-C once more quits at once, without the summaries; the run folder stays resumable)\n"
-)
-FORCED_QUIT_NOTICE: Final = (
-    "\ntau2: Ctrl-C again: quitting without the summaries (the run folder stays resumable; "
-    "`python -m tau2_retail summarize RUN_DIR` writes them)\n"
-)
-FORCED_QUIT_STATUS: Final = 130
-"""The exit status of a forced quit, a shell's for a process Ctrl-C ended (128 + SIGINT)."""
-
-
-class RepeatedInterrupt:
-    """Ctrl-C while the session is already stopping is a notice, not an interruption of the
-    stopping; the next press quits at once.
-
-    Pytest answers the first ``KeyboardInterrupt`` by reporting it, writing its summary and
-    tearing the session down (where the run writes its own summary). Three quick presses in a
-    terminal raised ``KeyboardInterrupt`` again inside that work: Python's traceback on the
-    terminal, the run summary not written (the closing line then said "interrupted before any
-    scenario finished"), and exit 1 or death by SIGINT instead of exit 2; so did one press
-    while a run that had finished wrote its summaries and report. From pytest's
-    ``pytest_keyboard_interrupt``, and from the start of ``pytest_sessionfinish`` (in the main
-    thread: the only one signals reach), a press writes one notice and is otherwise ignored;
-    the next ends the process at once with :data:`FORCED_QUIT_STATUS` (what is written is
-    written atomically, and a run whose process is gone resumes: its lock names a dead
-    process), so a stop that hangs can still be left without ``kill``. :meth:`restore` puts the
-    handler before back when the session's configuration ends.
-    """
-
-    def __init__(self, exit_now: Callable[[int], object] = os._exit) -> None:
-        self._previous: Any = None
-        self._installed = False
-        self._presses = 0
-        self._exit_now = exit_now
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        self._install()
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_sessionfinish(self) -> Generator[None, object, object]:
-        self._install()
-        return (yield)
-
-    def _install(self) -> None:
-        if self._installed or threading.current_thread() is not threading.main_thread():
-            return
-        self._previous = signal.getsignal(signal.SIGINT)
-        signal.signal(signal.SIGINT, self._pressed)
-        self._installed = True
-
-    def _pressed(self, signum: int, frame: FrameType | None) -> None:
-        self._presses += 1
-        if self._presses > 2:
-            return
-        # os.write, not sys.stderr: the handler may run in the middle of a write to a stream,
-        # and a buffered stream refuses a reentrant call
-        with contextlib.suppress(OSError):
-            notice = REPEATED_INTERRUPT_NOTICE if self._presses == 1 else FORCED_QUIT_NOTICE
-            os.write(2, notice.encode())
-        if self._presses == 2:
-            for stream in (sys.stdout, sys.stderr):  # what pytest printed before the quit
-                with contextlib.suppress(Exception):
-                    stream.flush()
-            self._exit_now(FORCED_QUIT_STATUS)
-
-    def restore(self) -> None:
-        """Put back the SIGINT handler that was there before the session began stopping."""
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
-            self._installed = False

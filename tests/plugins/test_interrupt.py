@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from tau2_retail.plugins.interop import (
+from tau2_retail.plugins.repeated_interrupt import (
     FORCED_QUIT_NOTICE,
     FORCED_QUIT_STATUS,
     REPEATED_INTERRUPT_NOTICE,
