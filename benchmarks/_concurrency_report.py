@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _measure import Column, column_table, machine_line, table, verdict
+from _measure import Column, column_table, machine_line, run_columns, table, verdict
 
 TARGETS = {
     "c114_wall_over_ideal": 1.2,
@@ -134,15 +134,7 @@ RUNS_COLUMNS: tuple[Column, ...] = (
     ("run", "label"),
     ("-n", "workers"),
     ("concurrency", "concurrency"),
-    ("scenarios (succeeded)", lambda r: f"{r['scenarios']} ({r['succeeded']})"),
-    (
-        "completions",
-        lambda r: r["completions"] if r["completions_agree"] else f"{r['completions']} (!)",
-    ),
-    ("wall s", "wall_s"),
-    ("start-up s", "startup_s"),
-    ("ideal s", "ideal_s"),
-    ("wall/ideal", "wall_over_ideal"),
+    *run_columns("completions_agree"),
     ("last reply to exit s", "last_reply_to_exit_s"),
     ("tree CPU s", "tree_cpu_s"),
     ("harness CPU ms/completion", "harness_cpu_ms_per_completion"),

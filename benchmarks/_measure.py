@@ -470,6 +470,23 @@ Column = tuple[str, str | Callable[[Mapping[str, Any]], Any]]
 """A table's column: its header and the row's key, or a function of the row, giving its value."""
 
 
+def run_columns(agree: str) -> tuple[Column, ...]:
+    """A suite run's columns every server benchmark shows, in this order: scenarios
+    (succeeded), completions (marked where the suite's own count disagrees: ``agree`` names
+    that row's key), wall, start-up, ideal and wall/ideal."""
+    return (
+        ("scenarios (succeeded)", lambda r: f"{r['scenarios']} ({r['succeeded']})"),
+        (
+            "completions",
+            lambda r: r["completions"] if r[agree] else f"{r['completions']} (suite disagrees)",
+        ),
+        ("wall s", "wall_s"),
+        ("start-up s", "startup_s"),
+        ("ideal s", "ideal_s"),
+        ("wall/ideal", "wall_over_ideal"),
+    )
+
+
 def column_table(columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> str:
     """A :func:`table` of ``rows`` (figures by key), each column's header beside its value."""
     return table(
