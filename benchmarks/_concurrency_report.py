@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _measure import Column, column_table, machine_line, run_columns, table, verdict
+from _measure import Column, column_table, machine_line, print_targets, run_columns, table, verdict
 
 TARGETS = {
     "c114_wall_over_ideal": 1.2,
@@ -121,13 +121,7 @@ def report(figures: dict[str, Any]) -> None:
         f"wall {', '.join(format(row['wall_s'], '.2f') for row in offline)} s"
     )
     checks = _checks(runs, cpu)
-    print("\nTargets\n")
-    print(
-        table(
-            ["target", "limit", "measured", "verdict"],
-            [[*row, verdict(row[2], row[1])] for row in checks],
-        )
-    )
+    print_targets([[*row, verdict(row[2], row[1])] for row in checks])
 
 
 RUNS_COLUMNS: tuple[Column, ...] = (

@@ -21,6 +21,7 @@ contains:
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import gc
 import json
@@ -468,6 +469,34 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 Column = tuple[str, str | Callable[[Mapping[str, Any]], Any]]
 """A table's column: its header and the row's key, or a function of the row, giving its value."""
+
+
+def parse_with_data(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The script's arguments; stops as ``parser`` does when ``TAU2_DATA_DIR`` is not set (the
+    suites it runs need the data folder)."""
+    args = parser.parse_args()
+    if not os.environ.get("TAU2_DATA_DIR"):
+        parser.error("set TAU2_DATA_DIR to the data folder")
+    return args
+
+
+def print_targets(rows: Iterable[Sequence[Any]]) -> None:
+    """The targets table: a row per target, its limit, the figure measured and the verdict."""
+    print("\nTargets\n")
+    print(table(["target", "limit", "measured", "verdict"], rows))
+
+
+def print_run(label: str, run: Run, figures: Mapping[str, Any], *details: str) -> None:
+    """One line as a suite run ends: its wall against the ideal, completions, harness CPU,
+    then ``details``, its exit status, the load and pytest's last line."""
+    shown = "".join(f"{detail}, " for detail in details)
+    print(
+        f"  {label}: wall {run.wall_s:.1f} s, ideal {figures['ideal_s']:.1f} s "
+        f"(x{figures['wall_over_ideal']:.3f}), {figures['completions']} completions, harness "
+        f"CPU {figures['harness_cpu_ms_per_completion']:.2f} ms/completion, {shown}"
+        f"rc {run.returncode}, load {load_average()[0]:.2f}: {run.last_line()}",
+        flush=True,
+    )
 
 
 def run_columns(agree: str) -> tuple[Column, ...]:

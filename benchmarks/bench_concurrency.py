@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -69,6 +68,8 @@ from _measure import (
     file_ms,
     load_average,
     machine,
+    parse_with_data,
+    print_run,
     reference_ms,
     run_suite,
     write_json,
@@ -163,17 +164,16 @@ def measure(
         "file_ms": [files_before, file_ms(work / "probe-files")],
     }
     tail = figures["after_last_reply_s"]
-    print(
-        f"  {label}: wall {run.wall_s:.1f} s, ideal {figures['ideal_s']:.1f} s "
-        f"(x{figures['wall_over_ideal']:.3f}), start-up {figures['startup_s']:.2f} s, "
-        f"{figures['completions']} completions, harness CPU "
-        f"{figures['harness_cpu_ms_per_completion']:.2f} ms/completion, "
-        f"max RSS {figures['max_rss_mb']:.0f} MB, rc {run.returncode}, "
-        f"load {load_average()[0]:.2f}, reference work {figures['reference_ms'][0]:.1f} / "
-        f"{figures['reference_ms'][1]:.1f} ms, a file {figures['file_ms'][0]:.2f} / "
-        f"{figures['file_ms'][1]:.2f} ms, after the last reply: tests {tail['tests']:.1f} s, "
-        f"session end {tail['session_end']:.1f} s, exit {tail['exit']:.1f} s: {run.last_line()}",
-        flush=True,
+    print_run(
+        label,
+        run,
+        figures,
+        f"start-up {figures['startup_s']:.2f} s",
+        f"max RSS {figures['max_rss_mb']:.0f} MB",
+        f"reference work {figures['reference_ms'][0]:.1f} / {figures['reference_ms'][1]:.1f} ms",
+        f"a file {figures['file_ms'][0]:.2f} / {figures['file_ms'][1]:.2f} ms",
+        f"after the last reply: tests {tail['tests']:.1f} s, session end "
+        f"{tail['session_end']:.1f} s, exit {tail['exit']:.1f} s",
     )
     shutil.rmtree(run_dir, ignore_errors=True)
     return figures
@@ -293,9 +293,7 @@ def main() -> int:
     )
     parser.add_argument("--python", help="the interpreter of a runtime-only environment")
     parser.add_argument("--offline-repeats", type=int, default=5)
-    args = parser.parse_args()
-    if not os.environ.get("TAU2_DATA_DIR"):
-        parser.error("set TAU2_DATA_DIR to the data folder")
+    args = parse_with_data(parser)
     figures: dict[str, Any] = {
         "machine": machine(),
         "latency_s": args.latency,

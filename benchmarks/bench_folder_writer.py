@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import os
 import resource
 import shutil
 import sys
@@ -38,7 +37,17 @@ from pathlib import Path
 from typing import Any
 
 import _checkout  # noqa: F401  (this checkout's tau2_retail first)
-from _measure import ROOT, file_ms, load_average, machine, machine_line, median, table, write_json
+from _measure import (
+    ROOT,
+    file_ms,
+    load_average,
+    machine,
+    machine_line,
+    median,
+    parse_with_data,
+    table,
+    write_json,
+)
 from bench_offline import _harness_inputs, oracle_outcome, rendered_folder
 
 
@@ -118,9 +127,7 @@ def report(rows: list[dict[str, Any]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bursts", type=int, default=5)
-    args = parser.parse_args()
-    if not os.environ.get("TAU2_DATA_DIR"):
-        parser.error("set TAU2_DATA_DIR to the data folder")
+    args = parse_with_data(parser)
     inputs = _harness_inputs()
     outcomes = asyncio.run(_outcomes(inputs))
     work = Path(tempfile.mkdtemp(prefix="tau2-bench-folder-writer-"))

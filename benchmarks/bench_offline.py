@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -49,7 +48,9 @@ from _measure import (
     machine,
     machine_line,
     median,
+    parse_with_data,
     percentile,
+    print_targets,
     run_suite,
     table,
     verdict,
@@ -288,9 +289,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
-    args = parser.parse_args()
-    if not os.environ.get("TAU2_DATA_DIR"):
-        parser.error("set TAU2_DATA_DIR to the data folder")
+    args = parse_with_data(parser)
 
     work = Path(tempfile.mkdtemp(prefix="tau2-bench-offline-"))
     figures: dict[str, Any] = {"machine": machine(), "targets": TARGETS}
@@ -384,8 +383,7 @@ def report(figures: dict[str, Any]) -> None:
     print("\nPer scenario harness time (probed runs; ms)\n")
     print(_keyed_table(HARNESS_COLUMNS, {name: [h] for name, h in figures["harness"].items()}))
     _print_scale(figures["harness_in_process"], figures["summary_trials4"], figures["artifacts"])
-    print("\nTargets\n")
-    print(table(["target", "limit", "measured", "verdict"], _target_rows(figures)))
+    print_targets(_target_rows(figures))
 
 
 # (header, key) of each column after the run's name: one list names the column and its figure

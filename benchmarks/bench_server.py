@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -71,9 +70,11 @@ from _measure import (
     machine,
     machine_line,
     median,
+    parse_with_data,
+    print_run,
+    print_targets,
     run_columns,
     run_suite,
-    table,
     verdict,
     write_json,
 )
@@ -113,13 +114,7 @@ def measure(
         "processes": _processes(run),
         "load_average_after": load_average(),
     }
-    print(
-        f"  {label}: wall {run.wall_s:.1f} s, ideal {figures['ideal_s']:.1f} s "
-        f"(x{figures['wall_over_ideal']:.3f}), {figures['completions']} completions, harness "
-        f"CPU {figures['harness_cpu_ms_per_completion']:.2f} ms/completion, "
-        f"rc {run.returncode}, load {load_average()[0]:.2f}: {run.last_line()}",
-        flush=True,
-    )
+    print_run(label, run, figures)
     shutil.rmtree(run_dir, ignore_errors=True)
     return figures
 
@@ -201,9 +196,7 @@ def main() -> int:
     parser.add_argument("--trials-workers", type=int, default=8, help="-n of the 4-trial run")
     parser.add_argument("--no-trials", action="store_true", help="skip the 4-trial run")
     parser.add_argument("--tasks", help="only these task ids (--tau2-tasks), for a quick look")
-    args = parser.parse_args()
-    if not os.environ.get("TAU2_DATA_DIR"):
-        parser.error("set TAU2_DATA_DIR to the data folder")
+    args = parse_with_data(parser)
 
     figures: dict[str, Any] = {
         "machine": machine(),
@@ -304,8 +297,7 @@ def report(figures: dict[str, Any]) -> None:
     rows = grouped(figures["runs"])
     figures["table"] = rows
     print(column_table(RUNS_COLUMNS, rows))
-    print("\nTargets\n")
-    print(table(["target", "limit", "measured", "verdict"], _checks(rows)))
+    print_targets(_checks(rows))
 
 
 RUNS_COLUMNS: tuple[Column, ...] = (

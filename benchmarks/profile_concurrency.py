@@ -20,7 +20,6 @@ waiting is spread over what runs), the wall time does not. Prints the table; wri
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import sys
@@ -30,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _measure import ROOT, load_average, run_suite, table, write_json
+from _measure import ROOT, load_average, parse_with_data, run_suite, table, write_json
 from _scripted_server import ServerProcess
 from bench_concurrency import RUNS, _pytest_args
 
@@ -196,9 +195,7 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--rate", type=int, default=100, help="samples per second")
     parser.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks in this file")
-    args = parser.parse_args()
-    if not os.environ.get("TAU2_DATA_DIR"):
-        parser.error("set TAU2_DATA_DIR to the data folder")
+    args = parse_with_data(parser)
     work = Path(tempfile.mkdtemp(prefix="tau2-profile-"))
     try:
         figures = profile(args.run, latency=args.latency, rate=args.rate, work=work, raw=args.raw)
