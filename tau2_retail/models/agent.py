@@ -19,7 +19,9 @@ scenario. An agent may also have ``close()`` or ``aclose()``: it is called once 
 conversation is over (to close its own clients). Anything raised by the agent's code is the
 agent's failure (``agent_error``, its traceback kept), ``SystemExit``, ``GeneratorExit`` and a
 ``CancelledError`` it raises itself included; :class:`~tau2_retail.errors.AgentInfraError`
-marks an outage of the agent's own backend (an infra error, excluded and resumable) and
+marks an outage of the agent's own backend (an infra error, excluded and resumable; so does
+the ``openai`` client's connection error or retryable status inside a framework's wrapper,
+:mod:`~tau2_retail.models.agent_outage`) and
 ``KeyboardInterrupt`` interrupts the run as Ctrl-C does
 (:class:`~tau2_retail.errors.AgentInterrupted`).
 """
@@ -265,6 +267,11 @@ class AgentRunner:
             return outcome.value
         if issubclass(outcome.kind, AgentInfraError):
             raise AgentInfraError(outcome.text)
+        if outcome.outage is not None:  # an outage, wrapped by the agent's framework
+            raise AgentInfraError(
+                f"{where} raised {outcome.kind.__name__} "
+                f"(the agent's backend failed: {outcome.outage})"
+            )
         if issubclass(outcome.kind, KeyboardInterrupt):
             raise AgentInterrupted(f"{self.identity.source}: {where} raised KeyboardInterrupt")
         if issubclass(outcome.kind, Unreadable):

@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tau2_retail.models.agent_outage import backend_outage
+
 __all__ = ["BLOCKING_STEP_SECONDS", "AgentThread", "Outcome", "Raised", "Returned"]
 
 #: a step of an agent's coroutine that runs this long without awaiting blocks its event loop
@@ -53,11 +55,15 @@ class Returned:
 @dataclass(frozen=True, slots=True)
 class Raised:
     """The agent's call raised: the exception's class, its text and the whole traceback (all
-    taken in the agent's thread; the exception object itself stays there)."""
+    taken in the agent's thread; the exception object itself stays there), and ``outage``,
+    what makes it an outage of the agent's backend when it is one
+    (:func:`~tau2_retail.models.agent_outage.backend_outage`: read from the exception's chain,
+    which does not leave the thread either)."""
 
     kind: type[BaseException]
     text: str
     traceback_text: str
+    outage: str | None = None
 
     @classmethod
     def of(cls, error: BaseException) -> Raised:
@@ -65,12 +71,13 @@ class Raised:
             text = str(error)
         except BaseException:  # an exception whose __str__ raises: the agent's, say so
             text = "<unprintable>"
+        outage = backend_outage(error)
         try:
             _drop_our_frames(error)
             formatted = "".join(traceback.format_exception(error))
         except BaseException:
             formatted = f"{type(error).__name__}: {text}"
-        return cls(kind=type(error), text=text, traceback_text=formatted)
+        return cls(kind=type(error), text=text, traceback_text=formatted, outage=outage)
 
 
 _HERE: Final = os.path.dirname(os.path.abspath(__file__))

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from openai import OpenAI
 
@@ -27,8 +28,9 @@ from tau2_retail.models.agent import AgentIdentity, AgentRunner
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import AssistantTurn, Message, Usage
+from tau2_retail.testing.loopback_server import Drop, HttpError
 from tau2_retail.testing.object_graph import reachable, type_name
-from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
+from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint, always
 from tau2_retail.tools.store import Store
 
 CUSTOMER = ModelChoice(name="builtin:customer", endpoint=None)
@@ -472,6 +474,55 @@ def test_agent_infra_error_is_an_infra_error_of_the_agent_role(bundle, style):
     assert outcome.is_infra_error
     assert outcome.metrics.infra_role == "agent"
     assert "our retrieval service is down" in outcome.infra_detail
+
+
+class ModelAPIError(RuntimeError):
+    """An agent framework's own class for a failed model request, raised from the client's
+    error (pydantic-ai's shape: ``ModelConnectionError`` from ``openai.APIConnectionError``)."""
+
+
+class FrameworkTurnAgent(ForwardingTurnAgent):
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        try:
+            return super().respond(messages, tools)
+        except openai.APIError as error:
+            raise ModelAPIError(f"model request failed: {error}") from error
+
+
+class FrameworkLoopAgent(ForwardingLoopAgent):
+    async def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+        try:
+            return await super().converse(messages, toolbox)
+        except openai.APIError as error:
+            raise ModelAPIError(f"model request failed: {error}") from error
+
+
+FRAMEWORK_AGENTS = {"turn": FrameworkTurnAgent, "loop": FrameworkLoopAgent}
+
+
+@pytest.mark.parametrize("fault", [Drop(), HttpError.server_error(), HttpError(status=429)])
+@pytest.mark.parametrize("style", list(FRAMEWORK_AGENTS))
+def test_an_outage_behind_an_agent_framework_is_an_infra_error_of_the_agent_role(
+    bundle, endpoint, style, fault
+):
+    endpoint.default_fault = always(fault)
+    agent = FRAMEWORK_AGENTS[style](endpoint.base_url)
+    outcome = _run(bundle, agent)
+    assert outcome.conversation.stop_reason is StopReason.INFRA_ERROR
+    assert outcome.is_infra_error
+    assert outcome.metrics.infra_role == "agent"
+    assert "raised ModelAPIError (the agent's backend failed: openai." in outcome.infra_detail
+
+
+@pytest.mark.parametrize("style", list(FRAMEWORK_AGENTS))
+def test_a_request_refused_behind_an_agent_framework_is_the_agents_failure(bundle, endpoint, style):
+    # a wrong key or model name: the agent's configuration, which waiting does not heal
+    endpoint.default_fault = always(HttpError(status=401, body="invalid api key"))
+    agent = FRAMEWORK_AGENTS[style](endpoint.base_url)
+    outcome = _run(bundle, agent)
+    assert outcome.conversation.stop_reason is StopReason.AGENT_ERROR
+    assert not outcome.is_infra_error
+    assert "raised ModelAPIError: model request failed" in outcome.conversation.detail
 
 
 def test_bad_output_of_a_turn_agent_is_handled_as_model_output(bundle):
