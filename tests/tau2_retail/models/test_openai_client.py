@@ -15,7 +15,12 @@ import openai
 import pytest
 
 from tau2_retail import codec
-from tau2_retail.errors import ContextWindowExceeded, EndpointDown, EndpointError
+from tau2_retail.errors import (
+    ContextWindowExceeded,
+    EndpointDown,
+    EndpointError,
+    UnparsedModelOutput,
+)
 from tau2_retail.models import EndpointConfig, OpenAIChatModel
 from tau2_retail.models.attempt_failure import BODY_EXCERPT_CHARS, connection_failure
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
@@ -495,6 +500,137 @@ async def test_an_exhausted_quota_is_not_retried_and_counts_toward_the_breaker(
     )
     assert sleeps.calls == []
     assert len(openai_server.requests) == 1
+
+
+def _behind_portkey(status: int, error: dict[str, Any], **headers: str) -> HttpError:
+    """The server's error as the Portkey AI gateway (1.15.2, ``x-portkey-provider: openai``
+    with ``x-portkey-custom-host``) answers it: status and code kept, the message prefixed."""
+    body = {"error": {"param": None, "code": None} | error, "provider": "openai"}
+    return HttpError(status=status, body=json.dumps(body, separators=(",", ":")), headers=headers)
+
+
+# What the Portkey AI gateway (1.15.2) sent for a backend's replies, byte for byte; without it
+# the suite reads each the same way (its retries are off by default: one attempt of the suite
+# is one of the server)
+BEHIND_PORTKEY = {
+    "429 with Retry-After": (
+        _behind_portkey(
+            429,
+            {
+                "message": "openai error: Rate limit reached. Please try again later.",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            },
+            **{"Retry-After": "7"},
+        ),
+        "retried",
+    ),
+    # the server dropped the connection
+    "500 fetch failed": (
+        HttpError(
+            status=500,
+            body='{"html-message":"Message: fetch failed Cause: SocketError: other side closed '
+            'Name: TypeError"}',
+        ),
+        "retried",
+    ),
+    # the server's 200 was not JSON
+    "500 something went wrong": (
+        HttpError(status=500, body='{"status":"failure","message":"Something went wrong"}'),
+        "retried",
+    ),
+    # the gateway's own timeout (x-portkey-request-timeout)
+    "408 its timeout": (
+        HttpError(
+            status=408,
+            body='{"error":{"message":"Request exceeded the timeout sent in the request: '
+            '2000ms","type":"timeout_error","param":null,"code":null}}',
+        ),
+        "retried",
+    ),
+    "429 insufficient_quota": (
+        _behind_portkey(
+            429,
+            {
+                "message": "openai error: You exceeded your current quota, please check your "
+                "plan and billing details.",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            },
+        ),
+        "quota",
+    ),
+    "400 context length": (
+        _behind_portkey(
+            400,
+            {
+                "message": "openai error: This model's maximum context length is 8192 tokens. "
+                "However, your messages resulted in 9001 tokens. Please reduce the length of the "
+                "messages.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            },
+        ),
+        "context",
+    ),
+    "400 Groq tool_use_failed": (
+        _behind_portkey(
+            400,
+            {
+                "message": "openai error: Failed to call a function. Please adjust your prompt. "
+                "See 'failed_generation' for more details.",
+                "type": "invalid_request_error",
+                "code": "tool_use_failed",
+            },
+        ),
+        "unparsed",
+    ),
+    "500 llama.cpp format": (
+        _behind_portkey(
+            500,
+            {
+                "message": "openai error: The model produced output that does not match the "
+                "expected peg-native format",
+                "type": "server_error",
+                "code": 500,
+            },
+        ),
+        "unparsed",
+    ),
+    # TGI's {"error": "Tool error: Failed to parse generated text: ..."}: an error that is a
+    # string loses its text at the gateway, so nothing tells it from any refused request
+    "422 TGI, its text lost": (
+        _behind_portkey(422, {"message": "openai error: undefined", "type": None}),
+        "refused",
+    ),
+}
+
+
+@pytest.mark.parametrize(("reply", "read_as"), BEHIND_PORTKEY.values(), ids=list(BEHIND_PORTKEY))
+@pytest.mark.asyncio
+async def test_a_servers_error_behind_the_portkey_gateway_reads_as_without_it(
+    openai_server, make_model, sleeps, reply, read_as
+):
+    openai_server.enqueue(reply, Completion(content="ok"))
+    async with make_model(max_retries=1) as model:
+        if read_as == "retried":
+            assert (await model.complete(HELLO)).content == "ok"
+            assert len(openai_server.requests) == 2
+            # the server's Retry-After reaches the suite through the gateway; else the backoff
+            assert sleeps.calls == ([7.0] if reply.headers else [1.0])
+            return
+        with pytest.raises(EndpointError) as caught:
+            await model.complete(HELLO)
+    expected = {
+        "quota": EndpointError,
+        "context": ContextWindowExceeded,
+        "unparsed": UnparsedModelOutput,
+        "refused": EndpointError,
+    }[read_as]
+    assert type(caught.value) is expected
+    assert len(openai_server.requests) == 1
+    if read_as == "quota":
+        assert "the account's quota or credits are exhausted" in str(caught.value)
 
 
 @pytest.mark.asyncio
