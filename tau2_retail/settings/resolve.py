@@ -69,8 +69,7 @@ class Inputs:
       folder in its rootdir, as it does its own cache).
     - ``load_agent``: the agent as code (``--tau2-agent``, a ``tau2_agent`` fixture).
     - ``one_scenario``: ``python -m tau2_retail run``, a scenario watched rather than a score
-      compared: an endpoint agent may face the scripted customer, and a role's endpoint option
-      given with a built-in model (or without a judge) is refused, since it would do nothing.
+      compared: an endpoint agent may face the scripted customer.
     """
 
     flag: Callable[[Setting], str]
@@ -179,8 +178,7 @@ def resolve_settings_apart(
             f"{agent_source.identity.source} names the agent too; drop one of them"
         )
     settings = dataclasses.replace(settings, agent_source=agent_source)
-    if inputs.one_scenario:
-        _refuse_unused_role_options(settings, where)
+    _refuse_unused_role_options(settings, where)
     _check_cost_and_cache(settings, where)
     try:
         _check_needs(settings, where)
@@ -281,8 +279,9 @@ def _refuse_the_scripted_customer(settings: Tau2Settings, where: _Where) -> None
 
 
 def _refuse_unused_role_options(settings: Tau2Settings, where: _Where) -> None:
-    """An endpoint option given for a role played by a built-in model (or no judge) would
-    silently do nothing."""
+    """An endpoint option given on the command line for a role played by a built-in model, by
+    the agent's code, or by no judge would silently do nothing (the ini file's and the
+    environment's serve every run of a project, and stay quiet)."""
     for role, choice in _players(settings):
         given = [
             where.flag(role, name)
@@ -291,6 +290,12 @@ def _refuse_unused_role_options(settings: Tau2Settings, where: _Where) -> None:
         ]
         if not given:
             continue
+        if role == "agent" and settings.agent_source is not None:
+            raise ConfigError(
+                f"{given[0]} configures an endpoint agent, but the agent is code "
+                f"({settings.agent_source.identity.source}), which calls its model itself: "
+                "configure the model in the agent's code, and drop the option"
+            )
         if choice is None:
             raise ConfigError(
                 f"{given[0]} given without {where.flag(role, 'model')}: name the {role} model"

@@ -203,6 +203,51 @@ def test_a_code_agent_with_the_default_customer_is_refused_as_an_endpoint_agent_
     assert accepted.ret == pytest.ExitCode.OK
 
 
+@pytest.mark.parametrize(
+    ("args", "conftest", "source"),
+    [
+        (["--tau2-agent=my_agents:Ender"], None, "my_agents:Ender"),
+        ([], FIXTURE, "conftest.py::tau2_agent"),
+    ],
+    ids=["import-string", "fixture"],
+)
+def test_an_endpoint_option_given_with_a_code_agent_is_refused_not_ignored(
+    agents: Bench, args: list[str], conftest: str | None, source: str
+) -> None:
+    """``--tau2-agent-timeout`` (or a base URL, a temperature) beside an agent given as code
+    did nothing, silently, and run_args.json recorded it as if it applied; ``python -m
+    tau2_retail run`` refused it, naming a built-in model the run did not use. The ini file's
+    stays quiet: it serves every run of a project."""
+    if conftest is not None:
+        (agents.path / "conftest.py").write_text(conftest, encoding="utf-8")
+    assert agents.pytester is not None
+    agents.pytester.syspathinsert()
+
+    refused = agents.run_inprocess("--co", *args, TASKS, "--tau2-agent-timeout=5")
+
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        f"--tau2-agent-timeout configures an endpoint agent, but the agent is code ({source}), "
+        "which calls its model itself: configure the model in the agent's code, and drop the "
+        "option" in refused.stderr.str()
+    )
+    ini = agents.path / "pytest.ini"
+    ini.write_text(ini.read_text() + "tau2_agent_timeout = 5\n")
+    assert agents.run_inprocess("--co", *args, TASKS).ret == pytest.ExitCode.OK
+
+
+def test_an_endpoint_option_of_a_role_no_endpoint_plays_is_refused_in_pytest_too(
+    agents: Bench,
+) -> None:
+    """Only ``python -m tau2_retail run`` refused them; a pytest run ignored them silently."""
+    refused = agents.run_inprocess("--co", TASKS, "--tau2-judge-timeout=5")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "--tau2-judge-timeout given without --tau2-judge-model: name the judge model"
+        in refused.stderr.str()
+    )
+
+
 def test_the_agent_comes_from_the_environment_too(agents: Bench, monkeypatch) -> None:
     monkeypatch.setenv("TAU2_AGENT", "my_agents:Missing")
     result = agents.run(TASKS)

@@ -19,11 +19,12 @@ from tau2_retail.settings import (
 ENDPOINT = {"agent_model": "m", "agent_base_url": "http://127.0.0.1:1/v1"}
 
 
-def resolve(options: Mapping[str, str]) -> Tau2Settings:
+def resolve(options: Mapping[str, str], ini: Mapping[str, str] | None = None) -> Tau2Settings:
     return resolve_settings(
         Inputs(
             flag=lambda setting: setting.flag,
             option=lambda setting: {"user_model": "builtin:customer", **options}.get(setting.name),
+            ini=lambda setting: (ini or {}).get(setting.name),
             environ={},
             load_agent=lambda spec, source: None,
         )
@@ -60,8 +61,9 @@ def test_an_endpoint_setting_differs_only_for_a_role_an_endpoint_plays() -> None
     assert differences(stored, resolve({**ENDPOINT, "agent_timeout": "5"})) == [
         "agent_timeout_seconds: stored 120.0, now 5.0"
     ]
-    # the built-in customer has no endpoint: its endpoint settings play no part
-    assert differences(stored, resolve({**ENDPOINT, "user_timeout": "5"})) == []
+    # the built-in customer has no endpoint: its endpoint settings (an ini file's; given on the
+    # command line they are refused) play no part
+    assert differences(stored, resolve(ENDPOINT, ini={"user_timeout": "5"})) == []
 
 
 def test_every_endpoint_field_is_compared_and_the_request_values_sent() -> None:
