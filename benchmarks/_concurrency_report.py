@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from _measure import Column, column_table, machine_line, print_targets, run_columns, table, verdict
+from _measure import machine_line
+from _tables import Column, column_table, print_targets, run_columns, table, verdict
 
 TARGETS = {
     "c114_wall_over_ideal": 1.2,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import table
+from _tables import table
 
 _CASE = r"""
 import asyncio, json, resource, sys, zlib

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import _checkout  # noqa: F401  (this checkout's tau2_retail first)
-from _measure import machine, percentile, table, write_json
+from _measure import machine, percentile, write_json
+from _tables import table
 
 from tau2_retail.data.files import resolve_data_dir
 from tau2_retail.data.tasks import load_tasks, load_user_guidelines

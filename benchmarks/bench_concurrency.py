@@ -68,13 +68,12 @@ from _measure import (
     file_ms,
     load_average,
     machine,
-    parse_with_data,
-    print_run,
     reference_ms,
     run_suite,
     write_json,
 )
 from _scripted_server import COMPLETIONS_PER_SCENARIO, ServerProcess, run_args
+from _tables import parse_with_data, print_run
 
 RUNS = {
     "c114": {"workers": 0, "concurrency": 114, "trials": 1},

@@ -34,7 +34,8 @@ from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 from tau2_retail.testing.tau2_runs import tau2_bundle, tau2_endpoint, write_tau2_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import load_average, machine, machine_line, table, verdict
+from _measure import load_average, machine, machine_line
+from _tables import table, verdict
 
 ROUNDS = 3
 LIMIT_SECONDS = 2.0

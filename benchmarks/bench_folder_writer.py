@@ -37,17 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import _checkout  # noqa: F401  (this checkout's tau2_retail first)
-from _measure import (
-    ROOT,
-    file_ms,
-    load_average,
-    machine,
-    machine_line,
-    median,
-    parse_with_data,
-    table,
-    write_json,
-)
+from _measure import ROOT, file_ms, load_average, machine, machine_line, median, write_json
+from _tables import parse_with_data, table
 from bench_offline import _harness_inputs, oracle_outcome, rendered_folder
 
 

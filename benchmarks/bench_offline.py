@@ -40,22 +40,17 @@ from typing import Any
 import _checkout  # noqa: F401  (this checkout's tau2_retail first)
 from _measure import (
     ROOT,
-    Column,
     Run,
     artifact_sizes,
-    column_table,
     load_average,
     machine,
     machine_line,
     median,
-    parse_with_data,
     percentile,
-    print_targets,
     run_suite,
-    table,
-    verdict,
     write_json,
 )
+from _tables import Column, column_table, parse_with_data, print_targets, table, verdict
 
 TARGETS = {
     "n2_wall_s": 8.0,

@@ -34,7 +34,8 @@ from typing import Any
 
 import _checkout  # noqa: F401  (this checkout's tau2_retail first)
 import openai
-from _measure import ROOT, load_average, table, write_json
+from _measure import ROOT, load_average, write_json
+from _tables import table
 
 from tau2_retail.models.sdk_transport import (
     _HEADERS,

@@ -61,24 +61,26 @@ from typing import Any
 from _measure import (
     ROOT,
     SCENARIO_TEST,
-    Column,
     Run,
     artifact_sizes,
-    column_table,
     completions_from_metrics,
     load_average,
     machine,
     machine_line,
     median,
+    run_suite,
+    write_json,
+)
+from _scripted_server import COMPLETIONS_PER_SCENARIO, ServerProcess, run_args
+from _tables import (
+    Column,
+    column_table,
     parse_with_data,
     print_run,
     print_targets,
     run_columns,
-    run_suite,
     verdict,
-    write_json,
 )
-from _scripted_server import COMPLETIONS_PER_SCENARIO, ServerProcess, run_args
 
 TARGETS = {"wall_over_ideal_n8": 1.15, "cpu_ms_per_completion": 3.0, "worker_maxrss_mb": 150.0}
 

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _measure import ROOT, load_average, parse_with_data, run_suite, table, write_json
+from _measure import ROOT, load_average, run_suite, write_json
 from _scripted_server import ServerProcess
+from _tables import parse_with_data, table
 from bench_concurrency import RUNS, _pytest_args
 
 START_UP = "start-up: imports, plugins, collection (once per process)"

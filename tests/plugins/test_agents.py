@@ -172,16 +172,20 @@ def test_a_bad_agent_stops_the_run_at_start_up_with_one_line(
     assert not (agents.output_dir).exists() or not any(agents.output_dir.iterdir())
 
 
-@pytest.mark.parametrize(
-    ("args", "conftest", "where"),
+# an agent as code, named by an option or by a fixture: how the run names it, its source
+_CODE_AGENTS = pytest.mark.parametrize(
+    ("args", "conftest", "named", "source"),
     [
-        (["--tau2-agent=my_agents:Ender"], None, "--tau2-agent: the agent is Python code"),
-        ([], FIXTURE, "conftest.py::tau2_agent: the agent is Python code"),
+        (["--tau2-agent=my_agents:Ender"], None, "--tau2-agent", "my_agents:Ender"),
+        ([], FIXTURE, "conftest.py::tau2_agent", "conftest.py::tau2_agent"),
     ],
     ids=["import-string", "fixture"],
 )
+
+
+@_CODE_AGENTS
 def test_a_code_agent_with_the_default_customer_is_refused_as_an_endpoint_agent_is(
-    agents: Bench, args: list[str], conftest: str | None, where: str
+    agents: Bench, args: list[str], conftest: str | None, named: str, source: str
 ) -> None:
     """Issue 31, item 5: the scripted customer makes a score that does not compare with
     tau2's, whoever the agent is; asked for explicitly, it runs."""
@@ -196,23 +200,16 @@ def test_a_code_agent_with_the_default_customer_is_refused_as_an_endpoint_agent_
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stderr.str()
-    assert where in text
+    assert f"{named}: the agent is Python code" in text
     assert "the simulated user would be the built-in scripted customer" in text
     assert "--tau2-user-model=builtin:customer to accept the scripted one" in text
     accepted = agents.run_inprocess("--co", *args, TASKS, "--tau2-user-model=builtin:customer")
     assert accepted.ret == pytest.ExitCode.OK
 
 
-@pytest.mark.parametrize(
-    ("args", "conftest", "source"),
-    [
-        (["--tau2-agent=my_agents:Ender"], None, "my_agents:Ender"),
-        ([], FIXTURE, "conftest.py::tau2_agent"),
-    ],
-    ids=["import-string", "fixture"],
-)
+@_CODE_AGENTS
 def test_an_endpoint_option_given_with_a_code_agent_is_refused_not_ignored(
-    agents: Bench, args: list[str], conftest: str | None, source: str
+    agents: Bench, args: list[str], conftest: str | None, named: str, source: str
 ) -> None:
     """``--tau2-agent-timeout`` (or a base URL, a temperature) beside an agent given as code
     did nothing, silently, and run_args.json recorded it as if it applied; ``python -m
