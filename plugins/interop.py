@@ -97,14 +97,16 @@ def register_interop(
     config: pytest.Config,
     hub: WorkerHub | None,
     leftovers: Callable[[], WorkerLeftovers] | None = None,
+    benchmark: Callable[[], bool] = lambda: True,
 ) -> None:
     """Register the adapters of the plugins active in this session; ``hub`` is the run, on the
     process that owns it (None in an xdist worker); ``leftovers`` what an xdist worker still
-    has to tell the run at its end."""
+    has to tell the run at its end; ``benchmark`` whether this process has scenarios (only
+    then does the plugin take Ctrl-C while the session stops)."""
     manager = config.pluginmanager
     adapters: dict[str, object] = {
         "interrupts": InterruptTraceback(),
-        "repeated-interrupts": RepeatedInterrupt(),
+        "repeated-interrupts": RepeatedInterrupt(active=benchmark),
         "pluggy": PluggyTeardownFilter(),
     }
     if manager.hasplugin("asyncio"):

@@ -50,18 +50,24 @@ class RepeatedInterrupt:
     scenario finished"), and exit 1 or death by SIGINT instead of exit 2; so did one press
     while a run that had finished wrote its summaries and report. From pytest's
     ``pytest_keyboard_interrupt``, and from the start of ``pytest_sessionfinish`` (in the main
-    thread: the only one signals reach), a press writes one notice and is otherwise ignored;
+    thread: the only one signals reach) of a session with scenarios (``active``; the team's own
+    tests keep pytest's Ctrl-C), a press writes one notice and is otherwise ignored;
     the next ends the process at once with :data:`FORCED_QUIT_STATUS` (what is written is
     written atomically, and a run whose process is gone resumes: its lock names a dead
     process), so a stop that hangs can still be left without ``kill``. :meth:`restore` puts the
     handler before back when the session's configuration ends.
     """
 
-    def __init__(self, exit_now: Callable[[int], object] = os._exit) -> None:
+    def __init__(
+        self,
+        exit_now: Callable[[int], object] = os._exit,
+        active: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._previous: Any = None
         self._installed = False
         self._presses = 0
         self._exit_now = exit_now
+        self._active = active
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -74,6 +80,8 @@ class RepeatedInterrupt:
 
     def _install(self) -> None:
         if self._installed or threading.current_thread() is not threading.main_thread():
+            return
+        if not self._active():  # a session of the team's own tests: pytest's Ctrl-C as it is
             return
         self._previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, self._pressed)

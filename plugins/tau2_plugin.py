@@ -135,7 +135,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if run is not None:
         config.stash[RUN_KEY] = run
         config.pluginmanager.register(run, _RUN_PLUGIN)
-    register_interop(config, run, process.leftovers)
+    register_interop(
+        config,
+        run,
+        process.leftovers,
+        # this process collected scenarios, or (an xdist controller) the run has its folder
+        benchmark=lambda: process.benchmark_collected or (run is not None and run.folder.claimed),
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -183,6 +183,19 @@ def test_ctrl_c_while_a_finished_run_writes_its_summaries_does_not_stop_them(
     assert (bench.run_dir("end") / "report.html").is_file()
 
 
+def test_the_teams_own_tests_keep_pytests_ctrl_c(bench: Bench) -> None:
+    """The plugin is loaded in every pytest session of a project: its Ctrl-C handling took over
+    a session of the team's own tests too, with a notice about scenarios it did not have."""
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT_AT_THE_END, encoding="utf-8")
+    (bench.path / "test_mine.py").write_text("def test_mine():\n    pass\n", encoding="utf-8")
+
+    result = bench.run("test_mine.py")
+
+    assert REPEATED_INTERRUPT_NOTICE.strip() not in result.stderr.str()
+    assert result.ret != pytest.ExitCode.OK  # pytest's own answer to a Ctrl-C there
+
+
 def test_the_third_press_quits_with_the_shells_status_and_later_ones_do_nothing() -> None:
     exits: list[int] = []
     adapter = RepeatedInterrupt(exit_now=exits.append)
