@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
@@ -454,8 +455,12 @@ class OpenAIChatModel(ClosedOnExit):
         """What a 200 reply says (``wire.read_completion``); raises ``_UnparseableReply``."""
         try:
             data = json.loads(payload)
-        except ValueError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise _UnparseableReply("body is not JSON") from e
+        except ValueError as e:  # an integer longer than Python converts (sys.int_info)
+            raise _UnparseableReply(
+                f"body is JSON holding an integer of over {sys.get_int_max_str_digits()} digits"
+            ) from e
         except RecursionError as e:  # nested deeper than the parser goes: hostile, not JSON
             raise _UnparseableReply("body is JSON nested too deep to read") from e
         try:

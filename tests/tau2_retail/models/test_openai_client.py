@@ -803,6 +803,13 @@ async def test_a_wrong_tool_call_is_the_models_call_as_written(
             "body is JSON nested too deep to read",
             id="nested-too-deep",
         ),
+        # read as "body is not JSON", where the body was JSON the reader could not convert
+        pytest.param(
+            InvalidJson(body='{"id": ' + "9" * 5000 + "}"),
+            "body is JSON holding an integer of over 4300 digits",
+            id="integer-too-long",
+        ),
+        pytest.param(RawBody(body=b"\x80{}"), "body is not JSON", id="not-utf8"),
         pytest.param(NoChoices(), "no choices", id="no-choices"),
         pytest.param(
             _raw_completion({"role": "assistant", "content": 7}),
