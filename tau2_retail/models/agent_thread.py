@@ -18,7 +18,8 @@ on the harness's event loop:
   seen in this thread is always the agent's own.
 
 The thread is a daemon: one whose call never returns (an agent blocked for ever) is abandoned
-at the scenario's deadline and dies with the process. Endpoint models never come here.
+after the scenario's deadline (:meth:`AgentThread.wait_idle` tells the caller it still runs)
+and dies with the process. Endpoint models never come here.
 """
 
 from __future__ import annotations
@@ -98,6 +99,10 @@ def _drop_our_frames(error: BaseException) -> None:
 
 
 Outcome = Returned | Raised
+
+
+def _nothing() -> None:
+    """The call :meth:`AgentThread.wait_idle` queues: it runs once the calls before it end."""
 
 
 class _StepTimer:
@@ -245,6 +250,19 @@ class AgentThread:
         except asyncio.CancelledError:
             job.cancel()
             raise
+
+    async def wait_idle(self, seconds: float) -> bool:
+        """Whether the calls already given (one cancelled at the deadline, say) have ended
+        within ``seconds``; True at once when none runs. Waits without blocking the caller's
+        loop, behind those calls in the thread's queue."""
+        if not self.busy:
+            return True
+        try:
+            async with asyncio.timeout(seconds):
+                await self.run(_nothing)
+        except TimeoutError:  # its empty call stays queued, and runs once theirs end
+            return False
+        return True
 
     def stop(self) -> None:
         """The thread ends after the calls already given (at once if it never started)."""

@@ -13,6 +13,7 @@ from tau2_retail.errors import AgentInfraError, ConfigError, EndpointError
 from tau2_retail.models.agent import (
     AgentFailed,
     AgentIdentity,
+    AgentLedger,
     AgentRunner,
     agent_style,
 )
@@ -382,3 +383,48 @@ def test_each_agent_runs_off_the_event_loop_in_a_thread_of_its_own() -> None:
     idents = set.union(*threads.values())
     assert len(idents) == 2
     assert threading.get_ident() not in idents
+
+
+def test_an_interruption_while_close_waits_for_the_last_call_ends_the_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C cancels a scenario whose close() waits for the call the deadline cancelled: the
+    wait ends there, the agent is not closed, and the process's ledger lets it go."""
+    import threading
+
+    from tau2_retail.models import agent as agent_code
+
+    monkeypatch.setattr(agent_code, "_LAST_CALL_SECONDS", 3600.0)
+    released = threading.Event()
+    closed: list[bool] = []
+
+    class Agent:
+        __slots__ = ()  # no weak reference: the ledger holds it until it is released
+
+        def respond(self, messages, tools):
+            released.wait(60)
+            return "late"
+
+        def close(self):
+            closed.append(True)
+
+    agent, ledger = Agent(), AgentLedger()
+    runner = AgentRunner(lambda: agent, AgentIdentity(source="t:t"), ledger=ledger)
+
+    async def go() -> None:
+        await runner.start()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await runner.complete([], tools=[])
+        closing = asyncio.create_task(runner.close())
+        await asyncio.sleep(0.1)
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+
+    try:
+        asyncio.run(go())
+    finally:
+        released.set()
+    assert closed == []
+    assert ledger.claim(agent)
