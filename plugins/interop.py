@@ -106,7 +106,9 @@ def register_interop(
     manager = config.pluginmanager
     adapters: dict[str, object] = {
         "interrupts": InterruptTraceback(),
-        "repeated-interrupts": RepeatedInterrupt(active=benchmark),
+        "repeated-interrupts": RepeatedInterrupt(
+            active=benchmark, speaks=worker_input(config) is None
+        ),
         "pluggy": PluggyTeardownFilter(),
     }
     if manager.hasplugin("asyncio"):

@@ -62,12 +62,19 @@ class RepeatedInterrupt:
         self,
         exit_now: Callable[[int], object] = os._exit,
         active: Callable[[], bool] = lambda: True,
+        *,
+        speaks: bool = True,
     ) -> None:
         self._previous: Any = None
         self._installed = False
         self._presses = 0
         self._exit_now = exit_now
         self._active = active
+        # An xdist worker is not the process the user pressed Ctrl-C at: the SIGINT it gets
+        # while it stops is execnet's own (a worker whose execution outlives the controller's
+        # shutdown by 5 s interrupts itself), and a notice from it repeated the controller's
+        # once a worker, under load, in the terminal.
+        self._speaks = speaks
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -91,11 +98,12 @@ class RepeatedInterrupt:
         self._presses += 1
         if self._presses > 2:
             return
-        # os.write, not sys.stderr: the handler may run in the middle of a write to a stream,
-        # and a buffered stream refuses a reentrant call
-        with contextlib.suppress(OSError):
+        if self._speaks:
             notice = REPEATED_INTERRUPT_NOTICE if self._presses == 1 else FORCED_QUIT_NOTICE
-            os.write(2, notice.encode())
+            # os.write, not sys.stderr: the handler may run in the middle of a write to a
+            # stream, and a buffered stream refuses a reentrant call
+            with contextlib.suppress(OSError):
+                os.write(2, notice.encode())
         if self._presses == 2:
             for stream in (sys.stdout, sys.stderr):  # what pytest printed before the quit
                 with contextlib.suppress(Exception):

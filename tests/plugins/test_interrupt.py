@@ -183,6 +183,55 @@ def test_ctrl_c_while_a_finished_run_writes_its_summaries_does_not_stop_them(
     assert (bench.run_dir("end") / "report.html").is_file()
 
 
+# A worker still stopping 5 s after the controller shut its gateway down: execnet sends the
+# worker a SIGINT of its own (gateway_base's _terminate_execution), as a loaded machine does to
+# a worker writing its last scenario; each such worker repeated the controller's notice.
+_SIGINT_THEN_A_SLOW_WORKER = (
+    _SIGINT
+    + """
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):
+        import time
+
+        time.sleep(8)
+"""
+)
+
+
+def test_ctrl_c_under_xdist_gets_one_notice_however_long_the_workers_take(
+    bench: Bench,
+) -> None:
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(
+        _SIGINT_THEN_A_SLOW_WORKER
+        + """
+
+def pytest_keyboard_interrupt(excinfo):
+    os.kill(os.getpid(), signal.SIGINT)
+""",
+        encoding="utf-8",
+    )
+
+    result = bench.run("-n", "2", f"--tau2-tasks={TASKS}", "--tau2-run-id=slow")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    assert "Traceback" not in output
+    assert result.stderr.str().count(REPEATED_INTERRUPT_NOTICE.strip()) == 1, output
+    assert FORCED_QUIT_NOTICE.strip() not in output
+    assert (bench.run_dir("slow") / "summary.json").is_file()
+
+
+def test_a_worker_takes_ctrl_c_silently() -> None:
+    exits: list[int] = []
+    adapter = RepeatedInterrupt(exit_now=exits.append, speaks=False)
+    adapter._pressed(signal.SIGINT, None)
+    assert exits == []
+    adapter._pressed(signal.SIGINT, None)
+    assert exits == [130]
+
+
 def test_the_teams_own_tests_keep_pytests_ctrl_c(bench: Bench) -> None:
     """The plugin is loaded in every pytest session of a project: its Ctrl-C handling took over
     a session of the team's own tests too, with a notice about scenarios it did not have."""
