@@ -258,6 +258,8 @@ def run_configuration(
         identity = agent_identity or source.identity
         code = {**source.record(), "name": identity.name}
         code["version"] = identity.version
+        if identity.model is not None:  # written only when the agent declares one
+            code["model"] = identity.model
         agent = ModelRecord(model=identity.describe(), endpoint=None, code=code)
     return RunConfiguration(
         run_id=plan.run_id,

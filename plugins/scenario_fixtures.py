@@ -169,7 +169,10 @@ async def _play(
         if pending is not None:
             try:
                 outcome = await harness.rejudge(
-                    scenario, transcript=pending.transcript, expected_db_hash=pending.db_hash
+                    scenario,
+                    transcript=pending.transcript,
+                    expected_db_hash=pending.db_hash,
+                    agent=agents.identity,
                 )
                 return outcome, None
             except SavedConversationError:

@@ -18,7 +18,8 @@ With a ``cache`` (``tau2_retail.models.cache``), each scenario trial sees its en
 through it; with ``prices``, each outcome's metrics carry its cost per role. With ``spending``
 (``--tau2-max-cost``) too, each request of a priced endpoint model reserves its estimated cost
 before it is sent (``tau2_retail.models.spending``); a request the budget refuses raises
-``BudgetExhausted`` out of ``run``: the scenario is not scored.
+``BudgetExhausted`` out of ``run``: the scenario is not scored. An agent given as code is
+priced by the ``model`` it declares.
 
 The conversation runs on exactly what the models said. The outcome ``run`` returns is what a
 run writes and shows (artifacts, failure messages, the terminal): the API keys of the roles'
@@ -41,7 +42,7 @@ from tau2_retail.engine.conversation_setup import Limits, MessageListener, Scena
 from tau2_retail.engine.profiles import Profile, ProfileName, load_profile
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
 from tau2_retail.errors import ConfigError
-from tau2_retail.models.agent import AgentRunner
+from tau2_retail.models.agent import AgentIdentity, AgentRunner
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.cached_model import CachedChatModel
@@ -193,8 +194,11 @@ class Harness(ClosedOnExit):
             max_tokens=self._clients[role].config.max_tokens,
         )
 
-    def costs(self, outcome: ScenarioOutcome) -> ScenarioOutcome:
-        """``outcome`` with its cost per role in the metrics (unchanged without prices)."""
+    def costs(
+        self, outcome: ScenarioOutcome, *, agent: AgentIdentity | None = None
+    ) -> ScenarioOutcome:
+        """``outcome`` with its cost per role in the metrics (unchanged without prices).
+        ``agent``: the agent given as code, priced by the model it declares (none: 0)."""
         prices = self.prices
         if prices is None:
             return outcome
@@ -207,6 +211,8 @@ class Harness(ClosedOnExit):
                 cost[role] = 0.0
                 continue
             model = None if choice.endpoint is None else choice.endpoint.model
+            if role == "agent" and agent is not None:
+                model = agent.model
             cost[role] = prices.cost(model, usage)
         return replace(outcome, metrics=replace(metrics, cost=RoleCosts(**cost)))
 
@@ -237,13 +243,19 @@ class Harness(ClosedOnExit):
             limits=self.limits,
             on_message=on_message,
         )
-        return self.shown(self.costs(outcome))
+        return self.shown(self.costs(outcome, agent=agent.identity if agent else None))
 
     async def rejudge(
-        self, scenario: Scenario, *, transcript: Mapping[str, Any], expected_db_hash: str
+        self,
+        scenario: Scenario,
+        *,
+        transcript: Mapping[str, Any],
+        expected_db_hash: str,
+        agent: AgentIdentity | None = None,
     ) -> ScenarioOutcome:
         """Judge ``scenario``'s finished conversation again from its saved ``transcript``
-        (``transcript.json``) whose final database hashed to ``expected_db_hash``.
+        (``transcript.json``) whose final database hashed to ``expected_db_hash``; ``agent``
+        is the agent given as code that held it (its tokens priced by its model).
 
         Raises ``SavedConversationError`` when the transcript cannot be used (the caller then
         runs the scenario again) and ``ConfigError`` when no judge is configured.
@@ -262,4 +274,4 @@ class Harness(ClosedOnExit):
             profile=self.bundle.profile,
             limits=self.limits,
         )
-        return self.shown(self.costs(outcome))
+        return self.shown(self.costs(outcome, agent=agent))

@@ -35,8 +35,9 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Final, Literal, Protocol, runtime_checkable
 
+from tau2_retail.codec import Omitted
 from tau2_retail.errors import AgentInfraError, AgentInterrupted, Tau2Error
 from tau2_retail.models.agent_reply import Unreadable, a_type, plain_reply
 from tau2_retail.models.agent_thread import AgentThread, Outcome, Returned
@@ -134,28 +135,36 @@ def agent_style(agent: object) -> AgentStyle | None:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentIdentity:
     """Who the agent is, as the records name it: ``source`` is ``package.module:factory`` or
-    ``<conftest path>::tau2_agent``; ``name``/``version`` are the agent's attributes, if any."""
+    ``<conftest path>::tau2_agent``; ``name``/``version`` are the agent's attributes, if any;
+    ``model`` the model id it declares (a ``str`` attribute), which prices its tokens."""
 
     source: str
     name: str | None = None
     version: str | None = None
     fixture: bool = False
+    model: Annotated[str | None, Omitted] = None
 
     @classmethod
     def of(cls, source: str, agent: object, *, fixture: bool = False) -> AgentIdentity:
-        def attribute(key: str) -> str | None:
+        def attribute(key: str, kinds: tuple[type, ...] = (str, int, float)) -> str | None:
             try:
                 value = getattr(agent, key, None)
             except (Exception, SystemExit):  # the agent's property or __getattr__: no name
                 return None
-            return str(value) if isinstance(value, (str, int, float)) and value != "" else None
+            return str(value) if isinstance(value, kinds) and value != "" else None
 
         return cls(
-            source=source, name=attribute("name"), version=attribute("version"), fixture=fixture
+            source=source,
+            name=attribute("name"),
+            version=attribute("version"),
+            fixture=fixture,
+            model=attribute("model", (str,)),
         )
 
     def describe(self) -> str:
         extra = " ".join(filter(None, (self.name, self.version)))
+        if self.model is not None:
+            extra = f"{extra}, model {self.model}" if extra else f"model {self.model}"
         return f"{self.source} ({extra})" if extra else self.source
 
 

@@ -55,12 +55,22 @@ class ModelRecord:
 
     For an agent given as Python code, ``code`` holds ``source`` (``package.module:factory``
     or ``conftest.py::tau2_agent``), ``kind`` (``import`` or ``fixture``) and the agent's
-    ``name``/``version`` when it has them; ``model`` is then the readable form of all that.
+    ``name``/``version`` when it has them (and ``model`` only when it declares one);
+    ``model`` is then the readable form of all that.
     """
 
     model: str
     endpoint: Mapping[str, Any] | None
     code: Annotated[Mapping[str, Any] | None, Omitted] = None
+
+    @property
+    def priced_model(self) -> str | None:
+        """The model ``--tau2-prices`` prices this role by: the model id, or the one an agent
+        given as code declares (None: it declares none, and costs nothing)."""
+        if self.code is None:
+            return self.model
+        model = self.code.get("model")
+        return str(model) if model else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +107,11 @@ class RunConfiguration:
     def model(self, role: str) -> str | None:
         record = {"agent": self.agent, "user": self.user, "judge": self.judge}[role]
         return record.model if record else None
+
+    def priced_model(self, role: str) -> str | None:
+        """The model ``role`` is priced by (:attr:`ModelRecord.priced_model`)."""
+        record = {"agent": self.agent, "user": self.user, "judge": self.judge}[role]
+        return record.priced_model if record else None
 
     @property
     def profile(self) -> str | None:

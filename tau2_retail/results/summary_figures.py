@@ -144,7 +144,7 @@ def cost_of(
             model
             for role in _ROLES
             if total.role(role) is None
-            and (model := configuration.model(role) if configuration else None)
+            and (model := configuration.priced_model(role) if configuration else None)
         }
     )
     return total, tuple(unpriced)

@@ -5,7 +5,7 @@ marked ``ADOPTED`` (the scenario set and how it runs: trials, seed, tasks, profi
 taken from the stored run when this session does not give it, and any identity setting given
 with another value is a difference. Who plays each role is compared as its recorded player:
 the model and its endpoint as its requests carry them, or the agent's code (source, and the
-name and version an import string had at start-up).
+name, version and model an import string had at start-up: another model is another agent).
 """
 
 from __future__ import annotations
@@ -85,13 +85,13 @@ def _record(configuration: RunConfiguration, role: str) -> ModelRecord | None:
 
 def _player(record: ModelRecord | None) -> Mapping[str, Any]:
     """Who played a role, as compared: the model and each endpoint field, or the agent's code
-    (its source; and the name and version of an import string, known at start-up)."""
+    (its source; and the name, version and model of an import string, known at start-up)."""
     if record is None:
         return {"model": None}
     if record.code:
         player = {"code": record.code.get("source")}
         if record.code.get("kind") != "fixture":  # a fixture's agent is seen only later
-            player["code_name"] = record.code.get("name")
-            player["code_version"] = record.code.get("version")
+            for key in ("name", "version", "model"):
+                player[f"code_{key}"] = record.code.get(key)
         return player
     return {"model": record.model, **dict(record.endpoint or {})}

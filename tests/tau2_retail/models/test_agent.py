@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -208,6 +209,35 @@ def test_an_agent_whose_name_raises_is_named_by_its_source_alone(agent_module: s
     INTERNALERROR at start-up, and lost a fixture agent's scenario as a harness error."""
     _, identity = load_agent_factory(f"{agent_module}:make_bad_name")
     assert identity == AgentIdentity(source=f"{agent_module}:make_bad_name")
+
+
+class _ModelRaises:
+    name = "bot"
+
+    @property
+    def model(self) -> str:
+        raise RuntimeError("model boom")
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [("gpt-4.1-mini", "gpt-4.1-mini"), ("", None), (4, None), (object(), None)],
+    ids=["str", "empty", "int", "model-object"],
+)
+def test_an_agent_declares_the_model_that_prices_it_as_a_str(model: object, expected) -> None:
+    """A framework's model object (pydantic-ai's ``Model``) is not a model id: ignored."""
+    identity = AgentIdentity.of("pkg:Bot", SimpleNamespace(name="bot", version="2", model=model))
+    assert identity.model == expected
+    shown = "pkg:Bot (bot 2, model gpt-4.1-mini)" if expected else "pkg:Bot (bot 2)"
+    assert identity.describe() == shown
+    alone = AgentIdentity.of("pkg:Bot", SimpleNamespace(model=model)).describe()
+    assert alone == ("pkg:Bot (model gpt-4.1-mini)" if expected else "pkg:Bot")
+
+
+def test_an_agent_whose_model_raises_is_named_without_one() -> None:
+    assert AgentIdentity.of("pkg:Bot", _ModelRaises()) == AgentIdentity(
+        source="pkg:Bot", name="bot"
+    )
 
 
 @pytest.mark.parametrize("spec", ["nocolon", "a.b:", ":f", "a b:c", "a:b-c"])

@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.plugins.process import RunPlan, run_configuration
 from tau2_retail.results.records import ModelRecord, RunConfiguration
 from tau2_retail.settings import (
+    AgentSource,
     Inputs,
     Tau2Settings,
     adopt_stored,
@@ -130,3 +132,41 @@ def test_an_agent_as_code_is_compared_by_its_source_name_and_version() -> None:
         "agent_code_name: stored None, now 'Bot'",
         "agent_code_version: stored None, now '1'",
     ]
+
+
+def _code_agent(identity: AgentIdentity) -> RunConfiguration:
+    settings = resolve_settings(
+        Inputs(
+            flag=lambda setting: setting.flag,
+            option=lambda setting: {
+                "user_model": "builtin:customer",
+                "agent_code": "pkg.mod:Bot",
+            }.get(setting.name),
+            ini=lambda setting: None,
+            environ={},
+            load_agent=lambda spec, source: AgentSource(identity=identity, factory=object),
+        )
+    )
+    return configuration(settings)
+
+
+def test_an_agents_model_is_recorded_when_declared_and_compared_on_resume() -> None:
+    plain = _code_agent(AgentIdentity(source="pkg.mod:Bot", name="Bot", version="1"))
+    # no model declared: the record of before, key for key
+    assert plain.agent.code == {
+        "source": "pkg.mod:Bot",
+        "kind": "import",
+        "name": "Bot",
+        "version": "1",
+    }
+    assert plain.agent.model == "pkg.mod:Bot (Bot 1)"
+    assert plain.priced_model("agent") is None
+    priced = _code_agent(AgentIdentity(source="pkg.mod:Bot", name="Bot", version="1", model="m-1"))
+    assert priced.agent.code == {**plain.agent.code, "model": "m-1"}
+    assert priced.agent.model == "pkg.mod:Bot (Bot 1, model m-1)"
+    assert priced.priced_model("agent") == "m-1"
+
+    other = _code_agent(AgentIdentity(source="pkg.mod:Bot", name="Bot", version="1", model="m-2"))
+    found = [str(d) for d in resume_differences(priced, now=other)]
+    assert found == ["agent_code_model: stored 'm-1', now 'm-2'"]
+    assert [str(d) for d in resume_differences(plain, now=plain)] == []
