@@ -31,20 +31,20 @@ from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.errors import EndpointError
 from tau2_retail.models.agent import AgentFailed, AgentRunner
 from tau2_retail.models.messages import (
-    STOP_TOKENS,
     AssistantTurn,
     Message,
     RequestStats,
     Role,
     ToolCall,
     Usage,
+    has_stop_token,
 )
 from tau2_retail.models.progress import RequestProgress, tracking
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.dispatch import Action, dispatch_json
 from tau2_retail.tools.store import Store
 
-__all__ = ["TOOLBOX_ENDED", "TOOLBOX_STOPPED", "Cast", "RunningConversation", "has_stop_token"]
+__all__ = ["TOOLBOX_ENDED", "TOOLBOX_STOPPED", "Cast", "RunningConversation"]
 
 # What a loop-style agent's toolbox answers once the conversation is over for it (a limit was
 # reached, or an ending tool succeeded): the call is neither run nor recorded.
@@ -81,10 +81,6 @@ class Cast:
     agent: ChatModel
     user: ChatModel
     user_system: Message
-
-
-def has_stop_token(text: str | None) -> bool:
-    return text is not None and any(token in text for token in STOP_TOKENS)
 
 
 class RunningConversation:
@@ -135,9 +131,13 @@ class RunningConversation:
         self.toolbox_stop: Ending | None = None
         self.toolbox_ended = False
         self.toolbox_closed = False
+        self.toolbox_recorded = False  # usage recorded since converse() last returned
         if toolbox:
             self.toolbox = ScenarioToolbox(
-                schemas=prompts.tools, run=self.toolbox_call, ended=lambda: self.toolbox_ended
+                schemas=prompts.tools,
+                run=self.toolbox_call,
+                ended=lambda: self.toolbox_ended,
+                record=self.toolbox_usage,
             )
         self.latencies: list[tuple[str, float]] = []
         self.steps = 0
@@ -300,10 +300,12 @@ class RunningConversation:
             except AgentFailed as error:
                 raise self.agent_failed(error) from error
             self.requests["agent"] += RequestStats(requests=1, attempts=1)
-            self.count_usage("agent", Usage(n_calls=1))
             self.latencies.append(("agent", time.perf_counter() - started))
             with self.toolbox_lock:
                 stop, ended = self.toolbox_stop, self.toolbox_ended
+                if not self.toolbox_recorded:  # one call, its requests and tokens unknown
+                    self.count_usage("agent", Usage(n_calls=1))
+                self.toolbox_recorded = False
             if stop is not None:
                 raise _Stopped(stop)
             if text and text.strip():
@@ -346,6 +348,14 @@ class RunningConversation:
             if exited:
                 self.toolbox_ended = True
             return result
+
+    def toolbox_usage(self, usage: Usage) -> None:
+        """Tokens a loop-style agent recorded: the agent role's (in place of the one call
+        counted for a converse() that recorded none); nothing once the toolbox is closed."""
+        with self.toolbox_lock:
+            if not self.toolbox_closed:
+                self.toolbox_recorded = True
+                self.count_usage("agent", usage)
 
     def close_toolbox(self) -> None:
         """No toolbox call runs from here on (a sync agent's thread may outlive its scenario

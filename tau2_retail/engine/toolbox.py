@@ -4,7 +4,9 @@ The conversation owns what a call does (run it through the dispatcher, record it
 assistant tool call and its result, count steps and errors, honour the limits); this module
 gives the agent its three views of it: ``call``, the OpenAI ``schemas`` and plain Python
 ``functions`` built from those schemas (signature, annotations and a Google-style docstring,
-which is what frameworks such as the OpenAI Agents SDK or pydantic-ai build tools from).
+which is what frameworks such as the OpenAI Agents SDK or pydantic-ai build tools from). With
+``record_usage`` the agent tells the tokens its own model requests spent, which the suite
+never sees: checked here, counted by the conversation.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
+
+from tau2_retail.models.messages import MAX_TOKEN_COUNT, Usage
 
 __all__ = ["ScenarioToolbox", "tool_function"]
 
@@ -85,11 +89,43 @@ def tool_function(schema: Mapping[str, Any], call: Callable[[str, dict[str, Any]
     return tool
 
 
+def _count(name: str, value: object) -> int:
+    """A count ``record_usage`` was given: an ``int`` >= 0 (a bool is not one), at most
+    :data:`~tau2_retail.models.messages.MAX_TOKEN_COUNT` (a larger one is recorded as that)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        got = f"{type(value).__name__} {value!r}"
+        raise TypeError(f"toolbox.record_usage(): {name} must be an int, got {got}")
+    if value < 0:
+        raise ValueError(f"toolbox.record_usage(): {name} must be >= 0, got {value}")
+    return min(value, MAX_TOKEN_COUNT)
+
+
+def _usage_of(
+    *, input_tokens: object, output_tokens: object, requests: object, cached_tokens: object
+) -> Usage:
+    """The :class:`Usage` of one ``record_usage`` call, its counts checked (``TypeError``,
+    ``ValueError``: the agent's error, raised in its own code)."""
+    prompt = _count("input_tokens", input_tokens)
+    cached_prompt = _count("cached_tokens", cached_tokens)
+    if cached_prompt > prompt:
+        raise ValueError(
+            f"toolbox.record_usage(): cached_tokens ({cached_prompt}) is part of "
+            f"input_tokens ({prompt}), so it cannot be larger"
+        )
+    return Usage(
+        n_calls=_count("requests", requests),
+        prompt=prompt,
+        completion=_count("output_tokens", output_tokens),
+        cached_prompt=cached_prompt,
+    )
+
+
 class ScenarioToolbox:
     """The :class:`~tau2_retail.models.agent.Toolbox` of one scenario.
 
     ``run(name, arguments_json, call_id)`` executes and records one call (the conversation's);
-    ``ended()`` says whether an ending tool has succeeded.
+    ``ended()`` says whether an ending tool has succeeded; ``record(usage)`` counts the tokens
+    the agent recorded.
     """
 
     def __init__(
@@ -98,10 +134,12 @@ class ScenarioToolbox:
         schemas: Sequence[Mapping[str, Any]],
         run: Callable[[str, str, str | None], str],
         ended: Callable[[], bool],
+        record: Callable[[Usage], None],
     ) -> None:
         self._schemas = [copy.deepcopy(dict(schema)) for schema in schemas]
         self._run = run
         self._ended = ended
+        self._record = record
         self._functions: dict[str, Callable[..., str]] | None = None
 
     @property
@@ -135,6 +173,23 @@ class ScenarioToolbox:
         call, recorded in the transcript (default ``toolbox_<n>``)."""
         raw = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
         return self._run(str(name), raw, call_id)
+
+    def record_usage(
+        self, *, input_tokens: int, output_tokens: int, requests: int = 1, cached_tokens: int = 0
+    ) -> None:
+        """Count tokens your own model requests spent: ``requests`` requests (0: more tokens
+        of requests already counted) of ``input_tokens`` in, ``cached_tokens`` of them
+        read from the provider's prompt cache, and ``output_tokens`` out. They add to the
+        agent role's ``token_usage`` and, with the agent's ``model`` in ``--tau2-prices``, to
+        its cost. Each count is an ``int`` >= 0 (else ``TypeError`` or ``ValueError``)."""
+        self._record(
+            _usage_of(
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                requests=requests,
+                cached_tokens=cached_tokens,
+            )
+        )
 
     def __repr__(self) -> str:
         return f"<ScenarioToolbox {len(self._schemas)} tools>"

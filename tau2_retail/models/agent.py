@@ -89,6 +89,10 @@ class Toolbox(Protocol):
       (keyword arguments; for frameworks that build tools from functions).
     - ``ended``: True once an ending tool (``end_conversation``, a transfer) succeeded: the
       conversation ends after the text the agent returns.
+    - ``record_usage(input_tokens=, output_tokens=, requests=1, cached_tokens=0)``:
+      the tokens the agent's own model requests spent (the suite never sees them), counted as
+      the agent role's ``token_usage`` and priced by the agent's ``model``. A count that is not
+      a non-negative ``int`` raises ``TypeError``/``ValueError`` (the agent's error).
     """
 
     @property
@@ -107,6 +111,10 @@ class Toolbox(Protocol):
         *,
         call_id: str | None = None,
     ) -> str: ...
+
+    def record_usage(
+        self, *, input_tokens: int, output_tokens: int, requests: int = 1, cached_tokens: int = 0
+    ) -> None: ...
 
 
 @runtime_checkable

@@ -24,10 +24,15 @@ __all__ = [
     "Role",
     "ToolCall",
     "Usage",
+    "has_stop_token",
 ]
 
 # The markers by which the simulated user ends the conversation (tau2's user-side stop tokens).
 STOP_TOKENS: tuple[str, ...] = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
+
+
+def has_stop_token(text: str | None) -> bool:
+    return text is not None and any(token in text for token in STOP_TOKENS)
 
 
 class Role(StrEnum):

@@ -1,19 +1,23 @@
-"""What an agent given as code spent: a turn-style agent's completion usage, priced by the
-``model`` the agent declares."""
+"""What an agent given as code spent: the tokens a loop-style agent records through its toolbox
+(``toolbox.record_usage``), a turn-style agent's completion usage, both priced by the ``model``
+the agent declares."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tau2_retail.engine.conversation_setup import Limits
+from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.models.agent import AgentIdentity, AgentRunner
 from tau2_retail.models.choice import ModelChoice
-from tau2_retail.models.messages import Usage
+from tau2_retail.models.messages import MAX_TOKEN_COUNT, Usage
 from tau2_retail.models.prices import PriceTable
 
 ROLES = Roles(
@@ -46,26 +50,52 @@ def _run(bundle: DataBundle, agent: object, **harness_options: Any) -> ScenarioO
     return asyncio.run(go())
 
 
-class Turn:
+class Recording:
+    """A loop agent on a framework that made 3 requests this turn, one of them partly cached."""
+
     model = "agent-model"
 
-    def respond(self, messages: list[dict[str, Any]], tools: list[Any]) -> Any:
-        usage = {"prompt_tokens": 1000, "completion_tokens": 40}
-        return {"choices": [{"message": END, "finish_reason": "tool_calls"}], "usage": usage}
+    def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+        toolbox.record_usage(input_tokens=1200, output_tokens=30, requests=2)
+        toolbox.record_usage(input_tokens=800, output_tokens=20, cached_tokens=500)
+        toolbox.call("end_conversation", {})
+        return ""
 
 
-def test_a_turn_agent_declaring_its_model_has_its_completion_priced(bundle) -> None:
-    metrics = _run(bundle, Turn()).metrics
-    assert metrics.token_usage["agent"] == Usage(n_calls=1, prompt=1000, completion=40)
+def test_a_loop_agents_recorded_usage_is_its_token_usage_and_its_cost(bundle) -> None:
+    outcome = _run(bundle, Recording())
+
+    metrics = outcome.metrics
+    assert metrics.token_usage["agent"] == Usage(
+        n_calls=3, prompt=2000, completion=50, cached_prompt=500
+    )
+    # one converse() call: the harness's requests still count the calls into the agent
+    assert metrics.requests["agent"].requests == 1
+    expected = (1500 * 2.0 + 500 * 0.5 + 50 * 8.0) / 1e6
     assert metrics.cost is not None
-    assert metrics.cost.agent == pytest.approx((1000 * 2.0 + 40 * 8.0) / 1e6)
+    assert metrics.cost.agent == pytest.approx(expected)
+    assert metrics.cost.total == pytest.approx(expected)  # the built-in customer costs nothing
+
+
+def test_a_loop_agent_that_records_nothing_counts_its_calls_as_before(bundle) -> None:
+    class Silent:
+        model = "agent-model"
+
+        def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+            toolbox.call("end_conversation", {})
+            return ""
+
+    outcome = _run(bundle, Silent())
+    assert outcome.metrics.token_usage["agent"] == Usage(n_calls=1)
+    assert outcome.metrics.cost is not None
+    assert outcome.metrics.cost.agent == 0.0
 
 
 def test_an_agent_model_without_a_price_is_unpriced_and_no_model_costs_nothing(bundle) -> None:
-    class Unpriced(Turn):
+    class Unpriced(Recording):
         model = "no-price-model"
 
-    class Undeclared(Turn):
+    class Undeclared(Recording):
         model = None  # type: ignore[assignment]
 
     unpriced = _run(bundle, Unpriced()).metrics.cost
@@ -75,3 +105,108 @@ def test_an_agent_model_without_a_price_is_unpriced_and_no_model_costs_nothing(b
     undeclared = _run(bundle, Undeclared()).metrics.cost
     assert undeclared is not None
     assert undeclared.agent == 0.0  # as before: an agent as code without a model is not priced
+
+
+def test_a_turn_agent_declaring_its_model_has_its_completion_priced(bundle) -> None:
+    class Turn:
+        model = "agent-model"
+
+        def respond(self, messages: list[dict[str, Any]], tools: list[Any]) -> Any:
+            usage = {"prompt_tokens": 1000, "completion_tokens": 40}
+            return {"choices": [{"message": END, "finish_reason": "tool_calls"}], "usage": usage}
+
+    metrics = _run(bundle, Turn()).metrics
+    assert metrics.token_usage["agent"] == Usage(n_calls=1, prompt=1000, completion=40)
+    assert metrics.cost is not None
+    assert metrics.cost.agent == pytest.approx((1000 * 2.0 + 40 * 8.0) / 1e6)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "detail"),
+    [
+        (
+            {"input_tokens": -1, "output_tokens": 0},
+            "ValueError: toolbox.record_usage(): input_tokens must be >= 0, got -1",
+        ),
+        (
+            {"input_tokens": 1, "output_tokens": True},
+            "TypeError: toolbox.record_usage(): output_tokens must be an int, got bool True",
+        ),
+        (
+            {"input_tokens": 1.5, "output_tokens": 0},
+            "TypeError: toolbox.record_usage(): input_tokens must be an int, got float 1.5",
+        ),
+        (
+            {"input_tokens": 1, "output_tokens": 0, "requests": "2"},
+            "TypeError: toolbox.record_usage(): requests must be an int, got str '2'",
+        ),
+        (
+            {"input_tokens": 10, "output_tokens": 0, "cached_tokens": 11},
+            "ValueError: toolbox.record_usage(): cached_tokens (11) is part of "
+            "input_tokens (10), so it cannot be larger",
+        ),
+    ],
+    ids=["negative", "bool", "float", "str", "cached-over-prompt"],
+)
+def test_bad_usage_is_the_agents_error(bundle, arguments: dict[str, Any], detail: str) -> None:
+    class Bad:
+        model = "agent-model"
+
+        def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+            toolbox.record_usage(**arguments)
+            return "never said"
+
+    outcome = _run(bundle, Bad())
+    conversation = outcome.conversation
+    assert conversation.stop_reason is StopReason.AGENT_ERROR
+    assert conversation.detail == f"agent: converse() raised {detail}"
+    assert "toolbox.record_usage(**arguments)" in conversation.agent_traceback
+    assert not outcome.is_infra_error
+    assert outcome.metrics.token_usage["agent"] == Usage()
+
+
+def test_usage_arguments_are_keyword_only(bundle) -> None:
+    class Positional:
+        def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+            toolbox.record_usage(10, 5)
+            return "never said"
+
+    conversation = _run(bundle, Positional()).conversation
+    assert conversation.stop_reason is StopReason.AGENT_ERROR
+    assert "converse() raised TypeError: ScenarioToolbox.record_usage() takes 1 " in (
+        conversation.detail
+    )
+
+
+def test_a_huge_count_is_recorded_as_the_largest_exact_one(bundle) -> None:
+    class Huge(Recording):
+        def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+            toolbox.record_usage(input_tokens=10**30, output_tokens=1)
+            toolbox.call("end_conversation", {})
+            return ""
+
+    metrics = _run(bundle, Huge()).metrics
+    assert metrics.token_usage["agent"].prompt == MAX_TOKEN_COUNT
+    assert metrics.cost is not None
+    assert metrics.cost.agent is not None  # a finite cost: at most 10**12 tokens are billed
+
+
+def test_usage_recorded_in_a_call_cut_at_the_deadline_counts(bundle) -> None:
+    """Tokens spent before the scenario's deadline count, although the agent's converse()
+    never returned (its thread is abandoned)."""
+    released = threading.Event()
+
+    class Hung:
+        model = "agent-model"
+
+        def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+            toolbox.record_usage(input_tokens=100, output_tokens=10)
+            released.wait(10)
+            return "late"
+
+    outcome = _run(bundle, Hung(), limits=Limits(max_duration_seconds=0.5))
+    released.set()
+    assert outcome.conversation.stop_reason is StopReason.TIMEOUT
+    assert outcome.metrics.token_usage["agent"] == Usage(n_calls=1, prompt=100, completion=10)
+    assert outcome.metrics.cost is not None
+    assert outcome.metrics.cost.agent == pytest.approx((100 * 2.0 + 10 * 8.0) / 1e6)

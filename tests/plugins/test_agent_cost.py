@@ -1,0 +1,113 @@
+"""What an agent given as code costs, through the plugin: the tokens it records
+(``toolbox.record_usage``) or returns (a whole completion) reach ``metrics.json`` and the
+summary, its declared ``model`` names it in the records and prices its tokens with
+``--tau2-prices``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import Bench
+
+# Tasks whose gold database is the seed: an agent that ends the call at once passes them.
+TASKS = "--tau2-tasks=10,12,24"
+SCENARIOS = ("tau2_retail__10", "tau2_retail__12", "tau2_retail__24")
+PRICE = {"input": 2.0, "output": 8.0, "cached_input": 0.5}
+PRICES = "--tau2-prices=" + json.dumps({"agent-model": PRICE})
+
+AGENTS = """\
+END = {"tool_calls": [{"id": "e", "type": "function",
+                       "function": {"name": "end_conversation", "arguments": "{}"}}]}
+
+
+class LoopSpender:
+    name = "loop-spender"
+    model = "agent-model"
+
+    def converse(self, messages, toolbox):
+        # e.g. pydantic-ai's result.usage(): two requests, part of the prompt cached
+        toolbox.record_usage(
+            input_tokens=100_000, output_tokens=10_000, requests=2, cached_tokens=40_000
+        )
+        toolbox.call("end_conversation", {})
+        return ""
+
+
+class TurnSpender:
+    name = "turn-spender"
+    model = "agent-model"
+
+    def respond(self, messages, tools):
+        usage = {"prompt_tokens": 60_000, "completion_tokens": 10_000,
+                 "prompt_tokens_details": {"cached_tokens": 40_000}}
+        return {"choices": [{"message": END, "finish_reason": "tool_calls"}], "usage": usage}
+"""
+
+# what one scenario of either agent records and costs
+USAGE = {"n_calls": 2, "prompt": 100_000, "completion": 10_000, "cached_prompt": 40_000}
+TURN_USAGE = {"n_calls": 1, "prompt": 60_000, "completion": 10_000, "cached_prompt": 40_000}
+
+
+def _usd(usage: dict[str, int]) -> float:
+    cached = usage["cached_prompt"]
+    return (
+        (usage["prompt"] - cached) * PRICE["input"]
+        + cached * PRICE["cached_input"]
+        + usage["completion"] * PRICE["output"]
+    ) / 1_000_000
+
+
+@pytest.fixture
+def agents(bench: Bench) -> Bench:
+    (bench.path / "my_agents.py").write_text(AGENTS, encoding="utf-8")
+    return bench
+
+
+@pytest.mark.parametrize(
+    ("agent", "name", "usage"),
+    [("LoopSpender", "loop-spender", USAGE), ("TurnSpender", "turn-spender", TURN_USAGE)],
+    ids=["loop", "turn"],
+)
+def test_a_code_agents_tokens_are_recorded_and_priced_by_its_model(
+    agents: Bench, xdist: tuple[str, ...], agent: str, name: str, usage: dict[str, int]
+) -> None:
+    """A loop agent's metrics counted converse() calls with 0 tokens, and a turn agent's
+    completion tokens were priced at 0: a code agent has no model at an endpoint."""
+    run = agents.run(*xdist, TASKS, f"--tau2-agent=my_agents:{agent}", PRICES, "--tau2-run-id=c")
+
+    assert run.ret == 0, run.output
+    described = f"my_agents:{agent} ({name}, model agent-model)"
+    run.stdout.fnmatch_lines([f"tau2: agent code {described}; user builtin:customer; *"])
+    for scenario in SCENARIOS:
+        metrics = agents.metrics("c", scenario)
+        assert metrics["token_usage"]["agent"] == usage
+        assert metrics["cost"]["agent"] == pytest.approx(_usd(usage), abs=1e-6)
+        assert metrics["cost"]["total"] == metrics["cost"]["agent"]  # the customer is built in
+    summary = agents.summary("c")
+    assert summary["token_usage"]["agent"]["prompt"] == 3 * usage["prompt"]
+    assert summary["cost"]["agent"] == pytest.approx(3 * _usd(usage), abs=1e-5)
+    assert summary["cost"]["unpriced_models"] == []
+    assert summary["models"]["agent"] == described
+    code = agents.read_json("c", "run_args.json")["configuration"]["agent"]["code"]
+    assert code["model"] == "agent-model"
+    text = (agents.run_dir("c") / "all_summary.txt").read_text(encoding="utf-8")
+    assert f"Cost (USD): ${summary['cost']['total']:,.4f} total (agent $" in text
+
+
+def test_a_code_agents_model_without_a_price_is_named_as_unpriced(agents: Bench) -> None:
+    other = "--tau2-prices=" + json.dumps({"some-other-model": PRICE})
+    run = agents.run("-n", "0", TASKS, "--tau2-agent=my_agents:LoopSpender", other)
+
+    assert run.ret == 0, run.output
+    summary = agents.summary(_only_run(agents))
+    assert summary["cost"]["agent"] is None
+    assert summary["cost"]["total"] is None
+    assert summary["cost"]["unpriced_models"] == ["agent-model"]
+    assert "no price for model(s) agent-model: add them to --tau2-prices" in run.stdout
+
+
+def _only_run(bench: Bench) -> str:
+    (run_dir,) = bench.output_dir.iterdir()
+    return run_dir.name
