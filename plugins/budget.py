@@ -13,7 +13,10 @@ opened with ``O_APPEND`` is atomic, so settlements need no lock.
 A request whose estimate does not fit is not sent (``BudgetExhausted``): its scenario stops
 unscored, "not run (budget)", and a resume runs it. No new scenario starts once the spent and
 reserved amounts reach the limit. The run therefore passes its budget only by what the requests
-in flight cost beyond their estimates: less than one request per conversation in flight.
+in flight cost beyond their estimates: less than one request per conversation in flight. What
+an agent given as code spent through its own backend (its recorded, priced tokens) is charged
+when its scenario ends (``S`` with a key that reserved nothing): the suite cannot stop those
+requests, so it adds to the bound what the code agents of the scenarios in flight spend.
 """
 
 from __future__ import annotations
@@ -107,6 +110,11 @@ class Budget:
     def settle(self, key: str, actual: float) -> None:
         """What the request ``key`` really cost (0 when it failed or came from the cache)."""
         os.write(self._ledger(), f"S {key} {actual!r}\n".encode())
+
+    def charge(self, actual: float) -> None:
+        """``actual`` USD spent outside the suite's requests: settled under a key of its own
+        that reserved nothing, so it counts as spent in every process at their next look."""
+        self.settle(next(self._keys), actual)
 
     @property
     def spent(self) -> float:

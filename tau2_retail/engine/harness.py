@@ -19,7 +19,7 @@ through it; with ``prices``, each outcome's metrics carry its cost per role. Wit
 (``--tau2-max-cost``) too, each request of a priced endpoint model reserves its estimated cost
 before it is sent (``tau2_retail.models.spending``); a request the budget refuses raises
 ``BudgetExhausted`` out of ``run``: the scenario is not scored. An agent given as code is
-priced by the ``model`` it declares.
+priced by the ``model`` it declares; its cost is charged to the budget when its scenario ends.
 
 The conversation runs on exactly what the models said. The outcome ``run`` returns is what a
 run writes and shows (artifacts, failure messages, the terminal): the API keys of the roles'
@@ -216,6 +216,14 @@ class Harness(ClosedOnExit):
             cost[role] = prices.cost(model, usage)
         return replace(outcome, metrics=replace(metrics, cost=RoleCosts(**cost)))
 
+    def _charge(self, outcome: ScenarioOutcome) -> None:
+        """What an agent given as code spent through its own backend (its recorded tokens at
+        its model's price) counts into the budget once its scenario is over: no request of
+        the suite's is sent, and no scenario starts, once the spending passes the limit."""
+        cost = outcome.metrics.cost
+        if self.spending is not None and cost is not None and cost.agent:
+            self.spending.charge(cost.agent)
+
     async def run(
         self,
         scenario: Scenario,
@@ -243,7 +251,11 @@ class Harness(ClosedOnExit):
             limits=self.limits,
             on_message=on_message,
         )
-        return self.shown(self.costs(outcome, agent=agent.identity if agent else None))
+        if agent is None:
+            return self.shown(self.costs(outcome))
+        outcome = self.costs(outcome, agent=agent.identity)
+        self._charge(outcome)
+        return self.shown(outcome)
 
     async def rejudge(
         self,

@@ -53,6 +53,11 @@ class Spending(Protocol):
         """Replace the reservation ``key`` by what the request really cost."""
         ...
 
+    def charge(self, actual: float) -> None:
+        """Count ``actual`` USD spent outside the suite's requests (an agent given as code,
+        through its own backend), after the fact: nothing was reserved for it."""
+        ...
+
 
 def _characters(messages: Sequence[Message]) -> int:
     return sum(

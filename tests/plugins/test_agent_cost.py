@@ -1,7 +1,7 @@
 """What an agent given as code costs, through the plugin: the tokens it records
 (``toolbox.record_usage``) or returns (a whole completion) reach ``metrics.json`` and the
 summary, its declared ``model`` names it in the records and prices its tokens with
-``--tau2-prices``."""
+``--tau2-prices``, and ``--tau2-max-cost`` counts what it spent once each scenario is over."""
 
 from __future__ import annotations
 
@@ -111,3 +111,35 @@ def test_a_code_agents_model_without_a_price_is_named_as_unpriced(agents: Bench)
 def _only_run(bench: Bench) -> str:
     (run_dir,) = bench.output_dir.iterdir()
     return run_dir.name
+
+
+def test_the_budget_counts_what_a_code_agent_spent_and_resume_keeps_its_model(
+    agents: Bench,
+) -> None:
+    """Its spending was outside the budget: a code agent could spend any amount under
+    ``--tau2-max-cost``. Charged once each scenario is over, it stops the scenarios after it."""
+    per_scenario = _usd(USAGE)  # $0.228
+    budget = f"--tau2-max-cost={per_scenario * 1.5:.4f}"
+    args = ("-n", "0", TASKS, "--tau2-agent=my_agents:LoopSpender", PRICES)
+
+    stopped = agents.run(*args, budget, "--tau2-run-id=b")
+
+    assert stopped.ret == pytest.ExitCode.TESTS_FAILED, stopped.output
+    summary = agents.summary("b")
+    assert summary["counts"]["scored"] == 2
+    assert summary["not_run"] == ["tau2_retail__24"]
+    stopped.stdout.fnmatch_lines(
+        [f"tau2: budget reached: spent ${2 * per_scenario:,.4f} of --tau2-max-cost *"]
+    )
+
+    # another model is another agent: its scores do not compare
+    module = agents.path / "my_agents.py"
+    module.write_text(AGENTS.replace('model = "agent-model"', 'model = "cheaper-model"', 1))
+    refused = agents.run(*args, "--tau2-max-cost=10", "--tau2-resume=b")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "agent_code_model: stored 'agent-model', now 'cheaper-model'" in refused.stderr
+
+    module.write_text(AGENTS)
+    resumed = agents.run(*args, "--tau2-max-cost=10", "--tau2-resume=b")
+    assert resumed.ret == 0, resumed.output
+    assert agents.summary("b")["cost"]["agent"] == pytest.approx(3 * per_scenario, abs=1e-5)

@@ -1,6 +1,6 @@
 """What an agent given as code spent: the tokens a loop-style agent records through its toolbox
 (``toolbox.record_usage``), a turn-style agent's completion usage, both priced by the ``model``
-the agent declares."""
+the agent declares, and charged to the run's budget once the scenario is over."""
 
 from __future__ import annotations
 
@@ -37,6 +37,22 @@ def bundle(data_dir: Path) -> DataBundle:
     return load_bundle(data_dir)
 
 
+class Spent:
+    """A ``Spending`` that remembers what was charged after the fact."""
+
+    def __init__(self) -> None:
+        self.charged: list[float] = []
+
+    def reserve(self, estimate: float) -> str:
+        return "k"
+
+    def settle(self, key: str, actual: float) -> None:
+        pass
+
+    def charge(self, actual: float) -> None:
+        self.charged.append(actual)
+
+
 def _run(bundle: DataBundle, agent: object, **harness_options: Any) -> ScenarioOutcome:
     """``agent``'s scenario of task 10, by a harness with ``PRICES`` and ``harness_options``."""
     options = {"prices": PRICES, **harness_options}
@@ -63,7 +79,8 @@ class Recording:
 
 
 def test_a_loop_agents_recorded_usage_is_its_token_usage_and_its_cost(bundle) -> None:
-    outcome = _run(bundle, Recording())
+    spending = Spent()
+    outcome = _run(bundle, Recording(), spending=spending)
 
     metrics = outcome.metrics
     assert metrics.token_usage["agent"] == Usage(
@@ -75,6 +92,8 @@ def test_a_loop_agents_recorded_usage_is_its_token_usage_and_its_cost(bundle) ->
     assert metrics.cost is not None
     assert metrics.cost.agent == pytest.approx(expected)
     assert metrics.cost.total == pytest.approx(expected)  # the built-in customer costs nothing
+    # spent outside the suite's requests: charged to the budget after the scenario
+    assert spending.charged == [pytest.approx(expected)]
 
 
 def test_a_loop_agent_that_records_nothing_counts_its_calls_as_before(bundle) -> None:
@@ -85,10 +104,12 @@ def test_a_loop_agent_that_records_nothing_counts_its_calls_as_before(bundle) ->
             toolbox.call("end_conversation", {})
             return ""
 
-    outcome = _run(bundle, Silent())
+    spending = Spent()
+    outcome = _run(bundle, Silent(), spending=spending)
     assert outcome.metrics.token_usage["agent"] == Usage(n_calls=1)
     assert outcome.metrics.cost is not None
     assert outcome.metrics.cost.agent == 0.0
+    assert spending.charged == []
 
 
 def test_an_agent_model_without_a_price_is_unpriced_and_no_model_costs_nothing(bundle) -> None:
@@ -115,10 +136,12 @@ def test_a_turn_agent_declaring_its_model_has_its_completion_priced(bundle) -> N
             usage = {"prompt_tokens": 1000, "completion_tokens": 40}
             return {"choices": [{"message": END, "finish_reason": "tool_calls"}], "usage": usage}
 
-    metrics = _run(bundle, Turn()).metrics
+    spending = Spent()
+    metrics = _run(bundle, Turn(), spending=spending).metrics
     assert metrics.token_usage["agent"] == Usage(n_calls=1, prompt=1000, completion=40)
     assert metrics.cost is not None
     assert metrics.cost.agent == pytest.approx((1000 * 2.0 + 40 * 8.0) / 1e6)
+    assert spending.charged == [metrics.cost.agent]
 
 
 @pytest.mark.parametrize(

@@ -76,3 +76,22 @@ def test_a_failed_request_costs_nothing_and_frees_its_reservation(tmp_path: Path
     assert not budget.exhausted
     lines = (tmp_path / ".budget-t").read_text().splitlines()
     assert [line.split(" ")[0] for line in lines] == ["R", "S"]
+
+
+def test_what_was_spent_outside_the_suites_requests_is_charged_after_the_fact(
+    tmp_path: Path,
+) -> None:
+    """An agent given as code spends through its own backend: nothing reserved, its cost
+    charged once its scenario ends, seen by every process sharing the ledger."""
+    budget = Budget(limit=1.0, run_dir=tmp_path, token="t")
+    other = Budget(limit=1.0, run_dir=tmp_path, token="t")  # another process, same ledger
+
+    other.charge(0.6)
+    assert budget.spent == pytest.approx(0.6)
+    assert not budget.exhausted
+
+    other.charge(0.5)  # past the limit: what was spent is spent
+    assert budget.spent == pytest.approx(1.1)
+    assert budget.exhausted
+    with pytest.raises(BudgetExhausted):
+        budget.reserve(0.0001)
