@@ -5,7 +5,11 @@ with the tools' signatures and docstrings, bound to the scenario's database); ev
 SDK makes through them is recorded in the transcript and scored as an endpoint's tool call
 would be. The SDK keeps its own history across turns (``result.to_input_list()``); each turn
 adds the customer's new messages. Calling ``end_conversation`` (or a transfer) stops the run
-and ends the conversation.
+and ends the conversation. Each turn records the tokens the SDK's run spent
+(``toolbox.record_usage``): they are the agent's ``token_usage`` in ``metrics.json``, priced by
+``--tau2-prices`` when the agent names its model (``model``, read from the agent a fixture
+returns; a class named by ``--tau2-agent`` is only inspected, so its ``model`` set in
+``__init__`` is not seen there).
 
 Install the SDK with the optional dependency group ``agents-sdk`` (``pip install
 openai-agents``). Run it::
@@ -74,6 +78,14 @@ class SdkSupportAgent:
                 self.history.append({"role": message["role"], "content": message["content"]})
         result = await Runner.run(self.agent, self.history, max_turns=50)
         self.history = result.to_input_list()
+        # the suite never sees the SDK's requests: tell it what this turn's run spent
+        usage = result.context_wrapper.usage
+        toolbox.record_usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            requests=usage.requests,
+            cached_tokens=usage.input_tokens_details.cached_tokens,
+        )
         return "" if toolbox.ended else str(result.final_output or "")
 
     async def aclose(self) -> None:

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tau2_retail.testing.bench import Bench
+from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 
 EXAMPLES = {
     "turn": "examples.turn_agent:SupportAgent",
@@ -58,7 +59,11 @@ PROCESSES = {
 @pytest.mark.parametrize("source", ["import", "fixture"])
 @pytest.mark.parametrize("style", list(EXAMPLES))
 def test_an_example_agent_reproduces_the_gold_database_on_every_scenario(
-    example_bench: Bench, style: str, source: str, processes: str
+    example_bench: Bench,
+    gold_endpoint: ScriptedEndpoint,
+    style: str,
+    source: str,
+    processes: str,
 ) -> None:
     if style == "loop":
         pytest.importorskip("agents", reason="the agents-sdk dependency group is not installed")
@@ -74,3 +79,7 @@ def test_an_example_agent_reproduces_the_gold_database_on_every_scenario(
     assert (signals["DB_STATE_MATCH"]["passed"], signals["DB_STATE_MATCH"]["total"]) == (114, 114)
     assert (signals["CLEAN_EXIT"]["passed"], signals["CLEAN_EXIT"]["total"]) == (114, 114)
     assert summary["counts"]["infra_errors"] == 0
+    if style == "loop":  # the SDK's usage, recorded through the toolbox: every request counted
+        agent = summary["token_usage"]["agent"]
+        assert agent["n_calls"] == sum(gold_endpoint.agent_requests.values())
+        assert agent["prompt"] > agent["completion"] > 0
