@@ -14,7 +14,10 @@ phrases are the servers' own, as their sources and issue trackers show them:
 - llama.cpp: ``The model produced output that does not match the expected <format> format``
   (HTTP 500, recent builds); ``Failed to parse input at pos <n>: <rest of the output>``
   (HTTP 500, earlier builds); ``Failed to parse tool call arguments as JSON`` (HTTP 500: the
-  agent's own earlier arguments, not valid JSON, sent back to it in the history).
+  agent's own earlier arguments, not valid JSON, sent back to it in the history);
+  ``got exception: Unexpected empty grammar stack after accepting piece: <the model's token>``
+  (HTTP 500: the model wrote a token its tool-call grammar cannot accept, e.g. the tag and a
+  wrong key in one token; the same seed writes it again, so asking again cannot help).
 - vLLM: a 400 ``... validation error for list[...] Invalid JSON ...`` when ``tool_choice`` is
   ``required`` or names a tool and the output is no JSON list of calls; a 500 ``unexpected
   tokens remaining in message header`` from its parser of gpt-oss (harmony) output; a 400
@@ -64,6 +67,11 @@ UNPARSED_OUTPUT_FORMS: Final = (
     UnparsedOutputForm(server="llama.cpp", status=500, phrases=("failed to parse input at pos",)),
     UnparsedOutputForm(
         server="llama.cpp", status=500, phrases=("failed to parse tool call arguments as json",)
+    ),
+    UnparsedOutputForm(
+        server="llama.cpp",
+        status=500,
+        phrases=("unexpected empty grammar stack after accepting piece",),
     ),
     UnparsedOutputForm(
         server="vLLM", status=400, phrases=("validation error for list[", "invalid json")

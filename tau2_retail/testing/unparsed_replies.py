@@ -3,7 +3,10 @@ form of ``tau2_retail.models.unparsed`` (same order), in each server's own error
 
 The loopback server answers with them in the tests: the client must recognise each, and a
 run must score each as the agent's malformed output. Behind the LiteLLM proxy a server's
-error arrives rewrapped: those replies are the proxy's bodies as it sent them.
+error arrives rewrapped: those replies are the proxy's bodies as it sent them. llama.cpp's
+are as its ``llama-server`` sends them (compact JSON); the grammar's and the history's
+byte for byte as a build of commit 0c1e570 (October 2026) answered a tiny model that wrote
+them through its tool-call template.
 ``GENERIC_500`` is a server error that says nothing of the sort (it stays an infra error).
 """
 
@@ -36,8 +39,9 @@ def _litellm(message: str, model_group: str) -> HttpError:
 
 
 def _llamacpp(message: str) -> HttpError:
+    """llama-server's 500 (``format_error_response``, written without spaces)."""
     error = {"code": 500, "message": message, "type": "server_error"}
-    return HttpError(status=500, body=json.dumps({"error": error}))
+    return HttpError(status=500, body=json.dumps({"error": error}, separators=(",", ":")))
 
 
 UNPARSED_REPLIES: Final[dict[str, HttpError]] = {
@@ -47,9 +51,17 @@ UNPARSED_REPLIES: Final[dict[str, HttpError]] = {
     "llama.cpp: input not parsed at a position": _llamacpp(
         'Failed to parse input at pos 37: <tool_call>{"name": "get_order_details", "argu'
     ),
-    "llama.cpp: tool-call arguments in the history": _llamacpp(
-        "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse "
-        "error at line 1, column 2: syntax error while parsing object key"
+    "llama.cpp: tool-call arguments in the history": HttpError(
+        status=500,
+        body=r'{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON: '
+        r"[json.exception.parse_error.101] parse error at line 1, column 2: syntax error while "
+        r'parsing object key - unexpected end of input; expected string literal","type":'
+        r'"server_error"}}',
+    ),
+    "llama.cpp: a token the tool-call grammar cannot accept": HttpError(
+        status=500,
+        body=r'{"error":{"code":500,"message":"got exception: Unexpected empty grammar stack '
+        r'after accepting piece: <tool_call>\n{\"no (3307)","type":"server_error"}}',
     ),
     "vLLM: required tool call not a JSON list": _openai_style(
         400,

@@ -66,6 +66,8 @@ async def test_a_plain_500_is_retried_and_stays_an_outage(
         (502, "The model produced output that does not match the expected peg-native format"),
         (400, "1 validation error for CreateChatCompletionRequest: messages: Field required"),
         (500, "error parsing the request body"),
+        # llama-server's other exceptions while generating stay its own failures
+        (500, '{"error":{"code":500,"message":"got exception: std::bad_alloc"}}'),
         (422, "Input validation error: `inputs` must have less than 4096 tokens"),
     ],
 )
