@@ -28,7 +28,6 @@ from typing import Final
 
 from tau2_retail.engine.judge_reply import UnreadableJudgement, normalize_judgement
 from tau2_retail.engine.judge_result import JudgeInput, JudgeResult, Verdict
-from tau2_retail.errors import ContextWindowExceeded
 from tau2_retail.models.messages import AssistantTurn, Message, Role, ToolCall, Usage
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.dispatch import Action, parse_arguments
@@ -190,21 +189,17 @@ def with_reply(
     )
 
 
-async def ask_judge(
-    model: ChatModel, prompt: JudgeInput, *, assertions: Sequence[str], seed: int | None
-) -> AssistantTurn | JudgeResult:
-    """One judge request (system + user message, no tools): the reply, or, when the endpoint
-    says the prompt is too long for it, a failed judgement (it cannot be judged there, now or on
-    resume). An endpoint that cannot answer raises its ``EndpointError`` (an outage)."""
+async def ask_judge(model: ChatModel, prompt: JudgeInput, *, seed: int | None) -> AssistantTurn:
+    """One judge request (system + user message, no tools): the reply. An endpoint that cannot
+    answer raises its ``EndpointError`` (an outage of the judge role), one whose model's
+    context window cannot hold the prompt too (``ContextWindowExceeded``): the judge cannot
+    read this conversation, which is not the agent's failure; a judge with a larger window
+    judges it on resume."""
     request = (
         Message(role=Role.SYSTEM, content=prompt.system_prompt),
         Message(role=Role.USER, content=prompt.user_content),
     )
-    try:
-        return await model.complete(request, tools=None, seed=seed)
-    except ContextWindowExceeded as error:
-        failed = failed_judgement(prompt, assertions, detail=str(error))
-        return dataclasses.replace(failed, attempts=error.attempts, wait_seconds=error.wait_seconds)
+    return await model.complete(request, tools=None, seed=seed)
 
 
 async def judge_scenario(
@@ -222,10 +217,9 @@ async def judge_scenario(
     as a fresh request (``UNREADABLE_RETRIES`` times); when the last reply cannot be read
     either, the result is ``unreadable`` (the judge's failure: every verdict fails with reason
     ``Judge error: <detail>``, score 0, ``error`` set, every reply kept in
-    ``unreadable_replies`` and the last one in ``raw_reply``). A ``ContextWindowExceeded``
-    gives a failed judgement that is not ``unreadable`` (the prompt cannot be judged there, now
-    or on resume). An endpoint that cannot answer raises its ``EndpointError``: that is an
-    outage (an infra error of the judge role), not a verdict. ``usage``, ``attempts`` and
+    ``unreadable_replies`` and the last one in ``raw_reply``). An endpoint that cannot answer
+    raises its ``EndpointError``, a prompt too long for its model ``ContextWindowExceeded``:
+    that is an outage (an infra error of the judge role), not a verdict. ``usage``, ``attempts`` and
     ``wait_seconds`` add up every request; ``ValueError`` for empty ``assertions`` (a bug).
     """
     system_prompt, user_content = build_judge_prompt(
@@ -238,9 +232,7 @@ async def judge_scenario(
     unreadable: list[AssistantTurn] = []  # the turns whose reply could not be read
     detail = ""
     for _ in range(1 + UNREADABLE_RETRIES):
-        turn = await ask_judge(model, prompt, assertions=assertions, seed=seed)
-        if isinstance(turn, JudgeResult):
-            return _after(unreadable, turn)
+        turn = await ask_judge(model, prompt, seed=seed)
         text = turn.content or ""
         try:
             score, reason, verdicts = normalize_judgement(text, assertions)

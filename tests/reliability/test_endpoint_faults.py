@@ -186,7 +186,7 @@ MATRIX = (
         inject=always(InvalidJson(), role="judge"), outcome=ERROR, stop_reason="agent_exit",
         agent_requests=SCRIPTED_AGENT_REQUESTS),
     Row(fault="judge: context-length 400", task="29",
-        inject=always(HttpError.context_length_exceeded(), role="judge"), outcome=FAILED,
+        inject=always(HttpError.context_length_exceeded(), role="judge"), outcome=ERROR,
         stop_reason="agent_exit", agent_requests=SCRIPTED_AGENT_REQUESTS),
     Row(fault="tool arguments nested 1000 deep", task="26",
         inject=once(_call("get_order_details", NESTED, "bad-1")), outcome=PASSED,
@@ -266,8 +266,7 @@ def test_fault_matrix(bench: Bench, endpoint: ScriptedEndpoint) -> None:
     infra_listed = {entry["scenario_id"] for entry in summary["infra_errors"]}
     assert infra_listed == {_scenario(row.task) for row in MATRIX if row.outcome == ERROR}
     assert not temp_files(bench.output_dir)
-    # an NL subtest failure is one line, like the signal failures: no traceback, no repr
-    assert "judged not met: Judge error: " in run.stdout
+    # no NL subtest shows a traceback or a repr
     assert "assert verdict.passed" not in run.stdout
 
     _check_details(bench, endpoint)
@@ -346,8 +345,11 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
     assert _tool_results(bench, "26")[0]["error"] is True
     judged = bench.read_json(RUN_ID, f"{_scenario('19')}/judge_result.json")
     assert '"order_id": "\ufffd"' in judged["judge_input"]["user_content"]
-    # a judge outage is an infra error of the judge: conversation kept, marked for re-judging
-    for task in ("38", "2", "3", "4", "21", "24", "28"):
+    # a judge outage is an infra error of the judge: conversation kept, marked for re-judging;
+    # so is a prompt too long for the judge's model (29): its window, not the agent's failure
+    assert "judge: model 'scripted-judge'" in _detail(bench, "29")
+    assert "context window" in _detail(bench, "29")
+    for task in ("38", "2", "3", "4", "21", "24", "28", "29"):
         metrics = bench.metrics(RUN_ID, _scenario(task))
         assert (metrics["infra_role"], metrics["needs_judging"]) == ("judge", True), task
         assert (metrics["db_state_match"], metrics["stop_reason"]) == (True, "agent_exit")
@@ -357,10 +359,9 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
             in (bench.run_dir(RUN_ID) / _scenario(task) / "conversation_log.txt").read_text()
         )
 
-    # a judge that answers prose or 100,000 '[' (twice), or refuses the prompt as too long:
-    # every verdict false, with the reason; the unreadable ones are the judge's infra error,
-    # their replies kept whole and marked for re-judging
-    for task, text in (("40", "no JSON object"), ("16", "no JSON object"), ("29", "context")):
+    # a judge that answers prose or 100,000 '[' (twice): every verdict false, with the reason;
+    # the judge's infra error, its replies kept whole and marked for re-judging
+    for task, text in (("40", "no JSON object"), ("16", "no JSON object")):
         judged = bench.read_json(RUN_ID, f"{_scenario(task)}/judge_result.json")
         verdicts = judged["nl_assertion_verdicts"]
         assert len(verdicts) == len(endpoint.tasks[task].nl_assertions)
@@ -369,9 +370,6 @@ def _check_details(bench: Bench, endpoint: ScriptedEndpoint) -> None:
         assert text in judged["error"], judged["error"]
         metrics = bench.metrics(RUN_ID, _scenario(task))
         assert json.dumps(judged).count("Judge error: ") >= len(verdicts)
-        if task == "29":
-            assert (metrics["db_state_match"], metrics["nl_assertion_pass_rate"]) == (True, 0.0)
-            continue
         assert (metrics["infra_role"], metrics["needs_judging"]) == ("judge", True)
         assert metrics["judge_unreadable_replies"] == 2
         assert len(endpoint.requests(task, role="judge")) == 2  # asked again once

@@ -120,14 +120,13 @@ async def judge_upstream(
 ) -> JudgeResult:
     """Ask ``model`` once with upstream's prompt and read its reply as upstream does.
 
-    Raises ``EndpointError`` when the endpoint cannot answer (an outage, not a verdict).
+    Raises ``EndpointError`` when the endpoint cannot answer, or cannot hold the prompt (an
+    outage, not a verdict).
     """
     system_prompt = template.system_prompt
     user_content = template.user_content(upstream_trajectory(messages), list(assertions))
     prompt = JudgeInput(system_prompt=system_prompt, user_content=user_content)
-    turn = await ask_judge(model, prompt, assertions=assertions, seed=None)
-    if isinstance(turn, JudgeResult):
-        return turn
+    turn = await ask_judge(model, prompt, seed=None)
     try:
         verdicts = read_upstream_reply(turn.content or "", template, assertions)
     except _UpstreamWouldRaise as error:

@@ -24,7 +24,7 @@ from tau2_retail.engine.judge_reply import (
     normalize_judgement,
 )
 from tau2_retail.engine.judge_result import JudgeResult, Verdict
-from tau2_retail.errors import EndpointError
+from tau2_retail.errors import ContextWindowExceeded, EndpointError
 from tau2_retail.models import OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
 from tau2_retail.testing.loopback_model import loopback_model
@@ -658,18 +658,11 @@ async def test_an_outage_on_the_second_request_is_an_outage(openai_server, make_
 
 
 @pytest.mark.asyncio
-async def test_context_window_on_the_second_request_is_a_failed_judgement(
-    openai_server, make_judge
-):
-    openai_server.enqueue(
-        Completion(content="prose", prompt_tokens=7, completion_tokens=1),
-        HttpError.context_length_exceeded(),
-    )
-    result = await judge(make_judge)
-    assert_judge_error(result, "context window")
-    assert result.unreadable is False  # the prompt cannot be judged there: not an outage
-    assert (result.unreadable_replies, result.requests) == (("prose",), 2)
-    assert result.usage == Usage(n_calls=1, prompt=7, completion=1)
+async def test_context_window_on_the_second_request_is_an_outage(openai_server, make_judge):
+    openai_server.enqueue(Completion(content="prose"), HttpError.context_length_exceeded())
+    with pytest.raises(ContextWindowExceeded, match="context window"):
+        await judge(make_judge)
+    assert len(openai_server.requests) == 2
 
 
 @pytest.mark.parametrize(
@@ -707,11 +700,15 @@ async def test_500_then_success_is_a_normal_result(openai_server, make_judge):
 
 
 @pytest.mark.asyncio
-async def test_context_window_exceeded(openai_server, make_judge):
+async def test_a_prompt_too_long_for_the_judges_model_is_its_outage_not_a_verdict(
+    openai_server, make_judge
+):
+    """The judge's window cannot hold the conversation: the judge's failure, not the agent's
+    (an infra error of the judge role; a judge with a larger window judges it on resume)."""
     openai_server.enqueue(HttpError.context_length_exceeded())
-    result = await judge(make_judge)
-    assert_judge_error(result, "context window")
-    assert len(openai_server.requests) == 1
+    with pytest.raises(ContextWindowExceeded, match="context window"):
+        await judge(make_judge)
+    assert len(openai_server.requests) == 1  # not retried
 
 
 @pytest.mark.asyncio
