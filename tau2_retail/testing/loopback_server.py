@@ -21,11 +21,12 @@ responder is set, the server answers 500 with a body that says so, so tests fail
 tokens by model, as ``--tau2-prices`` takes them), counted from the usage it sent: a measure of a
 run's spending independent of the suite's own accounting.
 
-``dialect="llamacpp"`` speaks like llama.cpp's server (llama-cpp-python 0.3): a message whose
-``content`` is null is rejected with its HTTP 500 validation error, and tools sent without a
-``tool_choice`` are ignored (the reply is the script's, but ``RecordedRequest.tools_seen`` is
-False, as the model never saw them). ``disconnects`` counts requests whose client went away
-before the reply was complete (a timed-out request whose connection was closed).
+``dialect="llamacpp"`` speaks like llama-cpp-python 0.3's server with ``--chat_format
+chatml-function-calling``: a message whose ``content`` is null is rejected with an HTTP 500
+validation error, and tools sent without a ``tool_choice`` are ignored (the reply is the
+script's, but ``RecordedRequest.tools_seen`` is False, as the model never saw them).
+llama.cpp's own ``llama-server`` does neither. ``disconnects`` counts requests whose client
+went away before the reply was complete (a timed-out request whose connection was closed).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ LLAMACPP_NULL_CONTENT_ERROR: Final = (
     "1 validation error for CreateChatCompletionRequest\nmessages.{index}.content\n"
     "  Input should be a valid string [type=string_type, input_value=None, input_type=NoneType]"
 )
-"""The body llama-cpp-python's server sends (HTTP 500) for a message whose content is null."""
+"""The gist of llama-cpp-python's HTTP 500 for a message whose content is null (0.3.36 answers
+a JSON error listing seven validation errors, among them ``Input should be a valid string``)."""
 
 _SHUTDOWN_TIMEOUT_SECONDS: Final = 2.0
 _START_TIMEOUT_SECONDS: Final = 10.0
