@@ -24,7 +24,7 @@ from tau2_retail.engine.ending import (
     StopReason,
     empty_agent_ending,
     failure_reason,
-    why_empty,
+    user_reply_ending,
 )
 from tau2_retail.engine.toolbox import ScenarioToolbox
 from tau2_retail.engine.transcript import ConversationResult
@@ -237,14 +237,9 @@ class RunningConversation:
         if not (turn.content and turn.content.strip()):
             self.check_limits()
             turn = await self.complete("user", cast.user, self.user_view(cast.user_system))
-        if not (turn.content and turn.content.strip()):
-            raise _Stopped(
-                Ending.failure(
-                    StopReason.INFRA_ERROR,
-                    "user",
-                    "the simulator returned an empty message twice" + why_empty(turn.finish_reason),
-                )
-            )
+        unusable = user_reply_ending(turn.content, turn.finish_reason)
+        if unusable is not None:
+            raise _Stopped(unusable)
         message = Message(role=Role.USER, content=turn.content, finish_reason=turn.finish_reason)
         self.record(message, by="user")
         self.steps += 1

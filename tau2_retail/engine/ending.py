@@ -16,6 +16,7 @@ __all__ = [
     "StopReason",
     "empty_agent_ending",
     "failure_reason",
+    "user_reply_ending",
     "why_empty",
 ]
 
@@ -99,6 +100,20 @@ def why_empty(finish_reason: str | None) -> str:
 def empty_agent_ending(finish_reason: str | None) -> Ending:
     """The agent's ending after an empty message asked again came back empty too."""
     return dataclasses.replace(EMPTY_AGENT, detail=EMPTY_AGENT.detail + why_empty(finish_reason))
+
+
+def user_reply_ending(content: str | None, finish_reason: str | None) -> Ending | None:
+    """The infra error of the customer's reply that cannot go on, or None: empty (after it was
+    asked again), or cut at its length limit (``finish_reason`` ``length``: a model repeating
+    itself until its context or its token cap is spent; its text would overflow the agent's
+    context, and the agent would be scored for the simulator's failure)."""
+    if not (content and content.strip()):
+        detail = "the simulator returned an empty message twice" + why_empty(finish_reason)
+        return Ending.failure(StopReason.INFRA_ERROR, "user", detail)
+    if finish_reason == "length":
+        detail = "the simulator's reply was cut at its length limit (finish_reason length)"
+        return Ending.failure(StopReason.INFRA_ERROR, "user", detail)
+    return None
 
 
 def failure_reason(role: str, error: EndpointError) -> StopReason:

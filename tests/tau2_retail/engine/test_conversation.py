@@ -443,6 +443,32 @@ async def test_the_simulators_empty_message_ending_names_its_finish_reason_too(s
 
 
 @pytest.mark.asyncio
+async def test_a_customer_reply_cut_at_its_length_limit_is_the_simulators_infra_error(store):
+    # a local customer model repeating itself writes until its slot's context is full
+    # (llama-server: 16,334 tokens of "x", finish_reason "length"); the agent's next request
+    # would overflow its context, scored as the agent's failure
+    runaway = AssistantTurn(content="x" * 50_000, usage=Usage(n_calls=1), finish_reason="length")
+    agent = Scripted("agent", [say("never asked")])
+    result = await converse(store, agent, Scripted("user", [runaway]))
+    assert result.stop_reason is StopReason.INFRA_ERROR
+    assert result.detail == (
+        "user: the simulator's reply was cut at its length limit (finish_reason length)"
+    )
+    assert agent.requests == []  # the agent never read it
+    assert shape(result) == [("assistant", GREETING)]
+
+
+@pytest.mark.asyncio
+async def test_a_cut_reply_of_the_agent_is_its_own_text(store):
+    cut = AssistantTurn(content="I will look up your ord", usage=Usage(n_calls=1),
+                        finish_reason="length")  # fmt: skip
+    agent = Scripted("agent", [cut, act(end())])
+    result = await converse(store, agent, user_says("Hi.", "Thanks."))
+    assert ("assistant", "I will look up your ord") in shape(result)
+    assert result.stop_reason is StopReason.AGENT_EXIT
+
+
+@pytest.mark.asyncio
 async def test_an_empty_message_is_asked_again_once_then_agent_error(store):
     agent = Scripted("agent", [say(None), say("   "), say("never")])
     result = await converse(store, agent, user_says("Hi."))
