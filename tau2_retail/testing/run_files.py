@@ -7,6 +7,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,8 @@ def file_digests(folder: Path) -> dict[str, str]:
 def edit_cache_replies(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     """Apply ``edit`` to every reply stored in the response cache file at ``path`` (its JSON
     value, changed in place), as someone editing the file by hand would."""
-    with sqlite3.connect(path) as db:
+    # closed, not only committed: Python 3.13 warns (ResourceWarning) of a connection left open
+    with closing(sqlite3.connect(path)) as db, db:
         for digest, text in db.execute("SELECT digest, reply FROM responses").fetchall():
             reply = json.loads(text)
             edit(reply)

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +212,7 @@ def test_two_runs_at_once_share_one_cache_file(
     for scenario in SCENARIOS:
         assert _scored(bench, "two", scenario) == _scored(bench, "one", scenario)
     # the file holds each distinct request once, whoever stored it
-    with sqlite3.connect(cache) as db:
+    with closing(sqlite3.connect(cache)) as db:
         entries = db.execute("SELECT count(*) FROM responses").fetchone()[0]
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     three_roles.reset()

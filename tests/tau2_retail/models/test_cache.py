@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,7 @@ async def test_keys_headers_and_url_credentials_never_enter_the_cache(
     assert b"hunter22" not in stored
     assert b"someone" not in stored
     assert b"return an order" not in stored  # only a digest of the request is kept
-    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+    with closing(sqlite3.connect(tmp_path / "cache.sqlite")) as db:
         (host,) = db.execute("SELECT host FROM responses").fetchone()
     assert host == f"http://127.0.0.1:{openai_server.port}/v1"
 
@@ -403,5 +403,5 @@ async def test_a_key_echoed_in_a_reply_is_served_as_sent_but_stored_masked(
 
 
 def _digests(path: Path) -> list[str]:
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db:
         return [row[0] for row in db.execute("SELECT digest FROM responses")]
