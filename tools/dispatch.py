@@ -39,6 +39,16 @@ MAX_LIST_ITEMS = 1_000
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # json.loads joins a valid surrogate pair into one code point: any surrogate left is lone.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# Python 3.13's json names a trailing comma at the comma ("Illegal trailing comma before end of
+# object: line 1 column 8 (char 7)"); 3.11 and 3.12 say what they expected at the closing
+# bracket. The agent reads this text, so it must not depend on the Python that runs the
+# benchmark: the earlier text, which every run so far gave, is kept.
+_TRAILING_COMMA_TEXTS = {
+    "Illegal trailing comma before end of object": (
+        "Expecting property name enclosed in double quotes"
+    ),
+    "Illegal trailing comma before end of array": "Expecting value",
+}
 _JSON_TYPE_NAMES = {
     dict: "object",
     list: "array",
@@ -160,19 +170,32 @@ def _valid_unicode(value: Any) -> Any:
     return value
 
 
+def _json_error_text(error: json.JSONDecodeError) -> json.JSONDecodeError:
+    """``error`` as Python 3.11 and 3.12 word it (3.13 words a trailing comma its own way)."""
+    expected = _TRAILING_COMMA_TEXTS.get(error.msg)
+    if expected is None:
+        return error
+    rest = error.doc[error.pos + 1 :]
+    closing = error.pos + 1 + len(rest) - len(rest.lstrip(" \t\n\r"))  # JSON's whitespace
+    return json.JSONDecodeError(expected, error.doc, closing)
+
+
 def parse_arguments(text: str) -> Any:
     """Tool-call arguments from their JSON text; an empty string means ``{}``.
 
     Half of a surrogate pair spelled as an escape (``"\\ud83d"``) becomes U+FFFD: no UTF-8 text
     can hold it, so echoed in a result or stored in a record it would break the next request
     and every artifact. Raises ``ValueError`` for text that is not JSON
-    (``json.JSONDecodeError``), nests too deeply, or holds an integer too long to convert.
+    (``json.JSONDecodeError``, worded as on Python 3.11 whatever the Python), nests too deeply,
+    or holds an integer too long to convert.
     """
     if not text.strip():
         return {}
     try:
         value = json.loads(text)
         return _valid_unicode(value) if _SURROGATE_ESCAPE.search(text) else value
+    except json.JSONDecodeError as error:
+        raise _json_error_text(error) from None
     except RecursionError as error:
         raise ValueError("JSON nested too deeply") from error
 

@@ -159,6 +159,20 @@ class TestJsonText:
             ),
             ('{"order_id": "#W6002958"} x', "Extra data: line 1 column 27 (char 26)"),
             ("[" * 100_000, "JSON nested too deeply"),
+            # a trailing comma reads as on Python 3.11 and 3.12 under every Python (3.13's
+            # json says "Illegal trailing comma before end of object" at the comma)
+            (
+                '{"order_id": "#W6002958",}',
+                "Expecting property name enclosed in double quotes: line 1 column 26 (char 25)",
+            ),
+            (
+                '{"order_id": "#W6002958",\n  }',
+                "Expecting property name enclosed in double quotes: line 2 column 3 (char 28)",
+            ),
+            (
+                '{"order_id": "#W6002958", "item_ids": ["1", ]}',
+                "Expecting value: line 1 column 45 (char 44)",
+            ),
         ],
     )
     def test_invalid_text(self, store, text, detail):
