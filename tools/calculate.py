@@ -3,7 +3,9 @@
 The expression is parsed into a syntax tree and only number literals, ``+ - * / // **`` and
 unary signs are evaluated, with Python's own operators so results and error texts equal
 upstream's ``eval``. Integer results beyond a size bound and powers that would exhaust memory
-or time are refused instead of computed.
+or time are refused instead of computed, and so is nesting beyond a depth of our own
+(``MAX_NESTING_DEPTH``): where Python's parser gives up depends on the Python version, and on
+3.11 on how deep the caller's stack is.
 """
 
 from __future__ import annotations
@@ -16,13 +18,25 @@ from typing import Any
 
 from tau2_retail.tools.tool_error import ToolError
 
-__all__ = ["ALLOWED_CHARACTERS", "MAX_EXPRESSION_LENGTH", "MAX_INTEGER_BITS", "calculate"]
+__all__ = [
+    "ALLOWED_CHARACTERS",
+    "MAX_EXPRESSION_LENGTH",
+    "MAX_INTEGER_BITS",
+    "MAX_NESTING_DEPTH",
+    "calculate",
+]
 
 ALLOWED_CHARACTERS = frozenset("0123456789+-*/(). ")
 MAX_EXPRESSION_LENGTH = 10_000
 # 2**4096 is far beyond a float (about 2**1024): any larger integer could only end in upstream's
 # "int too large to convert to float", so refusing it changes no realistic answer.
 MAX_INTEGER_BITS = 4096
+# "1+1+...+1" nests as deep as it is long. Python's own limit is no fixed number: 3.11 refused
+# such a chain from about 2,990 terms, fewer the deeper the caller's stack (3 per frame: 2,000
+# under a 400-frame stack), 3.12 from about 3,000, and 3.13 parses every chain that fits in
+# MAX_EXPRESSION_LENGTH. Ours is far below 3.11's at any realistic stack, so the answer is the
+# same under every Python; no arithmetic a model writes comes near it.
+MAX_NESTING_DEPTH = 1000
 
 Number = int | float
 # eval of these characters can also produce ``...`` (Ellipsis) and ``()``; Python's operators
@@ -108,31 +122,39 @@ def _check_node(node: ast.expr) -> None:
         raise ToolError("Invalid characters in expression")
 
 
+def _children(node: ast.expr) -> list[ast.expr]:
+    """The operands of ``node`` in evaluation order (a Starred's value stands for it)."""
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.Tuple):
+        return list(node.elts)
+    if isinstance(node, ast.Call):
+        return [node.func, *node.args]
+    if isinstance(node, ast.Starred):
+        return [node.value]
+    return []
+
+
 def _evaluate(root: ast.expr) -> Value:
     # An explicit stack: "1+1+...+1" nests as deep as it is long, too deep for recursion.
     values: list[Value] = []
-    stack: list[tuple[ast.expr, bool]] = [(root, False)]
+    stack: list[tuple[ast.expr, bool, int]] = [(root, False, 1)]
     while stack:
-        node, children_done = stack.pop()
+        node, children_done, depth = stack.pop()
         if children_done:
             values.append(_apply(node, values))
             continue
         _check_node(node)
+        if depth > MAX_NESTING_DEPTH:
+            raise ToolError(_TOO_DEEP)
         if isinstance(node, ast.Constant):
             values.append(node.value)
-        elif isinstance(node, ast.BinOp):
-            stack.extend(((node, True), (node.right, False), (node.left, False)))
-        elif isinstance(node, ast.UnaryOp):
-            stack.extend(((node, True), (node.operand, False)))
-        elif isinstance(node, ast.Tuple):
-            stack.append((node, True))
-            stack.extend((element, False) for element in reversed(node.elts))
-        elif isinstance(node, ast.Call):
-            stack.append((node, True))
-            stack.extend((argument, False) for argument in reversed(node.args))
-            stack.append((node.func, False))
-        elif isinstance(node, ast.Starred):
-            stack.append((node.value, False))  # its value stands for it; the Call checks it
+            continue
+        if not isinstance(node, ast.Starred):  # the Call applies its starred arguments
+            stack.append((node, True, depth))
+        stack.extend((child, False, depth + 1) for child in reversed(_children(node)))
     return values.pop()
 
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tau2_retail.testing.timeouts import scaled_timeout
-from tau2_retail.tools.calculate import calculate
+from tau2_retail.tools.calculate import MAX_NESTING_DEPTH, calculate
 from tau2_retail.tools.dispatch import ToolResult, dispatch
 from tau2_retail.tools.store import Store
 from tau2_retail.tools.tool_error import ToolError
@@ -202,6 +202,25 @@ def test_attack_texts(store):
         assert dispatch(store, "calculate", {"expression": expression}) == ToolResult(
             content=f"Error: {message}", error=True
         )
+
+
+def _at_stack_depth(frames: int, expression: str) -> str:
+    return _at_stack_depth(frames - 1, expression) if frames else ours(expression)
+
+
+@pytest.mark.parametrize("frames", [0, 500], ids=["shallow-stack", "deep-stack"])
+def test_the_nesting_limit_is_ours_whatever_the_python_and_the_stack(frames):
+    """Python refused a chain such as "1+1+...+1" where its parser gave up: on 3.11 from about
+    2,990 terms, fewer under a deeper stack; on 3.13 never (4,999 terms gave "4999.0")."""
+    deepest = "+".join(["1"] * MAX_NESTING_DEPTH)  # nests exactly MAX_NESTING_DEPTH deep
+    assert _at_stack_depth(frames, deepest) == f"{MAX_NESTING_DEPTH}.0"
+    for too_deep in (
+        "+".join(["1"] * (MAX_NESTING_DEPTH + 1)),
+        "-" * MAX_NESTING_DEPTH + "1",
+        "2**" * MAX_NESTING_DEPTH + "2",
+        "+".join(["1"] * 4_999),
+    ):
+        assert _at_stack_depth(frames, too_deep) == "Error: Expression is too deeply nested"
 
 
 def test_calculate_records_no_action_and_changes_nothing(store):
