@@ -18,6 +18,7 @@ from tau2_retail.engine.judge import (
     judge_scenario,
 )
 from tau2_retail.engine.judge_reply import (
+    MAX_OBJECT_ATTEMPTS,
     MAX_REPLY_CHARS,
     MISSING_VERDICT_REASON,
     NO_REASON,
@@ -27,6 +28,7 @@ from tau2_retail.engine.judge_result import JudgeResult, Verdict
 from tau2_retail.errors import ContextWindowExceeded, EndpointError
 from tau2_retail.models import OpenAIChatModel
 from tau2_retail.models.messages import Message, Role, ToolCall, Usage
+from tau2_retail.models.text import MAX_JSON_DEPTH
 from tau2_retail.testing.loopback_model import loopback_model
 from tau2_retail.testing.loopback_server import (
     Completion,
@@ -748,6 +750,21 @@ def test_an_object_nested_deeper_than_the_unicode_walk_is_not_json_not_a_crash(b
     deep = '{"a": ' * 600 + "1" + "}" * 600
     with pytest.raises(ValueError, match="no JSON object"):
         normalize_judgement(before + deep, ASSERTIONS)
+
+
+@pytest.mark.parametrize("before", ["", "Verdict: "])
+def test_the_deepest_judgement_read_is_the_same_under_every_python(before):
+    """Python's recursion limit drew this line: about 497 levels on 3.11 (fewer under a deeper
+    stack), 995 on 3.12 and 3.13; a reply 600 deep was read on 3.13 only."""
+
+    def reply(depth: int) -> str:
+        inner = '{"a": ' * (depth - 1) + "1" + "}" * (depth - 1)
+        return before + '{"score": 1, "reason": "r", "extra": ' + inner + "}"
+
+    assert normalize_judgement(reply(MAX_JSON_DEPTH), ASSERTIONS)[:2] == (1.0, "r")
+    # every place an object could start is too deep (the reader tries MAX_OBJECT_ATTEMPTS)
+    with pytest.raises(ValueError, match="no JSON object"):
+        normalize_judgement(reply(MAX_JSON_DEPTH + MAX_OBJECT_ATTEMPTS), ASSERTIONS)
 
 
 def test_an_object_after_stray_braces_and_quotes_is_found():
