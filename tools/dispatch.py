@@ -20,6 +20,7 @@ from tau2_retail.tools.tool_error import ToolError
 
 __all__ = [
     "MAX_ARGUMENT_CHARS",
+    "MAX_ARGUMENT_DEPTH",
     "MAX_LIST_ITEMS",
     "Action",
     "ToolResult",
@@ -36,6 +37,15 @@ in the data is a few hundred characters; a megabyte-long email would cost second
 
 MAX_LIST_ITEMS = 1_000
 """An array argument with more items than this is refused (an order holds a handful)."""
+
+MAX_ARGUMENT_DEPTH = 300
+"""Arguments nested deeper than this (arrays and objects) are refused as ``JSON nested too
+deeply``, at the same depth under every Python. The JSON decoder's own limit moved with the
+version: about 990 levels on 3.11 (fewer under a deeper stack), 1,498 on 3.12, 9,999 on 3.13,
+so arguments nested 1,000 deep were refused on 3.11 and read on 3.12 and 3.13."""
+_TOO_DEEP = "JSON nested too deeply"
+# a JSON string (its closing quote may be missing: the text was cut short), or a bracket
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # json.loads joins a valid surrogate pair into one code point: any surrogate left is lone.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -180,24 +190,48 @@ def _json_error_text(error: json.JSONDecodeError) -> json.JSONDecodeError:
     return json.JSONDecodeError(expected, error.doc, closing)
 
 
+def _first_too_deep(text: str) -> int | None:
+    """Where the first array or object deeper than ``MAX_ARGUMENT_DEPTH`` opens (brackets in
+    strings do not count), or None: where a decoder with that limit would give up."""
+    if text.count("[") + text.count("{") <= MAX_ARGUMENT_DEPTH:
+        return None
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token == "[" or token == "{":
+            depth += 1
+            if depth > MAX_ARGUMENT_DEPTH:
+                return match.start()
+        elif token == "]" or token == "}":
+            depth -= 1
+    return None
+
+
 def parse_arguments(text: str) -> Any:
     """Tool-call arguments from their JSON text; an empty string means ``{}``.
 
     Half of a surrogate pair spelled as an escape (``"\\ud83d"``) becomes U+FFFD: no UTF-8 text
     can hold it, so echoed in a result or stored in a record it would break the next request
     and every artifact. Raises ``ValueError`` for text that is not JSON
-    (``json.JSONDecodeError``, worded as on Python 3.11 whatever the Python), nests too deeply,
-    or holds an integer too long to convert.
+    (``json.JSONDecodeError``, worded as on Python 3.11 whatever the Python), nests deeper than
+    ``MAX_ARGUMENT_DEPTH``, or holds an integer too long to convert.
     """
     if not text.strip():
         return {}
+    too_deep = _first_too_deep(text)
     try:
         value = json.loads(text)
-        return _valid_unicode(value) if _SURROGATE_ESCAPE.search(text) else value
+        if too_deep is None and _SURROGATE_ESCAPE.search(text):
+            value = _valid_unicode(value)
     except json.JSONDecodeError as error:
+        if too_deep is not None and too_deep < error.pos:
+            raise ValueError(_TOO_DEEP) from None  # the limit comes first, as it reads
         raise _json_error_text(error) from None
     except RecursionError as error:
-        raise ValueError("JSON nested too deeply") from error
+        raise ValueError(_TOO_DEEP) from error
+    if too_deep is not None:
+        raise ValueError(_TOO_DEEP)
+    return value
 
 
 def dispatch_json(

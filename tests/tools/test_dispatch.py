@@ -10,7 +10,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tau2_retail.tools.dispatch import Action, ToolResult, dispatch, dispatch_json, parse_arguments
+from tau2_retail.tools.dispatch import (
+    MAX_ARGUMENT_DEPTH,
+    Action,
+    ToolResult,
+    dispatch,
+    dispatch_json,
+    parse_arguments,
+)
 from tau2_retail.tools.registry import (
     AGENT_TOOL_NAMES,
     END_CONVERSATION_RESULT,
@@ -178,6 +185,33 @@ class TestJsonText:
     def test_invalid_text(self, store, text, detail):
         assert dispatch_json(store, "get_order_details", text) == error(
             f"Invalid JSON in the arguments of get_order_details: {detail}"
+        )
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            '{"order_id": ' + "[" * MAX_ARGUMENT_DEPTH + "]" * MAX_ARGUMENT_DEPTH + "}",
+            '{"order_id": ' + "[" * 1_000 + "]" * 1_000 + "}",
+            '{"order_id": ' + "[" * 1_200,  # cut short
+            '{"order_id": [' + '["\\ud83d"], ' * 2 + "[" * 400,
+        ],
+        ids=["one-over", "1000-deep", "cut-short", "surrogates"],
+    )
+    def test_the_nesting_limit_is_the_same_under_every_python(self, store, text):
+        """The decoder's own limit moved: about 990 levels on 3.11, 1,498 on 3.12 and 9,999
+        on 3.13, which read arguments nested 1,000 deep and named the first cut ones."""
+        assert dispatch_json(store, "get_order_details", text) == error(
+            "Invalid JSON in the arguments of get_order_details: JSON nested too deeply"
+        )
+        deepest = '{"order_id": ' + "[" * (MAX_ARGUMENT_DEPTH - 1) + "]" * (MAX_ARGUMENT_DEPTH - 1)
+        assert dispatch_json(store, "get_order_details", deepest + "}") == error(
+            "get_order_details argument 'order_id' must be a string, not array"
+        )
+        # a mistake before the limit is reached is named, as the decoder reads it
+        early = '{"order_id" ' + "[" * 1_200
+        assert dispatch_json(store, "get_order_details", early) == error(
+            "Invalid JSON in the arguments of get_order_details: "
+            "Expecting ':' delimiter: line 1 column 13 (char 12)"
         )
 
     def test_integer_too_long(self, store):
