@@ -20,7 +20,9 @@ openai-agents``). Run it::
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agents import (
@@ -36,6 +38,22 @@ from openai import AsyncOpenAI
 from tau2_retail import Toolbox
 
 ENDING_TOOLS = ["end_conversation", "transfer_to_human_agents"]
+
+
+def _in_order(function: Callable[..., str]) -> Callable[..., Awaitable[str]]:
+    """``function`` as an async tool, run on the agent's own event loop.
+
+    The SDK runs a sync function tool in a worker thread (``asyncio.to_thread``), so the calls
+    of one model turn reach the toolbox in whatever order those threads start: on Python 3.13
+    almost never the model's (a transfer could end the conversation before the return the
+    model asked for first). Async tools are started in the model's order.
+    """
+
+    @functools.wraps(function)
+    async def in_order(*args: Any, **kwargs: Any) -> str:
+        return function(*args, **kwargs)
+
+    return in_order
 
 
 class SdkSupportAgent:
@@ -59,7 +77,9 @@ class SdkSupportAgent:
             name="support",
             instructions=instructions,
             model=OpenAIChatCompletionsModel(model=self.model, openai_client=self.client),
-            tools=[function_tool(f, strict_mode=False) for f in toolbox.functions.values()],
+            tools=[
+                function_tool(_in_order(f), strict_mode=False) for f in toolbox.functions.values()
+            ],
             tool_use_behavior=StopAtTools(stop_at_tool_names=ENDING_TOOLS),
         )
 

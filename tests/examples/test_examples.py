@@ -83,3 +83,26 @@ def test_an_example_agent_reproduces_the_gold_database_on_every_scenario(
         agent = summary["token_usage"]["agent"]
         assert agent["n_calls"] == sum(gold_endpoint.agent_requests.values())
         assert agent["prompt"] > agent["completion"] > 0
+
+
+@pytest.mark.tau2_subprocess
+def test_the_loop_example_runs_a_turns_tool_calls_in_the_models_order(
+    example_bench: Bench,
+) -> None:
+    """Task 26's gold turn returns items, then transfers to a human. The SDK ran sync tools in
+    worker threads, which on Python 3.13 start in almost any order: the transfer ended the
+    conversation first and the return was refused (DB: 1 record differs)."""
+    pytest.importorskip("agents", reason="the agents-sdk dependency group is not installed")
+    result = example_bench.run(
+        f"--tau2-agent={EXAMPLES['loop']}",
+        "--tau2-tasks=26",
+        "--tau2-trials=8",
+        "--tau2-concurrency=8",
+        "-n",
+        "0",
+        "-q",
+        "--tau2-run-id=order",
+    )
+    assert result.ret == 0, result.stdout[-3000:]
+    summary = json.loads((example_bench.output_dir / "order" / "summary.json").read_text())
+    assert summary["signals"]["DB_STATE_MATCH"]["passed"] == 8
