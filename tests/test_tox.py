@@ -66,3 +66,22 @@ def test_the_quick_tier_is_its_own_env_and_not_part_of_the_full_run() -> None:
     assert "--tau2-output-dir={env_tmp_dir}/" in fast
     assert "fast" not in [env.strip() for env in tox["tox"]["env_list"].split(",")]
     assert "tox -e fast" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_other_pythons_have_envs_that_neither_tox_nor_ci_starts() -> None:
+    """requires-python is >=3.11 and CI runs 3.11: the quick tier under 3.12 and 3.13 is its own
+    env (tox's own ``py312``/``py313`` run the whole suite), started only when asked for, so a
+    CI machine without those interpreters neither fails nor slows down."""
+    tox = _tox_ini()
+    assert tox["testenv:py3{12,13}-fast"]["commands"].strip() == "{[testenv:fast]commands}"
+    labels = {
+        name.strip(): [env.strip() for env in envs.split(",")]
+        for name, envs in (line.split("=", 1) for line in tox["tox"]["labels"].split("\n") if line)
+    }
+    assert labels["pythons"] == ["py312-fast", "py313-fast"]
+    env_list = [env.strip() for env in tox["tox"]["env_list"].split(",")]
+    assert not [env for env in env_list if env.startswith("py3")]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "py31" not in ci
+    assert "pythons" not in ci
+    assert "tox -m pythons" in (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
