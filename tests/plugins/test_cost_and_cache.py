@@ -369,8 +369,11 @@ def test_the_budget_is_a_cap_with_every_scenario_in_flight(
     assert counts["lost"] == counts["infra_errors"] == 0
     assert counts["scored"] + counts["not_run"] == counts["expected"] == 20
     assert [line for line in run.stdout.splitlines() if "tau2: budget reached: spent $" in line]
-    # the run's own accounting of what it spent never exceeds what was billed
-    assert summary["cost"]["total"] <= sum(costs) + 1e-6
+    # the run's own accounting of what it spent never exceeds what was billed; it has none
+    # when the cap came before any scenario ended (all 20 in flight at once: a matter of timing)
+    assert ("cost" in summary) == (counts["scored"] > 0)
+    recorded = summary["cost"]["total"] if counts["scored"] else 0.0
+    assert recorded <= sum(costs) + 1e-6
 
 
 @pytest.mark.parametrize(
