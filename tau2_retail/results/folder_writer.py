@@ -215,9 +215,11 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
 
 def main() -> int:
     """The child: folders in on stdin, answers out on stdout (nothing else is printed there)."""
-    # Ctrl-C reaches every process of the terminal's group: the run decides what stops,
-    # this child ends when its input closes, after the folders it received
+    # Ctrl-C reaches every process of the terminal's group, SIGTERM every process of a
+    # service's (systemd, ``kill -TERM -PGID``): the run decides what stops, this child ends
+    # when its input closes, after the folders it received
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     replies = sys.stdout.buffer
     sys.stdout = sys.stderr  # anything printed by mistake must not break the answers
     with contextlib.suppress(BrokenPipeError):  # the run is gone: nobody to answer

@@ -12,6 +12,7 @@ from tau2_retail.plugins.repeated_interrupt import (
     FORCED_QUIT_NOTICE,
     FORCED_QUIT_STATUS,
     REPEATED_INTERRUPT_NOTICE,
+    TERMINATED_NOTICE,
     RepeatedInterrupt,
 )
 from tau2_retail.testing.bench import USER_INI
@@ -243,6 +244,52 @@ def test_the_teams_own_tests_keep_pytests_ctrl_c(bench: Bench) -> None:
 
     assert REPEATED_INTERRUPT_NOTICE.strip() not in result.stderr.str()
     assert result.ret != pytest.ExitCode.OK  # pytest's own answer to a Ctrl-C there
+
+
+# SIGTERM (``timeout``, a CI job's time limit, ``docker stop``) to the main process; then again
+# while it stops, then a third time
+_SIGTERM = _SIGINT.replace("SIGINT", "SIGTERM")
+_SIGTERM_THRICE = _SIGINT_THRICE.replace("SIGINT", "SIGTERM")
+
+
+def test_sigterm_stops_the_run_as_ctrl_c_does_and_a_third_one_quits_at_once(
+    bench: Bench, xdist: tuple[str, ...]
+) -> None:
+    """SIGTERM killed the run at once: no summary, no report, no closing lines."""
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGTERM, encoding="utf-8")
+
+    result = bench.run(*xdist, f"--tau2-tasks={TASKS}", "--tau2-run-id=term")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    assert "Traceback" not in output
+    assert result.stderr.str().count(TERMINATED_NOTICE.strip()) == 1, output
+    finished = {path.parent.name for path in bench.run_dir("term").glob("*/metrics.json")}
+    assert {row["scenario_id"] for row in bench.summary("term")["scenarios"]} == finished
+    assert (bench.run_dir("term") / "report.html").is_file()
+    assert result.stdout.lines[-1].endswith("--tau2-resume=term")
+
+    (bench.path / "conftest.py").write_text(_SIGTERM_THRICE, encoding="utf-8")
+    forced = bench.run(f"--tau2-tasks={TASKS}", "--tau2-run-id=term3")
+
+    output = forced.stdout.str() + forced.stderr.str()
+    assert forced.ret == 128 + signal.SIGTERM, output
+    assert "tau2: SIGTERM: already stopping" in forced.stderr.str(), output
+    assert "tau2: SIGTERM again: quitting without the summaries" in forced.stderr.str(), output
+
+
+def test_the_teams_own_tests_keep_the_default_sigterm(bench: Bench) -> None:
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
+    (bench.path / "test_mine.py").write_text(
+        "import os, signal\n\n\ndef test_mine():\n    os.kill(os.getpid(), signal.SIGTERM)\n",
+        encoding="utf-8",
+    )
+
+    result = bench.run("test_mine.py")
+
+    assert result.ret == -signal.SIGTERM
+    assert TERMINATED_NOTICE.strip() not in result.stderr.str()
 
 
 def test_the_third_press_quits_with_the_shells_status_and_later_ones_do_nothing() -> None:

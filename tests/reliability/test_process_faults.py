@@ -1,5 +1,6 @@
-"""Process faults: an xdist worker killed with SIGKILL mid-run, Ctrl-C (SIGINT) mid-run, then
-``--tau2-resume``; SIGTERM of the whole run, then ``summarize``; a writer killed mid-write.
+"""Process faults: an xdist worker killed with SIGKILL mid-run, Ctrl-C (SIGINT) or SIGTERM
+mid-run, then ``--tau2-resume``; SIGKILL of the whole run, then ``summarize``; a writer killed
+mid-write.
 Nothing finished is lost, nothing half-written stays, and the resumed run's summary equals
 that of a run that was never interrupted.
 
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tau2_retail.plugins.repeated_interrupt import TERMINATED_NOTICE
 from tau2_retail.testing.bench import Bench
 from tau2_retail.testing.child import ready_child
 from tau2_retail.testing.loopback_server import Completion, Hang, HttpError, Reply
@@ -221,7 +223,10 @@ def test_ctrl_c_then_resume_equals_an_uninterrupted_run(
     bench: Bench, endpoint: ScriptedEndpoint
 ) -> None:
     """Ctrl-C in a terminal signals the whole process group; a CI runner may signal only
-    the main process (xdist then stops the workers itself). Both, against one baseline."""
+    the main process (xdist then stops the workers itself). SIGTERM (``timeout``, a CI job's
+    time limit, ``docker stop``; systemd signals the whole group) stops the run the same way;
+    it killed it, with no summary (SIGTERM to the main process alone: tests/plugins/
+    test_interrupt.py). Each, against one baseline."""
     common = (
         "-n", "2", f"--tau2-tasks={','.join(INT_TASKS)}",
         *endpoint.args("agent", max_retries=0),
@@ -230,31 +235,33 @@ def test_ctrl_c_then_resume_equals_an_uninterrupted_run(
     baseline = bench.run(*common, "--tau2-run-id=baseline")
     assert baseline.returncode == 1, baseline.output
     expected = comparable(bench.summary("baseline"))
-    for target in ("group", "main"):
-        _interrupt_and_resume(bench, endpoint, common, target, expected)
+    for sent in (("group", signal.SIGINT), ("main", signal.SIGINT), ("group", signal.SIGTERM)):
+        _interrupt_and_resume(bench, endpoint, common, sent, expected)
 
 
 def _interrupt_and_resume(
     bench: Bench,
     endpoint: ScriptedEndpoint,
     common: tuple[str, ...],
-    target: str,
+    sent: tuple[str, signal.Signals],
     expected: dict[str, Any],
 ) -> None:
-    run_id = f"interrupted-{target}"
+    target, signum = sent
+    run_id = f"interrupted-{target}-{signum.name}"
     gate = Gate(after=2)
     _faults(endpoint, gate)
     started = bench.start(*common, f"--tau2-run-id={run_id}")
     try:
         assert gate.both_held.wait(WAIT_SECONDS), "the workers were never both held"
         if target == "group":
-            os.killpg(started.process.pid, signal.SIGINT)
+            os.killpg(started.process.pid, signum)
         else:
-            started.process.send_signal(signal.SIGINT)
+            started.process.send_signal(signum)
         run = started.wait()
     finally:
         started.kill()
-    assert run.returncode == pytest.ExitCode.INTERRUPTED, (target, run.output)
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, (sent, run.output)
+    assert (TERMINATED_NOTICE.strip() in run.output) == (signum == signal.SIGTERM), run.output
 
     # the summary of what finished: every finished scenario, and only those
     run_dir = bench.run_dir(run_id)
@@ -270,7 +277,7 @@ def _interrupt_and_resume(
     # resume runs the rest (and the infra error again), and ends where the baseline ended
     _faults(endpoint, None)
     resumed = bench.run(*common, f"--tau2-resume={run_id}")
-    assert resumed.returncode == 1, (target, resumed.output)
+    assert resumed.returncode == 1, (sent, resumed.output)
     rerun = set(resumed.outcomes())
     all_scenarios = {_scenario(task) for task in INT_TASKS}
     assert rerun == (all_scenarios - finished) | {_scenario(BROKEN)}
@@ -278,26 +285,26 @@ def _interrupt_and_resume(
     assert_artifacts_intact(run_dir, sorted(all_scenarios))
 
 
-def test_sigterm_keeps_finished_artifacts_and_summarize_reads_them(
+def test_sigkill_keeps_finished_artifacts_and_summarize_reads_them(
     bench: Bench, endpoint: ScriptedEndpoint
 ) -> None:
-    """SIGTERM (what many CI runners send on a timeout) ends every process at once: no
-    summary is written, but every finished scenario's artifacts are whole and
-    ``python -m tau2_retail summarize`` turns them into one."""
+    """SIGKILL of the whole run (a CI runner's last resort after SIGTERM, the OOM killer) ends
+    every process at once: no summary is written, but every finished scenario's artifacts are
+    whole and ``python -m tau2_retail summarize`` turns them into one."""
     gate = Gate(after=2)
     _faults(endpoint, gate)
     started = bench.start(
-        "-n", "2", f"--tau2-tasks={','.join(INT_TASKS)}", "--tau2-run-id=terminated",
+        "-n", "2", f"--tau2-tasks={','.join(INT_TASKS)}", "--tau2-run-id=killed",
         *endpoint.args("agent", max_retries=0),
     )  # fmt: skip
     try:
         assert gate.both_held.wait(WAIT_SECONDS), "the workers were never both held"
-        os.killpg(started.process.pid, signal.SIGTERM)
+        os.killpg(started.process.pid, signal.SIGKILL)
         run = started.wait()
     finally:
         started.kill()
-    assert run.returncode == -signal.SIGTERM
-    run_dir = bench.run_dir("terminated")
+    assert run.returncode == -signal.SIGKILL
+    run_dir = bench.run_dir("killed")
     assert not (run_dir / "summary.json").exists()
     finished = {path.parent.name for path in run_dir.glob("*/metrics.json")}
     assert len(finished) >= gate.after
@@ -305,7 +312,7 @@ def test_sigterm_keeps_finished_artifacts_and_summarize_reads_them(
 
     summarize = bench.python("-m", "tau2_retail", "summarize", str(run_dir))
     assert summarize.returncode == 0, summarize.stderr
-    summary = bench.summary("terminated")
+    summary = bench.summary("killed")
     assert {row["scenario_id"] for row in summary["scenarios"]} == finished
 
 
