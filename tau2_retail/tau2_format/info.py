@@ -4,7 +4,8 @@ From ``run_args.json``: an agent model at an endpoint is upstream's standard sca
 that model (``implementation`` ``llm_agent``, ``llm`` the model id, ``llm_args`` the sampling
 parameters as the requests carried them: ``temperature`` and the rest, and the extra body's
 fields such as ``tool_choice``); an agent given as code is named as such (``implementation``
-its import string, or ``conftest.py::tau2_agent`` for a fixture; no ``llm``); a built-in model
+its import string, or ``conftest.py::tau2_agent`` for a fixture; ``llm`` the model it declares,
+if any; no ``llm_args``: its requests are its own); a built-in model
 is named by its name (``builtin:oracle``). The user likewise (``user_simulator`` with
 upstream's guidelines when it is a model). ``git_commit`` is the pinned upstream commit whose
 prompts, tools and data the tau2 profile reproduces; the policy is the pinned ``policy.md``.
@@ -51,7 +52,8 @@ def _player(
 ) -> tuple[str, str | None, dict[str, Any] | None]:
     """``implementation``, ``llm``, ``llm_args`` of one role's record."""
     if record.code:
-        return str(record.code.get("source") or record.model), None, None
+        declared = record.code.get("model")
+        return str(record.code.get("source") or record.model), str(declared or "") or None, None
     if record.endpoint:
         return (
             implementation,

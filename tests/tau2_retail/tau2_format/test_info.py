@@ -45,6 +45,20 @@ def test_an_agent_given_as_code_is_named_as_such(data_dir: Path, source: str, ki
     assert (info.num_trials, info.max_steps, info.max_errors, info.seed) == (4, 30, 5, 7)
 
 
+def test_an_agent_given_as_code_names_the_model_it_declares(data_dir: Path) -> None:
+    """Upstream's viewer and leaderboard read the agent's model from ``llm``: a code agent
+    that declares one (``model = "gpt-4.1"``) was exported without it."""
+    agent = ModelRecord(
+        model="SupportAgent (gpt-4.1)",
+        endpoint=None,
+        code={"source": "my_agents.support:make_agent", "kind": "import", "model": "gpt-4.1"},
+    )
+    user = ModelRecord(model="builtin:customer", endpoint=None)
+    info = run_info(_run_args(agent, user), data_dir)
+    assert info.agent_info.implementation == "my_agents.support:make_agent"
+    assert (info.agent_info.llm, info.agent_info.llm_args) == ("gpt-4.1", None)
+
+
 def test_an_endpoints_arguments_are_those_upstream_records_for_its_requests() -> None:
     """``tool_choice: auto`` is added to each request by upstream's request layer and is not
     in its ``llm_args``: with it, ``tau2 submit prepare`` refused our retail file beside
