@@ -7,9 +7,8 @@ would be. The SDK keeps its own history across turns (``result.to_input_list()``
 adds the customer's new messages. Calling ``end_conversation`` (or a transfer) stops the run
 and ends the conversation. Each turn records the tokens the SDK's run spent
 (``toolbox.record_usage``): they are the agent's ``token_usage`` in ``metrics.json``, priced by
-``--tau2-prices`` when the agent names its model (``model``, read from the agent a fixture
-returns; a class named by ``--tau2-agent`` is only inspected, so its ``model`` set in
-``__init__`` is not seen there).
+``--tau2-prices`` when the agent names its model (``model``: a class attribute here, since a
+class named by ``--tau2-agent`` is read before any agent is made).
 
 Install the SDK with the optional dependency group ``agents-sdk`` (``pip install
 openai-agents``). Run it::
@@ -61,13 +60,17 @@ class SdkSupportAgent:
 
     name = "example-agents-sdk"
     version = "1"
+    #: the model id (what ``--tau2-prices`` prices): a class attribute, which a run naming
+    #: this class with ``--tau2-agent`` reads before it makes an agent
+    model = os.environ.get("AGENT_MODEL", "gpt-4o-mini")
 
     def __init__(self, client: AsyncOpenAI | None = None, model: str | None = None) -> None:
         # No traces leave the machine (the SDK would upload them to OpenAI by default).
         set_tracing_disabled(True)
         self.client = client or AsyncOpenAI()
         self.owns_client = client is None
-        self.model = model or os.environ.get("AGENT_MODEL", "gpt-4o-mini")
+        if model is not None:
+            self.model = model
         self.agent: Agent[Any] | None = None
         self.history: list[Any] = []
         self.seen = 0

@@ -24,11 +24,15 @@ class SupportAgent:
 
     name = "example-turn-agent"
     version = "1"
+    #: the model id (what ``--tau2-prices`` prices): a class attribute, which a run naming
+    #: this class with ``--tau2-agent`` reads before it makes an agent
+    model = os.environ.get("AGENT_MODEL", "gpt-4o-mini")
 
     def __init__(self, client: OpenAI | None = None, model: str | None = None) -> None:
         self.client = client or OpenAI()
         self.owns_client = client is None
-        self.model = model or os.environ.get("AGENT_MODEL", "gpt-4o-mini")
+        if model is not None:
+            self.model = model
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         completion = self.client.chat.completions.create(

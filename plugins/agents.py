@@ -323,16 +323,26 @@ class AgentSupply:
     @staticmethod
     def after(runner: AgentRunner, notices: list[str]) -> None:
         """Once its scenario is over: a line for ``notices`` when the agent's async code
-        blocked its event loop (the same line for every scenario: said once per run)."""
+        blocked its event loop, or when the agent declares a model its factory did not (the
+        same line for every scenario: said once per run)."""
+        lines = []
+        source = runner.identity.source
         if runner.longest_block >= BLOCKING_STEP_SECONDS:
-            line = (
-                f"tau2: agent {runner.identity.source} blocks its event loop: a step of its "
+            lines.append(
+                f"tau2: agent {source} blocks its event loop: a step of its "
                 f"async code ran {BLOCKING_STEP_SECONDS:g} s or more without awaiting "
                 "(time.sleep or blocking I/O inside async def); it runs on a loop of its own, so "
                 "it slows only its own scenario, within --tau2-max-duration (docs/agents.md)"
             )
-            if line not in notices:
-                notices.append(line)
+        if runner.unseen_model is not None:
+            lines.append(
+                f"tau2: agent {source} sets model {runner.unseen_model!r} on the agents it "
+                f"makes, but the run reads the model from the class itself "
+                f"({runner.identity.model or 'none'}), before any agent exists: the records and "
+                "--tau2-prices do not see it; declare it on the class (model = ...) or name a "
+                "function that makes the agent (docs/agents.md#what-your-agent-costs)"
+            )
+        notices.extend(line for line in lines if line not in notices)
 
 
 AGENTS_KEY = pytest.StashKey[AgentSupply]()

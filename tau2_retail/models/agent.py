@@ -244,6 +244,9 @@ class AgentRunner:
         #: the agent's ``close()`` raised KeyboardInterrupt: the scenario keeps its verdict
         #: (its record is written), then the run stops as for Ctrl-C
         self.interrupted: AgentInterrupted | None = None
+        #: the model the agent object declares where its factory (a class read at start-up)
+        #: declared none or another: the records and the prices never see it
+        self.unseen_model: str | None = None
 
     @property
     def name(self) -> str:
@@ -287,6 +290,9 @@ class AgentRunner:
                 "fresh agent (e.g. the agent's class)"
             )
         self._agent, self._style = agent, style
+        declared = AgentIdentity.of(self.identity.source, agent).model
+        if declared is not None and declared != self.identity.model:
+            self.unseen_model = declared
 
     def _value(self, outcome: Outcome, where: str) -> Any:
         if isinstance(outcome, Returned):

@@ -43,6 +43,13 @@ class TurnSpender:
         usage = {"prompt_tokens": 60_000, "completion_tokens": 10_000,
                  "prompt_tokens_details": {"cached_tokens": 40_000}}
         return {"choices": [{"message": END, "finish_reason": "tool_calls"}], "usage": usage}
+
+
+class ModelInInit(LoopSpender):
+    model = None
+
+    def __init__(self):
+        self.model = "agent-model"
 """
 
 # what one scenario of either agent records and costs
@@ -106,6 +113,23 @@ def test_a_code_agents_model_without_a_price_is_named_as_unpriced(agents: Bench)
     assert summary["cost"]["total"] is None
     assert summary["cost"]["unpriced_models"] == ["agent-model"]
     assert "no price for model(s) agent-model: add them to --tau2-prices" in run.stdout
+
+
+def test_a_model_a_named_class_sets_in_init_is_said_to_be_unseen(agents: Bench) -> None:
+    """The records and the prices read a class named by --tau2-agent before any agent exists,
+    so a model set in __init__ (as both examples did) was silently left unpriced."""
+    run = agents.run("-n", "0", TASKS, "--tau2-agent=my_agents:ModelInInit", PRICES)
+
+    assert run.ret == 0, run.output
+    notice = (
+        "tau2: agent my_agents:ModelInInit sets model 'agent-model' on the agents it makes, "
+        "but the run reads the model from the class itself (none), before any agent exists"
+    )
+    assert run.stdout.count(notice) == 1, run.output
+    assert agents.summary(_only_run(agents))["cost"]["agent"] == 0
+
+    declared = agents.run("-n", "0", TASKS, "--tau2-agent=my_agents:LoopSpender", PRICES)
+    assert "sets model" not in declared.stdout
 
 
 def _only_run(bench: Bench) -> str:
