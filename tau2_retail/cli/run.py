@@ -27,7 +27,7 @@ from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
 from tau2_retail.engine.scoring import describe_db_difference
 from tau2_retail.errors import DataError
 from tau2_retail.models.agent import AgentIdentity, AgentRunner
-from tau2_retail.models.agent_import import load_agent_factory
+from tau2_retail.models.agent_import import CLI_IMPORTS, load_agent_factory
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.messages import Message, Role, ToolCall
 from tau2_retail.results.artifacts import write_outcome
@@ -142,7 +142,7 @@ def add_setting_flags(
 def _load_agent(spec: str, source: str) -> AgentSource | None:
     if not spec:
         return None
-    factory, identity = load_agent_factory(spec)
+    factory, identity = load_agent_factory(spec, imports=CLI_IMPORTS)
     return AgentSource(identity=identity, factory=factory)
 
 

@@ -13,13 +13,32 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from tau2_retail.errors import ConfigError
 from tau2_retail.models.agent import AgentFactory, AgentIdentity, agent_style
 
-__all__ = ["load_agent_factory", "parse_agent_spec"]
+__all__ = ["CLI_IMPORTS", "PYTEST_IMPORTS", "ImportRoute", "load_agent_factory", "parse_agent_spec"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportRoute:
+    """How a user puts a folder on ``sys.path`` for the command that loads the agent: named in
+    the fix an import error gets, which must work for that command."""
+
+    #: where a folder is added (the setting or variable)
+    path_setting: str
+    #: the command that puts its current folder on ``sys.path``
+    command: str
+
+
+PYTEST_IMPORTS: Final = ImportRoute(
+    path_setting="pytest's pythonpath setting", command="python -m pytest"
+)
+# python -m tau2_retail reads no pytest configuration: its pythonpath setting does nothing there
+CLI_IMPORTS: Final = ImportRoute(path_setting="PYTHONPATH", command="python -m tau2_retail")
 
 
 def parse_agent_spec(spec: str) -> tuple[str, str]:
@@ -38,7 +57,9 @@ def parse_agent_spec(spec: str) -> tuple[str, str]:
     return module, attribute
 
 
-def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
+def load_agent_factory(
+    spec: str, *, imports: ImportRoute = PYTEST_IMPORTS
+) -> tuple[AgentFactory, AgentIdentity]:
     """The factory named by ``spec`` and the identity of the agent it makes.
 
     The named object must be callable: a class, or a function returning a fresh agent. A
@@ -46,7 +67,7 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
     each time (a class is inspected instead: it must be callable with no arguments).
     Raises ``ConfigError`` naming what is wrong (module not importable, with the import error,
     and how to make it importable when the agent's own package is missing, naming where it is
-    when the current folder or its ``src/`` holds it;
+    when the current folder or its ``src/`` holds it, in the terms of ``imports``;
     attribute missing; not callable; a class needing arguments; an object with neither
     ``respond`` nor ``converse``; one object returned by every call).
     """
@@ -56,7 +77,7 @@ def load_agent_factory(spec: str) -> tuple[AgentFactory, AgentIdentity]:
         f"cannot import {module_name!r}:",
         importlib.import_module,
         module_name,
-        hint=lambda error: _importable_hint(module_name, error, Path.cwd()),
+        hint=lambda error: _importable_hint(module_name, error, Path.cwd(), imports),
     )
     target: Any = module
     for part in attribute.split("."):
@@ -136,7 +157,9 @@ def _users_code(
         raise ConfigError(f"{spec}: {what} {type(error).__name__}: {error}{fix}") from error
 
 
-def _importable_hint(module_name: str, error: BaseException, where: Path) -> str:
+def _importable_hint(
+    module_name: str, error: BaseException, where: Path, imports: ImportRoute
+) -> str:
     """When ``error`` says the agent's own top-level package is missing, how to make it
     importable (docs/agents.md), naming where it is when ``where`` holds it: a src layout's
     ``src/``, or a flat layout's folder. Empty for any other error (a dependency the agent
@@ -148,16 +171,16 @@ def _importable_hint(module_name: str, error: BaseException, where: Path) -> str
     if in_src is not None:
         return (
             f"; it is in src/{in_src}, but src is not on sys.path: install your project "
-            "(pip install -e .) or add src to pytest's pythonpath setting"
+            f"(pip install -e .) or add src to {imports.path_setting}"
         )
     if _package_in(where, package) is not None:
         return (
-            f"; it is in {where}, which is not on sys.path: run python -m pytest from there, "
-            "install your project (pip install -e .) or add . to pytest's pythonpath setting"
+            f"; it is in {where}, which is not on sys.path: run {imports.command} from there, "
+            f"install your project (pip install -e .) or add . to {imports.path_setting}"
         )
     return (
         "; install the agent's package into this Python (pip install -e .), add the folder "
-        "holding it to pytest's pythonpath setting, or run python -m pytest from that folder"
+        f"holding it to {imports.path_setting}, or run {imports.command} from that folder"
     )
 
 

@@ -63,3 +63,26 @@ def test_a_raising_agent_fails_the_scenario(data_dir, agent_module, capsys):
 def test_a_bad_agent_is_a_usage_error(data_dir, agent_module, capsys, extra, expected):
     assert main(["run", "10", *extra, "--data-dir", str(data_dir)]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_an_agent_in_src_not_importable_gets_the_fix_for_this_command(
+    data_dir, tmp_path, monkeypatch, capsys
+):
+    """The fix named was pytest's pythonpath setting, which this command never reads."""
+    (tmp_path / "src" / "acme_cli_agent_x9").mkdir(parents=True)
+    (tmp_path / "src" / "acme_cli_agent_x9" / "__init__.py").write_text(AGENT, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # not on sys.path: pytest's own import mode keeps it off
+
+    spec = "acme_cli_agent_x9:Ender"
+    assert main(["run", "10", "--agent", spec, "--data-dir", str(data_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith(
+        "it is in src/acme_cli_agent_x9, but src is not on sys.path: install your project "
+        "(pip install -e .) or add src to PYTHONPATH"
+    )
+    # the fix it names works
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    try:
+        assert main(["run", "10", "--agent", spec, "--data-dir", str(data_dir)]) == 0
+    finally:
+        sys.modules.pop("acme_cli_agent_x9", None)
