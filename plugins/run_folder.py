@@ -236,9 +236,9 @@ class RunFolder:
             raise ConfigError(
                 f"--tau2-resume {run_id}: the settings differ from the stored run "
                 f"({'; '.join(map(str, differing))}){where}; resume with the stored settings "
-                "(give, change or drop those options so they match: the agent and the "
-                "customer are not stored as options and must be given again), or start a new "
-                "run without --tau2-resume"
+                "(give, change or drop those options so they match: the agent, the customer "
+                "and the judge are not stored as options and must be given again), or start a "
+                "new run without --tau2-resume"
             )
 
     # -- the claim ----------------------------------------------------------------------------

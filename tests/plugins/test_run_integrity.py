@@ -69,6 +69,7 @@ def _stored_run(
     trials: int,
     shard: list[int] | None = None,
     profile: str | None = None,
+    judge: str | None = None,
 ) -> None:
     run_dir = bench.run_dir(run_id)
     run_dir.mkdir(parents=True)
@@ -79,7 +80,9 @@ def _stored_run(
         settings["profile"] = profile
     stored = RunArgs(
         argv=("pytest",),
-        configuration=RunConfiguration.of_models(agent=agent, run_id=run_id, settings=settings),
+        configuration=RunConfiguration.of_models(
+            agent=agent, judge=judge, run_id=run_id, settings=settings
+        ),
         trials=trials,
         expected=(),
         versions={},
@@ -96,6 +99,16 @@ def test_resume_refuses_other_models_naming_the_keys_and_the_fix(bench: Bench) -
     assert "agent_model: stored 'builtin:noop', now 'builtin:oracle'" in text
     assert "tasks: stored ['0'], now ['0', '5']" in text
     assert "resume with the stored settings" in text
+
+
+def test_resume_without_the_judge_says_the_judge_must_be_given_again(bench: Bench) -> None:
+    """The fix named only the agent and the customer; the judge is not adopted either."""
+    _stored_run(bench, "judged", agent="builtin:oracle", judge="gpt-x", tasks=["0"], trials=1)
+
+    text = refusal(bench.run_inprocess("--co", "--tau2-resume=judged"))
+
+    assert "judge_model: stored 'gpt-x', now None" in text
+    assert "the agent, the customer and the judge are not stored as options" in text
 
 
 def test_resume_reads_tasks_and_trials_from_the_stored_run(bench: Bench) -> None:
