@@ -155,6 +155,40 @@ def test_every_environment_variable_and_ini_key_is_on_the_page() -> None:
     assert "TAU2_TRIALS" not in rendered  # only the settings that read the environment
 
 
+# a misspelling a page shows on purpose (configuration.md: what pytest answers to it)
+MISSPELLED_ON_PURPOSE = frozenset({"--tau2-task"})
+# a whole option name (``--tau2-<role>-timeout`` stands for each role's); a prefix such as
+# ``--tau2-user-*`` is no name
+_NAMED_OPTION = re.compile(r"--tau2-(?:<role>-)?[a-z0-9]+(?:-[a-z0-9]+)*(?![-a-z0-9<*])")
+
+
+def named_options(text: str) -> set[str]:
+    """Every ``--tau2-*`` option a text names, ``<role>`` spelled out for each role."""
+    named: set[str] = set()
+    for name in _NAMED_OPTION.findall(text):
+        named |= {name.replace("<role>", role) for role in ("agent", "user", "judge")}
+    return named
+
+
+def test_the_option_reader_spells_out_roles_and_skips_prefixes() -> None:
+    text = "`--tau2-<role>-timeout`, `--tau2-user-*`, `--tau2-shard=1/2`, --tau2-tasks 5"
+    assert named_options(text) == {
+        "--tau2-agent-timeout",
+        "--tau2-user-timeout",
+        "--tau2-judge-timeout",
+        "--tau2-shard",
+        "--tau2-tasks",
+    }
+
+
+def test_every_option_the_pages_name_exists() -> None:
+    """models.md named ``--tau2-<role>-seed``, an option no version had."""
+    pages = [README, *sorted(DOCS.glob("*.md")), *sorted((ROOT / "examples").glob("*.py"))]
+    named = set().union(*(named_options(page.read_text(encoding="utf-8")) for page in pages))
+    flags = {setting.flag for setting in OPTIONS}
+    assert sorted(named - flags - MISSPELLED_ON_PURPOSE) == []
+
+
 # --- the README -------------------------------------------------------------------------------
 
 
