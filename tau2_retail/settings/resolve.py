@@ -194,12 +194,14 @@ def _check_needs(settings: Tau2Settings, where: _Where) -> None:
         _refuse_the_scripted_customer(settings, where)
     _check_replay_file(settings, where)
     _check_baseline(settings.baseline, where.source("baseline"), where.flag("baseline"))
+    # first: an OPENAI_BASE_URL that is no URL (``127.0.0.1:8000/v1``) read as a hosted
+    # endpoint asked for a key, sending a local server's user the wrong way
+    for role, choice in _players(settings):
+        _check_client(role, choice, where)
     # a replay never contacts an endpoint: it needs no key (a CI run reproduced on a laptop)
     if not (settings.cache and settings.cache_mode is CacheMode.REPLAY):
         for role, choice in _players(settings):
             _check_key(role, choice, where)
-    for role, choice in _players(settings):
-        _check_client(role, choice, where)
 
 
 def settings_from_recorded(

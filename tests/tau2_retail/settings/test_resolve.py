@@ -128,6 +128,26 @@ def test_an_environment_the_http_client_cannot_use_stops_the_run_at_start_up(
     assert resolve({}).roles.agent.endpoint is None
 
 
+def test_an_openai_base_url_without_a_scheme_is_named_before_any_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``OPENAI_BASE_URL=127.0.0.1:8000/v1`` (no scheme) for a local server, no key set: the
+    run asked for ``OPENAI_API_KEY``, as for a hosted endpoint, and named the URL only once a
+    key was set."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "127.0.0.1:8000/v1")  # what the client reads
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError) as refused:
+        resolve(
+            {"agent_model": "m", "user_model": "builtin:customer"},
+            environ={"OPENAI_BASE_URL": "127.0.0.1:8000/v1"},
+        )
+    message = str(refused.value)
+    assert message.startswith("the agent endpoint ('m' at the default base URL): its HTTP client")
+    assert "not an http:// or https:// URL" in message
+    assert "OPENAI_BASE_URL=127.0.0.1:8000/v1" in message
+    assert "API key" not in message
+
+
 @pytest.mark.parametrize(
     "raw", ["ftp://user:SECRET-PW@127.0.0.1/v1", "http://user:SE/CRET@127.0.0.1/v1"]
 )
