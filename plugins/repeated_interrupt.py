@@ -98,6 +98,7 @@ class RepeatedInterrupt:
     ) -> None:
         self._previous: Any = None
         self._previous_term: Any = None
+        self._pid = 0
         self._installed = False
         self._presses = 0
         self._exit_now = exit_now
@@ -113,6 +114,7 @@ class RepeatedInterrupt:
             return
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # a handler of others stays
             self._previous_term = signal.signal(signal.SIGTERM, self._terminated)
+            self._pid = os.getpid()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -133,7 +135,9 @@ class RepeatedInterrupt:
         self._installed = True
 
     def _terminated(self, signum: int, frame: FrameType | None) -> None:
-        if not self._active():  # a session of the team's own tests: death by SIGTERM, as ever
+        # a session of the team's own tests, or a child forked by code under test (that
+        # multiprocessing's terminate() ends): death by SIGTERM, as ever
+        if not self._active() or os.getpid() != self._pid:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
             return

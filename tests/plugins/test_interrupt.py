@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import time
+import warnings
 
 import pytest
 
@@ -290,6 +293,31 @@ def test_the_teams_own_tests_keep_the_default_sigterm(bench: Bench) -> None:
 
     assert result.ret == -signal.SIGTERM
     assert TERMINATED_NOTICE.strip() not in result.stderr.str()
+
+
+def test_a_forked_child_dies_by_sigterm_as_ever() -> None:
+    """multiprocessing's terminate() sends SIGTERM to a child forked by the agent's code,
+    which inherits the run's handler: it raised KeyboardInterrupt there."""
+    adapter = RepeatedInterrupt()
+    outer = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # this session's own plugin's
+    adapter.pytest_sessionstart()
+    try:
+        with warnings.catch_warnings():  # 3.12+: fork of a process with threads (xdist's);
+            warnings.simplefilter("ignore", DeprecationWarning)  # the child only signals
+            child = os.fork()
+        if child == 0:  # the child: the handler must let SIGTERM end it
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+            finally:
+                os._exit(7)
+        _, status = os.waitpid(child, 0)
+    finally:
+        adapter.restore()
+        restored = signal.signal(signal.SIGTERM, outer)
+    assert os.WIFSIGNALED(status), status
+    assert os.WTERMSIG(status) == signal.SIGTERM
+    assert restored is signal.SIG_DFL
 
 
 def test_the_third_press_quits_with_the_shells_status_and_later_ones_do_nothing() -> None:
