@@ -14,6 +14,12 @@ held like any unmet need of the run: a session of the team's own tests is not co
   ``--reruns`` is kept from scenario tests instead (:func:`keep_from_reruns`, the plugin's own
   marker with no reruns), and the team's other tests are still re-run.
 
+pytest-timeout's timeout for every test (a team's ``timeout = 60`` for its unit tests) is kept
+from scenario tests too (:func:`keep_from_timeouts`): a scenario takes minutes against a
+hosted model, and a test waits for its scenario as long as the run's concurrency makes it, so
+the timeout lost scenario after scenario (the signal method failed the test mid-conversation,
+the thread method ended the whole process); ``--tau2-max-duration`` bounds each scenario.
+
 pytest's modes that run no test (``--collect-only``, ``--setup-plan``, ``--fixtures``,
 ``--fixtures-per-test``) claim no run folder, and ``--setup-only`` (which sets fixtures up
 without running the tests) runs no scenario (:func:`runs_no_test`, :func:`sets_up_only`).
@@ -27,7 +33,13 @@ from contextlib import suppress
 
 import pytest
 
-__all__ = ["incompatibility", "keep_from_reruns", "runs_no_test", "sets_up_only"]
+__all__ = [
+    "incompatibility",
+    "keep_from_reruns",
+    "keep_from_timeouts",
+    "runs_no_test",
+    "sets_up_only",
+]
 
 _NO_TEST_MODES = ("collectonly", "setupplan", "showfixtures", "show_fixtures_per_test")
 _FIX = "drop it for a run of the scenarios"
@@ -113,3 +125,35 @@ def keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> Non
         return
     for item in items:
         item.add_marker(pytest.mark.flaky(reruns=0))
+
+
+def _global_timeout(config: pytest.Config) -> float:
+    """pytest-timeout's timeout for every test, read as it reads it: its option, else
+    ``PYTEST_TIMEOUT``, else its ini key (0: none, or one it refuses itself)."""
+    given: object = config.getoption("timeout", None)
+    if given is None:
+        given = os.environ.get("PYTEST_TIMEOUT") or None
+    if given is None:
+        with suppress(ValueError):
+            given = config.getini("timeout") or None
+    try:
+        return float(given) if isinstance(given, (str, int, float)) else 0.0
+    except ValueError:
+        return 0.0
+
+
+def keep_from_timeouts(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+    """Mark ``items`` (scenario tests) with pytest-timeout's marker for no timeout, over its
+    timeout for every test when there is one; the notice that says so (None: nothing to do)."""
+    if not items or not config.pluginmanager.has_plugin("timeout"):
+        return None
+    timeout = _global_timeout(config)
+    if timeout <= 0:
+        return None
+    for item in items:
+        item.add_marker(pytest.mark.timeout(0))
+    return (
+        f"tau2: pytest-timeout's timeout ({timeout:g} s) does not apply to the scenario tests "
+        "(a test waits for its scenario, minutes against a hosted model: the timeout lost "
+        "them); --tau2-max-duration bounds each scenario"
+    )

@@ -44,6 +44,20 @@ def pytest_addoption(parser):
     parser.addoption("--count", dest="count", type=int, default=1)
 """
 
+TIMEOUT = """
+def pytest_addoption(parser):
+    parser.addoption("--timeout", dest="timeout", default=None)
+    parser.addini("timeout", "timeout")
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timeout(seconds): a test's timeout")
+
+def pytest_collection_finish(session):
+    marked = [item.get_closest_marker("timeout") for item in session.items]
+    print("TIMEOUT", [marker.args if marker else None for marker in marked])
+"""
+TIMEOUT_NOTICE = "tau2: pytest-timeout's timeout ({} s) does not apply to the scenario tests"
+
 HANG_UP = """
 END = {"tool_calls": [{"id": "e", "type": "function",
                        "function": {"name": "end_conversation", "arguments": "{}"}}]}
@@ -145,6 +159,31 @@ def test_plain_reruns_leave_scenario_tests_alone(bench: Bench) -> None:
     assert "FLAKY [{'reruns': 0}, {'reruns': 0}]" in rerun.stdout, rerun.output
     plain = bench.run("-p", "rerunfailures", "--co", TASKS)
     assert "FLAKY [None, None]" in plain.stdout, plain.output
+
+
+@pytest.mark.parametrize("given", ["option", "environment", "ini"])
+def test_a_timeout_for_every_test_leaves_scenario_tests_alone(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """A team's ``timeout = 60`` for its unit tests lost every scenario that took longer from
+    its test's start (pytest-timeout's signal method failed the test mid-conversation; its
+    thread method ended the process and the run's summary with it). Scenario tests carry its
+    marker for no timeout (the real plugin then sets no timer); without a timeout, nothing."""
+    bench.pytester.makepyfile(timeout=TIMEOUT)
+    args = ["-p", "timeout", TASKS, "--tau2-user-model=builtin:customer"]
+    if given == "option":
+        args.append("--timeout=60")
+    elif given == "environment":
+        monkeypatch.setenv("PYTEST_TIMEOUT", "60")
+    else:
+        bench.add_ini(timeout="60")
+    run = bench.run(*args)
+    assert "TIMEOUT [(0,), (0,)]" in run.stdout, run.output
+    assert run.stdout.count(TIMEOUT_NOTICE.format(60)) == 1, run.output
+
+    plain = bench.run(*args, "--timeout=0")  # the option first, as the plugin reads them
+    assert "TIMEOUT [None, None]" in plain.stdout, plain.output
+    assert "pytest-timeout" not in plain.stdout
 
 
 def test_a_re_run_test_does_not_run_its_scenario_again(bench: Bench) -> None:
