@@ -19,6 +19,9 @@ from scenario tests too (:func:`keep_from_timeouts`): a scenario takes minutes a
 hosted model, and a test waits for its scenario as long as the run's concurrency makes it, so
 the timeout lost scenario after scenario (the signal method failed the test mid-conversation,
 the thread method ended the whole process); ``--tau2-max-duration`` bounds each scenario.
+pytest-socket's ``--disable-socket`` (or ``--allow-hosts``) likewise
+(:func:`keep_from_socket_blocking`): a scenario's event loop and its requests to the model
+endpoints need sockets, and every scenario was lost.
 
 pytest's modes that run no test (``--collect-only``, ``--setup-plan``, ``--fixtures``,
 ``--fixtures-per-test``) claim no run folder, and ``--setup-only`` (which sets fixtures up
@@ -36,6 +39,7 @@ import pytest
 __all__ = [
     "incompatibility",
     "keep_from_reruns",
+    "keep_from_socket_blocking",
     "keep_from_timeouts",
     "runs_no_test",
     "sets_up_only",
@@ -156,4 +160,26 @@ def keep_from_timeouts(config: pytest.Config, items: Sequence[pytest.Item]) -> s
         f"tau2: pytest-timeout's timeout ({timeout:g} s) does not apply to the scenario tests "
         "(a test waits for its scenario, minutes against a hosted model: the timeout lost "
         "them); --tau2-max-duration bounds each scenario"
+    )
+
+
+def keep_from_socket_blocking(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+    """Mark ``items`` (scenario tests) with pytest-socket's marker that enables sockets, over
+    its ``--disable-socket`` or ``--allow-hosts``; the notice that says so (None: nothing to
+    do)."""
+    if not items or not config.pluginmanager.has_plugin("socket"):
+        return None
+    blocking = [
+        flag
+        for flag, dest in (("--disable-socket", "disable_socket"), ("--allow-hosts", "allow_hosts"))
+        if config.getoption(dest, None)
+    ]
+    if not blocking:
+        return None
+    for item in items:
+        item.add_marker(pytest.mark.enable_socket)
+    return (
+        f"tau2: pytest-socket's {' and '.join(blocking)} does not apply to the scenario tests "
+        "(their event loops and their requests to the model endpoints need sockets); your "
+        "other tests keep it"
     )

@@ -19,7 +19,12 @@ import pytest
 from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models.text import printable
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply, unreachable_fixture_problem
-from tau2_retail.plugins.compat import incompatibility, keep_from_reruns, keep_from_timeouts
+from tau2_retail.plugins.compat import (
+    incompatibility,
+    keep_from_reruns,
+    keep_from_socket_blocking,
+    keep_from_timeouts,
+)
 from tau2_retail.plugins.controller import RUN_KEY, Tau2Run
 from tau2_retail.plugins.hints import no_scenario_hint
 from tau2_retail.plugins.installed import installed_benchmark, installed_benchmark_module
@@ -191,9 +196,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep scenario tests from pytest-rerunfailures' reruns and pytest-timeout's timeout;
-    on resume, deselect the scenarios that are already complete; under ``--dist each``, those
-    of the other workers' shares.
+    """Keep scenario tests from pytest-rerunfailures' reruns, pytest-timeout's timeout and
+    pytest-socket's blocking; on resume, deselect the scenarios that are already complete;
+    under ``--dist each``, those of the other workers' shares.
 
     Last, after ``-k``/``-m``/``--lf`` and after plugins that record what was collected (an
     xdist worker's collection stays the same on every worker; only its selection differs).
@@ -201,9 +206,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     scenarios = [item for item in items if is_benchmark_item(item)]
     keep_from_reruns(config, scenarios)
     process = config.stash[PROCESS_KEY]
-    notice = keep_from_timeouts(config, scenarios)
-    if notice is not None:
-        process.notice(notice)
+    for keep_from in (keep_from_timeouts, keep_from_socket_blocking):
+        notice = keep_from(config, scenarios)
+        if notice is not None:
+            process.notice(notice)
     completed = process.plan.completed
     share = worker_share(config)
     if not completed and share is None:

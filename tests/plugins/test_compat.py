@@ -1,5 +1,6 @@
 """Plugins a team has loaded and pytest's own modes, as scenario tests meet them (found by
-running the benchmark with pytest-rerunfailures, pytest-repeat, ``-p no:asyncio``,
+running the benchmark with pytest-rerunfailures, pytest-timeout, pytest-socket, pytest-repeat,
+``-p no:asyncio``,
 ``--setup-only``, ``--setup-plan`` and ``--fixtures``).
 
 The plugins' interfaces are stood in for by modules of the same name, holding the options
@@ -57,6 +58,24 @@ def pytest_collection_finish(session):
     print("TIMEOUT", [marker.args if marker else None for marker in marked])
 """
 TIMEOUT_NOTICE = "tau2: pytest-timeout's timeout ({} s) does not apply to the scenario tests"
+
+# pytest-socket's plugin is named "socket" (a module of that name would be the standard one's)
+SOCKET = """
+class Socket:
+    pass
+
+def pytest_addoption(parser):
+    parser.addoption("--disable-socket", dest="disable_socket", action="store_true")
+    parser.addoption("--allow-hosts", dest="allow_hosts", default=None)
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "enable_socket(): sockets for this test")
+    config.pluginmanager.register(Socket(), "socket")
+
+def pytest_collection_finish(session):
+    marked = [item.get_closest_marker("enable_socket") for item in session.items]
+    print("SOCKETS", [marker is not None for marker in marked])
+"""
 
 HANG_UP = """
 END = {"tool_calls": [{"id": "e", "type": "function",
@@ -184,6 +203,28 @@ def test_a_timeout_for_every_test_leaves_scenario_tests_alone(
     plain = bench.run(*args, "--timeout=0")  # the option first, as the plugin reads them
     assert "TIMEOUT [None, None]" in plain.stdout, plain.output
     assert "pytest-timeout" not in plain.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "flags"),
+    [(["--disable-socket"], "--disable-socket"), (["--allow-hosts=127.0.0.1"], "--allow-hosts")],
+)
+def test_pytest_socket_leaves_scenario_tests_alone(
+    bench: Bench, args: list[str], flags: str
+) -> None:
+    """pytest-socket's ``--disable-socket`` (a team's addopts, for hermetic unit tests) lost
+    every scenario: its event loop cannot even be made (``SocketBlockedError``), nor can its
+    requests reach the model endpoints. Scenario tests carry its marker that enables sockets
+    (the real plugin then enables them for the test); without blocking, nothing."""
+    bench.pytester.makepyfile(pytest_socket_standin=SOCKET)
+    common = ["-p", "pytest_socket_standin", TASKS, "--tau2-user-model=builtin:customer"]
+    run = bench.run(*common, *args)
+    assert "SOCKETS [True, True]" in run.stdout, run.output
+    notice = f"tau2: pytest-socket's {flags} does not apply to the scenario tests"
+    assert run.stdout.count(notice) == 1, run.output
+    plain = bench.run(*common)
+    assert "SOCKETS [False, False]" in plain.stdout, plain.output
+    assert "pytest-socket" not in plain.stdout
 
 
 def test_a_re_run_test_does_not_run_its_scenario_again(bench: Bench) -> None:
