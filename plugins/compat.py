@@ -12,7 +12,8 @@ held like any unmet need of the run: a session of the team's own tests is not co
 - pytest-rerunfailures' ``--force-reruns``, or ``--reruns-mode append`` with reruns, and
   flaky's ``--force-flaky``: a re-run scenario made the pass rate best-of-N. Plain
   ``--reruns`` is kept from scenario tests instead (:func:`keep_from_reruns`, the plugin's own
-  marker with no reruns), and the team's other tests are still re-run.
+  marker with no reruns), and the team's other tests are still re-run; so is pytest-retry's
+  ``--retries``.
 
 pytest-timeout's timeout for every test (a team's ``timeout = 60`` for its unit tests) is kept
 from scenario tests too (:func:`keep_from_timeouts`): a scenario takes minutes against a
@@ -121,14 +122,36 @@ def _asyncio_missing(config: pytest.Config) -> str:
     )
 
 
+def _global_retries(config: pytest.Config) -> int:
+    retries = config.getoption("retries", None)
+    if retries is None:
+        with suppress(ValueError):
+            retries = config.getini("retries")
+    try:
+        return int(retries or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
-    """Mark ``items`` (scenario tests) with pytest-rerunfailures' marker for no reruns, over
-    its ``--reruns`` (or ini ``reruns``) when that asks for any (the marker makes the plugin
-    run the test's protocol itself: left alone otherwise)."""
-    if not config.pluginmanager.has_plugin("rerunfailures") or not _global_reruns(config):
+    """Mark ``items`` (scenario tests) with the ``flaky`` marker for no reruns of
+    pytest-rerunfailures (over its ``--reruns`` or ini ``reruns``) and of pytest-retry (over
+    its ``--retries`` or ini ``retries``, and the marker it puts on every test then), when
+    either asks for any (the marker makes rerunfailures run the test's protocol itself: left
+    alone otherwise). pytest-retry ran a failed scenario's test again without its scenario:
+    the test failed on a ``KeyError`` in place of the scenario's own failure."""
+    plugins = config.pluginmanager
+    none: dict[str, int | bool] = {}
+    if plugins.has_plugin("rerunfailures") and _global_reruns(config):
+        none["reruns"] = 0
+    if plugins.has_plugin("pytest-retry") and _global_retries(config):
+        # its retries=0 still retries once; a false condition does not (rerunfailures reads
+        # the same condition: no rerun either)
+        none.update(retries=0, condition=False)
+    if not none:
         return
-    for item in items:
-        item.add_marker(pytest.mark.flaky(reruns=0))
+    for item in items:  # first: the closest marker, over one pytest-retry put there
+        item.add_marker(pytest.mark.flaky(**none), append=False)
 
 
 def _global_timeout(config: pytest.Config) -> float:

@@ -35,6 +35,29 @@ def pytest_collection_finish(session):
     print("FLAKY", [marker.kwargs if marker else None for marker in marked])
 """
 
+# pytest-retry's plugin is named "pytest-retry"; it puts flaky(retries=N) on every test itself
+RETRY = """
+class Retry:
+    pass
+
+def pytest_addoption(parser):
+    parser.addoption("--retries", dest="retries", type=int, default=0)
+    parser.addini("retries", "retries", default="0")
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "flaky(retries=1): retry")
+    config.pluginmanager.register(Retry(), "pytest-retry")
+
+def pytest_collection_modifyitems(items):
+    import pytest
+    for item in items:
+        item.add_marker(pytest.mark.flaky(retries=2))
+
+def pytest_collection_finish(session):
+    marked = [item.get_closest_marker("flaky") for item in session.items]
+    print("FLAKY", [marker.kwargs if marker else None for marker in marked])
+"""
+
 FLAKY = """
 def pytest_addoption(parser):
     parser.addoption("--force-flaky", dest="force_flaky", action="store_true", default=False)
@@ -225,6 +248,18 @@ def test_pytest_socket_leaves_scenario_tests_alone(
     plain = bench.run(*common)
     assert "SOCKETS [False, False]" in plain.stdout, plain.output
     assert "pytest-socket" not in plain.stdout
+
+
+def test_pytest_retry_leaves_scenario_tests_alone(bench: Bench) -> None:
+    """pytest-retry's ``--retries 2`` ran a failed scenario's test again without its scenario:
+    the test failed on ``KeyError: 'tau2_outcome'`` in place of its own failure. Its
+    ``retries=0`` still retries once; a false ``condition`` does not."""
+    bench.pytester.makepyfile(pytest_retry_standin=RETRY)
+    retry = bench.run("-p", "pytest_retry_standin", "--retries=2", "--co", TASKS)
+    none = "{'retries': 0, 'condition': False}"
+    assert f"FLAKY [{none}, {none}]" in retry.stdout, retry.output
+    plain = bench.run("-p", "pytest_retry_standin", "--co", TASKS)
+    assert "FLAKY [{'retries': 2}, {'retries': 2}]" in plain.stdout, plain.output
 
 
 def test_a_re_run_test_does_not_run_its_scenario_again(bench: Bench) -> None:
