@@ -5,7 +5,7 @@ that model (``implementation`` ``llm_agent``, ``llm`` the model id, ``llm_args``
 parameters as the requests carried them: ``temperature`` and the rest, and the extra body's
 fields such as ``tool_choice``); an agent given as code is named as such (``implementation``
 its import string, or ``conftest.py::tau2_agent`` for a fixture; ``llm`` the model it declares,
-if any; no ``llm_args``: its requests are its own); a built-in model
+if any; ``llm_args`` empty: the harness sets no argument of its requests); a built-in model
 is named by its name (``builtin:oracle``). The user likewise (``user_simulator`` with
 upstream's guidelines when it is a model). ``git_commit`` is the pinned upstream commit whose
 prompts, tools and data the tau2 profile reproduces; the policy is the pinned ``policy.md``.
@@ -53,7 +53,14 @@ def _player(
     """``implementation``, ``llm``, ``llm_args`` of one role's record."""
     if record.code:
         declared = record.code.get("model")
-        return str(record.code.get("source") or record.model), str(declared or "") or None, None
+        # ``llm_args`` {} (the harness sets none of the code's request arguments), not null:
+        # upstream's text runs always record a dict (``TextRunConfig.llm_args_agent`` is a
+        # ``dict``, src/tau2/data_model/simulation.py:556, so ``tau2 run --agent-llm-args null``
+        # is refused) and ``tau2 submit prepare`` requires equal ``llm_args`` in every domain
+        # file (src/tau2/scripts/leaderboard/prepare_submission.py:147-161): a null refused our
+        # retail file beside any airline or telecom file, `--agent-llm-args '{}'` matches {}.
+        source = str(record.code.get("source") or record.model)
+        return source, str(declared or "") or None, {}
     if record.endpoint:
         return (
             implementation,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tau2_retail import codec
 from tau2_retail.data.tasks import load_tasks
 from tau2_retail.errors import DataError
 from tau2_retail.results.records import ModelRecord, RunArgs, RunConfiguration
@@ -47,16 +48,28 @@ def test_an_agent_given_as_code_is_named_as_such(data_dir: Path, source: str, ki
 
 def test_an_agent_given_as_code_names_the_model_it_declares(data_dir: Path) -> None:
     """Upstream's viewer and leaderboard read the agent's model from ``llm``: a code agent
-    that declares one (``model = "gpt-4.1"``) was exported without it."""
+    that declares one (``model = "gpt-4.1"``) was exported without it.
+
+    Its ``llm_args`` is an empty object, never null: ``tau2 submit prepare`` compares
+    ``llm``/``llm_args`` of every domain file by hash (upstream's
+    src/tau2/scripts/leaderboard/prepare_submission.py:147-161), and an upstream text run
+    always records a dict there (``TextRunConfig.llm_args_agent`` is a ``dict``,
+    src/tau2/data_model/simulation.py:556; ``tau2 run --agent-llm-args null`` fails
+    validation). A null refused our retail file beside every telecom file ("Agent / User
+    Simulator should be the same for all results"); ``{}`` matches a file of ``tau2 run
+    --agent-llm gpt-4.1 --agent-llm-args '{}'``."""
     agent = ModelRecord(
         model="SupportAgent (gpt-4.1)",
         endpoint=None,
         code={"source": "my_agents.support:make_agent", "kind": "import", "model": "gpt-4.1"},
     )
     user = ModelRecord(model="builtin:customer", endpoint=None)
-    info = run_info(_run_args(agent, user), data_dir)
-    assert info.agent_info.implementation == "my_agents.support:make_agent"
-    assert (info.agent_info.llm, info.agent_info.llm_args) == ("gpt-4.1", None)
+    encoded = codec.encode(run_info(_run_args(agent, user), data_dir))
+    assert encoded["agent_info"] == {
+        "implementation": "my_agents.support:make_agent",
+        "llm": "gpt-4.1",
+        "llm_args": {},
+    }
 
 
 def test_an_endpoints_arguments_are_those_upstream_records_for_its_requests() -> None:
