@@ -105,7 +105,7 @@ def _shortfalls(missing: Sequence[str], unscored: Sequence[str], run_id: str) ->
     if missing:
         out.append(
             Shortfall(
-                what="of the run have no complete record (lost, interrupted or not run)",
+                what="have no complete record in the run (lost, interrupted or not run)",
                 ids=tuple(missing),
                 fix=f"finish the run first (pytest ... --tau2-resume={run_id})",
             )

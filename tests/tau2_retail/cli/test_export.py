@@ -93,7 +93,7 @@ def test_an_incomplete_run_is_refused_listing_what_is_missing(
     assert _export(run, output) == REFUSED
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "error: export refused: 2 scenario(s) of the run have no complete record (lost, "
+        "error: export refused: 2 scenario(s) have no complete record in the run (lost, "
         "interrupted or not run): tau2_retail__2-trial1, tau2_retail__19-trial2; finish the "
         "run first (pytest ... --tau2-resume=mixed), or pass --allow-incomplete to export the "
         "others"
@@ -103,7 +103,7 @@ def test_an_incomplete_run_is_refused_listing_what_is_missing(
     assert _export(run, output, "--allow-incomplete") == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == (
-        "note: left out 2 scenario(s) that of the run have no complete record (lost, "
+        "note: left out 2 scenario(s) that have no complete record in the run (lost, "
         "interrupted or not run): tau2_retail__2-trial1, tau2_retail__19-trial2"
     )
     simulations = json.loads(output.read_bytes())["simulations"]
