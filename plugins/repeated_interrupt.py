@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Generator
 from types import FrameType
 from typing import Any, Final
@@ -47,6 +48,11 @@ TERMINATED_NOTICE: Final = (
     "\ntau2: SIGTERM: stopping as Ctrl-C does (the finished scenarios are summarized; the run "
     "folder stays resumable)\n"
 )
+
+
+SAME_SIGTERM_SECONDS: Final = 1.0
+"""A SIGTERM this soon after the last one is the same one: GNU ``timeout`` sends its signal to
+the run, then to the run's whole process group, so the run gets it twice at once."""
 
 
 def forced_quit_status(signum: int) -> int:
@@ -99,6 +105,7 @@ class RepeatedInterrupt:
         self._previous: Any = None
         self._previous_term: Any = None
         self._pid = 0
+        self._last_term = -SAME_SIGTERM_SECONDS
         self._installed = False
         self._presses = 0
         self._exit_now = exit_now
@@ -141,6 +148,10 @@ class RepeatedInterrupt:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
             return
+        now = time.monotonic()
+        if now - self._last_term < SAME_SIGTERM_SECONDS:
+            return
+        self._last_term = now
         if self._installed:
             self._pressed(signum, frame)
             return

@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import warnings
 
 import pytest
 
+from tau2_retail.plugins import repeated_interrupt
 from tau2_retail.plugins.repeated_interrupt import (
     FORCED_QUIT_NOTICE,
     FORCED_QUIT_STATUS,
@@ -252,7 +254,11 @@ def test_the_teams_own_tests_keep_pytests_ctrl_c(bench: Bench) -> None:
 # SIGTERM (``timeout``, a CI job's time limit, ``docker stop``) to the main process; then again
 # while it stops, then a third time
 _SIGTERM = _SIGINT.replace("SIGINT", "SIGTERM")
-_SIGTERM_THRICE = _SIGINT_THRICE.replace("SIGINT", "SIGTERM")
+_SIGTERM_THRICE = re.sub(  # each another SIGTERM, not the same one (SAME_SIGTERM_SECONDS)
+    r"( +)(os\.kill\(os\.getpid\(\))",
+    r"\1__import__('time').sleep(1.2)\n\1\2",
+    _SIGINT_THRICE.replace("SIGINT", "SIGTERM"),
+)
 
 
 def test_sigterm_stops_the_run_as_ctrl_c_does_and_a_third_one_quits_at_once(
@@ -293,6 +299,28 @@ def test_the_teams_own_tests_keep_the_default_sigterm(bench: Bench) -> None:
 
     assert result.ret == -signal.SIGTERM
     assert TERMINATED_NOTICE.strip() not in result.stderr.str()
+
+
+def test_the_sigterm_gnu_timeout_sends_twice_at_once_counts_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``timeout`` signals the run, then its whole process group: the run got two SIGTERMs at
+    once, and said "already stopping" for the second (a third signal then quit at once)."""
+    clock = iter([100.0, 100.01, 100.5, 102.0, 104.0])
+    monkeypatch.setattr(repeated_interrupt.time, "monotonic", lambda: next(clock))
+    exits: list[int] = []
+    adapter = RepeatedInterrupt(exit_now=exits.append, speaks=False)
+    adapter._pid = os.getpid()
+    with pytest.raises(KeyboardInterrupt):  # SIGINT's handler in a test: Python's own
+        adapter._terminated(signal.SIGTERM, None)
+    adapter._installed = True  # pytest took the KeyboardInterrupt: the session stops
+    adapter._terminated(signal.SIGTERM, None)  # the group's copy, 10 ms later
+    adapter._terminated(signal.SIGTERM, None)  # 0.5 s later: the same, again
+    assert adapter._presses == 0
+    adapter._terminated(signal.SIGTERM, None)  # a second SIGTERM: the notice
+    assert adapter._presses == 1
+    adapter._terminated(signal.SIGTERM, None)  # a third: quit at once
+    assert exits == [128 + signal.SIGTERM]
 
 
 def test_a_forked_child_dies_by_sigterm_as_ever() -> None:
