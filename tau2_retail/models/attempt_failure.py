@@ -57,6 +57,9 @@ CONTEXT_WINDOW_MARKERS: Final = (
     "prompt is too long",
     # vLLM's V1 engine
     "is longer than the maximum model length",
+    # vLLM (0.32) when the prompt is exactly --max-model-len tokens: no room for one output
+    # token (the suite never asks for 0: max_tokens is at least 1)
+    "max_tokens must be at least 1, got 0",
     # TGI (HTTP 422) and Together (400): MaxTotalTokens and InputLength
     "`inputs` tokens + `max_new_tokens` must be",
     "`inputs` must have less than",

@@ -8,6 +8,9 @@ Ollama) must get right, through the real plugin against the loopback server.
   (scored, ``agent_error``); a plain 500 stays an infra error; the customer's stays infra.
 - A request in flight at the scenario's deadline is counted; the limit that was hit is named
   once, with the option that raises it.
+- vLLM's context replies (its own bodies): a prompt over or exactly at ``--max-model-len`` is the
+  agent's ``context_window_exceeded`` (the customer's, infra); a ``max_tokens`` over the window
+  is the run's configuration, an infra error.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from typing import Any
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.testing.loopback_server import Completion, Hang, Reply, ReplyToolCall
+from tau2_retail.testing.loopback_server import (
+    Completion,
+    Hang,
+    HttpError,
+    Reply,
+    ReplyToolCall,
+)
 from tau2_retail.testing.run_files import files_under
 from tau2_retail.testing.scripted_endpoint import END, Request, ScriptedEndpoint
 from tau2_retail.testing.unparsed_replies import GENERIC_500, UNPARSED_REPLIES
@@ -118,6 +127,20 @@ def test_a_placeholder_key_changes_nothing_and_an_echoed_key_is_masked_where_sho
     assert any("Is there anything else" in turn["text"] for turn in turns)
 
 
+def _scored_with_the_body(
+    bench: Bench, run_id: str, task: str, stop_reason: str, reply: HttpError
+) -> Any:
+    """The metrics of a scenario scored (not infra) with ``stop_reason``, after asserting that
+    its ``endpoint_error.txt`` holds the server's reply byte for byte."""
+    scenario = f"tau2_retail__{task}"
+    metrics = bench.metrics(run_id, scenario)
+    assert metrics["stop_reason"] == stop_reason
+    assert metrics["infra_error"] is False
+    kept = (bench.run_dir(run_id) / scenario / "endpoint_error.txt").read_text()
+    assert kept == reply.body + "\n"
+    return metrics
+
+
 def _first_agent_request(reply: Reply) -> Any:
     return lambda request: reply if request.role == "agent" and request.attempt == 0 else None
 
@@ -138,14 +161,9 @@ def test_output_the_server_cannot_parse_is_the_agents_failure_and_a_plain_500_is
         *scripted.args("agent", max_retries=2), *scripted.args("user", max_retries=2),
     )  # fmt: skip
     for task, reply in (("0", llamacpp), ("1", vllm)):
-        scenario = f"tau2_retail__{task}"
-        metrics = bench.metrics("parse", scenario)
-        assert metrics["stop_reason"] == "agent_error"
-        assert metrics["infra_error"] is False
+        metrics = _scored_with_the_body(bench, "parse", task, "agent_error", reply)
         assert "the server could not parse the model's output" in metrics["stop_detail"]
         assert metrics["requests"]["agent"]["attempts"] == 1  # not retried
-        kept = (bench.run_dir("parse") / scenario / "endpoint_error.txt").read_text()
-        assert kept == reply.body + "\n"
     assert len(scripted.requests("5", "agent")) == 3  # a plain 500: retried, then infra
     summary = bench.summary("parse")
     infra = {row["scenario_id"]: row["detail"] for row in summary["infra_errors"]}
@@ -184,6 +202,58 @@ def test_a_request_cut_by_the_deadline_counts_and_each_limit_is_named_once(
     assert deadline[0].startswith("tau2: a scenario reached its 6 s wall-clock limit")
     assert len(timeout) == 1, run.stdout
     assert timeout[0].startswith("tau2: user requests timed out: no complete reply within 1 s")
+
+
+def _vllm(message: str, param: str) -> HttpError:
+    """vLLM 0.32's 400 (CPU build, ``--max-model-len 4096``), byte for byte."""
+    body = (
+        f'{{"error":{{"message":"{message}","type":"BadRequestError","param":"{param}",'
+        '"code":400}}'
+    )
+    return HttpError(status=400, body=body)
+
+
+VLLM_PROMPT_FILLS_THE_WINDOW = _vllm(
+    "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)", "max_tokens"
+)
+VLLM_PROMPT_OVER_THE_WINDOW = _vllm(
+    "This model's maximum context length is 4096 tokens. However, your prompt contains at least "
+    "4097 input tokens, which exceeds this limit even without any output tokens. Please reduce "
+    "the length of the input prompt. (parameter=input_tokens, value=4097)",
+    "input_tokens",
+)
+VLLM_MAX_TOKENS_OVER_THE_WINDOW = _vllm(
+    "max_tokens=5000 cannot be greater than max_model_len=4096. Please request fewer output "
+    "tokens. (parameter=max_tokens, value=5000)",
+    "max_tokens",
+)
+
+
+def test_vllms_full_window_is_the_agents_overflow_and_its_max_tokens_refusal_is_infra(
+    bench: Bench, scripted: ScriptedEndpoint
+) -> None:
+    """A prompt of exactly --max-model-len tokens leaves vLLM no room for one output token: it
+    says so as a max_tokens of 0 (was an infra error of the agent, excluded from the rates and
+    met again by every resume)."""
+    full, over = VLLM_PROMPT_FILLS_THE_WINDOW, VLLM_PROMPT_OVER_THE_WINDOW
+    scripted.faults["0"] = lambda r: full if r.role == "agent" and r.attempt == 1 else None
+    scripted.faults["1"] = _first_agent_request(over)
+    scripted.faults["5"] = lambda r: full if r.role == "user" and r.attempt == 1 else None
+    scripted.faults["6"] = _first_agent_request(VLLM_MAX_TOKENS_OVER_THE_WINDOW)
+
+    run_expecting(
+        bench, "vllm", {"0": "failed", "1": "failed", "5": "error", "6": "error"},
+        *scripted.args("agent", max_retries=2), *scripted.args("user", max_retries=2),
+    )  # fmt: skip
+    for task, reply in (("0", full), ("1", over)):
+        metrics = _scored_with_the_body(bench, "vllm", task, "context_window_exceeded", reply)
+        assert metrics["requests"]["agent"]["retries"] == 0
+    infra = {row["scenario_id"]: row["detail"] for row in bench.summary("vllm")["infra_errors"]}
+    assert set(infra) == {"tau2_retail__5", "tau2_retail__6"}
+    assert infra["tau2_retail__5"].startswith("user: ")
+    assert "the prompt exceeds the model's context window" in infra["tau2_retail__5"]
+    assert infra["tau2_retail__6"].startswith("agent: ")
+    assert "max_tokens=5000 cannot be greater than max_model_len" in infra["tau2_retail__6"]
 
 
 def test_a_gateway_gets_the_key_in_its_header_and_its_own_headers_and_no_file_holds_them(

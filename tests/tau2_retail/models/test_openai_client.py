@@ -900,6 +900,28 @@ async def test_unparseable_reply_then_success(openai_server, make_model):
             ),
             id="vllm-v1-engine",
         ),
+        # vLLM 0.32 (CPU build), byte for byte: a prompt of exactly --max-model-len tokens
+        # leaves no room for one output token (one more token gets the wording above)
+        pytest.param(
+            HttpError(
+                status=400,
+                body='{"error":{"message":"max_tokens must be at least 1, got 0. '
+                '(parameter=max_tokens, value=0)","type":"BadRequestError","param":"max_tokens",'
+                '"code":400}}',
+            ),
+            id="vllm-prompt-fills-the-window",
+        ),
+        pytest.param(
+            HttpError(
+                status=400,
+                body='{"error":{"message":"This model\'s maximum context length is 4096 tokens. '
+                "However, your prompt contains at least 4097 input tokens, which exceeds this "
+                "limit even without any output tokens. Please reduce the length of the input "
+                'prompt. (parameter=input_tokens, value=4097)","type":"BadRequestError",'
+                '"param":"input_tokens","code":400}}',
+            ),
+            id="vllm-0.32",
+        ),
         pytest.param(
             HttpError(
                 status=422,
