@@ -19,12 +19,13 @@ phrases are the servers' own, as their sources and issue trackers show them:
   (HTTP 500: the model wrote a token its tool-call grammar cannot accept, e.g. the tag and a
   wrong key in one token; the same seed writes it again, so asking again cannot help).
 - vLLM: a 400 ``... validation error for list[...] Invalid JSON ...`` when ``tool_choice`` is
-  ``required`` or names a tool and the output is no JSON list of calls; a 500 ``unexpected
+  ``required`` or names a tool and the output is no JSON list of calls (0.32 with the ``hermes``
+  parser returns such output as text, HTTP 200); a 500 ``unexpected
   tokens remaining in message header`` from its parser of gpt-oss (harmony) output; a 400
   carrying Python's JSON error (``Expecting value: line 1 column 13 (char 12)``) when the
   agent's own earlier arguments, not valid JSON, come back in the history (releases up to
-  about 0.11 parse them; the request body itself is always valid JSON, so nothing else in it
-  can fail that way).
+  about 0.11 parse them, 0.32 takes them; the request body itself is always valid JSON, so
+  nothing else in it can fail that way).
 - Ollama: HTTP 500 ``error parsing tool call: raw='...', err=...``; HTTP 400 ``invalid tool
   call arguments`` (the agent's earlier arguments in the history, as above).
 - TGI (text-generation-inference): HTTP 422 ``Tool error: Failed to parse generated text``.
