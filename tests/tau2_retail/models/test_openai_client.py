@@ -434,6 +434,26 @@ async def test_transient_server_errors_are_retried(openai_server, make_model, sl
             )
             for status in (520, 521, 522, 523, 524)
         ],
+        # vLLM 0.32, byte for byte: past its --max-num-queued-reqs, and its engine's crash
+        # (the server then exits: the retry meets a refused connection)
+        pytest.param(
+            HttpError(
+                status=503,
+                body='{"error":{"message":"The engine is currently busy and cannot accept new '
+                'requests. Please try again later or on a different instance.","type":"Service '
+                'Unavailable","param":null,"code":503}}',
+            ),
+            id="vllm-busy-503",
+        ),
+        pytest.param(
+            HttpError(
+                status=500,
+                body='{"error":{"message":"EngineCore encountered an issue. See stack trace '
+                '(above) for the root cause.","type":"InternalServerError","param":null,'
+                '"code":500}}',
+            ),
+            id="vllm-engine-dead-500",
+        ),
     ],
 )
 @pytest.mark.asyncio
