@@ -70,7 +70,10 @@ def test_an_async_agent_cancelled_at_the_deadline_is_closed_and_keeps_its_verdic
     assert conversation.stop_reason is StopReason.TIMEOUT
     assert (metrics.is_successful, metrics.infra_error) == (False, False)
     noted = "; agent: close() raised RuntimeError: the tracer would not flush"
-    assert conversation.detail == TIMED_OUT + (noted if close_fails else "")
+    # a loaded machine may add that the client's first request (its lazy imports and SSL
+    # context) held the agent's loop past the deadline: said, and not what is tested here
+    assert conversation.detail.startswith(TIMED_OUT)
+    assert conversation.detail.endswith(noted) == close_fails
 
 
 class BlockedAgent:
