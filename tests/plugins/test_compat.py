@@ -20,6 +20,16 @@ pytestmark = pytest.mark.tau2_subprocess
 
 TASKS = "--tau2-tasks=0,10"
 
+
+def _printing(marker: str, label: str, shown: str) -> str:
+    """A stand-in's hook printing each collected test's ``marker`` (``shown`` of it)."""
+    return f"""
+def pytest_collection_finish(session):
+    marked = [item.get_closest_marker("{marker}") for item in session.items]
+    print("{label}", [{shown} if marker else None for marker in marked])
+"""
+
+
 RERUNFAILURES = """
 def pytest_addoption(parser):
     parser.addoption("--reruns", dest="reruns", type=int, default=None)
@@ -29,11 +39,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "flaky(reruns=1): re-run")
-
-def pytest_collection_finish(session):
-    marked = [item.get_closest_marker("flaky") for item in session.items]
-    print("FLAKY", [marker.kwargs if marker else None for marker in marked])
-"""
+""" + _printing("flaky", "FLAKY", "marker.kwargs")
 
 # pytest-retry's plugin is named "pytest-retry"; it puts flaky(retries=N) on every test itself
 RETRY = """
@@ -52,11 +58,7 @@ def pytest_collection_modifyitems(items):
     import pytest
     for item in items:
         item.add_marker(pytest.mark.flaky(retries=2))
-
-def pytest_collection_finish(session):
-    marked = [item.get_closest_marker("flaky") for item in session.items]
-    print("FLAKY", [marker.kwargs if marker else None for marker in marked])
-"""
+""" + _printing("flaky", "FLAKY", "marker.kwargs")
 
 FLAKY = """
 def pytest_addoption(parser):
@@ -75,11 +77,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "timeout(seconds): a test's timeout")
-
-def pytest_collection_finish(session):
-    marked = [item.get_closest_marker("timeout") for item in session.items]
-    print("TIMEOUT", [marker.args if marker else None for marker in marked])
-"""
+""" + _printing("timeout", "TIMEOUT", "marker.args")
 TIMEOUT_NOTICE = "tau2: pytest-timeout's timeout ({} s) does not apply to the scenario tests"
 
 # pytest-socket's plugin is named "socket" (a module of that name would be the standard one's)
@@ -94,11 +92,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "enable_socket(): sockets for this test")
     config.pluginmanager.register(Socket(), "socket")
-
-def pytest_collection_finish(session):
-    marked = [item.get_closest_marker("enable_socket") for item in session.items]
-    print("SOCKETS", [marker is not None for marker in marked])
-"""
+""" + _printing("enable_socket", "SOCKETS", "True")
 
 HANG_UP = """
 END = {"tool_calls": [{"id": "e", "type": "function",
@@ -246,7 +240,7 @@ def test_pytest_socket_leaves_scenario_tests_alone(
     notice = f"tau2: pytest-socket's {flags} does not apply to the scenario tests"
     assert run.stdout.count(notice) == 1, run.output
     plain = bench.run(*common)
-    assert "SOCKETS [False, False]" in plain.stdout, plain.output
+    assert "SOCKETS [None, None]" in plain.stdout, plain.output
     assert "pytest-socket" not in plain.stdout
 
 

@@ -15,10 +15,10 @@ import pytest
 from tau2_retail.plugins import repeated_interrupt
 from tau2_retail.plugins.repeated_interrupt import (
     FORCED_QUIT_NOTICE,
-    FORCED_QUIT_STATUS,
     REPEATED_INTERRUPT_NOTICE,
     TERMINATED_NOTICE,
     RepeatedInterrupt,
+    forced_quit_status,
 )
 from tau2_retail.testing.bench import USER_INI
 
@@ -39,18 +39,23 @@ def pytest_runtest_call(item):
 TASKS = "0,1,2,3,5,6,7,8,9,11"
 
 
+@pytest.mark.parametrize("sent", ["SIGINT", "SIGTERM"])
 def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
-    bench: Bench, xdist: tuple[str, ...]
+    bench: Bench, xdist: tuple[str, ...], sent: str
 ) -> None:
+    """SIGTERM (``timeout``, a CI job's time limit, ``docker stop``) stops the run as Ctrl-C
+    does: it killed it at once, with no summary, report or closing lines."""
     # a user's ini, without the ``-p no:syrupy ...`` of the other plugin tests
     (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
-    (bench.path / "conftest.py").write_text(_SIGINT, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT.replace("SIGINT", sent), encoding="utf-8")
 
     result = bench.run(*xdist, f"--tau2-tasks={TASKS}", "--tau2-run-id=int")
 
     output = result.stdout.str() + result.stderr.str()
     assert "syrupy" in result.stdout.str()  # the plugin users have is loaded
     assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    terminated = result.stderr.str().count(TERMINATED_NOTICE.strip())
+    assert terminated == (sent == "SIGTERM"), output
     assert "INTERNALERROR" not in output
     assert "Traceback" not in output
     run_dir = bench.run_dir("int")
@@ -136,18 +141,32 @@ def test_ctrl_c_pressed_again_while_stopping_is_a_notice_not_a_traceback(
     assert result.stdout.lines[-1].endswith("--tau2-resume=again")
 
 
-def test_ctrl_c_a_third_time_quits_at_once_and_the_run_resumes(bench: Bench) -> None:
+def _sigterm(conftest: str) -> str:
+    """``conftest`` sending SIGTERM where it sends SIGINT, each signal another (not the same one
+    again, as within :data:`SAME_SIGTERM_SECONDS`)."""
+    return re.sub(
+        r"( +)(os\.kill\(os\.getpid\(\))",
+        r"\1__import__('time').sleep(1.2)\n\1\2",
+        conftest.replace("SIGINT", "SIGTERM"),
+    )
+
+
+@pytest.mark.parametrize("sent", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_a_third_time_quits_at_once_and_the_run_resumes(bench: Bench, sent: str) -> None:
     """Further presses were ignored until the stop ended: a stop that hung could be left only
-    with ``kill``."""
+    with ``kill``. SIGTERM counts the same way, and says so in its own name."""
     (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
-    (bench.path / "conftest.py").write_text(_SIGINT_THRICE, encoding="utf-8")
+    thrice = _SIGINT_THRICE if sent == "SIGINT" else _sigterm(_SIGINT_THRICE)
+    (bench.path / "conftest.py").write_text(thrice, encoding="utf-8")
 
     result = bench.run(f"--tau2-tasks={TASKS}", "--tau2-run-id=thrice")
 
     output = result.stdout.str() + result.stderr.str()
-    assert result.ret == FORCED_QUIT_STATUS, output
+    assert result.ret == forced_quit_status(signal.Signals[sent]), output
     assert "Traceback" not in output
-    assert FORCED_QUIT_NOTICE.strip() in result.stderr.str(), output
+    named = "Ctrl-C" if sent == "SIGINT" else sent
+    assert REPEATED_INTERRUPT_NOTICE.strip().replace("Ctrl-C", named) in result.stderr.str()
+    assert FORCED_QUIT_NOTICE.strip().replace("Ctrl-C", named) in result.stderr.str(), output
     assert not (bench.run_dir("thrice") / "summary.json").exists()
 
     (bench.path / "conftest.py").unlink()
@@ -249,43 +268,6 @@ def test_the_teams_own_tests_keep_pytests_ctrl_c(bench: Bench) -> None:
 
     assert REPEATED_INTERRUPT_NOTICE.strip() not in result.stderr.str()
     assert result.ret != pytest.ExitCode.OK  # pytest's own answer to a Ctrl-C there
-
-
-# SIGTERM (``timeout``, a CI job's time limit, ``docker stop``) to the main process; then again
-# while it stops, then a third time
-_SIGTERM = _SIGINT.replace("SIGINT", "SIGTERM")
-_SIGTERM_THRICE = re.sub(  # each another SIGTERM, not the same one (SAME_SIGTERM_SECONDS)
-    r"( +)(os\.kill\(os\.getpid\(\))",
-    r"\1__import__('time').sleep(1.2)\n\1\2",
-    _SIGINT_THRICE.replace("SIGINT", "SIGTERM"),
-)
-
-
-def test_sigterm_stops_the_run_as_ctrl_c_does_and_a_third_one_quits_at_once(
-    bench: Bench, xdist: tuple[str, ...]
-) -> None:
-    """SIGTERM killed the run at once: no summary, no report, no closing lines."""
-    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
-    (bench.path / "conftest.py").write_text(_SIGTERM, encoding="utf-8")
-
-    result = bench.run(*xdist, f"--tau2-tasks={TASKS}", "--tau2-run-id=term")
-
-    output = result.stdout.str() + result.stderr.str()
-    assert result.ret == pytest.ExitCode.INTERRUPTED, output
-    assert "Traceback" not in output
-    assert result.stderr.str().count(TERMINATED_NOTICE.strip()) == 1, output
-    finished = {path.parent.name for path in bench.run_dir("term").glob("*/metrics.json")}
-    assert {row["scenario_id"] for row in bench.summary("term")["scenarios"]} == finished
-    assert (bench.run_dir("term") / "report.html").is_file()
-    assert result.stdout.lines[-1].endswith("--tau2-resume=term")
-
-    (bench.path / "conftest.py").write_text(_SIGTERM_THRICE, encoding="utf-8")
-    forced = bench.run(f"--tau2-tasks={TASKS}", "--tau2-run-id=term3")
-
-    output = forced.stdout.str() + forced.stderr.str()
-    assert forced.ret == 128 + signal.SIGTERM, output
-    assert "tau2: SIGTERM: already stopping" in forced.stderr.str(), output
-    assert "tau2: SIGTERM again: quitting without the summaries" in forced.stderr.str(), output
 
 
 def test_the_teams_own_tests_keep_the_default_sigterm(bench: Bench) -> None:
