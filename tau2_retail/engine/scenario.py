@@ -85,6 +85,8 @@ class ScenarioOutcome:
     metrics: ScenarioMetrics
     #: the time limits that ended it (a request timeout, the scenario's wall-clock limit)
     timeouts: tuple[TimeoutHit, ...] = ()
+    #: the whole error reply of the judge's endpoint, when the judge failed on one
+    judge_error_body: str = ""
 
     def __repr__(self) -> str:
         # Short on purpose: on Python 3.11, asyncio.Runner.run ends with signal.getsignal(),
@@ -95,6 +97,12 @@ class ScenarioOutcome:
             f"ScenarioOutcome(scenario={self.scenario.id!r}, "
             f"stop_reason={self.conversation.stop_reason.value!r})"
         )
+
+    @property
+    def error_body(self) -> str:
+        """The whole error reply of the endpoint that failed the scenario (the conversation's,
+        else the judge's; the metrics keep 300 characters of it): ``endpoint_error.txt``."""
+        return self.conversation.error_body or self.judge_error_body
 
     @property
     def is_infra_error(self) -> bool:
@@ -277,6 +285,7 @@ async def _judge_and_score(
             judge_error=judge_error,
             judge_deadline=judge_deadline,
         ),
+        judge_error_body=judge_error.full_body if judge_error is not None else "",
     )
 
 

@@ -219,7 +219,7 @@ def _stale_names(outcome: ScenarioOutcome) -> tuple[str, ...]:
     names = [METRICS_FILE, SET_ASIDE_FILE, TEST_ERROR_FILE]
     if outcome.judge is None:
         names.append(JUDGE_FILE)
-    if not outcome.conversation.error_body:
+    if not outcome.error_body:
         names.append(ENDPOINT_ERROR_FILE)
     if not outcome.conversation.agent_traceback:
         names.append(AGENT_TRACEBACK_FILE)
@@ -273,13 +273,14 @@ def scenario_files(
 
 def _conversation_files(outcome: ScenarioOutcome) -> list[tuple[str, FileContent]]:
     """The files of the conversation itself: its transcript, the endpoint's whole error reply
-    or the agent's traceback that ended it, its log, and the agent's actions."""
+    (the conversation's or the judge's) or the agent's traceback that ended it, its log, and
+    the agent's actions."""
     conversation = outcome.conversation
     files: list[tuple[str, FileContent]] = [(TRANSCRIPT_FILE, JsonDocument(conversation.to_json()))]
-    if conversation.error_body:
-        # The whole error reply of the endpoint that ended the run (the metrics hold 300
+    if outcome.error_body:
+        # The whole error reply of the endpoint that failed the scenario (the metrics hold 300
         # characters of it): e.g. the seventh of seven validation errors.
-        files.append((ENDPOINT_ERROR_FILE, conversation.error_body + "\n"))
+        files.append((ENDPOINT_ERROR_FILE, outcome.error_body + "\n"))
     if conversation.agent_traceback:
         # the traceback of the agent's own code that ended the run (agent_error)
         files.append((AGENT_TRACEBACK_FILE, conversation.agent_traceback))

@@ -135,6 +135,27 @@ async def test_a_judge_outage_is_an_infra_error_of_the_judge_and_rejudge_scores_
 
 
 @pytest.mark.asyncio
+async def test_a_judge_endpoint_refusing_the_request_keeps_its_whole_reply(
+    book, judged_task, default_profile
+):
+    """The judge's failure said its whole reply was in the scenario's endpoint_error.txt, which
+    only a failure during the conversation wrote: 300 characters were all there was."""
+    body = json.dumps({"error": {"message": "1 validation error: " + "detail " * 200}})
+    with LoopbackOpenAIServer(replies=[HttpError(status=400, body=body)]) as server:
+        async with judge_model(server) as judge:
+            outcome = await run(judged_task, book, judge, default_profile)
+    assert outcome.metrics.infra_role == "judge"
+    assert "endpoint_error.txt" in outcome.infra_detail
+    assert outcome.conversation.error_body == ""  # the conversation itself ended well
+    assert outcome.error_body == body
+
+    with LoopbackOpenAIServer(replies=[all_met(judged_task)]) as server:
+        async with judge_model(server) as judge:
+            again = await rejudged(outcome, book, judge, default_profile)
+    assert again.error_body == ""  # judged: the reply of the failed attempt is stale
+
+
+@pytest.mark.asyncio
 async def test_rejudge_refuses_a_transcript_that_does_not_replay(
     book, judged_task, default_profile
 ):

@@ -441,16 +441,19 @@ def test_request_stats_infra_role_and_needs_judging_round_trip(run: Runner, tmp_
     assert (unset.infra_role, unset.needs_judging) == (None, False)
 
 
+@pytest.mark.parametrize("failed_in", ["conversation", "judge"])
 def test_an_endpoint_error_body_is_written_whole_and_removed_when_stale(
-    run: Runner, tmp_path: Path
+    run: Runner, tmp_path: Path, failed_in: str
 ) -> None:
     import dataclasses
 
     outcome, agent_prompt, user_prompt = run("0")
     body = "1 validation error\n" + "z" * 5000
-    failed = dataclasses.replace(
-        outcome, conversation=dataclasses.replace(outcome.conversation, error_body=body)
-    )
+    if failed_in == "conversation":
+        conversation = dataclasses.replace(outcome.conversation, error_body=body)
+        failed = dataclasses.replace(outcome, conversation=conversation)
+    else:  # the judge's reply: the metrics said it was there, and nothing wrote it
+        failed = dataclasses.replace(outcome, judge_error_body=body)
     _write(tmp_path, failed, agent_prompt, user_prompt)
     assert (tmp_path / "endpoint_error.txt").read_text(encoding="utf-8") == body + "\n"
     _write(tmp_path, outcome, agent_prompt, user_prompt)
