@@ -105,7 +105,7 @@ class RepeatedInterrupt:
         self._previous: Any = None
         self._previous_term: Any = None
         self._pid = 0
-        self._last_term = -SAME_SIGTERM_SECONDS
+        self._last_term = float("-inf")
         self._installed = False
         self._presses = 0
         self._exit_now = exit_now
