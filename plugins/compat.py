@@ -62,12 +62,17 @@ def sets_up_only(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "setuponly", False))
 
 
-def _global_reruns(config: pytest.Config) -> int:
-    reruns = config.getoption("reruns", None)
-    if reruns is None:
-        with suppress(TypeError, ValueError):
-            reruns = int(config.getini("reruns"))
-    return int(reruns or 0)
+def _global_count(config: pytest.Config, name: str) -> int:
+    """A rerun plugin's count for every test: its option ``name``, else its ini key ``name``
+    (pytest-rerunfailures' ``reruns``, pytest-retry's ``retries``); 0 when unreadable."""
+    count = config.getoption(name, None)
+    if count is None:
+        with suppress(ValueError):
+            count = config.getini(name)
+    try:
+        return int(count or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def incompatibility(config: pytest.Config) -> str | None:
@@ -89,7 +94,9 @@ def incompatibility(config: pytest.Config) -> str | None:
         )
     if plugins.has_plugin("rerunfailures"):
         forced = config.getoption("force_reruns", None)
-        appended = config.getoption("reruns_mode", None) == "append" and _global_reruns(config)
+        appended = config.getoption("reruns_mode", None) == "append" and _global_count(
+            config, "reruns"
+        )
         if forced or appended:
             how = f"--force-reruns {forced}" if forced else "--reruns-mode append"
             return (
@@ -122,17 +129,6 @@ def _asyncio_missing(config: pytest.Config) -> str:
     )
 
 
-def _global_retries(config: pytest.Config) -> int:
-    retries = config.getoption("retries", None)
-    if retries is None:
-        with suppress(ValueError):
-            retries = config.getini("retries")
-    try:
-        return int(retries or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
 def keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
     """Mark ``items`` (scenario tests) with the ``flaky`` marker for no reruns of
     pytest-rerunfailures (over its ``--reruns`` or ini ``reruns``) and of pytest-retry (over
@@ -142,9 +138,9 @@ def keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> Non
     the test failed on a ``KeyError`` in place of the scenario's own failure."""
     plugins = config.pluginmanager
     none: dict[str, int | bool] = {}
-    if plugins.has_plugin("rerunfailures") and _global_reruns(config):
+    if plugins.has_plugin("rerunfailures") and _global_count(config, "reruns"):
         none["reruns"] = 0
-    if plugins.has_plugin("pytest-retry") and _global_retries(config):
+    if plugins.has_plugin("pytest-retry") and _global_count(config, "retries"):
         # its retries=0 still retries once; a false condition does not (rerunfailures reads
         # the same condition: no rerun either)
         none.update(retries=0, condition=False)
