@@ -60,6 +60,9 @@ CONTEXT_WINDOW_MARKERS: Final = (
     # vLLM (0.32) when the prompt is exactly --max-model-len tokens: no room for one output
     # token (the suite never asks for 0: max_tokens is at least 1)
     "max_tokens must be at least 1, got 0",
+    # transformers serve (5.25): a prompt of --max-model-len tokens or more ("The prompt has 1024
+    # tokens, but the model takes at most 1024, prompt and answer (`--max-model-len`).")
+    "but the model takes at most",
     # TGI (HTTP 422) and Together (400): MaxTotalTokens and InputLength
     "`inputs` tokens + `max_new_tokens` must be",
     "`inputs` must have less than",

@@ -942,6 +942,24 @@ async def test_unparseable_reply_then_success(openai_server, make_model):
             ),
             id="vllm-0.32",
         ),
+        # transformers serve 5.25 (--max-model-len 1024), byte for byte: a prompt over the
+        # window, and one of exactly its length (no room for an answer); was an infra error
+        pytest.param(
+            HttpError(
+                status=400,
+                body='{"detail":"The prompt has 6686 tokens, but the model takes at most 1024, '
+                'prompt and answer (`--max-model-len`)."}',
+            ),
+            id="transformers-serve",
+        ),
+        pytest.param(
+            HttpError(
+                status=400,
+                body='{"detail":"The prompt has 1024 tokens, but the model takes at most 1024, '
+                'prompt and answer (`--max-model-len`)."}',
+            ),
+            id="transformers-serve-prompt-fills-the-window",
+        ),
         pytest.param(
             HttpError(
                 status=422,
