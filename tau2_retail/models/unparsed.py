@@ -1,12 +1,12 @@
 """Server texts that mean "the model's output could not be parsed": one table, one place.
 
-A server that parses tool calls itself (llama.cpp's ``llama-server``, vLLM, Ollama, TGI, Groq)
-answers an error status when the model wrote a call it cannot read. That is the model's
-malformed output, exactly as an unreadable tool call we parse ourselves is: the client raises
-``UnparsedModelOutput`` at once (not retried, not counted toward the circuit breaker), the
-conversation scores it as the agent's failure (``agent_error``, the server's text kept in
-``endpoint_error.txt``), never as an outage. Any other error status stays what it was (a plain
-500 is retried, then an infra error).
+A server that parses tool calls itself (llama.cpp's ``llama-server``, vLLM, transformers serve,
+Ollama, TGI, Groq) answers an error status when the model wrote a call it cannot read. That is
+the model's malformed output, exactly as an unreadable tool call we parse ourselves is: the
+client raises ``UnparsedModelOutput`` at once (not retried, not counted toward the circuit
+breaker), the conversation scores it as the agent's failure (``agent_error``, the server's text
+kept in ``endpoint_error.txt``), never as an outage. Any other error status stays what it was (a
+plain 500 is retried, then an infra error).
 
 Each form is a status and phrases that must all appear in the body (case-insensitive); the
 phrases are the servers' own, as their sources and issue trackers show them:
@@ -26,6 +26,12 @@ phrases are the servers' own, as their sources and issue trackers show them:
   agent's own earlier arguments, not valid JSON, come back in the history (releases up to
   about 0.11 parse them, 0.32 takes them; the request body itself is always valid JSON, so
   nothing else in it can fail that way).
+- transformers serve (``transformers serve``, 5.25): HTTP 400 ``{"detail": "json parser could
+  not parse region as JSON. ..."}`` when the model's ``<tool_call>`` holds no JSON (an empty or
+  cut call; its parser reads the tag in every reply, also one to a request without tools); HTTP
+  400 carrying Python's JSON error alone, as old vLLM's, for the agent's own invalid arguments in
+  the history. A call that is JSON but no object with a ``name`` gets a bare HTTP 500 ``Internal
+  Server Error``, which cannot be told from a crash: retried, then an infra error.
 - Ollama: HTTP 500 ``error parsing tool call: raw='...', err=...``; HTTP 400 ``invalid tool
   call arguments`` (the agent's earlier arguments in the history, as above).
 - TGI (text-generation-inference): HTTP 422 ``Tool error: Failed to parse generated text``.
@@ -80,7 +86,13 @@ UNPARSED_OUTPUT_FORMS: Final = (
     UnparsedOutputForm(
         server="vLLM", status=500, phrases=("unexpected tokens remaining in message header",)
     ),
-    UnparsedOutputForm(server="vLLM", status=400, phrases=(": line ", " column ", "(char ")),
+    # before the next form: its body holds Python's JSON error too
+    UnparsedOutputForm(
+        server="transformers serve", status=400, phrases=("could not parse region as json",)
+    ),
+    UnparsedOutputForm(
+        server="vLLM or transformers serve", status=400, phrases=(": line ", " column ", "(char ")
+    ),
     UnparsedOutputForm(server="Ollama", status=500, phrases=("error parsing tool call",)),
     UnparsedOutputForm(server="Ollama", status=400, phrases=("invalid tool call arguments",)),
     UnparsedOutputForm(server="TGI", status=422, phrases=("failed to parse generated text",)),

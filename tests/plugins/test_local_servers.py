@@ -11,6 +11,8 @@ Ollama) must get right, through the real plugin against the loopback server.
 - vLLM's context replies (its own bodies): a prompt over or exactly at ``--max-model-len`` is the
   agent's ``context_window_exceeded`` (the customer's, infra); a ``max_tokens`` over the window
   is the run's configuration, an infra error.
+- transformers serve's (its own bodies): its context 400 is the agent's overflow (the
+  customer's, infra); its 400s on an unreadable tool call are the agent's ``agent_error``.
 """
 
 from __future__ import annotations
@@ -254,6 +256,59 @@ def test_vllms_full_window_is_the_agents_overflow_and_its_max_tokens_refusal_is_
     assert "the prompt exceeds the model's context window" in infra["tau2_retail__5"]
     assert infra["tau2_retail__6"].startswith("agent: ")
     assert "max_tokens=5000 cannot be greater than max_model_len" in infra["tau2_retail__6"]
+
+
+# transformers serve 5.25 (``transformers serve``, a Qwen2 model), byte for byte: FastAPI's
+# {"detail": ...} of the ValueError it raised
+TRANSFORMERS_PROMPT_OVER_THE_WINDOW = HttpError(
+    status=400,
+    body='{"detail":"The prompt has 6686 tokens, but the model takes at most 1024, prompt and '
+    'answer (`--max-model-len`)."}',
+)
+TRANSFORMERS_PROMPT_FILLS_THE_WINDOW = HttpError(
+    status=400,
+    body='{"detail":"The prompt has 1024 tokens, but the model takes at most 1024, prompt and '
+    'answer (`--max-model-len`)."}',
+)
+TRANSFORMERS_TOOL_CALL_CUT = HttpError(  # the agent's call cut at its max_tokens
+    status=400,
+    body=r"""{"detail":"json parser could not parse region as JSON.\nContent: '\\n{\"name\": """
+    r"""\"get_user'\nError: Unterminated string starting at: line 2 column 10 (char 10)"}""",
+)
+TRANSFORMERS_ARGUMENTS_IN_THE_HISTORY = HttpError(
+    status=400, body='{"detail":"Expecting value: line 1 column 13 (char 12)"}'
+)
+
+
+def test_transformers_serves_overflow_and_unparsed_calls_are_the_agents_and_the_customers_infra(
+    bench: Bench, scripted: ScriptedEndpoint
+) -> None:
+    """Its context 400 was an infra error of the agent (excluded from the rates, met again by
+    every resume), and its parse failures were put down to vLLM."""
+    scripted.faults["0"] = _first_agent_request(TRANSFORMERS_PROMPT_OVER_THE_WINDOW)
+    scripted.faults["1"] = _first_agent_request(TRANSFORMERS_TOOL_CALL_CUT)
+    history = TRANSFORMERS_ARGUMENTS_IN_THE_HISTORY
+    scripted.faults["5"] = lambda r: history if r.role == "agent" and r.attempt == 1 else None
+    full = TRANSFORMERS_PROMPT_FILLS_THE_WINDOW
+    scripted.faults["6"] = lambda r: full if r.role == "user" and r.attempt == 1 else None
+
+    run_expecting(
+        bench, "transformers", {"0": "failed", "1": "failed", "5": "failed", "6": "error"},
+        *scripted.args("agent", max_retries=2), *scripted.args("user", max_retries=2),
+    )  # fmt: skip
+    over = TRANSFORMERS_PROMPT_OVER_THE_WINDOW
+    _scored_with_the_body(bench, "transformers", "0", "context_window_exceeded", over)
+    for task, reply, server in (
+        ("1", TRANSFORMERS_TOOL_CALL_CUT, "transformers serve"),
+        ("5", history, "vLLM or transformers serve"),
+    ):
+        metrics = _scored_with_the_body(bench, "transformers", task, "agent_error", reply)
+        assert f"could not parse the model's output ({server}, HTTP 400" in metrics["stop_detail"]
+        assert metrics["requests"]["agent"]["retries"] == 0
+    infra = [row["detail"] for row in bench.summary("transformers")["infra_errors"]]
+    assert len(infra) == 1
+    assert infra[0].startswith("user: ")
+    assert "the prompt exceeds the model's context window (HTTP 400)" in infra[0]
 
 
 def test_a_gateway_gets_the_key_in_its_header_and_its_own_headers_and_no_file_holds_them(
