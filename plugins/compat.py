@@ -7,8 +7,14 @@ held like any unmet need of the run: a session of the team's own tests is not co
 - pytest-asyncio turned off (``-p no:asyncio``) or not autoloaded
   (``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` without ``-p asyncio``): the scenario fixtures are
   pytest-asyncio's; every scenario was lost;
-- pytest-repeat's ``--count N``: N tests of one scenario wrote one record, the last one won
-  (pytest counted N failures, the gate passed);
+- pytest-repeat's ``--count N`` (and pytest-flakefinder's ``--flake-finder``, pytest-loop's
+  ``--loop N``): N tests of one scenario wrote one record, the last one won (pytest counted N
+  failures, the gate passed);
+- pytest-forked's ``--forked``: each test failed in its child process while summary.json
+  counted its scenario passed;
+- pytest-testmon's selection: it deselects the tests whose code did not change, and a
+  scenario's result depends on the agent and the models, which it does not see (a run of
+  another agent ran no scenario, exit 0);
 - pytest-rerunfailures' ``--force-reruns``, or ``--reruns-mode append`` with reruns, and
   flaky's ``--force-flaky``: a re-run scenario made the pass rate best-of-N. Plain
   ``--reruns`` is kept from scenario tests instead (:func:`keep_from_reruns`, the plugin's own
@@ -22,7 +28,9 @@ the timeout lost scenario after scenario (the signal method failed the test mid-
 the thread method ended the whole process); ``--tau2-max-duration`` bounds each scenario.
 pytest-socket's ``--disable-socket`` (or ``--allow-hosts``) likewise
 (:func:`keep_from_socket_blocking`): a scenario's event loop and its requests to the model
-endpoints need sockets, and every scenario was lost.
+endpoints need sockets, and every scenario was lost. So are pytest-run-parallel's threads
+(:func:`keep_from_threads`): each thread ran the async test on its own, and every scenario was
+lost.
 
 pytest's modes that run no test (``--collect-only``, ``--setup-plan``, ``--fixtures``,
 ``--fixtures-per-test``) claim no run folder, and ``--setup-only`` (which sets fixtures up
@@ -41,6 +49,7 @@ __all__ = [
     "incompatibility",
     "keep_from_reruns",
     "keep_from_socket_blocking",
+    "keep_from_threads",
     "keep_from_timeouts",
     "runs_no_test",
     "sets_up_only",
@@ -77,16 +86,51 @@ def _global_count(config: pytest.Config, name: str) -> int:
 
 def incompatibility(config: pytest.Config) -> str | None:
     """What of this session's plugins would make the run's records wrong, with the fix."""
-    plugins = config.pluginmanager
-    if not plugins.has_plugin("asyncio"):
+    if not config.pluginmanager.has_plugin("asyncio"):
         return _asyncio_missing(config)
+    for problem in (_repeats(config), _reruns(config), _forks(config), _testmon(config)):
+        if problem is not None:
+            return problem
+    return None
+
+
+def _repeats(config: pytest.Config) -> str | None:
+    """pytest-repeat's ``--count N``, pytest-flakefinder's ``--flake-finder``, pytest-loop's
+    ``--loop N`` (or its hours, minutes, seconds): N tests of a scenario, one record."""
+    repeated = _repeated(config)
+    if repeated is None:
+        return None
+    how, count = repeated
+    return (
+        f"{how} would run each scenario {f'{count} times' if count else 'again and again'} "
+        f"into one record (the last would count); {_FIX}, and use --tau2-trials "
+        f"{count or 'N'} for trials (pass^k over them)"
+    )
+
+
+def _repeated(config: pytest.Config) -> tuple[str, int | None] | None:
+    plugins = config.pluginmanager
     count = getattr(config.option, "count", None) if plugins.has_plugin("repeat") else None
     if isinstance(count, int) and count > 1:
-        return (
-            f"pytest-repeat's --count {count} would run each scenario {count} times into one "
-            f"record (the last would count); {_FIX}, and use --tau2-trials {count} for trials "
-            "(pass^k over them)"
-        )
+        return f"pytest-repeat's --count {count}", count
+    if config.getoption("flake_finder_enable", False):
+        runs = config.getoption("flake_runs", None)
+        return f"pytest-flakefinder's --flake-finder (--flake-runs {runs})", runs
+    if not plugins.has_plugin("loop"):
+        return None
+    loop = config.getoption("loop", 1)
+    if isinstance(loop, int) and loop > 1:
+        return f"pytest-loop's --loop {loop}", loop
+    for unit in ("hours", "minutes", "seconds"):
+        value = config.getoption(unit, 0)
+        if isinstance(value, (int, float)) and value > 0:
+            return f"pytest-loop's --{unit} {value:g}", None
+    return None
+
+
+def _reruns(config: pytest.Config) -> str | None:
+    """flaky's ``--force-flaky``, pytest-rerunfailures' forced or appended reruns."""
+    plugins = config.pluginmanager
     if plugins.has_plugin("flaky") and config.getoption("force_flaky", False):
         return (
             "flaky's --force-flaky would re-run failed scenarios (a best-of-N pass rate); "
@@ -105,6 +149,42 @@ def incompatibility(config: pytest.Config) -> str | None:
                 "re-runs infra errors and lost scenarios)"
             )
     return None
+
+
+def _forks(config: pytest.Config) -> str | None:
+    """pytest-forked's ``--forked``: each test in a child process of its own."""
+    if not config.getoption("forked", False):
+        return None
+    return (
+        "pytest-forked's --forked would run each scenario's test in a forked process, whose "
+        "report never reaches the run (every test failed while summary.json counted its "
+        f"scenario passed); {_FIX}"
+    )
+
+
+def _testmon(config: pytest.Config) -> str | None:
+    """pytest-testmon's selection (``--testmon`` and the like, unless it selects nothing out:
+    ``--testmon-noselect``, or ``-k``/``-m``/``--lf``/a test named, as it reads them)."""
+    given = [
+        name
+        for name in ("testmon", "testmon_nocollect", "testmon_forceselect", "tmnet")
+        if config.getoption(name, False)
+    ]
+    if not given or config.getoption("no-testmon", False):
+        return None
+    if not config.getoption("testmon_forceselect", False):
+        named = any(".py::" in arg for arg in config.getoption("file_or_dir", None) or ())
+        option = config.option
+        if config.getoption("testmon_noselect", False) or named:
+            return None
+        if option.keyword or option.markexpr or getattr(option, "lf", False):
+            return None
+    return (
+        f"pytest-testmon's --{given[0].replace('_', '-')} would deselect the scenarios whose "
+        "code did not change, but a scenario's result depends on the agent and the models, "
+        "which it does not see (a run of another agent ran no scenario, exit 0); "
+        f"{_FIX}, or add --testmon-noselect"
+    )
 
 
 def _asyncio_missing(config: pytest.Config) -> str:
@@ -201,4 +281,32 @@ def keep_from_socket_blocking(config: pytest.Config, items: Sequence[pytest.Item
         f"tau2: pytest-socket's {' and '.join(blocking)} does not apply to the scenario tests "
         "(their event loops and their requests to the model endpoints need sockets); your "
         "other tests keep it"
+    )
+
+
+def keep_from_threads(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+    """Mark ``items`` (scenario tests) with pytest-run-parallel's markers for one thread and
+    one iteration, over its ``--parallel-threads N`` or ``--iterations N``; the notice that
+    says so (None: nothing to do). Its threads ran the async test function each in a thread
+    of its own: every scenario was lost (``a coroutine was expected, got None``)."""
+    if not items:
+        return None
+    threads = str(config.getoption("parallel_threads", 1))
+    iterations = config.getoption("iterations", 1)
+    given = [
+        f"{flag} {value}"
+        for flag, value, plural in (
+            ("--parallel-threads", threads, threads != "1"),
+            ("--iterations", iterations, isinstance(iterations, int) and iterations > 1),
+        )
+        if plural and config.pluginmanager.has_plugin("run-parallel")
+    ]
+    if not given:
+        return None
+    for item in items:
+        item.add_marker(pytest.mark.thread_unsafe(reason="a scenario runs once per test"))
+        item.add_marker(pytest.mark.iterations(1))
+    return (
+        f"tau2: pytest-run-parallel's {' and '.join(given)} does not apply to the scenario "
+        "tests (each runs its scenario once, in one thread); your other tests keep it"
     )

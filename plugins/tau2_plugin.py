@@ -23,6 +23,7 @@ from tau2_retail.plugins.compat import (
     incompatibility,
     keep_from_reruns,
     keep_from_socket_blocking,
+    keep_from_threads,
     keep_from_timeouts,
 )
 from tau2_retail.plugins.controller import RUN_KEY, Tau2Run
@@ -194,19 +195,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("tau2_scenario", params, indirect=True)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep scenario tests from pytest-rerunfailures' reruns, pytest-timeout's timeout and
-    pytest-socket's blocking; on resume, deselect the scenarios that are already complete;
-    under ``--dist each``, those of the other workers' shares.
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None, None, None]:
+    """Keep scenario tests from pytest-rerunfailures' reruns, pytest-timeout's timeout,
+    pytest-socket's blocking and pytest-run-parallel's threads; on resume, deselect the
+    scenarios that are already complete; under ``--dist each``, those of the other workers'
+    shares.
 
-    Last, after ``-k``/``-m``/``--lf`` and after plugins that record what was collected (an
-    xdist worker's collection stays the same on every worker; only its selection differs).
+    After every plugin's own hook (a wrapper's end): after ``-k``/``-m``/``--lf``, after
+    plugins that record what was collected (an xdist worker's collection stays the same on
+    every worker; only its selection differs) and after plugins that split the collection
+    (pytest-split's ``--splits 2 --group 1`` dealt a resumed run's remaining scenarios anew,
+    and the resume ran the other group's).
     """
+    result = yield
+    _keep_from_and_resume(config, items)
+    return result
+
+
+def _keep_from_and_resume(config: pytest.Config, items: list[pytest.Item]) -> None:
     scenarios = [item for item in items if is_benchmark_item(item)]
     keep_from_reruns(config, scenarios)
     process = config.stash[PROCESS_KEY]
-    for keep_from in (keep_from_timeouts, keep_from_socket_blocking):
+    for keep_from in (keep_from_timeouts, keep_from_socket_blocking, keep_from_threads):
         notice = keep_from(config, scenarios)
         if notice is not None:
             process.notice(notice)

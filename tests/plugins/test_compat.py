@@ -1,5 +1,6 @@
 """Plugins a team has loaded and pytest's own modes, as scenario tests meet them (found by
 running the benchmark with pytest-rerunfailures, pytest-timeout, pytest-socket, pytest-repeat,
+pytest-flakefinder, pytest-loop, pytest-forked, pytest-testmon, pytest-run-parallel, pytest-split,
 ``-p no:asyncio``,
 ``--setup-only``, ``--setup-plan`` and ``--fixtures``).
 
@@ -94,6 +95,61 @@ def pytest_configure(config):
     config.pluginmanager.register(Socket(), "socket")
 """ + _printing("enable_socket", "SOCKETS", "True")
 
+FLAKEFINDER = """
+def pytest_addoption(parser):
+    parser.addoption("--flake-finder", dest="flake_finder_enable", action="store_true")
+    parser.addoption("--flake-runs", dest="flake_runs", type=int, default=50)
+"""
+
+LOOP = """
+def pytest_addoption(parser):
+    parser.addoption("--loop", dest="loop", type=int, default=1)
+    for unit in ("hours", "minutes", "seconds"):
+        parser.addoption(f"--{unit}", dest=unit, type=float, default=0)
+"""
+
+FORKED = """
+def pytest_addoption(parser):
+    parser.addoption("--forked", dest="forked", action="store_true")
+"""
+
+TESTMON = """
+def pytest_addoption(parser):
+    for flag in ("testmon", "testmon-noselect", "testmon-nocollect", "testmon-forceselect"):
+        parser.addoption(f"--{flag}", dest=flag.replace("-", "_"), action="store_true")
+    parser.addoption("--no-testmon", dest="no-testmon", action="store_true")
+"""
+
+# pytest-run-parallel's plugin is named "run-parallel"
+RUN_PARALLEL = """
+class RunParallel:
+    pass
+
+def pytest_addoption(parser):
+    parser.addoption("--parallel-threads", dest="parallel_threads", default=1)
+    parser.addoption("--iterations", dest="iterations", type=int, default=1)
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "thread_unsafe: one thread")
+    config.addinivalue_line("markers", "iterations(n): n iterations")
+    config.pluginmanager.register(RunParallel(), "run-parallel")
+""" + _printing("thread_unsafe", "ONE_THREAD", "marker.kwargs")
+
+# what pytest-split's --splits 2 --group 1 does: a hook of an object registered at configure
+# keeps its group of the tests collected (here every second one)
+SPLIT = """
+import pytest
+
+class Split:
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        config.hook.pytest_deselected(items=items[1::2])
+        items[:] = items[::2]
+
+def pytest_configure(config):
+    config.pluginmanager.register(Split(), "split")
+"""
+
 HANG_UP = """
 END = {"tool_calls": [{"id": "e", "type": "function",
                        "function": {"name": "end_conversation", "arguments": "{}"}}]}
@@ -136,6 +192,20 @@ def pytest_runtest_protocol(item, nextitem):
             "pytest-rerunfailures' --reruns-mode append",
         ),
         ("flaky", ["--force-flaky"], "flaky's --force-flaky would re-run failed scenarios"),
+        (
+            "flakefinder",
+            ["--flake-finder", "--flake-runs=3"],
+            "pytest-flakefinder's --flake-finder (--flake-runs 3) would run each scenario 3",
+        ),
+        ("loop", ["--loop=2"], "pytest-loop's --loop 2 would run each scenario 2 times"),
+        ("loop", ["--minutes=5"], "pytest-loop's --minutes 5 would run each scenario again"),
+        ("forked", ["--forked"], "pytest-forked's --forked would run each scenario's test"),
+        ("testmon", ["--testmon"], "pytest-testmon's --testmon would deselect the scenarios"),
+        (
+            "testmon",
+            ["--testmon-forceselect", "-k", "tau2"],
+            "pytest-testmon's --testmon-forceselect would deselect",
+        ),
     ],
 )
 def test_a_plugin_that_would_make_the_records_wrong_stops_the_run_at_start_up(
@@ -146,7 +216,9 @@ def test_a_plugin_that_would_make_the_records_wrong_stops_the_run_at_start_up(
     best-of-N (``--force-reruns``)."""
     plugin = ["-p", module] if module else []
     if module:
-        source = {"repeat": REPEAT, "flaky": FLAKY}.get(module, RERUNFAILURES)
+        sources = {"repeat": REPEAT, "flaky": FLAKY, "flakefinder": FLAKEFINDER}
+        sources.update(forked=FORKED, testmon=TESTMON, loop=LOOP)
+        source = sources.get(module, RERUNFAILURES)
         bench.pytester.makepyfile(**{module: source})
         bench.pytester.syspathinsert()
     result = bench.run_inprocess(*plugin, *args, TASKS)
@@ -176,6 +248,19 @@ def test_plugin_autoloading_off_asks_for_p_asyncio_not_to_drop_a_p_no_asyncio(
         "(and -p xdist to use -n)"
     ]
     assert not bench.output_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "args", [["--testmon", "--testmon-noselect"], ["--testmon", "-k", "tau2"], ["--no-testmon"]]
+)
+def test_testmon_selecting_nothing_out_is_kept(bench: Bench, args: list[str]) -> None:
+    """pytest-testmon deselected every scenario of a run of another agent (its code had not
+    changed): exit 0, no scenario run. Without its selection (as it reads ``-k`` too), the
+    scenarios run."""
+    bench.pytester.makepyfile(testmon=TESTMON)
+    run = bench.run("-p", "testmon", *args, TASKS, "--co")
+    assert run.returncode == pytest.ExitCode.OK, run.output
+    assert "2 tests collected" in run.output, run.output
 
 
 def test_a_team_session_without_scenarios_keeps_those_plugins(bench: Bench) -> None:
@@ -242,6 +327,49 @@ def test_pytest_socket_leaves_scenario_tests_alone(
     plain = bench.run(*common)
     assert "SOCKETS [None, None]" in plain.stdout, plain.output
     assert "pytest-socket" not in plain.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "flags"),
+    [
+        (["--parallel-threads=2"], "--parallel-threads 2"),
+        (
+            ["--parallel-threads=auto", "--iterations=3"],
+            "--parallel-threads auto and --iterations 3",
+        ),
+    ],
+)
+def test_pytest_run_parallel_leaves_scenario_tests_alone(
+    bench: Bench, args: list[str], flags: str
+) -> None:
+    """pytest-run-parallel's ``--parallel-threads 2`` ran each scenario's async test in two
+    threads of its own: every scenario was lost (``a coroutine was expected, got None``).
+    Scenario tests carry its markers for one thread and one iteration; without, nothing."""
+    bench.pytester.makepyfile(run_parallel_standin=RUN_PARALLEL)
+    common = ["-p", "run_parallel_standin", TASKS, "--tau2-user-model=builtin:customer"]
+    run = bench.run(*common, *args)
+    once = "{'reason': 'a scenario runs once per test'}"
+    assert f"ONE_THREAD [{once}, {once}]" in run.stdout, run.output
+    notice = f"tau2: pytest-run-parallel's {flags} does not apply to the scenario tests"
+    assert run.stdout.count(notice) == 1, run.output
+    plain = bench.run(*common)
+    assert "ONE_THREAD [None, None]" in plain.stdout, plain.output
+    assert "pytest-run-parallel" not in plain.stdout
+
+
+def test_a_resume_runs_the_missing_scenarios_of_its_own_split(bench: Bench) -> None:
+    """pytest-split's ``--splits 2 --group 1`` on ``--tau2-resume``: the resume deselected the
+    complete scenarios first and the split dealt the rest anew, so the group-1 run ran (and
+    recorded) scenarios of group 2. The resume deselects after every plugin's selection."""
+    bench.pytester.makepyfile(split_standin=SPLIT)
+    args = ["-p", "split_standin", "--tau2-tasks=0,1,2,3", "--tau2-user-model=builtin:customer"]
+    first = bench.run(*args, "--tau2-run-id=g1")
+    assert "2 passed, 2 deselected" in first.output, first.output
+    (bench.run_dir("g1") / "tau2_retail__0" / "metrics.json").unlink()
+    resumed = bench.run(*args, "--tau2-resume=g1")
+    assert "1 passed, 3 deselected" in resumed.output, resumed.output
+    assert bench.summary("g1")["counts"]["expected"] == 2
+    assert not (bench.run_dir("g1") / "tau2_retail__3").exists()
 
 
 def test_pytest_retry_leaves_scenario_tests_alone(bench: Bench) -> None:
