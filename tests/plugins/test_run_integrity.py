@@ -13,7 +13,7 @@ import pytest
 from tau2_retail import codec
 from tau2_retail.cli.main import main
 from tau2_retail.data.tasks import Task
-from tau2_retail.plugins.hints import NO_SCENARIO_HINT
+from tau2_retail.plugins.hints import NAMED_NO_SCENARIO_HINT, NO_SCENARIO_HINT
 from tau2_retail.results.records import RunArgs, RunConfiguration
 
 from .conftest import CHAT, SEED_DB_TASKS, Bench, ScriptedEndpoint
@@ -273,6 +273,26 @@ def test_k_tau2_retail_in_a_repository_without_the_scenarios_says_to_add_pyargs(
     other = bench.run_inprocess("test_other.py", "-k", "nothing_matches", output_dir=False)
     assert other.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     assert NO_SCENARIO_HINT not in other.stdout.lines
+
+
+# what pytest-picked's --picked does: the paths to collect become the files git shows changed
+PICKED = """
+def pytest_configure(config):
+    config.args = ["test_other.py"]
+"""
+
+
+def test_a_plugin_replacing_the_named_benchmark_is_named_in_the_hint(bench: Bench) -> None:
+    """pytest-picked's ``--picked`` replaced ``--pyargs tests_tau2_retail`` with the changed
+    files: no scenario ran (exit 5), and the hint said to add the ``--pyargs`` given."""
+    bench.pytester.makepyfile(test_other="def test_other():\n    pass\n", picked_standin=PICKED)
+    bench.pytester.syspathinsert()
+
+    result = bench.run_inprocess("-p", "picked_standin", "--pyargs", "tests_tau2_retail")
+
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert NAMED_NO_SCENARIO_HINT in result.stdout.lines
+    assert NO_SCENARIO_HINT not in result.stdout.lines
 
 
 @pytest.mark.tau2_subprocess
