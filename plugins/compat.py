@@ -26,11 +26,11 @@ from scenario tests too (:func:`keep_from_timeouts`): a scenario takes minutes a
 hosted model, and a test waits for its scenario as long as the run's concurrency makes it, so
 the timeout lost scenario after scenario (the signal method failed the test mid-conversation,
 the thread method ended the whole process); ``--tau2-max-duration`` bounds each scenario.
-pytest-socket's ``--disable-socket`` (or ``--allow-hosts``) likewise
-(:func:`keep_from_socket_blocking`): a scenario's event loop and its requests to the model
-endpoints need sockets, and every scenario was lost. So are pytest-run-parallel's threads
-(:func:`keep_from_threads`): each thread ran the async test on its own, and every scenario was
-lost.
+pytest-socket's ``--disable-socket`` (or ``--allow-hosts``) and pytest-recording's
+``--block-network`` likewise (:func:`keep_from_network_blocking`): a scenario's event loop and
+its requests to the model endpoints need sockets, and every scenario was lost. So are
+pytest-run-parallel's threads (:func:`keep_from_threads`): each thread ran the async test on
+its own, and every scenario was lost.
 
 pytest's modes that run no test (``--collect-only``, ``--setup-plan``, ``--fixtures``,
 ``--fixtures-per-test``) claim no run folder, and ``--setup-only`` (which sets fixtures up
@@ -47,8 +47,8 @@ import pytest
 
 __all__ = [
     "incompatibility",
+    "keep_from_network_blocking",
     "keep_from_reruns",
-    "keep_from_socket_blocking",
     "keep_from_threads",
     "keep_from_timeouts",
     "runs_no_test",
@@ -262,25 +262,37 @@ def keep_from_timeouts(config: pytest.Config, items: Sequence[pytest.Item]) -> s
     )
 
 
-def keep_from_socket_blocking(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
-    """Mark ``items`` (scenario tests) with pytest-socket's marker that enables sockets, over
-    its ``--disable-socket`` or ``--allow-hosts``; the notice that says so (None: nothing to
-    do)."""
-    if not items or not config.pluginmanager.has_plugin("socket"):
+def keep_from_network_blocking(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+    """Mark ``items`` (scenario tests) with the markers that let them reach the network over
+    pytest-socket's ``--disable-socket`` or ``--allow-hosts`` (its ``enable_socket``) and
+    pytest-recording's ``--block-network`` (its ``block_network`` with every host allowed: its
+    ``allowed_hosts`` are regular expressions); the notice that says so (None: nothing to do).
+    A remote endpoint's every request was refused (``Network is disabled``): every scenario
+    lost."""
+    if not items:
         return None
-    blocking = [
-        flag
-        for flag, dest in (("--disable-socket", "disable_socket"), ("--allow-hosts", "allow_hosts"))
-        if config.getoption(dest, None)
-    ]
+    plugins = config.pluginmanager
+    blocking: dict[str, pytest.MarkDecorator] = {}
+    if plugins.has_plugin("socket"):
+        for flag, dest in (
+            ("--disable-socket", "disable_socket"),
+            ("--allow-hosts", "allow_hosts"),
+        ):
+            if config.getoption(dest, None):
+                blocking[f"pytest-socket's {flag}"] = pytest.mark.enable_socket
+    if plugins.has_plugin("recording") and config.getoption("block_network", False):
+        every_host = pytest.mark.block_network(allowed_hosts=[".*"])
+        blocking["pytest-recording's --block-network"] = every_host
     if not blocking:
         return None
+    markers = {marker.name: marker for marker in blocking.values()}.values()
     for item in items:
-        item.add_marker(pytest.mark.enable_socket)
+        for marker in markers:
+            item.add_marker(marker)
     return (
-        f"tau2: pytest-socket's {' and '.join(blocking)} does not apply to the scenario tests "
-        "(their event loops and their requests to the model endpoints need sockets); your "
-        "other tests keep it"
+        f"tau2: {' and '.join(blocking)} does not apply to the scenario tests (their event "
+        "loops and their requests to the model endpoints need the network); your other tests "
+        "keep it"
     )
 
 

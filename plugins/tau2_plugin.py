@@ -21,8 +21,8 @@ from tau2_retail.models.text import printable
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply, unreachable_fixture_problem
 from tau2_retail.plugins.compat import (
     incompatibility,
+    keep_from_network_blocking,
     keep_from_reruns,
-    keep_from_socket_blocking,
     keep_from_threads,
     keep_from_timeouts,
 )
@@ -200,9 +200,9 @@ def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> Generator[None, None, None]:
     """Keep scenario tests from pytest-rerunfailures' reruns, pytest-timeout's timeout,
-    pytest-socket's blocking and pytest-run-parallel's threads; on resume, deselect the
-    scenarios that are already complete; under ``--dist each``, those of the other workers'
-    shares.
+    network blocking (pytest-socket, pytest-recording) and pytest-run-parallel's threads; on
+    resume, deselect the scenarios that are already complete; under ``--dist each``, those of
+    the other workers' shares.
 
     After every plugin's own hook (a wrapper's end): after ``-k``/``-m``/``--lf``, after
     plugins that record what was collected (an xdist worker's collection stays the same on
@@ -219,7 +219,7 @@ def _keep_from_and_resume(config: pytest.Config, items: list[pytest.Item]) -> No
     scenarios = [item for item in items if is_benchmark_item(item)]
     keep_from_reruns(config, scenarios)
     process = config.stash[PROCESS_KEY]
-    for keep_from in (keep_from_timeouts, keep_from_socket_blocking, keep_from_threads):
+    for keep_from in (keep_from_timeouts, keep_from_network_blocking, keep_from_threads):
         notice = keep_from(config, scenarios)
         if notice is not None:
             process.notice(notice)

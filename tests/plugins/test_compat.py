@@ -150,6 +150,21 @@ def pytest_configure(config):
     config.pluginmanager.register(Split(), "split")
 """
 
+# pytest-recording's plugin is named "recording"
+RECORDING = """
+class Recording:
+    pass
+
+def pytest_addoption(parser):
+    parser.addoption("--block-network", dest="block_network", action="store_true")
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "block_network(allowed_hosts): hosts let through")
+    config.pluginmanager.register(Recording(), "recording")
+""" + _printing("block_network", "BLOCKS", "marker.kwargs")
+
+NETWORK_BLOCKERS = {"socket": SOCKET, "recording": RECORDING}
+
 HANG_UP = """
 END = {"tool_calls": [{"id": "e", "type": "function",
                        "function": {"name": "end_conversation", "arguments": "{}"}}]}
@@ -307,26 +322,49 @@ def test_a_timeout_for_every_test_leaves_scenario_tests_alone(
     assert "pytest-timeout" not in plain.stdout
 
 
+EVERY_HOST = "{'allowed_hosts': ['.*']}"
+
+
 @pytest.mark.parametrize(
-    ("args", "flags"),
-    [(["--disable-socket"], "--disable-socket"), (["--allow-hosts=127.0.0.1"], "--allow-hosts")],
+    ("standin", "args", "flag", "marked"),
+    [
+        (
+            "socket",
+            ["--disable-socket"],
+            "pytest-socket's --disable-socket",
+            "SOCKETS [True, True]",
+        ),
+        (
+            "socket",
+            ["--allow-hosts=127.0.0.1"],
+            "pytest-socket's --allow-hosts",
+            "SOCKETS [True, True]",
+        ),
+        (
+            "recording",
+            ["--block-network"],
+            "pytest-recording's --block-network",
+            f"BLOCKS [{EVERY_HOST}, {EVERY_HOST}]",
+        ),
+    ],
 )
-def test_pytest_socket_leaves_scenario_tests_alone(
-    bench: Bench, args: list[str], flags: str
+def test_network_blocking_leaves_scenario_tests_alone(
+    bench: Bench, standin: str, args: list[str], flag: str, marked: str
 ) -> None:
     """pytest-socket's ``--disable-socket`` (a team's addopts, for hermetic unit tests) lost
     every scenario: its event loop cannot even be made (``SocketBlockedError``), nor can its
-    requests reach the model endpoints. Scenario tests carry its marker that enables sockets
-    (the real plugin then enables them for the test); without blocking, nothing."""
-    bench.pytester.makepyfile(pytest_socket_standin=SOCKET)
-    common = ["-p", "pytest_socket_standin", TASKS, "--tau2-user-model=builtin:customer"]
+    requests reach the model endpoints; pytest-recording's ``--block-network`` refused every
+    request to a remote endpoint (``Network is disabled``). Scenario tests carry the plugin's
+    marker that lets them through (the real plugins then do); without blocking, nothing."""
+    bench.pytester.makepyfile(**{f"pytest_{standin}_standin": NETWORK_BLOCKERS[standin]})
+    common = ["-p", f"pytest_{standin}_standin", TASKS, "--tau2-user-model=builtin:customer"]
     run = bench.run(*common, *args)
-    assert "SOCKETS [True, True]" in run.stdout, run.output
-    notice = f"tau2: pytest-socket's {flags} does not apply to the scenario tests"
+    assert marked in run.stdout, run.output
+    notice = f"tau2: {flag} does not apply to the scenario tests"
     assert run.stdout.count(notice) == 1, run.output
     plain = bench.run(*common)
-    assert "SOCKETS [None, None]" in plain.stdout, plain.output
-    assert "pytest-socket" not in plain.stdout
+    assert f"{marked.split()[0]} [None, None]" in plain.stdout, plain.output
+    assert "does not apply to the scenario tests" not in plain.stdout
 
 
 @pytest.mark.parametrize(
