@@ -335,12 +335,16 @@ class AgentSupply:
                 "it slows only its own scenario, within --tau2-max-duration (docs/agents.md)"
             )
         if runner.unseen_model is not None:
+            fix = (
+                "declare it on the class (model = ...) or name a function that makes the agent"
+                if runner.factory_is_class
+                else "return the agent itself from the fixture, or declare model on its class"
+            )
             lines.append(
                 f"tau2: agent {source} sets model {runner.unseen_model!r} on the agents it "
-                f"makes, but the run reads the model from the class itself "
+                f"makes, but the run reads the model from the factory itself "
                 f"({runner.identity.model or 'none'}), before any agent exists: the records and "
-                "--tau2-prices do not see it; declare it on the class (model = ...) or name a "
-                "function that makes the agent (docs/agents.md#what-your-agent-costs)"
+                f"--tau2-prices do not see it; {fix} (docs/agents.md#what-your-agent-costs)"
             )
         notices.extend(line for line in lines if line not in notices)
 

@@ -253,6 +253,11 @@ class AgentRunner:
         return self.identity.describe()
 
     @property
+    def factory_is_class(self) -> bool:
+        """Whether the agents come from a class (read at start-up, never called there)."""
+        return isinstance(self._factory, type)
+
+    @property
     def style(self) -> AgentStyle:
         if self._style is None:
             raise RuntimeError("the agent is not started")

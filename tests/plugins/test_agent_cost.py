@@ -123,13 +123,22 @@ def test_a_model_a_named_class_sets_in_init_is_said_to_be_unseen(agents: Bench) 
     assert run.ret == 0, run.output
     notice = (
         "tau2: agent my_agents:ModelInInit sets model 'agent-model' on the agents it makes, "
-        "but the run reads the model from the class itself (none), before any agent exists"
+        "but the run reads the model from the factory itself (none), before any agent exists"
     )
     assert run.stdout.count(notice) == 1, run.output
     assert agents.summary(_only_run(agents))["cost"]["agent"] == 0
 
     declared = agents.run("-n", "0", TASKS, "--tau2-agent=my_agents:LoopSpender", PRICES)
     assert "sets model" not in declared.stdout
+
+    # a fixture's function factory: the fix is another (the fixture already names a function)
+    (agents.path / "conftest.py").write_text(
+        "import pytest\nfrom my_agents import ModelInInit\n\n\n@pytest.fixture\n"
+        "def tau2_agent():\n    return lambda: ModelInInit()\n",
+        encoding="utf-8",
+    )
+    fixture = agents.run("-n", "0", TASKS, PRICES, "--tau2-user-model=builtin:customer")
+    assert "return the agent itself from the fixture" in fixture.stdout, fixture.output
 
 
 def _only_run(bench: Bench) -> str:
