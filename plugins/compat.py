@@ -11,7 +11,8 @@ held like any unmet need of the run: a session of the team's own tests is not co
   ``--loop N``): N tests of one scenario wrote one record, the last one won (pytest counted N
   failures, the gate passed);
 - pytest-forked's ``--forked``: each test failed in its child process while summary.json
-  counted its scenario passed;
+  counted its scenario passed; pytest-benchmark's ``--benchmark-only``: every scenario's test
+  skipped (lost), exit status 0;
 - pytest-testmon's selection: it deselects the tests whose code did not change, and a
   scenario's result depends on the agent and the models, which it does not see (a run of
   another agent ran no scenario, exit 0);
@@ -42,6 +43,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from contextlib import suppress
+from typing import Final
 
 import pytest
 
@@ -88,7 +90,7 @@ def incompatibility(config: pytest.Config) -> str | None:
     """What of this session's plugins would make the run's records wrong, with the fix."""
     if not config.pluginmanager.has_plugin("asyncio"):
         return _asyncio_missing(config)
-    for problem in (_repeats(config), _reruns(config), _forks(config), _testmon(config)):
+    for problem in (_repeats(config), _reruns(config), _unreported(config), _testmon(config)):
         if problem is not None:
             return problem
     return None
@@ -151,15 +153,28 @@ def _reruns(config: pytest.Config) -> str | None:
     return None
 
 
-def _forks(config: pytest.Config) -> str | None:
-    """pytest-forked's ``--forked``: each test in a child process of its own."""
-    if not config.getoption("forked", False):
-        return None
-    return (
+#: options under which a scenario's test never reports its scenario: (option, what it does)
+_UNREPORTED: Final = (
+    (
+        "forked",
         "pytest-forked's --forked would run each scenario's test in a forked process, whose "
         "report never reaches the run (every test failed while summary.json counted its "
-        f"scenario passed); {_FIX}"
-    )
+        "scenario passed)",
+    ),
+    (
+        "benchmark_only",
+        "pytest-benchmark's --benchmark-only would skip every scenario's test (none uses its "
+        "benchmark fixture): every scenario lost, and exit status 0 without a gate",
+    ),
+)
+
+
+def _unreported(config: pytest.Config) -> str | None:
+    """pytest-forked's ``--forked``, pytest-benchmark's ``--benchmark-only``."""
+    for option, what in _UNREPORTED:
+        if config.getoption(option, False):
+            return f"{what}; {_FIX}"
+    return None
 
 
 def _testmon(config: pytest.Config) -> str | None:

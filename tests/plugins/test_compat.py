@@ -113,6 +113,11 @@ def pytest_addoption(parser):
     parser.addoption("--forked", dest="forked", action="store_true")
 """
 
+BENCHMARK = """
+def pytest_addoption(parser):
+    parser.addoption("--benchmark-only", dest="benchmark_only", action="store_true")
+"""
+
 TESTMON = """
 def pytest_addoption(parser):
     for flag in ("testmon", "testmon-noselect", "testmon-nocollect", "testmon-forceselect"):
@@ -215,6 +220,11 @@ def pytest_runtest_protocol(item, nextitem):
         ("loop", ["--loop=2"], "pytest-loop's --loop 2 would run each scenario 2 times"),
         ("loop", ["--minutes=5"], "pytest-loop's --minutes 5 would run each scenario again"),
         ("forked", ["--forked"], "pytest-forked's --forked would run each scenario's test"),
+        (
+            "benchmark",
+            ["--benchmark-only"],
+            "pytest-benchmark's --benchmark-only would skip every scenario's test",
+        ),
         ("testmon", ["--testmon"], "pytest-testmon's --testmon would deselect the scenarios"),
         (
             "testmon",
@@ -232,7 +242,7 @@ def test_a_plugin_that_would_make_the_records_wrong_stops_the_run_at_start_up(
     plugin = ["-p", module] if module else []
     if module:
         sources = {"repeat": REPEAT, "flaky": FLAKY, "flakefinder": FLAKEFINDER}
-        sources.update(forked=FORKED, testmon=TESTMON, loop=LOOP)
+        sources.update(forked=FORKED, testmon=TESTMON, loop=LOOP, benchmark=BENCHMARK)
         source = sources.get(module, RERUNFAILURES)
         bench.pytester.makepyfile(**{module: source})
         bench.pytester.syspathinsert()
