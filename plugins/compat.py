@@ -18,19 +18,19 @@ held like any unmet need of the run: a session of the team's own tests is not co
   another agent ran no scenario, exit 0);
 - pytest-rerunfailures' ``--force-reruns``, or ``--reruns-mode append`` with reruns, and
   flaky's ``--force-flaky``: a re-run scenario made the pass rate best-of-N. Plain
-  ``--reruns`` is kept from scenario tests instead (:func:`keep_from_reruns`, the plugin's own
+  ``--reruns`` is kept from scenario tests instead (:func:`_keep_from_reruns`, the plugin's own
   marker with no reruns), and the team's other tests are still re-run; so is pytest-retry's
   ``--retries``.
 
 pytest-timeout's timeout for every test (a team's ``timeout = 60`` for its unit tests) is kept
-from scenario tests too (:func:`keep_from_timeouts`): a scenario takes minutes against a
+from scenario tests too (:func:`_keep_from_timeouts`): a scenario takes minutes against a
 hosted model, and a test waits for its scenario as long as the run's concurrency makes it, so
 the timeout lost scenario after scenario (the signal method failed the test mid-conversation,
 the thread method ended the whole process); ``--tau2-max-duration`` bounds each scenario.
 pytest-socket's ``--disable-socket`` (or ``--allow-hosts``) and pytest-recording's
-``--block-network`` likewise (:func:`keep_from_network_blocking`): a scenario's event loop and
+``--block-network`` likewise (:func:`_keep_from_network_blocking`): a scenario's event loop and
 its requests to the model endpoints need sockets, and every scenario was lost. So are
-pytest-run-parallel's threads (:func:`keep_from_threads`): each thread ran the async test on
+pytest-run-parallel's threads (:func:`_keep_from_threads`): each thread ran the async test on
 its own, and every scenario was lost.
 
 pytest's modes that run no test (``--collect-only``, ``--setup-plan``, ``--fixtures``,
@@ -49,10 +49,7 @@ import pytest
 
 __all__ = [
     "incompatibility",
-    "keep_from_network_blocking",
-    "keep_from_reruns",
-    "keep_from_threads",
-    "keep_from_timeouts",
+    "keep_scenarios_from_plugins",
     "runs_no_test",
     "sets_up_only",
 ]
@@ -224,7 +221,7 @@ def _asyncio_missing(config: pytest.Config) -> str:
     )
 
 
-def keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+def _keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
     """Mark ``items`` (scenario tests) with the ``flaky`` marker for no reruns of
     pytest-rerunfailures (over its ``--reruns`` or ini ``reruns``) and of pytest-retry (over
     its ``--retries`` or ini ``retries``, and the marker it puts on every test then), when
@@ -240,9 +237,10 @@ def keep_from_reruns(config: pytest.Config, items: Sequence[pytest.Item]) -> Non
         # the same condition: no rerun either)
         none.update(retries=0, condition=False)
     if not none:
-        return
+        return None
     for item in items:  # first: the closest marker, over one pytest-retry put there
         item.add_marker(pytest.mark.flaky(**none), append=False)
+    return None  # as for any other test: nothing to say
 
 
 def _global_timeout(config: pytest.Config) -> float:
@@ -260,7 +258,7 @@ def _global_timeout(config: pytest.Config) -> float:
         return 0.0
 
 
-def keep_from_timeouts(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+def _keep_from_timeouts(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
     """Mark ``items`` (scenario tests) with pytest-timeout's marker for no timeout, over its
     timeout for every test when there is one; the notice that says so (None: nothing to do)."""
     if not items or not config.pluginmanager.has_plugin("timeout"):
@@ -277,7 +275,7 @@ def keep_from_timeouts(config: pytest.Config, items: Sequence[pytest.Item]) -> s
     )
 
 
-def keep_from_network_blocking(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+def _keep_from_network_blocking(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
     """Mark ``items`` (scenario tests) with the markers that let them reach the network over
     pytest-socket's ``--disable-socket`` or ``--allow-hosts`` (its ``enable_socket``) and
     pytest-recording's ``--block-network`` (its ``block_network`` with every host allowed: its
@@ -311,12 +309,12 @@ def keep_from_network_blocking(config: pytest.Config, items: Sequence[pytest.Ite
     )
 
 
-def keep_from_threads(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+def _keep_from_threads(config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
     """Mark ``items`` (scenario tests) with pytest-run-parallel's markers for one thread and
     one iteration, over its ``--parallel-threads N`` or ``--iterations N``; the notice that
     says so (None: nothing to do). Its threads ran the async test function each in a thread
     of its own: every scenario was lost (``a coroutine was expected, got None``)."""
-    if not items:
+    if not items or not config.pluginmanager.has_plugin("run-parallel"):
         return None
     threads = str(config.getoption("parallel_threads", 1))
     iterations = config.getoption("iterations", 1)
@@ -326,7 +324,7 @@ def keep_from_threads(config: pytest.Config, items: Sequence[pytest.Item]) -> st
             ("--parallel-threads", threads, threads != "1"),
             ("--iterations", iterations, isinstance(iterations, int) and iterations > 1),
         )
-        if plural and config.pluginmanager.has_plugin("run-parallel")
+        if plural
     ]
     if not given:
         return None
@@ -337,3 +335,16 @@ def keep_from_threads(config: pytest.Config, items: Sequence[pytest.Item]) -> st
         f"tau2: pytest-run-parallel's {' and '.join(given)} does not apply to the scenario "
         "tests (each runs its scenario once, in one thread); your other tests keep it"
     )
+
+
+def keep_scenarios_from_plugins(config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
+    """Keep ``items`` (scenario tests) from what the team's plugins do to every test that
+    would break a scenario (reruns, timeouts, network blocking, threads): the notices that
+    say so, each once."""
+    keeps = (
+        _keep_from_reruns,
+        _keep_from_timeouts,
+        _keep_from_network_blocking,
+        _keep_from_threads,
+    )
+    return [notice for keep in keeps if (notice := keep(config, items)) is not None]

@@ -19,13 +19,7 @@ import pytest
 from tau2_retail.errors import ArtifactError, ConfigError
 from tau2_retail.models.text import printable
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply, unreachable_fixture_problem
-from tau2_retail.plugins.compat import (
-    incompatibility,
-    keep_from_network_blocking,
-    keep_from_reruns,
-    keep_from_threads,
-    keep_from_timeouts,
-)
+from tau2_retail.plugins.compat import incompatibility, keep_scenarios_from_plugins
 from tau2_retail.plugins.controller import RUN_KEY, Tau2Run
 from tau2_retail.plugins.hints import no_scenario_hint
 from tau2_retail.plugins.installed import installed_benchmark, installed_benchmark_module
@@ -217,12 +211,9 @@ def pytest_collection_modifyitems(
 
 def _keep_from_and_resume(config: pytest.Config, items: list[pytest.Item]) -> None:
     scenarios = [item for item in items if is_benchmark_item(item)]
-    keep_from_reruns(config, scenarios)
     process = config.stash[PROCESS_KEY]
-    for keep_from in (keep_from_timeouts, keep_from_network_blocking, keep_from_threads):
-        notice = keep_from(config, scenarios)
-        if notice is not None:
-            process.notice(notice)
+    for notice in keep_scenarios_from_plugins(config, scenarios):
+        process.notice(notice)
     completed = process.plan.completed
     share = worker_share(config)
     if not completed and share is None:
