@@ -303,7 +303,8 @@ def _keep_from_network_blocking(config: pytest.Config, items: Sequence[pytest.It
         for marker in markers:
             item.add_marker(marker)
     return (
-        f"tau2: {' and '.join(blocking)} does not apply to the scenario tests (their event "
+        f"tau2: {' and '.join(blocking)} {'do' if len(blocking) > 1 else 'does'} not apply "
+        "to the scenario tests (their event "
         "loops and their requests to the model endpoints need the network); your other tests "
         "keep it"
     )
