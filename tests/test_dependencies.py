@@ -8,12 +8,14 @@ import re
 import tomllib
 from pathlib import Path
 
+from tests.package_tree import mapped_folders
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = {"openai", "pydantic", "pytest", "pytest-xdist", "pytest-asyncio"}
 TEST_ONLY = {"hypothesis", "syrupy", "aiohttp", "scipy"}
 # What the installed distribution ships (tau2_retail.testing is a helper for tests and
 # benchmarks: it may import test-only packages).
-SHIPPED = ("tau2_retail", "tools", "plugins", "fixtures", "tests_tau2_retail")
+SHIPPED = (*mapped_folders().values(), ROOT / "tests_tau2_retail")
 
 
 def _pyproject() -> dict:
@@ -37,8 +39,9 @@ def test_test_only_packages_are_in_the_test_group():
 
 def test_shipped_modules_do_not_import_test_only_packages():
     offenders = []
-    for top in SHIPPED:
-        for path in sorted((ROOT / top).rglob("*.py")):
+    assert all(folder.is_dir() for folder in SHIPPED), SHIPPED
+    for folder in SHIPPED:
+        for path in sorted(folder.rglob("*.py")):
             if "testing" in path.relative_to(ROOT).parts:
                 continue
             tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -7,14 +7,12 @@ layers below it, never above. No file is exempt by name.
 from __future__ import annotations
 
 import ast
-import os
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "tau2_retail"
+from tests.package_tree import package_sources
 
 # bottom to top; a layer may import the layers listed before it (and itself)
 LAYERS = (
@@ -36,7 +34,7 @@ TESTING = "testing"
 # the top-level modules of the package and where they sit: ``__init__`` is the public surface
 # (it re-exports the agent contract of ``models`` and ``errors``), so it sits on top
 TOP_MODULES = {"__init__": "plugins", "__main__": "cli"}
-# data only (the pinned manifest): no code to import
+# data only (the pinned manifest): no code, so any layer may import it to find its files
 DATA_FOLDERS = {"fixtures"}
 
 
@@ -51,7 +49,7 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
-def _layer_of(relative: Path) -> str:
+def _layer_of(relative: PurePosixPath) -> str:
     first = relative.parts[0]
     if first.endswith(".py"):
         stem = first[:-3]
@@ -59,27 +57,22 @@ def _layer_of(relative: Path) -> str:
     return first
 
 
-def _sources() -> list[Path]:
-    """Every module of the package, following the symlinked folders (``tools``, ``plugins``,
-    ``fixtures`` link to the checkout's top-level folders; ``Path.rglob`` does not enter
-    them before Python 3.13, which left two layers unguarded)."""
-    found = []
-    for folder, dirs, files in os.walk(PACKAGE, followlinks=True):
-        dirs[:] = [name for name in dirs if name != "__pycache__"]
-        found += [Path(folder, name) for name in files if name.endswith(".py")]
-    return sorted(found)
+def _sources() -> list[tuple[PurePosixPath, Path]]:
+    """Every module of the package (``src/tau2_retail`` and the mapped top-level ``tools``,
+    ``plugins`` and ``fixtures``), by its path inside the installed package."""
+    return list(package_sources())
 
 
 def test_the_guard_sees_every_layer() -> None:
-    seen = {_layer_of(path.relative_to(PACKAGE)) for path in _sources()}
+    seen = {_layer_of(relative) for relative, _path in _sources()}
     assert {*LAYERS, TESTING} <= seen
-    assert any(path.relative_to(PACKAGE).parts[0] == "plugins" for path in _sources())
+    assert any(relative.parts[0] == "plugins" for relative, _path in _sources())
 
 
 def test_every_folder_is_a_known_layer() -> None:
-    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    folders = {relative.parts[0] for relative, _path in _sources() if len(relative.parts) > 1}
     assert folders == {*LAYERS[2:], TESTING, *DATA_FOLDERS}
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    modules = {relative.stem for relative, _path in _sources() if len(relative.parts) == 1}
     assert modules == {*LAYERS[:2], *TOP_MODULES}
 
 
@@ -88,13 +81,14 @@ def test_imports_point_down_the_layers(layer: str) -> None:
     # each layer may import itself; testing may import every layer
     allowed = {*LAYERS, TESTING} if layer == TESTING else set(LAYERS[: LAYERS.index(layer) + 1])
     wrong = []
-    for path in _sources():
-        relative = path.relative_to(PACKAGE)
+    for relative, path in _sources():
         if _layer_of(relative) != layer:
             continue
         for name in _imported_modules(path):
             parts = name.split(".")
             if parts[0] != "tau2_retail" or len(parts) < 2:
+                continue
+            if parts[1] in DATA_FOLDERS:  # data, found through its package: any layer
                 continue
             if parts[1] not in allowed and TOP_MODULES.get(parts[1]) not in allowed:
                 wrong.append(f"tau2_retail/{relative} imports {name}")
@@ -103,22 +97,24 @@ def test_imports_point_down_the_layers(layer: str) -> None:
 
 def test_tools_uses_the_standard_library_only() -> None:
     foreign = []
-    for path in sorted((PACKAGE / "tools").rglob("*.py")):
+    for relative, path in _sources():
+        if _layer_of(relative) != "tools":
+            continue
         for name in _imported_modules(path):
             top = name.split(".")[0]
             if name.startswith("tau2_retail.tools") or top == "__future__":
                 continue
             if top not in sys.stdlib_module_names:
-                foreign.append(f"{path.relative_to(ROOT)} imports {name}")
+                foreign.append(f"tau2_retail/{relative} imports {name}")
     assert not foreign, "\n".join(foreign)
 
 
 def test_the_runtime_never_imports_test_only_packages() -> None:
     """aiohttp is a test dependency: only ``tau2_retail.testing`` may use it."""
     offenders = [
-        str(path.relative_to(ROOT))
-        for path in _sources()
-        if _layer_of(path.relative_to(PACKAGE)) != TESTING
+        str(relative)
+        for relative, path in _sources()
+        if _layer_of(relative) != TESTING
         and any(n.split(".")[0] == "aiohttp" for n in _imported_modules(path))
     ]
     assert not offenders
@@ -126,7 +122,7 @@ def test_the_runtime_never_imports_test_only_packages() -> None:
 
 # -- the profile is a strategy ------------------------------------------------------------------
 
-PROFILES = PACKAGE / "engine" / "profiles"
+PROFILES = PurePosixPath("engine", "profiles")
 # the per-profile implementations: only their package names them
 _PROFILE_CLASSES = frozenset({"DefaultPolicy", "Tau2Policy", "MixedPolicy"})
 # flags a consumer would branch on (issue 27 item 4: the profile's methods answer instead)
@@ -189,10 +185,10 @@ def test_only_the_profiles_know_which_profile_is_running() -> None:
     """Issue 20, item 1: a profile owns its decisions (prompts, tools, requests, judge,
     endings, score, failure reasons, headline); the rest asks it, never "is this tau2?"."""
     found = []
-    for path in _sources():
-        if path.is_relative_to(PROFILES):
+    for relative, path in _sources():
+        if relative.is_relative_to(PROFILES):
             continue
-        found += profile_questions(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE)))
+        found += profile_questions(path.read_text(encoding="utf-8"), str(relative))
     assert not found, "\n".join(found)
 
 

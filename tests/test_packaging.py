@@ -9,9 +9,9 @@ rootdir), and the benchmark must run from a folder that knows nothing of this ch
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
-import tomllib
 import xml.etree.ElementTree as ElementTree
 import zipfile
 from collections.abc import Mapping
@@ -19,18 +19,15 @@ from pathlib import Path
 
 from tau2_retail.testing.timeouts import scaled_timeout
 from tau2_retail.testing.upstream_checkout import RETAIL_FOLDER, make_upstream_checkout
-
-ROOT = Path(__file__).resolve().parent.parent
-PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+from tests.package_tree import ROOT, SETUPTOOLS, mapped_folders
 
 
 def _packages_on_disk() -> set[str]:
     found = {"tests_tau2_retail"}
-    # os.walk follows the checkout's links tau2_retail/{tools,plugins,fixtures} like an import does
-    for folder, _dirs, files in os.walk(ROOT / "tau2_retail", followlinks=True):
-        if "__init__.py" in files or Path(folder).name == "assets":
-            found.add(".".join(Path(folder).relative_to(ROOT).parts))
+    for package, folder in mapped_folders().items():
+        for path in [folder, *folder.rglob("*")]:
+            if path.is_dir() and ((path / "__init__.py").is_file() or path.name == "assets"):
+                found.add(".".join([package, *path.relative_to(folder).parts]))
     return found
 
 
@@ -38,11 +35,41 @@ def test_the_package_list_is_every_package_folder() -> None:
     assert set(SETUPTOOLS["packages"]) == _packages_on_disk()
 
 
-def test_mapped_folders_are_the_checkout_links() -> None:
-    for package, folder in SETUPTOOLS["package-dir"].items():
-        link = ROOT.joinpath(*package.split("."))
-        assert link.is_symlink(), link
-        assert link.resolve() == (ROOT / folder).resolve()
+def test_each_module_has_one_real_folder() -> None:
+    """Issue 27, item 6: ``src/tau2_retail`` and the top-level ``tools/``, ``plugins/`` and
+    ``fixtures/`` are real folders, none inside another, and no link leads into the package."""
+    folders = mapped_folders()
+    assert set(folders) == {
+        "tau2_retail", "tau2_retail.tools", "tau2_retail.plugins", "tau2_retail.fixtures",
+    }  # fmt: skip
+    for package, folder in folders.items():
+        assert folder.is_dir(), package
+        assert not folder.is_symlink(), package
+        assert not [path for path in folder.rglob("*") if path.is_symlink()], package
+        others = [other for other in folders.values() if other != folder]
+        assert not [other for other in others if folder.is_relative_to(other)], package
+    # the engine's folder holds none of the mapped subpackages: an import finds each in one place
+    engine = folders["tau2_retail"]
+    assert not [name for name in ("tools", "plugins", "fixtures") if (engine / name).exists()]
+
+
+def test_a_command_run_from_the_checkout_root_imports_the_installed_package(
+    installed: Path,
+) -> None:
+    """README command 1 runs ``python -m tau2_retail`` in the checkout after ``pip install .``:
+    the checkout's root (first on ``sys.path``) holds no ``tau2_retail`` to shadow the installed
+    one (a partial package there would miss the mapped tools, plugins and fixtures)."""
+    names = [
+        "tau2_retail",
+        *(f"tau2_retail.{name}" for name in ("tools.dispatch", "plugins", "fixtures")),
+    ]
+    probe = f"import importlib\nfor name in {names}: print(importlib.import_module(name).__file__)"
+    result = _run_elsewhere(installed, ROOT, "-c", probe)
+    assert result.returncode == 0, result.stderr
+    files = result.stdout.split()
+    assert len(files) == 4
+    assert all(Path(file).is_relative_to(installed) for file in files), files
+    assert _run_elsewhere(installed, ROOT, "-m", "tau2_retail", "--help").returncode == 0
 
 
 def _names(wheel: Path) -> list[str]:
@@ -67,6 +94,38 @@ def test_the_wheel_ships_the_data_the_runtime_reads(wheel: Path) -> None:
         "tau2_retail/py.typed",
     } <= names
     assert not [name for name in names if "/cache/" in name or "__snapshots__" in name]
+
+
+def test_the_source_distribution_builds_the_same_wheel(wheel: Path, tmp_path: Path) -> None:
+    """The mapped folders reach an sdist too (``pip install`` of a release's tarball): built
+    from a copy of the checkout's files (those git does not ignore), its wheel holds the same
+    files."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True, timeout=60,
+    ).stdout.decode()  # fmt: skip
+    copy = tmp_path / "checkout"
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    build = "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))"
+    built = subprocess.run(
+        [sys.executable, "-c", build, str(tmp_path / "dist")],
+        cwd=copy, capture_output=True, text=True, check=True, timeout=scaled_timeout(300),
+    )  # fmt: skip
+    sdist = tmp_path / "dist" / built.stdout.split()[-1]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path / "wheel"), str(sdist)],
+        capture_output=True, check=True, timeout=scaled_timeout(300),
+    )  # fmt: skip
+    (rebuilt,) = (tmp_path / "wheel").glob("*.whl")
+
+    def files(archive: Path) -> set[str]:
+        return {name for name in _names(archive) if ".dist-info/" not in name}
+
+    assert files(rebuilt) == files(wheel)
 
 
 def test_the_plugin_is_registered_by_its_entry_point(wheel: Path) -> None:

@@ -36,7 +36,7 @@ from tau2_retail.report.scenario_page import action_pairs, record_differences
 from tau2_retail.results.records import RunSummary
 from tests.report.runs import HOSTILE, JUDGE_REASON, MIXED_PLAN, write_run
 
-ASSETS = Path(__file__).resolve().parents[3] / "tau2_retail" / "report" / "assets"
+ASSETS = Path(__file__).resolve().parents[3] / "src" / "tau2_retail" / "report" / "assets"
 
 # task id -> the agent of each trial (tests/report/runs.py); 2 and 19 have NL assertions
 PLAN = MIXED_PLAN

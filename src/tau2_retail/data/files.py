@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import IO, TypeGuard
 
+import tau2_retail.fixtures as fixtures_package
 from tau2_retail.errors import DataError, DigestMismatch
 
 __all__ = [
@@ -113,8 +114,9 @@ class FileCheck:
 
 
 def _fixtures_dir() -> Path:
-    # the ``fixtures/`` folder of a checkout, installed as the package data ``tau2_retail.fixtures``
-    return Path(__file__).resolve().parent.parent / "fixtures"
+    # the checkout's ``fixtures/``, installed as the package ``tau2_retail.fixtures`` (its folder
+    # is mapped: in an editable install it is not beside this package's other folders)
+    return Path(fixtures_package.__file__).parent
 
 
 def manifest_path() -> Path:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import pickle
 import signal
 import struct
@@ -39,8 +40,9 @@ __all__ = ["FolderWriter", "main"]
 
 _HEADER = struct.Struct("!I")
 _IN_FLIGHT = 4
-# the child imports the same package as this process, wherever it was imported from
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+# the child imports the same package as this process, wherever it was imported from (links not
+# resolved: a strict editable install's tree of links holds the whole package, its target not)
+_PACKAGE_ROOT = str(Path(os.path.abspath(__file__)).parents[2])
 _CHILD = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from tau2_retail.results.folder_writer import main; sys.exit(main())"
