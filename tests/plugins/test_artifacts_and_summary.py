@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tau2_retail.engine.judge import JUDGE_SYSTEM_PROMPT
-from tau2_retail.testing.run_files import METRICS_KEYS
+from tau2_retail.testing.run_files import METRICS_KEYS, unversioned_json
 
 from .conftest import CHAT, END, SEED_DB_TASKS, SERVER_ERROR, Bench, ScriptedEndpoint
 
@@ -222,15 +222,6 @@ def files_under(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
 
-VERSIONED_FILES = (
-    "metrics.json",
-    "transcript.json",
-    "judge_result.json",
-    "reference_answer.json",
-    "scenario_config/scenario.json",
-)
-
-
 def check_mixed_artifacts(run_dir: Path) -> None:
     judged = {"24", "62"}
 
@@ -267,7 +258,7 @@ def check_mixed_artifacts(run_dir: Path) -> None:
             assert ("nl_assertion_pass_rate" in metrics) is (task in judged)
             assert ("judge_score" in metrics) is (task in judged)
         assert (read(folder / "db_diff.json") == {}) is (task in SEED_DB_TASKS)
-        assert read(folder / "final_agent_response.json") == [{"actions": []}]
+        assert read(folder / "final_agent_response.json") == [{"format_version": 1, "actions": []}]
         reference = read(folder / "reference_answer.json")
         assert (reference["actions"] == []) is (task in judged)
         config = read(folder / "scenario_config" / "scenario.json")
@@ -297,18 +288,13 @@ def check_mixed_artifacts(run_dir: Path) -> None:
     ]
     assert (judge["nl_assertion_pass_count"], judge["nl_assertion_total"]) == (0, 1)
 
-    # every record states its format first (issue 27 item 5), the data files none
+    # every record states its format first (issue 27 item 5): the run's files, each scenario's
+    # (final_agent_response.json's one object too); the spec-shaped data files none
+    assert unversioned_json(run_dir) == []
     folder = run_dir / "tau2_retail__24"
-    for path in (
-        run_dir / "summary.json",
-        run_dir / "run_args.json",
-        *(folder / name for name in VERSIONED_FILES),
-    ):
-        assert next(iter(read(path).items())) == ("format_version", 1), path
-    assert all(
-        next(iter(record)) == "format_version" for record in read(run_dir / "all_metrics.json")
-    )
+    assert next(iter(read(folder / "judge_result.json").items())) == ("format_version", 1)
     assert "format_version" not in read(folder / "db_diff.json")
+    assert isinstance(read(folder / "scenario_config" / "tools.json"), list)
 
     # the run files: every scenario's metrics once, the run's arguments
     all_metrics = read(run_dir / "all_metrics.json")

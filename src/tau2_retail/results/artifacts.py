@@ -4,7 +4,8 @@ The process that ran a scenario writes its folder ``<run dir>/<scenario>[/trial-
 
 - ``transcript.json``: every message with tool calls and results, and the run facts;
 - ``conversation_log.txt``: the same conversation, readable;
-- ``final_agent_response.json``: ``[{"actions": [{name, arguments}, ...]}]`` recorded;
+- ``final_agent_response.json``: ``[{"format_version", "actions": [{name, arguments}, ...]}]``
+  recorded;
 - ``reference_answer.json``: ``{"actions": [...]}`` of the gold replay;
 - ``db_diff.json``: ``{table: {key: {actual, expected}}}``, ``{}`` on a match;
 - ``judge_result.json``: only when a judge ran;
@@ -44,6 +45,7 @@ from tau2_retail.results.scenario_folder import (
 if TYPE_CHECKING:
     from tau2_retail.engine.harness import ScenarioPrompts
     from tau2_retail.engine.scenario import ScenarioOutcome
+    from tau2_retail.tools.dispatch import Action
 
 __all__ = [
     "CONFIG_DIR",
@@ -60,6 +62,8 @@ __all__ = [
     "load_run_metrics",
     "outcome_files",
     "read_metrics",
+    "recorded_actions",
+    "reference_answer",
     "render_conversation_log",
     "scan_run_metrics",
     "scenario_dir",
@@ -195,6 +199,16 @@ def render_conversation_log(
     return "\n\n".join(blocks) + "\n"
 
 
+def recorded_actions(actions: Sequence[Action]) -> list[dict[str, Any]]:
+    """``final_agent_response.json``: the agent's write actions, the spec's one-object list."""
+    return [codec.versioned({"actions": [action.to_json() for action in actions]})]
+
+
+def reference_answer(actions: Sequence[Action]) -> dict[str, Any]:
+    """``reference_answer.json``: the gold replay's write actions."""
+    return codec.versioned({"actions": [action.to_json() for action in actions]})
+
+
 def _scenario_metadata(outcome: ScenarioOutcome, config: Mapping[str, Any]) -> dict[str, Any]:
     scenario = outcome.scenario
     task = scenario.task
@@ -252,10 +266,7 @@ def scenario_files(
     def json_file(name: str, value: Any, *, cut: bool = False) -> None:
         files.append((name, JsonDocument(value, cut=cut)))
 
-    json_file(
-        "reference_answer.json",
-        codec.versioned({"actions": [action.to_json() for action in outcome.gold.actions]}),
-    )
+    json_file("reference_answer.json", reference_answer(outcome.gold.actions))
     json_file("db_diff.json", outcome.db_diff)
     if outcome.judge is not None:
         judged = codec.encode(outcome.judge)
@@ -288,8 +299,9 @@ def _conversation_files(outcome: ScenarioOutcome) -> list[tuple[str, FileContent
         conversation.messages, conversation.timestamps, ending=_ending(outcome), cut=cut_long_text
     )
     files.append(("conversation_log.txt", log))
-    actions = [{"actions": [action.to_json() for action in conversation.actions]}]
-    files.append(("final_agent_response.json", JsonDocument(actions)))
+    files.append(
+        ("final_agent_response.json", JsonDocument(recorded_actions(conversation.actions)))
+    )
     return files
 
 

@@ -25,6 +25,8 @@ from tau2_retail.results.artifacts import (
     JUDGE_FILE,
     METRICS_FILE,
     TRANSCRIPT_FILE,
+    recorded_actions,
+    reference_answer,
     render_conversation_log,
     scenario_dir,
     validate_name,
@@ -105,7 +107,7 @@ def _write_scenario(run_dir: Path, scenario: ImportedScenario, trials: int) -> N
     metrics = scenario.metrics
     folder = scenario_dir(run_dir, metrics.scenario_name, metrics.trial - 1, trials)
     transcript = scenario.transcript
-    write_json_atomic(folder / TRANSCRIPT_FILE, codec.encode(transcript))
+    write_json_atomic(folder / TRANSCRIPT_FILE, codec.versioned(codec.encode(transcript)))
     ending = transcript.stop_reason.value + (f" ({transcript.detail})" if transcript.detail else "")
     write_text_atomic(
         folder / "conversation_log.txt",
@@ -116,27 +118,24 @@ def _write_scenario(run_dir: Path, scenario: ImportedScenario, trials: int) -> N
             cut=cut_long_text,
         ),
     )
-    write_json_atomic(
-        folder / "final_agent_response.json",
-        [{"actions": [action.to_json() for action in transcript.actions]}],
-    )
-    write_json_atomic(
-        folder / "reference_answer.json", {"actions": [a.to_json() for a in scenario.reference]}
-    )
+    write_json_atomic(folder / "final_agent_response.json", recorded_actions(transcript.actions))
+    write_json_atomic(folder / "reference_answer.json", reference_answer(scenario.reference))
     if scenario.judge is not None:
         write_json_atomic(folder / JUDGE_FILE, codec.encode(scenario.judge))
     write_json_atomic(
         folder / CONFIG_DIR / "scenario.json",
-        {
-            "scenario_name": metrics.scenario_name,
-            "scenario_id": metrics.scenario_id,
-            "task_id": metrics.task_id,
-            "trial": metrics.trial,
-            "seed": metrics.seed,
-            "split": metrics.split,
-            "persona_name": metrics.persona_name,
-            "nl_assertions": list(scenario.nl_assertions),
-        },
+        codec.versioned(
+            {
+                "scenario_name": metrics.scenario_name,
+                "scenario_id": metrics.scenario_id,
+                "task_id": metrics.task_id,
+                "trial": metrics.trial,
+                "seed": metrics.seed,
+                "split": metrics.split,
+                "persona_name": metrics.persona_name,
+                "nl_assertions": list(scenario.nl_assertions),
+            }
+        ),
     )
     write_json_atomic(folder / METRICS_FILE, cut_long_texts(codec.encode(metrics)))
 

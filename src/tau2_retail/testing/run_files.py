@@ -20,7 +20,13 @@ __all__ = [
     "file_digests",
     "files_under",
     "temp_files",
+    "unversioned_json",
 ]
+
+# JSON data files whose shape the spec fixes (a diff keyed by table, ``{}`` on a match; the tool
+# list as the agent's requests carried it): their format is their folder's, stated by the
+# records beside them (conversation_and_scoring.md §6, docs/artifacts.md)
+SHAPED_DATA = frozenset({"db_diff.json", "tools.json"})
 
 # the keys every scenario's metrics.json holds (the artifact format; more may follow)
 METRICS_KEYS = frozenset(
@@ -85,6 +91,20 @@ def file_digests(folder: Path) -> dict[str, str]:
         str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in files_under(folder)
     }
+
+
+def unversioned_json(folder: Path) -> list[str]:
+    """The JSON files under ``folder`` whose objects do not state ``format_version`` as their
+    first key (a list's objects each), the spec-shaped data files left aside."""
+    missing = []
+    for path in files_under(folder):
+        if path.suffix != ".json" or path.name in SHAPED_DATA:
+            continue
+        parsed = json.loads(path.read_text(encoding="utf-8"))
+        objects = parsed if isinstance(parsed, list) else [parsed]
+        if not objects or any(next(iter(o), None) != "format_version" for o in objects):
+            missing.append(str(path.relative_to(folder)))
+    return missing
 
 
 def edit_cache_replies(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:

@@ -168,7 +168,7 @@ def test_artifacts_of_a_passing_scenario(run: Runner, tmp_path: Path) -> None:
     recorded = _json(directory / "final_agent_response.json")
     assert isinstance(recorded, list)
     assert len(recorded) == 1
-    assert recorded[0].keys() == {"actions"}
+    assert list(recorded[0]) == ["format_version", "actions"]  # the spec's shape, versioned
     assert recorded[0]["actions"] == [a.to_json() for a in outcome.conversation.actions]
     assert all(a.keys() == {"name", "arguments"} for a in recorded[0]["actions"])
     reference = _json(directory / "reference_answer.json")
@@ -248,7 +248,7 @@ def test_failing_scenario_has_its_db_diff(run: Runner, tmp_path: Path) -> None:
     for records in diff.values():
         for pair in records.values():
             assert pair.keys() == {"actual", "expected"}
-    assert _json(tmp_path / "final_agent_response.json") == [{"actions": []}]
+    assert _json(tmp_path / "final_agent_response.json") == [{"format_version": 1, "actions": []}]
 
 
 def test_judge_result_when_a_judge_ran(run: Runner, tmp_path: Path) -> None:

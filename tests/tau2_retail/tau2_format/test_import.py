@@ -26,6 +26,7 @@ from tau2_retail.tau2_format.upstream_run import (
     upstream_run,
     upstream_summary,
 )
+from tau2_retail.testing.run_files import unversioned_json
 
 
 def _upstream_pass_hat_k(simulations: list[dict[str, Any]], k: int) -> float:
@@ -83,6 +84,8 @@ def test_an_imported_folder_reads_like_our_runs(
     transcript = json.loads((folder / "transcript.json").read_bytes())
     assert transcript["stop_reason"] == "user_stop"
     assert "agent:" in (folder / "conversation_log.txt").read_text()
+    # every record states its format, as a run's own folder does
+    assert unversioned_json(run_dir) == []
     with pytest.raises(ArtifactError, match="expected a new or empty directory"):
         import_results(upstream_example, run_dir, data_dir=data_dir)
 
