@@ -189,13 +189,7 @@ async def run_scenario(
         rules=profile.rules,
     )
     return await _judge_and_score(
-        scenario,
-        conversation=conversation,
-        judge_model=judge_model,
-        gold=gold,
-        store=store,
-        limits=limits or Limits(),
-        profile=profile,
+        scenario, conversation, judge_model=judge_model, gold=gold, limits=limits, profile=profile
     )
 
 
@@ -239,14 +233,17 @@ async def _judged(
 
 async def _judge_and_score(
     scenario: Scenario,
-    *,
     conversation: ConversationResult,
+    *,
     judge_model: ChatModel | None,
     gold: Gold,
-    store: Store,
-    limits: Limits,
+    limits: Limits | None,
     profile: Profile,
 ) -> ScenarioOutcome:
+    """The end both paths share (a conversation just run, or one replayed from its
+    transcript): judge it, compare its final database (``conversation.store``) with the
+    gold one, and build the metrics."""
+    limits = limits or Limits()
     judge: JudgeResult | None = None
     judge_error: EndpointError | None = None
     judge_deadline = False
@@ -260,7 +257,7 @@ async def _judge_and_score(
             limits=limits,
             profile=profile,
         )
-    db_diff = db_difference(store, gold.store)
+    db_diff = db_difference(conversation.store, gold.store)
     metrics = build_metrics(
         scenario=scenario,
         conversation=conversation,
@@ -327,11 +324,5 @@ async def rejudge(
     if store.hash() != expected_db_hash:
         raise SavedConversationError("the replayed writes do not give the recorded database")
     return await _judge_and_score(
-        scenario,
-        conversation=conversation,
-        judge_model=judge_model,
-        gold=gold,
-        store=store,
-        limits=limits or Limits(),
-        profile=profile,
+        scenario, conversation, judge_model=judge_model, gold=gold, limits=limits, profile=profile
     )
