@@ -33,14 +33,14 @@ from tau2_retail.plugins.ledger import NOT_RUN, NOT_RUN_INTERRUPTED, RunLedger
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import Tau2Process, send_plan
 from tau2_retail.plugins.reporter import RunEnd, header_lines, resume_command, terminal_lines
-from tau2_retail.plugins.run_folder import RunFolder, versions
+from tau2_retail.plugins.run_folder import RunFolder
 from tau2_retail.plugins.runtime import scenario_ids
 from tau2_retail.plugins.scenario_report import WorkerLeftovers, scenario_of_item
 from tau2_retail.plugins.verdict import run_verdict, suite_properties
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.gate import GateVerdict
 from tau2_retail.results.records import RunSummary
-from tau2_retail.results.summary import write_run_summary
+from tau2_retail.results.summary import summary_inputs, write_run_summary
 from tau2_retail.tau2_format.after_run import export_after_run
 
 __all__ = ["NOT_RUN", "NOT_RUN_INTERRUPTED", "RUN_KEY", "Tau2Run"]
@@ -255,16 +255,18 @@ class Tau2Run:
         expected = self.folder.expected(*records, *lost, *self.ledger.seen)
         configuration = self.folder.configuration(self.ledger.agent_identity)
         try:
-            self.folder.write_run_args(expected, configuration)
+            args = self.folder.write_run_args(expected, configuration)
+            not_run = sorted(self.ledger.budget_skipped - records.keys())
+            spent = self.ledger.stopped_spent
             self.summary = write_run_summary(
                 self.run_dir,
                 [records[key] for key in sorted(records)],
-                expected=expected,
-                trials=self.settings.trials,
-                configuration=configuration,
-                versions=versions(),
-                lost=lost,
-                not_run=sorted(self.ledger.budget_skipped - records.keys()),
+                **summary_inputs(
+                    args,
+                    lost=lost,
+                    not_run=not_run,
+                    not_run_cost=sum(spent.get(key, 0.0) for key in not_run),
+                ),
             )
         except ArtifactError as error:
             self.problems.append(f"tau2: could not write the run summary: {error}")

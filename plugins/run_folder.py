@@ -283,14 +283,14 @@ class RunFolder:
         stored = self.stored.expected if self.stored is not None else ()
         return sorted({*self.selected, *self.plan.completed, *stored, *more})
 
-    def write_run_args(self, expected: Sequence[str], configuration: RunConfiguration) -> None:
-        write_run_args(
-            self.run_dir,
-            RunArgs(
-                argv=tuple(argv_redacted()),
-                configuration=configuration,
-                trials=self.settings.trials,
-                expected=tuple(expected),
-                versions=versions(),
-            ),
+    def write_run_args(self, expected: Sequence[str], configuration: RunConfiguration) -> RunArgs:
+        """Write ``run_args.json``; returns what it records (the summary is built from it)."""
+        args = RunArgs(
+            argv=tuple(argv_redacted()),
+            configuration=configuration,
+            trials=self.settings.trials,
+            expected=tuple(expected),
+            versions=versions(),
         )
+        write_run_args(self.run_dir, args)
+        return args

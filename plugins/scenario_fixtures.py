@@ -379,7 +379,8 @@ async def tau2_outcome(
         _report(request, tau2_run, tau2_scenario, INTERRUPTED_VERDICT, interrupt=str(interrupted))
         pytest.skip(f"not run: the agent interrupted the run ({interrupted})")
     except (NotStarted, BudgetExhausted) as stopped:
-        _report(request, tau2_run, tau2_scenario, BUDGET_VERDICT)
+        spent = stopped.spent if isinstance(stopped, BudgetExhausted) and stopped.spent else None
+        _report(request, tau2_run, tau2_scenario, BUDGET_VERDICT, spent=spent)
         pytest.skip(_budget_skip_reason(tau2_run, stopped))
     _report(
         request,

@@ -238,4 +238,9 @@ class RunInUse(ArtifactError):
 class BudgetExhausted(Tau2Error):
     """A model request was not sent: with what the run spent and what its requests in flight
     reserved, its estimated cost would pass ``--tau2-max-cost``. The scenario stops unscored
-    (not a failure, not an infra error: "not run (budget)") and a resume runs it again."""
+    (not a failure, not an infra error: "not run (budget)") and a resume runs it again.
+
+    ``spent``: what the stopped scenario's requests had cost (USD) when it stopped, set by the
+    harness that ran it (0 for a scenario the budget kept from starting)."""
+
+    spent: float = 0.0

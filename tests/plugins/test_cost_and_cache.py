@@ -374,6 +374,13 @@ def test_the_budget_is_a_cap_with_every_scenario_in_flight(
     assert ("cost" in summary) == (counts["scored"] > 0)
     recorded = summary["cost"]["total"] if counts["scored"] else 0.0
     assert recorded <= sum(costs) + 1e-6
+    # what the scenarios it stopped unscored had spent is in the summary too (they have no
+    # record): with it, the run accounts for every request the endpoint billed
+    stopped = summary.get("not_run_cost", 0.0)
+    assert stopped > 0
+    assert recorded + stopped == pytest.approx(sum(costs), abs=1e-5)
+    text = (bench.run_dir("capped") / "all_summary.txt").read_text(encoding="utf-8")
+    assert f"${stopped:,.4f} spent by the scenarios the budget stopped unscored" in text
 
 
 @pytest.mark.parametrize(

@@ -75,16 +75,7 @@ def _merge(args: argparse.Namespace, into: Path, run_id: str) -> int:
     into.mkdir(parents=True, exist_ok=True)
     copy_scenarios(shards, into)
     write_run_args(into, merged.args)
-    summary = write_run_summary(
-        into,
-        merged.metrics,
-        expected=merged.args.expected,
-        trials=merged.args.trials,
-        configuration=merged.args.configuration,
-        versions=merged.args.versions,
-        lost=merged.lost,
-        not_run=merged.not_run,
-    )
+    summary = write_run_summary(into, merged.metrics, **merged.summary_inputs())
     try:
         write_report(into)
     except ReportError as error:  # the summaries are written; the page is a convenience

@@ -29,8 +29,9 @@ the environment; ``tau2_retail.models.masking`` says which values count as keys)
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ from tau2_retail.data.tasks import Task, load_tasks
 from tau2_retail.engine.conversation_setup import Limits, MessageListener, ScenarioPrompts
 from tau2_retail.engine.profiles import Profile, ProfileName, load_profile
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome, rejudge, run_scenario
-from tau2_retail.errors import ConfigError
+from tau2_retail.errors import BudgetExhausted, ConfigError
 from tau2_retail.models.agent import AgentIdentity, AgentRunner
 from tau2_retail.models.builtin import BUILTINS_BY_ROLE, builtin_model
 from tau2_retail.models.cache import CacheMode, ResponseCache
@@ -51,7 +52,7 @@ from tau2_retail.models.dropped_params import supplied
 from tau2_retail.models.masking import Masker, masked
 from tau2_retail.models.prices import PriceTable, RoleCosts
 from tau2_retail.models.protocol import ChatModel, ClosedOnExit
-from tau2_retail.models.spending import BudgetedChatModel, Spending
+from tau2_retail.models.spending import BudgetedChatModel, ScenarioSpending, Spending
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
@@ -174,7 +175,9 @@ class Harness(ClosedOnExit):
             )
         return client
 
-    def _model(self, role: str, choice: ModelChoice, scenario: Scenario) -> ChatModel:
+    def _model(
+        self, role: str, choice: ModelChoice, scenario: Scenario, spending: Spending | None
+    ) -> ChatModel:
         if choice.endpoint is None:
             return builtin_model(choice.name, scenario.task, role=role)
         client = self._client(role, choice)
@@ -185,14 +188,18 @@ class Harness(ClosedOnExit):
                 self._clients[role], cache, role=role, trial=scenario.trial, masker=self.masker
             )
         price = self.prices.price(choice.endpoint.model) if self.prices is not None else None
-        if self.spending is None or price is None:
+        if spending is None or price is None:
             return model
         return BudgetedChatModel(
             model,
             price=price,
-            spending=self.spending,
+            spending=spending,
             max_tokens=self._clients[role].config.max_tokens,
         )
+
+    def _scenario_spending(self) -> ScenarioSpending | None:
+        """The run's spending, counting what one scenario's requests cost (None: no budget)."""
+        return None if self.spending is None else ScenarioSpending(self.spending)
 
     def costs(
         self, outcome: ScenarioOutcome, *, agent: AgentIdentity | None = None
@@ -240,17 +247,23 @@ class Harness(ClosedOnExit):
         task = scenario.task
         roles = self.roles
         judge = roles.judge
-        outcome = await run_scenario(
-            scenario,
-            agent=agent if agent is not None else self._model("agent", roles.agent, scenario),
-            user=self._model("user", roles.user, scenario),
-            judge_model=None if judge is None else self._model("judge", judge, scenario),
-            gold=self.bundle.golds[task.id],
-            store=Store(self.bundle.golds.seed) if store is None else store,
-            profile=self.bundle.profile,
-            limits=self.limits,
-            on_message=on_message,
+        spending = self._scenario_spending()
+        agent_model = (
+            self._model("agent", roles.agent, scenario, spending) if agent is None else agent
         )
+        judge_model = None if judge is None else self._model("judge", judge, scenario, spending)
+        with _spent_when_stopped(spending):
+            outcome = await run_scenario(
+                scenario,
+                agent=agent_model,
+                user=self._model("user", roles.user, scenario, spending),
+                judge_model=judge_model,
+                gold=self.bundle.golds[task.id],
+                store=Store(self.bundle.golds.seed) if store is None else store,
+                profile=self.bundle.profile,
+                limits=self.limits,
+                on_message=on_message,
+            )
         if agent is None:
             return self.shown(self.costs(outcome))
         outcome = self.costs(outcome, agent=agent.identity)
@@ -276,14 +289,27 @@ class Harness(ClosedOnExit):
         if judge is None:
             raise ConfigError("re-judging needs a judge model; none is configured")
         task = scenario.task
-        outcome = await rejudge(
-            scenario,
-            transcript=transcript,
-            judge_model=self._model("judge", judge, scenario),
-            gold=self.bundle.golds[task.id],
-            seed=self.bundle.golds.seed,
-            expected_db_hash=expected_db_hash,
-            profile=self.bundle.profile,
-            limits=self.limits,
-        )
+        spending = self._scenario_spending()
+        with _spent_when_stopped(spending):
+            outcome = await rejudge(
+                scenario,
+                transcript=transcript,
+                judge_model=self._model("judge", judge, scenario, spending),
+                gold=self.bundle.golds[task.id],
+                seed=self.bundle.golds.seed,
+                expected_db_hash=expected_db_hash,
+                profile=self.bundle.profile,
+                limits=self.limits,
+            )
         return self.shown(self.costs(outcome, agent=agent))
+
+
+@contextlib.contextmanager
+def _spent_when_stopped(spending: ScenarioSpending | None) -> Iterator[None]:
+    """A scenario the budget stops carries what its requests had cost (``spent``): the run
+    counts it beside the scored scenarios' cost."""
+    try:
+        yield
+    except BudgetExhausted as stopped:
+        stopped.spent = spending.spent if spending is not None else 0.0
+        raise

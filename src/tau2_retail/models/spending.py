@@ -31,6 +31,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "COMPLETION_ALLOWANCE",
     "BudgetedChatModel",
+    "ScenarioSpending",
     "Spending",
     "estimate_cost",
 ]
@@ -72,6 +73,27 @@ def estimate_cost(price: ModelPrice, *, prompt_chars: int, max_tokens: int | Non
     prompt = prompt_chars // CHARS_PER_TOKEN + 1
     completion = max_tokens if max_tokens is not None else COMPLETION_ALLOWANCE
     return price.cost(Usage(n_calls=1, prompt=prompt, completion=completion))
+
+
+class ScenarioSpending:
+    """The run's ``Spending`` as one scenario's requests use it: every reservation,
+    settlement and charge goes to the run's, and ``spent`` adds up what this scenario's
+    settled and charged (what it cost, also when the budget stops it unscored)."""
+
+    def __init__(self, run: Spending) -> None:
+        self._run = run
+        self.spent = 0.0
+
+    def reserve(self, estimate: float) -> str:
+        return self._run.reserve(estimate)
+
+    def settle(self, key: str, actual: float) -> None:
+        self._run.settle(key, actual)
+        self.spent += actual
+
+    def charge(self, actual: float) -> None:
+        self._run.charge(actual)
+        self.spent += actual
 
 
 class BudgetedChatModel:

@@ -34,7 +34,13 @@ from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration, RunSummary
-from tau2_retail.results.summary import RUN_ARGS_FILE, read_run_args, read_summary
+from tau2_retail.results.summary import (
+    RUN_ARGS_FILE,
+    SummaryInputs,
+    read_run_args,
+    read_summary,
+    summary_inputs,
+)
 
 __all__ = [
     "GateSettings",
@@ -78,6 +84,8 @@ class ShardRun:
     incomplete: Mapping[str, str]
     #: scenarios the shard's budget kept from starting (from its ``summary.json``)
     not_run: tuple[str, ...] = ()
+    #: what those its budget stopped unscored had spent, USD (from its ``summary.json``)
+    not_run_cost: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,8 +97,15 @@ class MergedRun:
     metrics: tuple[ScenarioMetrics, ...]
     lost: Mapping[str, str]
     not_run: tuple[str, ...] = ()
+    not_run_cost: float = 0.0
     #: the shards of the count the shards recorded that were not given (``"3/3"``)
     missing_shards: tuple[str, ...] = ()
+
+    def summary_inputs(self) -> SummaryInputs:
+        """What the merged run's summary is built from, beside its records."""
+        return summary_inputs(
+            self.args, lost=self.lost, not_run=self.not_run, not_run_cost=self.not_run_cost
+        )
 
 
 def read_shard(run_dir: Path) -> ShardRun:
@@ -114,6 +129,7 @@ def read_shard(run_dir: Path) -> ShardRun:
         metrics=loaded.records,
         incomplete=loaded.incomplete,
         not_run=summary.not_run if summary is not None else (),
+        not_run_cost=(summary.not_run_cost or 0.0) if summary is not None else 0.0,
     )
 
 
@@ -174,13 +190,10 @@ def missing_shards(shards: Sequence[ShardRun]) -> tuple[str, ...]:
     return tuple(f"{index}/{count}" for index in range(1, count + 1) if index not in given)
 
 
-def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]) -> MergedRun:
-    """The merged run of ``shards``; ``ArtifactError`` when they cannot be one run."""
-    if not shards:
-        raise ArtifactError("merge needs at least one shard run directory")
-    first = shards[0]
+def _refuse_different(first: ShardRun, others: Sequence[ShardRun]) -> None:
+    """``ArtifactError`` unless every shard of ``others`` ran as ``first`` did."""
     reference = _comparable(first.args.configuration)
-    for shard in shards[1:]:
+    for shard in others:
         different = _differences(reference, _comparable(shard.args.configuration))
         if shard.args.trials != first.args.trials:
             different.append("trials")
@@ -195,6 +208,14 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
                 f"differ in {', '.join(sorted(set(different)))}; shards of one run must share "
                 "every setting but --tau2-shard (and where and how they ran)"
             )
+
+
+def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]) -> MergedRun:
+    """The merged run of ``shards``; ``ArtifactError`` when they cannot be one run."""
+    if not shards:
+        raise ArtifactError("merge needs at least one shard run directory")
+    first = shards[0]
+    _refuse_different(first, shards[1:])
     owner: dict[str, Path] = {}
     metrics: list[ScenarioMetrics] = []
     lost: dict[str, str] = {}
@@ -232,6 +253,7 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
         not_run=tuple(
             sorted({s for shard in shards for s in shard.not_run} - owner.keys() - lost.keys())
         ),
+        not_run_cost=sum(shard.not_run_cost for shard in shards),
         missing_shards=missing_shards(shards),
     )
 

@@ -390,6 +390,9 @@ class RunSummary:
     scenarios: Items[ScenarioRow]
     cost: Annotated[RoleCosts | None, Omitted] = None
     not_run: Annotated[Items[str], Omitted] = ()
+    #: USD the scenarios of ``not_run`` had spent when the budget stopped them (not in ``cost``,
+    #: which sums the scenarios' records)
+    not_run_cost: Annotated[float | None, Omitted] = None
     tau2_reward_not_scorable: Annotated[int, Field(exclude=True)] = 0
     unpriced_models: Annotated[Items[str], Field(exclude=True)] = ()
 

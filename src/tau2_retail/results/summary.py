@@ -85,6 +85,7 @@ __all__ = [
     "render_summary_text",
     "scenario_order",
     "summarize",
+    "summary_inputs",
     "usd",
     "write_run_args",
     "write_run_summary",
@@ -119,10 +120,12 @@ def build_summary(
     versions: Mapping[str, str],
     lost: Mapping[str, str] | Sequence[str] = (),
     not_run: Sequence[str] = (),
+    not_run_cost: float = 0.0,
 ) -> RunSummary:
     """The figures of ``summary.json`` from the scenarios' metrics.
 
-    ``not_run``: scenarios the budget kept from starting; they are neither lost nor scored.
+    ``not_run``: scenarios the budget kept from starting or stopped unscored; they are neither
+    lost nor scored. ``not_run_cost``: what those it stopped had spent (USD).
 
     ``expected``: the scenario ids the run meant to produce (None when unknown); those without
     metrics are lost, as are the ids in ``lost`` (a mapping gives each one's reason, e.g. an
@@ -166,6 +169,7 @@ def build_summary(
         cost=cost,
         unpriced_models=unpriced,
         not_run=missing.not_run,
+        not_run_cost=figures.rounded_usd(not_run_cost) if not_run_cost else None,
     )
 
 
@@ -229,6 +233,28 @@ class SummaryInputs(TypedDict):
     versions: Mapping[str, str]
     lost: NotRequired[Mapping[str, str] | Sequence[str]]
     not_run: NotRequired[Sequence[str]]
+    not_run_cost: NotRequired[float]
+
+
+def summary_inputs(
+    args: RunArgs,
+    *,
+    lost: Mapping[str, str] | Sequence[str] = (),
+    not_run: Sequence[str] = (),
+    not_run_cost: float = 0.0,
+) -> SummaryInputs:
+    """The inputs of :func:`build_summary` that ``run_args.json`` records (the expected
+    scenarios, trials, configuration and versions), with the run's ``lost`` and ``not_run``
+    (and what those the budget stopped had spent)."""
+    return SummaryInputs(
+        expected=args.expected,
+        trials=args.trials,
+        configuration=args.configuration,
+        versions=args.versions,
+        lost=lost,
+        not_run=not_run,
+        not_run_cost=not_run_cost,
+    )
 
 
 def write_run_summary(
@@ -295,8 +321,10 @@ def summarize(run_dir: Path) -> RunSummary:
         earlier = read_summary(run_dir)
     except ArtifactError:
         earlier = None
-    # scenarios the budget kept from starting are recorded in the summary only
+    # scenarios the budget kept from starting (or stopped), and what those it stopped had
+    # spent, are recorded in the summary only
     not_run = earlier.not_run if earlier else ()
+    not_run_cost = (earlier.not_run_cost or 0.0) if earlier else 0.0
     if run_args is not None:
         # run_args.json is written before the first scenario starts: every expected scenario
         # without a whole record is listed as lost, even when the run was killed at once
@@ -309,12 +337,7 @@ def summarize(run_dir: Path) -> RunSummary:
         return write_run_summary(
             run_dir,
             loaded.records,
-            expected=run_args.expected,
-            trials=run_args.trials,
-            configuration=run_args.configuration,
-            versions=run_args.versions,
-            lost=reasons,
-            not_run=not_run,
+            **summary_inputs(run_args, lost=reasons, not_run=not_run, not_run_cost=not_run_cost),
         )
     trials = max((m.trial for m in loaded.records), default=1)
     return write_run_summary(
@@ -326,4 +349,5 @@ def summarize(run_dir: Path) -> RunSummary:
         versions=earlier.versions if earlier else {},
         lost=loaded.incomplete,
         not_run=not_run,
+        not_run_cost=not_run_cost,
     )

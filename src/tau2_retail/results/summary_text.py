@@ -80,14 +80,20 @@ def usd(value: float | None) -> str:
 
 
 def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
-    """``Cost: ...`` per role and in total, and which models have no price (none without
-    prices)."""
+    """``Cost: ...`` per role and in total, what scenarios the budget stopped unscored had
+    spent, and which models have no price (none without prices)."""
     cost = summary.cost
-    if cost is None:
-        return []
-    roles = ", ".join(f"{role} {usd(cost.role(role))}" for role in _ROLES)
-    lines = [f"{indent}Cost (USD): {usd(cost.total)} total ({roles})"]
-    if summary.unpriced_models:
+    lines = []
+    if cost is not None:
+        roles = ", ".join(f"{role} {usd(cost.role(role))}" for role in _ROLES)
+        lines.append(f"{indent}Cost (USD): {usd(cost.total)} total ({roles})")
+    if summary.not_run_cost:
+        lead = "  and" if lines else "Cost (USD): no scenario scored;"
+        lines.append(
+            f"{indent}{lead} {usd(summary.not_run_cost)} spent by the scenarios the budget "
+            "stopped unscored (no record: not in the total)"
+        )
+    if cost is not None and summary.unpriced_models:
         lines.append(
             f"{indent}  no price for model(s) {', '.join(summary.unpriced_models)}: add them "
             "to --tau2-prices"

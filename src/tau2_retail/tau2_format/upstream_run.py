@@ -36,9 +36,9 @@ from tau2_retail.results.artifacts import (
 from tau2_retail.results.long_text import cut_long_text, cut_long_texts
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.summary import (
-    SummaryInputs,
     build_summary,
     read_summary,
+    summary_inputs,
     write_run_args,
     write_run_summary,
 )
@@ -73,18 +73,6 @@ def upstream_run(
     )
 
 
-def _inputs(imported: ImportedRun) -> SummaryInputs:
-    """What the summary of an imported run is built from, beside its scenarios' metrics."""
-    args = imported.run_args
-    return SummaryInputs(
-        expected=args.expected,
-        trials=args.trials,
-        configuration=args.configuration,
-        versions=args.versions,
-        lost=imported.lost,
-    )
-
-
 def _metrics(imported: ImportedRun) -> list[ScenarioMetrics]:
     return [scenario.metrics for scenario in imported.scenarios]
 
@@ -92,7 +80,9 @@ def _metrics(imported: ImportedRun) -> list[ScenarioMetrics]:
 def upstream_summary(path: Path, *, data_dir: Path | None = None) -> RunSummary:
     """The summary an upstream ``results.json`` reads as (nothing is written)."""
     imported = upstream_run(path, data_dir=data_dir, run_id=Path(path).stem or "upstream")
-    return build_summary(_metrics(imported), **_inputs(imported))
+    return build_summary(
+        _metrics(imported), **summary_inputs(imported.run_args, lost=imported.lost)
+    )
 
 
 def read_baseline(path: Path, *, data_dir: Path | None = None) -> RunSummary | None:
@@ -152,4 +142,6 @@ def import_results(path: Path, run_dir: Path, *, data_dir: Path | None = None) -
     for scenario in imported.scenarios:
         _write_scenario(run_dir, scenario, args.trials)
     write_run_args(run_dir, args)
-    return write_run_summary(run_dir, _metrics(imported), **_inputs(imported))
+    return write_run_summary(
+        run_dir, _metrics(imported), **summary_inputs(args, lost=imported.lost)
+    )

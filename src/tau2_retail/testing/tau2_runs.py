@@ -26,7 +26,7 @@ from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.prices import PriceTable
 from tau2_retail.results.artifacts import write_outcome
 from tau2_retail.results.records import ModelRecord, RunArgs, RunConfiguration
-from tau2_retail.results.summary import write_run_args, write_run_summary
+from tau2_retail.results.summary import summary_inputs, write_run_args, write_run_summary
 from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 
 __all__ = ["tau2_bundle", "tau2_endpoint", "write_tau2_run"]
@@ -151,20 +151,12 @@ def _write_run_files(
     trials: int,
 ) -> None:
     """The run's ``run_args.json`` and summary files."""
-    versions = {"tau2-retail-pytest": "test"}
     args = RunArgs(
         argv=("test",),
         configuration=configuration,
         trials=trials,
         expected=tuple(sorted(s.id for s in scenarios)),
-        versions=versions,
+        versions={"tau2-retail-pytest": "test"},
     )
     write_run_args(run_dir, args)
-    write_run_summary(
-        run_dir,
-        [outcome.metrics for outcome in outcomes],
-        expected=args.expected,
-        trials=trials,
-        configuration=configuration,
-        versions=versions,
-    )
+    write_run_summary(run_dir, [outcome.metrics for outcome in outcomes], **summary_inputs(args))

@@ -11,7 +11,12 @@ import pytest
 from tau2_retail.errors import BudgetExhausted, EndpointError
 from tau2_retail.models.messages import AssistantTurn, Message, Role, Usage
 from tau2_retail.models.prices import ModelPrice
-from tau2_retail.models.spending import COMPLETION_ALLOWANCE, BudgetedChatModel, estimate_cost
+from tau2_retail.models.spending import (
+    COMPLETION_ALLOWANCE,
+    BudgetedChatModel,
+    ScenarioSpending,
+    estimate_cost,
+)
 from tau2_retail.plugins.budget import Budget
 from tau2_retail.testing.fake_models import FunctionModel
 
@@ -95,3 +100,21 @@ def test_what_was_spent_outside_the_suites_requests_is_charged_after_the_fact(
     assert budget.exhausted
     with pytest.raises(BudgetExhausted):
         budget.reserve(0.0001)
+
+
+def test_a_scenarios_spending_counts_what_its_requests_cost_and_the_run_sees_each(
+    tmp_path: Path,
+) -> None:
+    """What a scenario the budget stops had spent is known (its requests settled through its
+    own ``ScenarioSpending``), and every amount still reaches the run's ledger."""
+    budget = Budget(limit=1.0, run_dir=tmp_path, token="t")
+    first, second = ScenarioSpending(budget), ScenarioSpending(budget)
+    asyncio.run(
+        BudgetedChatModel(FunctionModel("m", _reply), price=PRICE, spending=first).complete(HELLO)
+    )
+    first.charge(0.5)  # an agent given as code, through its own backend
+    one_request = (1000 * 1.0 + 10 * 2.0) / 1e6
+
+    assert first.spent == pytest.approx(one_request + 0.5)
+    assert second.spent == 0.0
+    assert budget.spent == pytest.approx(one_request + 0.5)

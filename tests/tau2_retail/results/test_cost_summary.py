@@ -14,7 +14,7 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.records import RunSummary
-from tau2_retail.results.summary import build_summary, render_summary_text, summarize
+from tau2_retail.results.summary import build_summary, cost_lines, render_summary_text, summarize
 from tau2_retail.results.summary import write_run_summary as write_summary
 from tests.tau2_retail.results.test_summary import CONFIGURATION, VERSIONS, metric
 
@@ -125,7 +125,7 @@ def test_cache_hits_are_counted_per_role() -> None:
     )
 
 
-def test_summarize_keeps_the_scenarios_not_run(tmp_path: Path) -> None:
+def test_summarize_keeps_the_scenarios_not_run_and_what_they_spent(tmp_path: Path) -> None:
     run = tmp_path / "run"
     record = priced("0", 0.1, 0.1, 0.0)
     folder = run / record.scenario_name
@@ -139,9 +139,35 @@ def test_summarize_keeps_the_scenarios_not_run(tmp_path: Path) -> None:
         configuration=CONFIGURATION,
         versions=VERSIONS,
         not_run=["tau2_retail__1"],
+        not_run_cost=0.0421,
     )
+    assert json.loads((run / "summary.json").read_text())["not_run_cost"] == 0.0421
     rebuilt = summarize(run)
     assert rebuilt.not_run == ("tau2_retail__1",)
+    assert rebuilt.not_run_cost == 0.0421
     assert rebuilt.counts.lost == 0
     assert rebuilt.cost is not None
     assert rebuilt.cost.total == pytest.approx(0.2)
+    text = (run / "all_summary.txt").read_text()
+    assert "Cost (USD): $0.2000 total (agent $0.1000, user $0.1000, judge $0.0000)\n" in text
+    assert (
+        "  and $0.0421 spent by the scenarios the budget stopped unscored (no record: not in "
+        "the total)\n"
+    ) in text
+
+
+def test_what_stopped_scenarios_spent_is_said_when_none_scored() -> None:
+    summary = build_summary(
+        [],
+        expected=["tau2_retail__0"],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        not_run=["tau2_retail__0"],
+        not_run_cost=0.5,
+    )
+    assert summary.cost is None
+    assert cost_lines(summary) == [
+        "Cost (USD): no scenario scored; $0.5000 spent by the scenarios the budget stopped "
+        "unscored (no record: not in the total)"
+    ]

@@ -158,12 +158,13 @@ def test_a_shards_cache_and_budget_may_differ_and_its_scenarios_not_run_stay_not
     stopped = dataclasses.replace(
         shard("b", ["3"], cache="b.sqlite", cache_mode="replay", max_cost=2.5),
         not_run=("tau2_retail__4", "tau2_retail__5"),
+        not_run_cost=0.75,
     )
-    merged = merge_shards(
-        [shard("a", ["1"], cache="a.sqlite", max_cost=1.0), stopped], run_id="all", argv=ARGV
-    )
+    also = dataclasses.replace(shard("a", ["1"], cache="a.sqlite", max_cost=1.0), not_run_cost=0.25)
+    merged = merge_shards([also, stopped], run_id="all", argv=ARGV)
 
     assert merged.not_run == ("tau2_retail__4", "tau2_retail__5")
+    assert merged.not_run_cost == 1.0  # what each shard's stopped scenarios spent
     summary = summary_of(
         merged.metrics,
         expected=[*merged.args.expected, *merged.not_run],
