@@ -26,6 +26,7 @@ import gc
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -216,6 +217,13 @@ class Run:
     def last_line(self) -> str:
         lines = [line for line in self.output.splitlines() if line.strip()]
         return lines[-1] if lines else ""
+
+    def test_count(self) -> int:
+        """The tests pytest's last line counts (run or collected)."""
+        return sum(int(number) for number in _COUNTED.findall(self.last_line()))
+
+
+_COUNTED = re.compile(r"(\d+) (?:passed|failed|skipped|errors?|xfailed|xpassed|tests? collected)")
 
 
 def child_env(probe_dir: Path | None = None, *, preimport_openai: bool = False) -> dict[str, str]:

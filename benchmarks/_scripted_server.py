@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -154,7 +153,6 @@ class ServerProcess:
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--latency", str(latency)],
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -34,21 +34,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import _checkout  # noqa: F401  (this checkout's tau2_retail, or a clear stop)
 
-from tau2_retail.data.files import resolve_data_dir  # noqa: E402
-from tau2_retail.data.tasks import load_user_guidelines  # noqa: E402
-from tau2_retail.engine.harness import Harness, Roles, load_bundle  # noqa: E402
-from tau2_retail.engine.scenario import Scenario, ScenarioOutcome  # noqa: E402
-from tau2_retail.models.agent import AgentIdentity, AgentRunner  # noqa: E402
-from tau2_retail.models.choice import ModelChoice  # noqa: E402
-from tau2_retail.models.config import EndpointConfig  # noqa: E402
-from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage  # noqa: E402
-from tau2_retail.models.wire import encode_messages  # noqa: E402
-from tau2_retail.testing.fake_models import FunctionModel  # noqa: E402
-from tau2_retail.testing.loopback_server import Completion  # noqa: E402
-from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint  # noqa: E402
+from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.data.tasks import load_user_guidelines
+from tau2_retail.engine.harness import Harness, Roles, load_bundle
+from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
+from tau2_retail.models.agent import AgentIdentity, AgentRunner
+from tau2_retail.models.choice import ModelChoice
+from tau2_retail.models.config import EndpointConfig
+from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
+from tau2_retail.models.wire import encode_messages
+from tau2_retail.testing.fake_models import FunctionModel
+from tau2_retail.testing.loopback_server import Completion
+from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint
 
 CUSTOMER = ModelChoice(name="builtin:customer", endpoint=None)
 ORACLE = ModelChoice(name="builtin:oracle", endpoint=None)

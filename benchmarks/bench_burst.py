@@ -6,6 +6,11 @@ Run from the repository root (about a minute per round)::
     # the suite of another checkout (e.g. before a change), same server and driver:
     ... benchmarks/bench_burst.py --suite-pythonpath /path/to/other/checkout
 
+``--suite-pythonpath`` serves a checkout whose root holds the package (from before the ``src/``
+layout); a later checkout is importable only installed (its mapped ``tools/``, ``plugins/``,
+``fixtures/``), so the script stops when the path does not give the runs its ``tau2_retail``:
+run that checkout's own copy of this script with an environment it is installed in instead.
+
 The server is the scripted endpoint of the reliability tests (agent and customer, gold
 actions: every scenario succeeds when nothing fails) on a loopback server whose listen backlog
 is ``--backlog`` (default 5), in this process. Each round runs ``pytest -n 0
@@ -20,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,12 +44,38 @@ VARIANTS = {
 }
 
 
+def check_suite_pythonpath(path: str) -> None:
+    """Stop unless ``PYTHONPATH=path`` makes the runs import ``tau2_retail`` (with its tools)
+    from under ``path``: else they would silently run this environment's copy."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import tau2_retail.tools as t; print(t.__file__)"],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    where = found.stdout.strip() if found.returncode == 0 else ""
+    if not where or not Path(where).resolve().is_relative_to(Path(path).resolve()):
+        said = where or (found.stderr.strip().splitlines() or ["nowhere"])[-1]
+        sys.exit(
+            f"--suite-pythonpath {path}: the runs would not import tau2_retail.tools from "
+            f"there ({said}); see --help"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backlog", type=int, default=5)
-    parser.add_argument("--suite-pythonpath", default="")
+    parser.add_argument(
+        "--suite-pythonpath",
+        default="",
+        help="PYTHONPATH of the runs: a checkout from before the src/ layout (its root holds "
+        "the package); a later checkout: run its own copy of this script, installed",
+    )
     args = parser.parse_args()
+    if args.suite_pythonpath:
+        check_suite_pythonpath(args.suite_pythonpath)
     data_dir = resolve_data_dir()
     tasks = load_tasks(data_dir)
     variants = VARIANTS if not args.suite_pythonpath else {"defaults": ()}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import _checkout  # noqa: E402, F401  (this checkout's tau2_retail, or a clear stop)
 
 IMPORT_AND_LOAD = """
 import time
@@ -37,7 +36,6 @@ def import_and_load_seconds(repeats: int) -> float:
         out = subprocess.run(
             [sys.executable, "-c", IMPORT_AND_LOAD],
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
             capture_output=True,
             text=True,
             check=True,

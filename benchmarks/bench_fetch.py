@@ -9,19 +9,17 @@ a restored cache pays: each file hashed, no source opened). Timings, never asser
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import _checkout  # noqa: F401  (this checkout's tau2_retail, or a clear stop)
 
-from tau2_retail.data import files  # noqa: E402
-from tau2_retail.data.fetch import fetch  # noqa: E402
-from tau2_retail.data.files import resolve_data_dir  # noqa: E402
-from tau2_retail.testing.upstream_checkout import (  # noqa: E402
+from tau2_retail.data import files
+from tau2_retail.data.fetch import fetch
+from tau2_retail.data.files import resolve_data_dir
+from tau2_retail.testing.upstream_checkout import (
     RETAIL_FOLDER,
     make_upstream_checkout,
 )

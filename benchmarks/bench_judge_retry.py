@@ -10,17 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import _checkout  # noqa: F401  (this checkout's tau2_retail, or a clear stop)
 
-from tau2_retail.engine.judge import judge_scenario  # noqa: E402
-from tau2_retail.models import EndpointConfig, OpenAIChatModel  # noqa: E402
-from tau2_retail.models.messages import Message, Role  # noqa: E402
-from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer  # noqa: E402
+from tau2_retail.engine.judge import judge_scenario
+from tau2_retail.models import EndpointConfig, OpenAIChatModel
+from tau2_retail.models.messages import Message, Role
+from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer
 
 ASSERTIONS = ("The agent states the refund.", "The agent apologizes.", "No order is cancelled.")
 MESSAGES = (

@@ -8,8 +8,8 @@ Every figure comes from running the real command as a subprocess, exactly as a u
 (plus ``--tau2-output-dir`` pointing at a temporary folder, deleted at the end):
 
 - ``pytest --collect-only -q -k tau2_retail``, ``pytest -k tau2_retail -n 0`` and ``-n 2``
-  (114 scenarios with the built-in oracle agent and scripted customer, plus the 115 gold
-  snapshot tests), ``--repeats`` times each: wall from the command to its exit (artifacts and
+  (114 scenarios with the built-in oracle agent and scripted customer), ``--repeats`` times
+  each: wall from the command to its exit (artifacts and
   summaries included), CPU of the whole process tree; medians are reported.
 - One more run of each, with the probe of ``_measure`` (``-p _measure``): per process peak RSS
   and CPU, and per scenario test the set-up time pytest reports, which is the ``tau2_outcome``
@@ -339,22 +339,22 @@ def measure(out: Path, probes: Path, repeats: int) -> dict[str, Any]:
 
 def wall_rows(collect: list[Run], runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The wall table: one row a command, medians of its plain (unprobed) repeats."""
-    commands = [("pytest --collect-only -q -k tau2_retail", 229, collect)]
-    for name, label, tests in (
-        ("n0", "pytest -k tau2_retail -n 0", 229),
-        ("n2", "pytest -k tau2_retail -n 2", 229),
-        ("t4n8", "pytest -k tau2_retail -n 8 --tau2-trials 4", 571),
+    commands = [("pytest --collect-only -q -k tau2_retail", collect)]
+    for name, label in (
+        ("n0", "pytest -k tau2_retail -n 0"),
+        ("n2", "pytest -k tau2_retail -n 2"),
+        ("t4n8", "pytest -k tau2_retail -n 8 --tau2-trials 4"),
     ):
-        commands.append((label, tests, runs[name]["plain"]))
+        commands.append((label, runs[name]["plain"]))
     return [
         {
             "command": label,
-            "tests": tests,
+            "tests": repeats[0].test_count(),
             "wall_s": median(r.wall_s for r in repeats),
             "cpu_s": median(r.cpu_s for r in repeats),
             "returncode": repeats[0].returncode,
         }
-        for label, tests, repeats in commands
+        for label, repeats in commands
     ]
 
 

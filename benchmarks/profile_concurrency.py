@@ -37,13 +37,19 @@ from bench_concurrency import RUNS, _pytest_args
 START_UP = "start-up: imports, plugins, collection (once per process)"
 FINISH = "end of the run: summaries, report (once per process)"
 Frame = tuple[str, str]  # function, path (site-packages and the checkout stripped)
+# The folders pyproject.toml's package-dir maps into the package. An installed or strict
+# editable copy runs them as tau2_retail/tools/...; a plain editable install runs the checkout's
+# own files (py-spy shows tools/dispatch.py, relative to the checkout on sys.path, or the whole
+# path): both are named as the package's, so that OWNERS sees one path whatever the install.
+_MAPPED = re.compile(rf"^(?:{re.escape(str(ROOT))}/)?(tools|plugins|fixtures)/")
 
 
 def _frame(text: str) -> Frame:
     match = re.match(r"(.*) \((.*?):\d+\)", text)
     if match is None:
         return text, ""
-    path = re.sub(r".*site-packages/", "", match.group(2))
+    path = _MAPPED.sub(r"tau2_retail/\1/", match.group(2))
+    path = re.sub(r".*site-packages/", "", path)
     path = re.sub(r".*/lib/python3\.\d+/", "", path)
     path = re.sub(r".*?/(tau2_retail|tests_tau2_retail|benchmarks)/", r"\1/", path)
     return match.group(1), path
