@@ -15,8 +15,9 @@ unscored, "not run (budget)", and a resume runs it. No new scenario starts once 
 reserved amounts reach the limit. The run therefore passes its budget only by what the requests
 in flight cost beyond their estimates: less than one request per conversation in flight. What
 an agent given as code spent through its own backend (its recorded, priced tokens) is charged
-when its scenario ends (``S`` with a key that reserved nothing): the suite cannot stop those
-requests, so it adds to the bound what the code agents of the scenarios in flight spend.
+when its scenario ends or is stopped (``S`` with a key that reserved nothing): the suite cannot
+stop those requests, so it adds to the bound what the code agents of the scenarios in flight
+spend.
 """
 
 from __future__ import annotations

@@ -65,8 +65,9 @@ async def run_conversation(
     cast = Cast(agent=agent, user=user, user_system=Message(role=Role.SYSTEM, content=prompts.user))
     try:
         ending = await _bounded(conversation, cast, limits.max_duration_seconds)
-    except BudgetExhausted:
+    except BudgetExhausted as stopped:
         # not an ending: the scenario stops unscored; the agent still closes its clients
+        stopped.usage = dict(conversation.usage)
         if runner is not None:
             await runner.close()
         raise

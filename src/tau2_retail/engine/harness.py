@@ -19,7 +19,8 @@ through it; with ``prices``, each outcome's metrics carry its cost per role. Wit
 (``--tau2-max-cost``) too, each request of a priced endpoint model reserves its estimated cost
 before it is sent (``tau2_retail.models.spending``); a request the budget refuses raises
 ``BudgetExhausted`` out of ``run``: the scenario is not scored. An agent given as code is
-priced by the ``model`` it declares; its cost is charged to the budget when its scenario ends.
+priced by the ``model`` it declares; its cost is charged to the budget when its scenario ends
+or the budget stops it.
 
 The conversation runs on exactly what the models said. The outcome ``run`` returns is what a
 run writes and shows (artifacts, failure messages, the terminal): the API keys of the roles'
@@ -50,6 +51,7 @@ from tau2_retail.models.cached_model import CachedChatModel
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.dropped_params import supplied
 from tau2_retail.models.masking import Masker, masked
+from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import PriceTable, RoleCosts
 from tau2_retail.models.protocol import ChatModel, ClosedOnExit
 from tau2_retail.models.spending import BudgetedChatModel, ScenarioSpending, Spending
@@ -231,6 +233,15 @@ class Harness(ClosedOnExit):
         if self.spending is not None and cost is not None and cost.agent:
             self.spending.charge(cost.agent)
 
+    def _code_agent_cost(self, agent: AgentRunner | None) -> Callable[[Usage], float] | None:
+        """What an agent given as code spent for its usage, at its model's price (None: no
+        such agent). A scenario the budget stops has no outcome to charge it from."""
+        prices = self.prices
+        if agent is None or prices is None:
+            return None
+        model = agent.identity.model
+        return lambda usage: prices.cost(model, usage) or 0.0
+
     async def run(
         self,
         scenario: Scenario,
@@ -252,7 +263,7 @@ class Harness(ClosedOnExit):
             self._model("agent", roles.agent, scenario, spending) if agent is None else agent
         )
         judge_model = None if judge is None else self._model("judge", judge, scenario, spending)
-        with _spent_when_stopped(spending):
+        with _spent_when_stopped(spending, self._code_agent_cost(agent)):
             outcome = await run_scenario(
                 scenario,
                 agent=agent_model,
@@ -305,11 +316,19 @@ class Harness(ClosedOnExit):
 
 
 @contextlib.contextmanager
-def _spent_when_stopped(spending: ScenarioSpending | None) -> Iterator[None]:
+def _spent_when_stopped(
+    spending: ScenarioSpending | None, agent_cost: Callable[[Usage], float] | None = None
+) -> Iterator[None]:
     """A scenario the budget stops carries what its requests had cost (``spent``): the run
-    counts it beside the scored scenarios' cost."""
+    counts it beside the scored scenarios' cost. ``agent_cost`` prices an agent given as code:
+    what it spent through its own backend until then is charged to the budget and counted."""
     try:
         yield
     except BudgetExhausted as stopped:
+        if spending is not None and agent_cost is not None:
+            usage = (stopped.usage or {}).get("agent")
+            cost = agent_cost(usage) if isinstance(usage, Usage) else 0.0
+            if cost:
+                spending.charge(cost)
         stopped.spent = spending.spent if spending is not None else 0.0
         raise

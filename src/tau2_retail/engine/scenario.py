@@ -28,7 +28,12 @@ from tau2_retail.engine.scoring import (
 )
 from tau2_retail.engine.timeouts import TimeoutHit, timeouts_hit
 from tau2_retail.engine.transcript import ConversationResult
-from tau2_retail.errors import ArtifactError, EndpointError, SavedConversationError
+from tau2_retail.errors import (
+    ArtifactError,
+    BudgetExhausted,
+    EndpointError,
+    SavedConversationError,
+)
 from tau2_retail.models.progress import tracking
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.database import SeedDatabase
@@ -249,14 +254,18 @@ async def _judge_and_score(
     judge_deadline = False
     infra = conversation.stop_reason is StopReason.INFRA_ERROR
     if judge_model is not None and profile.policy.judges(scenario.task) and not infra:
-        judge, judge_error, judge_deadline = await _judged(
-            scenario,
-            conversation,
-            judge_model=judge_model,
-            gold=gold,
-            limits=limits,
-            profile=profile,
-        )
+        try:
+            judge, judge_error, judge_deadline = await _judged(
+                scenario,
+                conversation,
+                judge_model=judge_model,
+                gold=gold,
+                limits=limits,
+                profile=profile,
+            )
+        except BudgetExhausted as stopped:
+            stopped.usage = dict(conversation.usage)  # what the conversation had spent
+            raise
     db_diff = db_difference(conversation.store, gold.store)
     metrics = build_metrics(
         scenario=scenario,

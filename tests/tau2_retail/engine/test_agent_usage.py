@@ -1,6 +1,7 @@
 """What an agent given as code spent: the tokens a loop-style agent records through its toolbox
 (``toolbox.record_usage``), a turn-style agent's completion usage, both priced by the ``model``
-the agent declares, and charged to the run's budget once the scenario is over."""
+the agent declares, and charged to the run's budget once the scenario is over (or when the
+budget stops it)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,18 @@ from typing import Any
 
 import pytest
 
+from tau2_retail.data.tasks import load_user_guidelines
 from tau2_retail.engine.conversation_setup import Limits
 from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.harness import DataBundle, Harness, Roles, load_bundle
 from tau2_retail.engine.scenario import Scenario, ScenarioOutcome
+from tau2_retail.errors import BudgetExhausted
 from tau2_retail.models.agent import AgentIdentity, AgentRunner
 from tau2_retail.models.choice import ModelChoice
+from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import MAX_TOKEN_COUNT, Usage
 from tau2_retail.models.prices import PriceTable
+from tau2_retail.testing.scripted_endpoint import ScriptedEndpoint
 
 ROLES = Roles(
     agent=ModelChoice(name="builtin:oracle", endpoint=None),
@@ -53,14 +58,17 @@ class Spent:
         self.charged.append(actual)
 
 
-def _run(bundle: DataBundle, agent: object, **harness_options: Any) -> ScenarioOutcome:
-    """``agent``'s scenario of task 10, by a harness with ``PRICES`` and ``harness_options``."""
-    options = {"prices": PRICES, **harness_options}
+def _run(
+    bundle: DataBundle, agent: object, task: str = "10", **harness_options: Any
+) -> ScenarioOutcome:
+    """``agent``'s scenario of ``task``, by a harness with ``PRICES``, ``ROLES`` and
+    ``harness_options``."""
+    options = {"prices": PRICES, "roles": ROLES, **harness_options}
 
     async def go() -> ScenarioOutcome:
-        async with Harness(bundle=bundle, roles=ROLES, **options) as harness:
+        async with Harness(bundle=bundle, **options) as harness:
             runner = AgentRunner(lambda: agent, AgentIdentity.of("test:agent", agent))
-            scenario = Scenario(task=bundle.tasks["10"], trial=0, trials=1, seed=7)
+            scenario = Scenario(task=bundle.tasks[task], trial=0, trials=1, seed=7)
             return await harness.run(scenario, agent=runner)
 
     return asyncio.run(go())
@@ -233,3 +241,80 @@ def test_usage_recorded_in_a_call_cut_at_the_deadline_counts(bundle) -> None:
     assert outcome.metrics.token_usage["agent"] == Usage(n_calls=1, prompt=100, completion=10)
     assert outcome.metrics.cost is not None
     assert outcome.metrics.cost.agent == pytest.approx((100 * 2.0 + 10 * 8.0) / 1e6)
+
+
+class Admitting(Spent):
+    """A budget that admits the first ``admitted`` requests of the suite's models, then none."""
+
+    def __init__(self, admitted: int) -> None:
+        super().__init__()
+        self.admitted = admitted
+        self.settled: list[float] = []
+
+    def reserve(self, estimate: float) -> str:
+        if self.admitted <= 0:
+            raise BudgetExhausted("the next request would pass --tau2-max-cost")
+        self.admitted -= 1
+        return "k"
+
+    def settle(self, key: str, actual: float) -> None:
+        self.settled.append(actual)
+
+
+def _endpoint(role: str, base_url: str) -> ModelChoice:
+    config = EndpointConfig(model=f"{role}-model", base_url=base_url, api_key_env="none")
+    return ModelChoice(name=f"{role}-model", endpoint=config)
+
+
+# every model priced: the code agent's, and the customer's and the judge's at an endpoint
+ALL_PRICED = PriceTable.parse(
+    {
+        "agent-model": {"input": 2.0, "output": 8.0, "cached_input": 0.5},
+        "user-model": {"input": 0.5, "output": 1.5},
+        "judge-model": {"input": 3.0, "output": 12.0},
+    }
+)
+
+
+def test_what_a_code_agent_spent_counts_when_the_budget_stops_the_judge(bundle) -> None:
+    """The agent's recorded tokens were charged only once its scenario had an outcome: a
+    scenario the budget stopped at the judge left them out of the budget and out of what
+    the stopped scenario had spent (``not_run_cost``)."""
+    roles = Roles(
+        agent=ROLES.agent, user=ROLES.user, judge=_endpoint("judge", "http://127.0.0.1:9/v1")
+    )
+    spending = Admitting(0)  # nothing is sent: the judge's first request is refused
+
+    with pytest.raises(BudgetExhausted) as stopped:
+        _run(bundle, Recording(), task="4", roles=roles, prices=ALL_PRICED, spending=spending)
+
+    recorded = (1500 * 2.0 + 500 * 0.5 + 50 * 8.0) / 1e6
+    assert stopped.value.spent == pytest.approx(recorded)
+    assert spending.charged == [pytest.approx(recorded)]
+
+
+def test_what_a_code_agent_spent_counts_when_the_budget_stops_its_conversation(
+    bundle, data_dir: Path
+) -> None:
+    """The customer's second request is refused after the agent had recorded its tokens:
+    the stopped scenario spent the customer's first request and the agent's tokens."""
+
+    class Talking:
+        model = "agent-model"
+
+        def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+            toolbox.record_usage(input_tokens=1000, output_tokens=100)
+            return "Could you tell me more?"
+
+    scripted = ScriptedEndpoint(bundle.tasks, load_user_guidelines(data_dir))
+    spending = Admitting(1)
+    with scripted.server:
+        roles = Roles(agent=ROLES.agent, user=_endpoint("user", scripted.base_url))
+        with pytest.raises(BudgetExhausted) as stopped:
+            _run(bundle, Talking(), roles=roles, prices=ALL_PRICED, spending=spending)
+
+    (customer,) = spending.settled
+    assert customer > 0  # the customer's first request was sent and billed
+    agent = (1000 * 2.0 + 100 * 8.0) / 1e6
+    assert stopped.value.spent == pytest.approx(customer + agent)
+    assert spending.charged == [pytest.approx(agent)]
