@@ -257,7 +257,9 @@ class Tau2Run:
         try:
             args = self.folder.write_run_args(expected, configuration)
             not_run = sorted(self.ledger.budget_skipped - records.keys())
-            spent = self.ledger.stopped_spent
+            # what every stopped scenario had spent, in this session and (resume) the earlier
+            # ones: spent and billed, whether or not a later invocation scored the scenario
+            spent = self.folder.earlier_not_run_cost + sum(self.ledger.stopped_spent.values())
             self.summary = write_run_summary(
                 self.run_dir,
                 [records[key] for key in sorted(records)],
@@ -265,7 +267,7 @@ class Tau2Run:
                     args,
                     lost=lost,
                     not_run=not_run,
-                    not_run_cost=sum(spent.get(key, 0.0) for key in not_run),
+                    not_run_cost=spent,
                 ),
             )
         except ArtifactError as error:

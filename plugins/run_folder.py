@@ -33,7 +33,7 @@ from tau2_retail.plugins.process import RunPlan, new_run_id, run_configuration
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.lock import LOCK_FILE, RunLock
 from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration
-from tau2_retail.results.summary import read_run_args, write_run_args
+from tau2_retail.results.summary import read_run_args, read_summary, write_run_args
 from tau2_retail.settings import REDACTED_JSON_FLAGS, adopt_stored, resume_differences
 
 __all__ = ["RunFolder", "argv_redacted", "versions"]
@@ -68,6 +68,9 @@ class RunFolder:
         self.lock: RunLock | None = None
         #: ``run_args.json`` of the resumed run, as stored
         self.stored: RunArgs | None = None
+        #: what the resumed run's earlier invocations' stopped scenarios had spent, USD (its
+        #: ``summary.json``'s ``not_run_cost``): this session's summary adds its own to it
+        self.earlier_not_run_cost = 0.0
         #: the scenario ids this session selected (after -k, --lf and resume): with those of
         #: the stored run, the expected list of ``run_args.json``
         self.selected: set[str] = set()
@@ -191,6 +194,7 @@ class RunFolder:
         if stored is not None:
             self._compare(stored)
             self.stored = stored
+            self.earlier_not_run_cost = _not_run_cost(self.run_dir)
         elif finished.records or finished.incomplete:
             # run_args.json is written before the first scenario starts: results without it
             # mean it was removed; the settings are unknown
@@ -294,3 +298,13 @@ class RunFolder:
         )
         write_run_args(self.run_dir, args)
         return args
+
+
+def _not_run_cost(run_dir: Path) -> float:
+    """What the stopped scenarios of ``run_dir``'s earlier invocations had spent (0 when its
+    ``summary.json`` is missing or unreadable, as ``summarize`` reads it)."""
+    try:
+        earlier = read_summary(run_dir)
+    except ArtifactError:
+        return 0.0
+    return (earlier.not_run_cost or 0.0) if earlier is not None else 0.0

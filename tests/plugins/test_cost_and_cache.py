@@ -383,6 +383,33 @@ def test_the_budget_is_a_cap_with_every_scenario_in_flight(
     assert f"${stopped:,.4f} spent by the scenarios the budget stopped unscored" in text
 
 
+def test_what_a_stopped_scenario_spent_stays_in_the_summary_once_a_resume_scores_it(
+    bench: Bench, three_roles: ScriptedEndpoint
+) -> None:
+    """A resume wrote the summary with its own invocation's stopped spending only: what the
+    first invocation's stopped scenarios had spent left the folder's summary (the Cost total
+    still sums every invocation's records), so the two no longer added up to the bill."""
+    args = _args(three_roles, None)
+    full = bench.run("-n", "0", *args, "--tau2-run-id=full")
+    assert full.ret == 0, full.output
+    before = three_roles.server.billed_usd(PRICES)
+
+    stopped = bench.run("-n", "0", *args, f"--tau2-max-cost={before / 2!r}", "--tau2-run-id=r")
+    assert stopped.ret == pytest.ExitCode.TESTS_FAILED, stopped.output
+    first = bench.summary("r").get("not_run_cost", 0.0)
+    assert first > 0  # a scenario was stopped after its first requests were billed
+
+    resumed = bench.run("-n", "0", *args, "--tau2-max-cost=10", "--tau2-resume=r")
+    assert resumed.ret == 0, resumed.output
+    summary = bench.summary("r")
+    assert summary["counts"]["scored"] == 3
+    assert summary["not_run_cost"] == first
+    billed = three_roles.server.billed_usd(PRICES) - before  # both invocations
+    assert summary["cost"]["total"] + summary["not_run_cost"] == pytest.approx(billed, abs=1e-5)
+    text = (bench.run_dir("r") / "all_summary.txt").read_text(encoding="utf-8")
+    assert f"  and ${first:,.4f} spent by the scenarios the budget stopped unscored" in text
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
