@@ -88,7 +88,14 @@ def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
         roles = ", ".join(f"{role} {usd(cost.role(role))}" for role in _ROLES)
         lines.append(f"{indent}Cost (USD): {usd(cost.total)} total ({roles})")
     if summary.not_run_cost:
-        lead = "  and" if lines else "Cost (USD): no scenario scored;"
+        lead = (
+            "  and"
+            if lines
+            # records without a cost: scored by an earlier invocation without --tau2-prices
+            else "Cost (USD): n/a (no scored scenario's record has a cost);"
+            if summary.counts.scored
+            else "Cost (USD): no scenario scored;"
+        )
         lines.append(
             f"{indent}{lead} {usd(summary.not_run_cost)} spent by the scenarios the budget "
             "stopped unscored (no record: not in the total)"

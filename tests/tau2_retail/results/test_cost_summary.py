@@ -171,3 +171,23 @@ def test_what_stopped_scenarios_spent_is_said_when_none_scored() -> None:
         "Cost (USD): no scenario scored; $0.5000 spent by the scenarios the budget stopped "
         "unscored (no record: not in the total)"
     ]
+
+
+def test_stopped_spending_beside_scored_records_without_a_cost_says_no_scenario_priced() -> None:
+    """An earlier invocation scored without --tau2-prices, the resume's budget stopped the
+    rest: the run has no Cost line, but it scored a scenario; 'no scenario scored' was false."""
+    summary = build_summary(
+        [metric("0")],
+        expected=["tau2_retail__0", "tau2_retail__1"],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        not_run=["tau2_retail__1"],
+        not_run_cost=0.5,
+    )
+    assert summary.cost is None
+    assert summary.counts.scored == 1
+    assert cost_lines(summary) == [
+        "Cost (USD): n/a (no scored scenario's record has a cost); $0.5000 spent by the "
+        "scenarios the budget stopped unscored (no record: not in the total)"
+    ]
