@@ -462,10 +462,14 @@
           roles.map(([role, u]) => [role, int(u.n_calls), int(u.prompt), int(u.completion), int(u.cache_hits || 0)]),
           "token_usage"
         ),
-        S.cost
+        S.cost || S.not_run_cost
           ? numbersTable(
               ["cost (USD)", "agent", "user", "judge", "total"],
-              [["run", usd(S.cost.agent), usd(S.cost.user), usd(S.cost.judge), usd(S.cost.total)]],
+              [
+                S.cost ? ["run", usd(S.cost.agent), usd(S.cost.user), usd(S.cost.judge), usd(S.cost.total)] : null,
+                // what the scenarios the budget stopped had spent: no record, not in the run's total
+                S.not_run_cost ? ["stopped by the budget (no record)", "", "", "", usd(S.not_run_cost)] : null,
+              ].filter(Boolean),
               "cost"
             )
           : null,
