@@ -21,7 +21,10 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 def _imported_from(name: str) -> Path | None:
-    spec = importlib.util.find_spec(name)
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # its parent package is not installed
+        return None
     return Path(spec.origin).resolve() if spec is not None and spec.origin else None
 
 
@@ -30,8 +33,9 @@ for _name, _file in (
     ("tau2_retail.tools", CHECKOUT / "tools" / "__init__.py"),
 ):
     if (_found := _imported_from(_name)) != _file:
+        found = f"finds no {_name}" if _found is None else f"imports {_name} from {_found}"
         sys.exit(
-            f"{Path(sys.argv[0]).name}: {sys.executable} imports {_name} from "
-            f"{_found}, not from this checkout ({CHECKOUT}); install it there: "
+            f"{Path(sys.argv[0]).name}: {sys.executable} {found}, not this checkout's "
+            f"({CHECKOUT}); install it there: "
             f"pip install -e {CHECKOUT} --config-settings editable_mode=strict"
         )

@@ -88,18 +88,15 @@ def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
         roles = ", ".join(f"{role} {usd(cost.role(role))}" for role in _ROLES)
         lines.append(f"{indent}Cost (USD): {usd(cost.total)} total ({roles})")
     if summary.not_run_cost:
-        lead = (
-            "  and"
-            if lines
-            # records without a cost: scored by an earlier invocation without --tau2-prices
-            else "Cost (USD): n/a (no scored scenario's record has a cost);"
-            if summary.counts.scored
-            else "Cost (USD): no scenario scored;"
-        )
-        lines.append(
-            f"{indent}{lead} {usd(summary.not_run_cost)} spent by the scenarios the budget "
-            "stopped unscored (no record: not in the total)"
-        )
+        stopped = f"{usd(summary.not_run_cost)} spent by the scenarios the budget stopped unscored"
+        if lines:
+            lines.append(f"{indent}  and {stopped} (no record: not in the total)")
+        elif summary.counts.scored:  # records without a cost (scored without --tau2-prices)
+            lines.append(
+                f"{indent}Cost (USD): n/a (no scored scenario's record has a cost); {stopped}"
+            )
+        else:
+            lines.append(f"{indent}Cost (USD): no scenario scored; {stopped}")
     if cost is not None and summary.unpriced_models:
         lines.append(
             f"{indent}  no price for model(s) {', '.join(summary.unpriced_models)}: add them "

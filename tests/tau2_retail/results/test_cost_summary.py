@@ -169,7 +169,7 @@ def test_what_stopped_scenarios_spent_is_said_when_none_scored() -> None:
     assert summary.cost is None
     assert cost_lines(summary) == [
         "Cost (USD): no scenario scored; $0.5000 spent by the scenarios the budget stopped "
-        "unscored (no record: not in the total)"
+        "unscored"  # no total to be left out of
     ]
 
 
@@ -189,5 +189,5 @@ def test_stopped_spending_beside_scored_records_without_a_cost_says_no_scenario_
     assert summary.counts.scored == 1
     assert cost_lines(summary) == [
         "Cost (USD): n/a (no scored scenario's record has a cost); $0.5000 spent by the "
-        "scenarios the budget stopped unscored (no record: not in the total)"
+        "scenarios the budget stopped unscored"
     ]
