@@ -357,6 +357,31 @@ def test_what_the_budget_stopped_scenarios_spent_is_under_the_cost(
     _assert_clean(opened)
 
 
+def test_the_scenarios_the_budget_did_not_run_are_named(
+    mixed_run: Path, open_report: Open, tmp_path: Path
+) -> None:
+    """all_summary.txt counts them ("1 not run (budget)"); the page counted them nowhere and
+    said "None: every expected scenario was scored." """
+    run = tmp_path / "not_run"
+    shutil.copytree(mixed_run, run)
+    stopped = "tau2_retail__7-trial2"
+    shutil.rmtree(run / "tau2_retail__7" / "trial-2")
+    path = run / "summary.json"
+    written = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**written, "not_run": [stopped]}), encoding="utf-8")
+    summary = summarize(run)  # keeps them, as after a run the budget stopped
+    write_report(run)
+    opened = open_report(run / REPORT_FILE)
+
+    counts = summary.counts
+    assert (counts.not_run, counts.lost) == (1, 0)
+    assert opened.page.locator("[data-count=expected]").text_content() == (
+        f"{counts.succeeded} passed, {counts.failed} failed, 1 not run (budget)"
+    )
+    assert opened.page.locator("#not-run-list li").all_text_contents() == [stopped]
+    _assert_clean(opened)
+
+
 # -- a scenario -------------------------------------------------------------------------------
 
 

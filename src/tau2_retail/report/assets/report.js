@@ -318,6 +318,7 @@
     const counts = S.counts;
     const signals = S.signals;
     const nl = signals.NL_ASSERTION;
+    const notRun = S.not_run || [];
 
     const config = h(
       "div",
@@ -355,7 +356,8 @@
       card(
         "Scenarios",
         String(counts.expected),
-        counts.succeeded + " passed, " + counts.failed + " failed",
+        counts.succeeded + " passed, " + counts.failed + " failed" +
+          (counts.not_run ? ", " + counts.not_run + " not run (budget)" : ""),
         "expected"
       ),
       card(
@@ -490,8 +492,16 @@
               ),
               S.lost.map((id) => h("li", null, String(id), ": lost (no metrics)"))
             )
-          : h("p", { class: "muted" }, "None: every expected scenario was scored.")
-      )
+          : h("p", { class: "muted" }, notRun.length ? "None." : "None: every expected scenario was scored.")
+      ),
+      // the scenarios the budget kept from starting or stopped unscored: neither lost nor scored
+      notRun.length
+        ? panel(
+            "Not run (budget)",
+            h("ul", { class: "list", id: "not-run-list" }, notRun.map((id) => h("li", null, String(id)))),
+            h("p", { class: "muted" }, "--tau2-max-cost stopped them unscored; a resume runs them.")
+          )
+        : null
     );
 
     fill(root, h("h2", null, "Overview"), cards, panel("Configuration", config), charts);
