@@ -156,38 +156,31 @@ def test_summarize_keeps_the_scenarios_not_run_and_what_they_spent(tmp_path: Pat
     ) in text
 
 
-def test_what_stopped_scenarios_spent_is_said_when_none_scored() -> None:
+@pytest.mark.parametrize(
+    ("scored", "lead"),
+    [
+        ([], "no scenario scored"),
+        # an earlier invocation scored without --tau2-prices, the resume's budget stopped the
+        # rest: the run has no Cost line, but it scored a scenario ('no scenario scored' was
+        # false)
+        (["0"], "n/a (no scored scenario's record has a cost)"),
+    ],
+)
+def test_what_stopped_scenarios_spent_is_said_without_a_cost_total(
+    scored: list[str], lead: str
+) -> None:
     summary = build_summary(
-        [],
-        expected=["tau2_retail__0"],
-        trials=1,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
-        not_run=["tau2_retail__0"],
-        not_run_cost=0.5,
-    )
-    assert summary.cost is None
-    assert cost_lines(summary) == [
-        "Cost (USD): no scenario scored; $0.5000 spent by the scenarios the budget stopped "
-        "unscored"  # no total to be left out of
-    ]
-
-
-def test_stopped_spending_beside_scored_records_without_a_cost_says_no_scenario_priced() -> None:
-    """An earlier invocation scored without --tau2-prices, the resume's budget stopped the
-    rest: the run has no Cost line, but it scored a scenario; 'no scenario scored' was false."""
-    summary = build_summary(
-        [metric("0")],
+        [metric(task) for task in scored],
         expected=["tau2_retail__0", "tau2_retail__1"],
         trials=1,
         configuration=CONFIGURATION,
         versions=VERSIONS,
-        not_run=["tau2_retail__1"],
+        not_run=["tau2_retail__1"] if scored else ["tau2_retail__0", "tau2_retail__1"],
         not_run_cost=0.5,
     )
     assert summary.cost is None
-    assert summary.counts.scored == 1
+    assert summary.counts.scored == len(scored)
+    # no total to be left out of: no "(no record: not in the total)"
     assert cost_lines(summary) == [
-        "Cost (USD): n/a (no scored scenario's record has a cost); $0.5000 spent by the "
-        "scenarios the budget stopped unscored"
+        f"Cost (USD): {lead}; $0.5000 spent by the scenarios the budget stopped unscored"
     ]
