@@ -316,6 +316,7 @@
   function renderOverview() {
     const root = $("#overview");
     const counts = S.counts;
+    const lostReasons = S.lost_reasons || {};
     const signals = S.signals;
     const nl = signals.NL_ASSERTION;
     const notRun = S.not_run || [];
@@ -490,7 +491,8 @@
               S.infra_errors.map((e) =>
                 h("li", null, h("a", { href: scenarioHref(e.scenario_id) }, String(e.scenario_id)), ": ", e.detail || "no detail")
               ),
-              S.lost.map((id) => h("li", null, String(id), ": lost (no metrics)"))
+              // each with its reason, as all_summary.txt gives it (not run (interrupted), ...)
+              S.lost.map((id) => h("li", null, String(id), ": ", lostReasons[id] || "lost (no metrics)"))
             )
           : h("p", { class: "muted" }, notRun.length ? "None." : "None: every expected scenario was scored.")
       ),
