@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from tests.package_tree import package_sources
+from tests.package_tree import ROOT, mapped_folders, package_sources
 
 # bottom to top; a layer may import the layers listed before it (and itself)
 LAYERS = (
@@ -92,6 +92,32 @@ def test_imports_point_down_the_layers(layer: str) -> None:
                 continue
             if parts[1] not in allowed and TOP_MODULES.get(parts[1]) not in allowed:
                 wrong.append(f"tau2_retail/{relative} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+# the checkout's own Python beside the package: each imports the package by its installed names
+_CHECKOUT_CODE = ("conftest.py", "tests", "tests_tau2_retail", "benchmarks", "examples")
+
+
+def _checkout_modules() -> list[Path]:
+    found = [path for _relative, path in _sources()]
+    for name in _CHECKOUT_CODE:
+        where = ROOT / name
+        found.extend([where] if where.is_file() else sorted(where.rglob("*.py")))
+    return found
+
+
+def test_nothing_imports_a_mapped_folder_by_its_folder_name() -> None:
+    """``tools/``, ``plugins/`` and ``fixtures/`` are ``tau2_retail.tools``, ``.plugins`` and
+    ``.fixtures``: ``import tools`` works only where the checkout's root is on ``sys.path``
+    (pytest's rootdir), and there it loads a second copy of each module, whose classes are not
+    the package's (``tools.store.Store is not tau2_retail.tools.store.Store``)."""
+    folders = {folder.relative_to(ROOT).parts[0] for folder in mapped_folders().values()}
+    wrong = []
+    for path in _checkout_modules():
+        for name in _imported_modules(path):
+            if name.split(".")[0] in folders:
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not wrong, "\n".join(wrong)
 
 

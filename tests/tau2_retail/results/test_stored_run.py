@@ -25,8 +25,8 @@ from tau2_retail.engine.transcript import ConversationResult
 from tau2_retail.results.artifacts import read_metrics
 from tau2_retail.results.atomic import dumps_json
 from tau2_retail.results.summary import read_run_args, read_summary, summarize
-from tools.database import SeedDatabase
-from tools.store import Store
+from tau2_retail.tools.database import SeedDatabase
+from tau2_retail.tools.store import Store
 
 OLD_RUN = Path(__file__).parent / "data" / "stored_run"
 
