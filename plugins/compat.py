@@ -212,8 +212,10 @@ def _asyncio_missing(config: pytest.Config) -> str:
     ):
         return (
             "the scenarios run on pytest-asyncio, which is not loaded: plugin autoloading is "
-            "off (PYTEST_DISABLE_PLUGIN_AUTOLOAD or --disable-plugin-autoload); add -p asyncio "
-            "(and -p xdist to use -n)"
+            "off (PYTEST_DISABLE_PLUGIN_AUTOLOAD or --disable-plugin-autoload); load it first: "
+            "`-p asyncio -p xdist -p tau2_retail` (-p xdist to use -n; a -p asyncio after -p "
+            "tau2_retail makes pytest warn that asyncio is already imported, an error under "
+            "filterwarnings = error)"
         )
     return (
         "the scenarios run on pytest-asyncio, which this session did not load; install it "

@@ -269,8 +269,10 @@ def test_plugin_autoloading_off_asks_for_p_asyncio_not_to_drop_a_p_no_asyncio(
 
     assert usage_errors(result) == [
         "ERROR: the scenarios run on pytest-asyncio, which is not loaded: plugin autoloading is "
-        "off (PYTEST_DISABLE_PLUGIN_AUTOLOAD or --disable-plugin-autoload); add -p asyncio "
-        "(and -p xdist to use -n)"
+        "off (PYTEST_DISABLE_PLUGIN_AUTOLOAD or --disable-plugin-autoload); load it first: "
+        "`-p asyncio -p xdist -p tau2_retail` (-p xdist to use -n; a -p asyncio after -p "
+        "tau2_retail makes pytest warn that asyncio is already imported, an error under "
+        "filterwarnings = error)"
     ]
     assert not bench.output_dir.exists()
 
