@@ -36,6 +36,25 @@ def test_tau2_tasks_selects_exactly_those_ids(bench: Bench) -> None:
     assert collected(result) == nodes("tau2_retail__0", "tau2_retail__3")
 
 
+def test_tau2_tasks_takes_inclusive_ranges(bench: Bench) -> None:
+    # what a new user typed first (0-30 was refused); 98-101 crosses a digit count
+    result = bench.run_inprocess("--co", "-q", "--tau2-tasks=98-101,5,0-2")
+
+    assert collected(result) == nodes(
+        *(f"tau2_retail__{n}" for n in (0, 1, 2, 5, 98, 99, 100, 101))
+    )
+
+
+def test_a_range_past_the_last_task_is_refused_with_the_valid_ids(bench: Bench) -> None:
+    result = bench.run_inprocess("--co", "-q", "--tau2-tasks=110-120")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "unknown task id(s) 114, 115, 116, 117, 118, 119, 120 for --tau2-tasks; valid ids are "
+        "0..113"
+    ) in result.stderr.str()
+
+
 def test_trials_number_the_ids(bench: Bench) -> None:
     result = bench.run_inprocess("--co", "-q", "--tau2-tasks=0,3", "--tau2-trials=2")
 

@@ -210,11 +210,31 @@ def agent_spec(raw: str) -> str:
     return value
 
 
+#: the most task ids a range may name (the retail tasks are 0 to 113; a typo such as 0-1000000
+#: must not become a million ids to check)
+MAX_RANGE_IDS = 10_000
+
+
 def task_ids(raw: str) -> tuple[str, ...]:
-    ids = tuple(part.strip() for part in raw.replace(" ", ",").split(",") if part.strip())
-    if not ids or not all(part.isdigit() for part in ids):
-        raise InvalidValue("task ids separated by commas, e.g. 0,5,17")
-    return ids
+    """Task ids separated by commas (or spaces), each an id or an inclusive range ``A-B``:
+    ``0-4,17`` is ``0,1,2,3,4,17``."""
+    accepted = "task ids or ranges separated by commas, e.g. 0,5,17 or 0-9,17"
+    ids: list[str] = []
+    for part in (part.strip() for part in raw.replace(" ", ",").split(",")):
+        first, dash, last = part.partition("-")
+        if not part:
+            continue
+        if not dash and part.isdigit():
+            ids.append(part)
+        elif dash and first.isdigit() and last.isdigit() and int(first) <= int(last):
+            if int(last) - int(first) >= MAX_RANGE_IDS:
+                raise InvalidValue(f"a range of at most {MAX_RANGE_IDS:,} ids, e.g. 0-113")
+            ids.extend(str(number) for number in range(int(first), int(last) + 1))
+        else:
+            raise InvalidValue(accepted)
+    if not ids:
+        raise InvalidValue(accepted)
+    return tuple(ids)
 
 
 def shard(raw: str) -> tuple[int, int]:

@@ -254,7 +254,8 @@ class Tau2Settings:
     )
     tasks: tuple[str, ...] = setting(
         p.task_ids,
-        help="only these task ids, exactly (5 is task 5 only), e.g. 0,5,17",
+        help="only these task ids, exactly (5 is task 5 only), e.g. 0,5,17; A-B is A to B, "
+        "both included, e.g. 0-9,17",
         empty=(),
         refuse_blank="all",
         identity=Identity.ADOPTED,
