@@ -115,10 +115,17 @@ class RepeatedInterrupt:
         # shutdown by 5 s interrupts itself), and a notice from it repeated the controller's
         # once a worker, under load, in the terminal.
         self._speaks = speaks
+        # the terminal's stderr, kept at the session's start (pytest captures nothing then):
+        # during a test of a run without workers pytest captures file descriptor 2 itself, and
+        # a notice written there went into that capture and was lost with it
+        self._stderr: int | None = None
 
     def pytest_sessionstart(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
+        if self._speaks and self._stderr is None:
+            with contextlib.suppress(OSError):  # no stderr at all: the notices go nowhere
+                self._stderr = os.dup(2)
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # a handler of others stays
             self._previous_term = signal.signal(signal.SIGTERM, self._terminated)
             self._pid = os.getpid()
@@ -178,13 +185,17 @@ class RepeatedInterrupt:
             # os.write, not sys.stderr: the handler may run in the middle of a write to a
             # stream, and a buffered stream refuses a reentrant call
             with contextlib.suppress(OSError):
-                os.write(2, notice.encode())
+                os.write(2 if self._stderr is None else self._stderr, notice.encode())
 
     def restore(self) -> None:
         """Put back the handlers that were there before the session began (SIGTERM) and
-        before it began stopping (SIGINT)."""
+        before it began stopping (SIGINT); let go of the kept stderr."""
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False
         if signal.getsignal(signal.SIGTERM) == self._terminated:
             signal.signal(signal.SIGTERM, self._previous_term)
+        if self._stderr is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._stderr)
+            self._stderr = None

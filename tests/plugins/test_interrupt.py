@@ -100,6 +100,21 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
         assert resumed.parseoutcomes().get("deselected") == len(on_disk)
 
 
+def test_sigterm_during_a_scenario_test_without_workers_says_so_on_stderr(bench: Bench) -> None:
+    """Without xdist the signal lands while pytest captures the test's output, file
+    descriptor 2 included: the notice went into that capture and was lost with it (the run
+    stopped, silently). Under ``-n 2`` the controller captures nothing, so it was seen."""
+    (bench.path / "pytest.ini").write_text(USER_INI, encoding="utf-8")
+    (bench.path / "conftest.py").write_text(_SIGINT.replace("SIGINT", "SIGTERM"), encoding="utf-8")
+
+    result = bench.run("-n", "0", "--tau2-tasks=0,5", "--tau2-run-id=term")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    assert result.stderr.str().count(TERMINATED_NOTICE.strip()) == 1, output
+    assert TERMINATED_NOTICE.strip() not in result.stdout.str()
+
+
 # Ctrl-C pressed again while the run writes its summary raised KeyboardInterrupt inside that
 # work: Python's traceback, no summary.json, death by SIGINT instead of exit 2.
 _SIGINT_AGAIN = (
