@@ -8,9 +8,10 @@ the digest of
 
 - ``CACHE_FORMAT`` (a cache written by another version of the request format misses rather
   than returns a wrong reply),
-- the role, the model id and the endpoint's host (scheme, host, port and path of the base URL:
-  never its credentials) with, when the role sends headers of its own, a digest of them (a
-  gateway's routing header may pick another model; the digest tells nothing of the values),
+- the role, the model id and the endpoint's host (scheme, host, port and path of the base URL
+  the requests go to, ``OPENAI_BASE_URL`` for a role without one: never its credentials)
+  with, when the role sends headers of its own, a digest of them (a gateway's routing header
+  may pick another model; the digest tells nothing of the values),
 - the exact request body the client sends (messages, tools, sampling parameters, seed, extra
   body) -- the API key is not part of the body and never enters the cache,
 - the trial (trials stay independent even without a seed) and the occurrence of the same

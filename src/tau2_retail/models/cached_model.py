@@ -40,7 +40,8 @@ class CachedChatModel:
         self._role = role
         self._trial = trial
         self._masker = masker
-        self._host = endpoint_host(client.config.base_url, client.config.headers)
+        # where the requests go: a role without a base URL goes where OPENAI_BASE_URL points
+        self._host = endpoint_host(client.base_url, client.config.headers)
         self._seen: dict[str, int] = {}
 
     @property

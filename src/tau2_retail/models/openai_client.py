@@ -49,7 +49,7 @@ from tau2_retail.models.attempt_failure import (
     status_failure,
 )
 from tau2_retail.models.backoff import BackoffGate
-from tau2_retail.models.base_url import shown_environment_url
+from tau2_retail.models.base_url import client_url, shown_environment_url
 from tau2_retail.models.bounded import (
     ACCEPT_ENCODING,
     ReplyTooLarge,
@@ -144,12 +144,19 @@ class OpenAIChatModel(ClosedOnExit):
         )
         """Shared by every request of this client (one client per role and process)."""
         self._client = build_sdk_client(config, api_key, on_connected=self.ramp.connected)
+        self._base_url = client_url(config.base_url, os.environ).base_url
         self._post = RawPost(self._client)
 
     @property
     def name(self) -> str:
         """The model id at the endpoint."""
         return self._config.model
+
+    @property
+    def base_url(self) -> str | None:
+        """The base URL the client was built with: the configured one, else
+        ``OPENAI_BASE_URL``; None for the ``openai`` package's own (OpenAI's)."""
+        return self._base_url
 
     @property
     def config(self) -> EndpointConfig:

@@ -219,6 +219,29 @@ async def test_a_cache_of_another_format_misses(
     assert len(openai_server.requests) == 2
 
 
+@pytest.mark.asyncio
+async def test_the_server_openai_base_url_names_is_part_of_the_key(
+    openai_server: LoopbackOpenAIServer, make_cache: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A role without a base URL sends its requests where ``OPENAI_BASE_URL`` points: a reply
+    of one server was served for another (both keyed ``default``)."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    config = EndpointConfig(model="agent-model", api_key_env=KEY_ENV, max_retries=0, seed=7)
+    with LoopbackOpenAIServer() as other:
+        openai_server.enqueue(Completion(content="from the first server"))
+        other.enqueue(Completion(content="from the other server"))
+        turns = []
+        for server in (openai_server, other, openai_server):
+            monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+            client = OpenAIChatModel(config)
+            model = CachedChatModel(client, make_cache(), role="agent", trial=0)
+            turns.append((await model.complete(HELLO)).content)
+            await client.close()
+        assert len(other.requests) == 1
+    assert turns == ["from the first server", "from the other server", "from the first server"]
+    assert len(openai_server.requests) == 1  # the third: a hit
+
+
 async def both_from_the_endpoint(
     openai_server: LoopbackOpenAIServer,
     client: OpenAIChatModel,
