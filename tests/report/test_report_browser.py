@@ -382,6 +382,34 @@ def test_the_scenarios_the_budget_did_not_run_are_named(
     _assert_clean(opened)
 
 
+def test_a_signal_the_profile_does_not_score_reads_not_applicable(
+    mixed_run: Path, open_report: Open, tmp_path: Path
+) -> None:
+    """A tau2-profile run: CLEAN_EXIT is not part of its success. summary.json gave it a rate of
+    0% (the page's card and bar too) and every scenario's EXIT cell a failure."""
+    run = tmp_path / "tau2"
+    shutil.copytree(mixed_run, run)
+    for path in run.rglob("metrics.json"):
+        metrics = codec.decode_value(ScenarioMetrics, json.loads(path.read_text(encoding="utf-8")))
+        breakdown = dict(metrics.success_breakdown)
+        breakdown["not_applicable"] = (*breakdown.get("not_applicable", ()), "CLEAN_EXIT")
+        tau2 = dataclasses.replace(metrics, profile="tau2", success_breakdown=breakdown)
+        path.write_text(json.dumps(codec.encode(tau2)), encoding="utf-8")
+    summarize(run)
+    write_report(run)
+    summary = _summary(run)
+    opened = open_report(run / REPORT_FILE)
+
+    reason = summary["signals"]["CLEAN_EXIT"]["reason"]
+    assert _text(opened, "[data-metric='signal-CLEAN_EXIT']") == f"n/a ({reason})"
+    exits = opened.page.eval_on_selector_all(
+        ".vt-row", "rows => rows.map(r => r.querySelector('[data-col=exit]').textContent)"
+    )
+    assert exits
+    assert set(exits) == {"\u2013"}  # not applicable, in every row
+    _assert_clean(opened)
+
+
 # -- a scenario -------------------------------------------------------------------------------
 
 

@@ -118,6 +118,13 @@ class ScenarioMetrics:
         return self.nl_assertion_pass_rate is not None
 
     @property
+    def clean_exit_applicable(self) -> bool:
+        """Whether the scenario's profile scores CLEAN_EXIT (the tau2 profile does not: its
+        success is upstream's, which a customer's stop ends too); ``clean_exit`` is computed
+        either way."""
+        return "CLEAN_EXIT" not in self.success_breakdown.get("not_applicable", ())
+
+    @property
     def total_tokens(self) -> int:
         return sum(u.prompt + u.completion for u in self.token_usage.values())
 

@@ -162,8 +162,8 @@ def _scenario_folder(run_dir: Path, metrics: ScenarioMetrics) -> Path | None:
 def _row(summary_row: ScenarioRow, metrics: ScenarioMetrics | None) -> list[Any]:
     infra = summary_row.status == "INFRA"
 
-    def flag(value: bool) -> int | None:
-        return None if infra else int(value)
+    def flag(value: bool | None) -> int | None:
+        return None if infra or value is None else int(value)
 
     values = {
         "id": summary_row.scenario_id,

@@ -192,10 +192,13 @@ class Rate:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignalRate:
     """A scenario signal's rate; written as ``{"gating", <the rate's keys>, "excluded"}``
-    (``excluded`` only when not gating) inside the summary's ``signals``."""
+    (``excluded`` only when not gating) inside the summary's ``signals``; ``rate`` None (with a
+    ``reason``) when no scored scenario's profile scores the signal, written as NL_ASSERTION's
+    is then (``{"applicable": false, "reason", "gating"}``)."""
 
-    rate: Rate
+    rate: Rate | None
     gating: bool
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -305,7 +308,8 @@ class ScenarioRow:
     is_successful: bool
     is_task_successful: bool
     db_state_match: bool
-    clean_exit: bool
+    #: None where the scenario's profile does not score it (tau2)
+    clean_exit: bool | None
     nl_assertion_pass_rate: float | None
     nl_assertion_pass_count: int | None
     nl_assertion_total: int
@@ -331,6 +335,8 @@ _NL = {"gating": True, "unit": "assertions"}
 def _signal_json(written: dict[str, Any]) -> dict[str, Any]:
     """A signal's file form from its written fields (``rate`` inline)."""
     if "gating" in written:  # a SignalRate
+        if written["rate"] is None:
+            return {"applicable": False, "reason": written["reason"], "gating": written["gating"]}
         out = {"gating": written["gating"], **written["rate"]}
         return out | ({} if written["gating"] else {"excluded": True})
     if written["rate"] is None:
@@ -339,16 +345,19 @@ def _signal_json(written: dict[str, Any]) -> dict[str, Any]:
     return {"applicable": True, **_NL, **written["rate"], **scenarios}
 
 
-def _signal_fields(data: Any) -> Any:
-    """The inverse of :func:`_signal_json`."""
+def _signal_fields(data: Any, field: str) -> Any:
+    """The inverse of :func:`_signal_json` for the summary's field ``field``."""
     if not isinstance(data, dict):
         return data
-    rate = _recorded_interval(data, "interval")
-    if "applicable" not in data:
-        return {"rate": rate, "gating": data.get("gating")}
-    if data["applicable"] is False:
-        return {"rate": None, "reason": data.get("reason")}
-    return {"rate": rate} | {k: data.get(k) for k in ("scenarios", "scenarios_passed")}
+    if data.get("applicable") is False:
+        fields = {"rate": None, "reason": data.get("reason")}
+    else:
+        fields = {"rate": _recorded_interval(data, "interval")}
+    if field != "nl_assertion":
+        return fields | {"gating": data.get("gating")}
+    if fields["rate"] is None:
+        return fields
+    return fields | {k: data.get(k) for k in ("scenarios", "scenarios_passed")}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -435,7 +444,7 @@ class RunSummary:
             data["pass_hat_k"] = [_recorded_interval(entry, "ci95") for entry in entries]
         signals = data.pop("signals", None)
         if isinstance(signals, dict):
-            data |= {f: _signal_fields(signals.get(name)) for name, f in _SIGNALS}
+            data |= {f: _signal_fields(signals.get(name), f) for name, f in _SIGNALS}
         reward = data.get("tau2_reward")
         if isinstance(reward, dict) and reward.get("not_scorable") is not None:
             data["tau2_reward_not_scorable"] = reward["not_scorable"]

@@ -45,6 +45,10 @@ __all__ = [
 ]
 
 _ROLES = ("agent", "user", "judge")
+#: why CLEAN_EXIT has no rate when no scored scenario's profile scores it
+CLEAN_EXIT_NOT_SCORED = (
+    "not scored by the tau2 profile (upstream's reward: a customer's stop ends too)"
+)
 
 
 def clustered(clusters: Mapping[str, tuple[int, int]]) -> Interval | None:
@@ -95,13 +99,16 @@ def rounded_usd(value: float | None) -> float | None:
 
 #: the fields a summary row copies from its scenario's metrics (the others are derived)
 _ROW_COPIES = tuple(
-    f.name for f in dataclasses.fields(ScenarioRow) if f.name not in ("status", "cost")
+    f.name
+    for f in dataclasses.fields(ScenarioRow)
+    if f.name not in ("status", "cost", "clean_exit")
 )
 
 
 def row_of(m: ScenarioMetrics) -> ScenarioRow:
     return ScenarioRow(
         **{name: getattr(m, name) for name in _ROW_COPIES},
+        clean_exit=m.clean_exit if m.clean_exit_applicable else None,
         status="INFRA" if m.infra_error else "PASS" if m.is_successful else "FAIL",
         cost=rounded_usd(m.cost.total if m.cost is not None else None),
     )
@@ -148,6 +155,15 @@ def cost_of(
         }
     )
     return total, tuple(unpriced)
+
+
+def clean_exit_signal(scored: Sequence[ScenarioMetrics]) -> SignalRate:
+    """CLEAN_EXIT over the scored scenarios whose profile scores it: not applicable when none
+    does (a tau2-profile run, an imported upstream one), not 0% of them."""
+    applicable = [m for m in scored if m.clean_exit_applicable]
+    if scored and not applicable:
+        return SignalRate(rate=None, gating=True, reason=CLEAN_EXIT_NOT_SCORED)
+    return SignalRate(rate=rate_of(applicable, lambda m: m.clean_exit), gating=True)
 
 
 def nl_signal(
@@ -197,7 +213,7 @@ def rates_of(
         "success_rate": rate_of(scored, lambda m: m.is_successful),
         "task_success_rate": rate_of(scored, lambda m: m.is_task_successful),
         "db_state_match": SignalRate(rate=rate_of(scored, lambda m: m.db_state_match), gating=True),
-        "clean_exit": SignalRate(rate=rate_of(scored, lambda m: m.clean_exit), gating=True),
+        "clean_exit": clean_exit_signal(scored),
         "nl_assertion": nl_signal(scored, configuration),
         "action_match": SignalRate(rate=rate_of(scored, lambda m: m.is_action_match), gating=False),
         "judge_score": Mean(mean=mean_of(judge_scores), n=len(judge_scores)),

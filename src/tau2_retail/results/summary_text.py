@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from tau2_retail.engine.profiles import policy_for
 from tau2_retail.engine.scoring import Signal
-from tau2_retail.results.records import PassHatK, Rate, RunSummary, ScenarioRow
+from tau2_retail.results.records import PassHatK, Rate, RunSummary, ScenarioRow, SignalRate
 from tau2_retail.results.stats import fixed
 
 __all__ = [
@@ -48,6 +48,13 @@ def judge_format_line(summary: RunSummary) -> str | None:
         f"JUDGE DOES NOT FOLLOW THE REPLY FORMAT: {counted} ({consequence}); check that "
         "the judge model answers with the JSON object its prompt asks for"
     )
+
+
+def _signal_percent(signal: SignalRate) -> str:
+    """A scenario signal's :func:`_percent`, or ``not applicable (why)``."""
+    if signal.rate is None:
+        return f"not applicable ({signal.reason})"
+    return _percent(signal.rate, "scenarios")
 
 
 def _percent(rate: Rate, unit: str) -> str:
@@ -105,9 +112,8 @@ def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
     return lines
 
 
-def _scenario_lines(rows: Sequence[ScenarioRow], scored: Sequence[Signal]) -> list[str]:
-    """A line per scenario; a signal the profile does not score reads ``n/a``."""
-    exit_scored = Signal.CLEAN_EXIT in scored
+def _scenario_lines(rows: Sequence[ScenarioRow]) -> list[str]:
+    """A line per scenario; a signal the scenario's profile does not score reads ``n/a``."""
     width = max([len("scenario"), *(len(row.scenario_id) for row in rows)])
     priced = any(row.cost is not None for row in rows)
     lines = [
@@ -124,7 +130,7 @@ def _scenario_lines(rows: Sequence[ScenarioRow], scored: Sequence[Signal]) -> li
         lines.append(
             f"{row.scenario_id:<{width}}  {row.status:<6}  "
             f"{'-' if infra else _flag(row.db_state_match):<4}  "
-            f"{'-' if infra else _flag(row.clean_exit) if exit_scored else 'n/a':<4}  "
+            f"{'-' if infra else 'n/a' if row.clean_exit is None else _flag(row.clean_exit):<4}  "
             f"{'-' if infra else nl:<5}  {row.total_turns!s:>5}  "
             f"{f'{row.duration_seconds:.1f}s':>8}  "
             + (f"{usd(row.cost):<9}  " if priced else "")
@@ -178,14 +184,11 @@ def _signal_lines(summary: RunSummary) -> dict[Signal, str]:
     else:
         nl_line = f"NL-Assertion pass: not applicable ({nl.reason})"
     return {
-        Signal.DB_STATE_MATCH: (
-            f"DB-State match: {_percent(summary.db_state_match.rate, 'scenarios')}"
-        ),
-        Signal.CLEAN_EXIT: f"Clean exit: {_percent(summary.clean_exit.rate, 'scenarios')}",
+        Signal.DB_STATE_MATCH: (f"DB-State match: {_signal_percent(summary.db_state_match)}"),
+        Signal.CLEAN_EXIT: f"Clean exit: {_signal_percent(summary.clean_exit)}",
         Signal.NL_ASSERTION: nl_line,
         Signal.ACTION_MATCH: (
-            "Action match (excluded from success): "
-            f"{_percent(summary.action_match.rate, 'scenarios')}"
+            f"Action match (excluded from success): {_signal_percent(summary.action_match)}"
         ),
     }
 
@@ -221,7 +224,7 @@ def _informational_reward_lines(summary: RunSummary) -> list[str]:
 def render_summary_text(summary: RunSummary) -> str:
     """``all_summary.txt``: the figures of ``build_summary``, for people."""
     out = _header_lines(summary)
-    out.extend(_scenario_lines(summary.scenarios, policy_for(summary.profile).scored_signals()))
+    out.extend(_scenario_lines(summary.scenarios))
     out.append("")
     out.extend(headline_lines(summary))
     out.extend(_informational_lines(summary))

@@ -645,7 +645,12 @@ def test_summarize_module_entry_point(real_run: Path) -> None:
 def _tau2(task_id: str, trial: int, reward: float | None) -> ScenarioMetrics:
     record = metric(task_id, trial=trial, trials=2, stop_reason="user_stop", exit_=False)
     return dataclasses.replace(
-        record, profile="tau2", tau2_reward=reward, is_successful=reward == 1.0
+        record,
+        profile="tau2",
+        tau2_reward=reward,
+        is_successful=reward == 1.0,
+        # as the tau2 policy scores it (tau2_retail.engine.profiles.policy.Tau2Policy)
+        success_breakdown={"not_applicable": ("CLEAN_EXIT",)},
     )
 
 
@@ -681,6 +686,13 @@ def test_tau2_profile_headline_is_upstreams_reward_then_our_signals() -> None:
     rows = [line for line in text.splitlines() if line.startswith("tau2_retail__")]
     assert len(rows) == 4
     assert {row[exit_column : exit_column + 4] for row in rows} == {"n/a "}
+    # summary.json says so too: no 0% of a signal the profile does not score
+    assert summary["signals"]["CLEAN_EXIT"] == {
+        "applicable": False,
+        "reason": "not scored by the tau2 profile (upstream's reward: a customer's stop ends too)",
+        "gating": True,
+    }
+    assert {row["clean_exit"] for row in summary["scenarios"]} == {None}
 
 
 def test_the_default_profile_shows_each_scenarios_clean_exit() -> None:

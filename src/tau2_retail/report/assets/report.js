@@ -374,7 +374,9 @@
       { label: "Overall success", value: S.success_rate.rate, text: rateText(S.success_rate, "scenarios"), key: "signal-success", cls: "pass", ci: S.success_rate.ci95 },
       { label: "Task success", value: S.task_success_rate.rate, text: rateText(S.task_success_rate, "scenarios"), key: "signal-task", ci: S.task_success_rate.ci95 },
       { label: "DB-State match", value: signals.DB_STATE_MATCH.rate, text: rateText(signals.DB_STATE_MATCH, "scenarios"), key: "signal-DB_STATE_MATCH", ci: signals.DB_STATE_MATCH.ci95 },
-      { label: "Clean exit", value: signals.CLEAN_EXIT.rate, text: rateText(signals.CLEAN_EXIT, "scenarios"), key: "signal-CLEAN_EXIT", ci: signals.CLEAN_EXIT.ci95 },
+      signals.CLEAN_EXIT.applicable === false
+        ? { label: "Clean exit", value: null, text: "n/a (" + signals.CLEAN_EXIT.reason + ")", key: "signal-CLEAN_EXIT" }
+        : { label: "Clean exit", value: signals.CLEAN_EXIT.rate, text: rateText(signals.CLEAN_EXIT, "scenarios"), key: "signal-CLEAN_EXIT", ci: signals.CLEAN_EXIT.ci95 },
       nl.applicable
         ? { label: "NL-Assertion pass", value: nl.rate, text: rateText(nl, "assertions"), key: "signal-NL_ASSERTION", ci: nl.ci95 }
         : { label: "NL-Assertion pass", value: null, text: "n/a (" + nl.reason + ")", key: "signal-NL_ASSERTION" },
