@@ -289,20 +289,30 @@ def test_filtering_by_stop_reason_and_sorting(mixed_run: Path, open_report: Open
     _assert_clean(opened)
 
 
-def _priced_copy(run: Path, target: Path) -> Path:
-    """``run`` with a cost in every scenario's metrics (a different one each), summarized and
-    reported again."""
+def _changed_copy(
+    run: Path, target: Path, change: Callable[[int, ScenarioMetrics], ScenarioMetrics]
+) -> Path:
+    """``run`` with every scenario's metrics changed by ``change`` (given the scenario's
+    number in path order), summarized and reported again."""
     shutil.copytree(run, target)
     for number, path in enumerate(sorted(target.rglob("metrics.json"))):
         metrics = codec.decode_value(ScenarioMetrics, json.loads(path.read_text(encoding="utf-8")))
-        # not in scenario order, so that sorting by cost differs from sorting by scenario
-        agent = ((number * 7) % 11 + 1) / 1000
-        cost = RoleCosts(agent=agent, user=agent / 10, judge=0.0005)
-        priced = dataclasses.replace(metrics, cost=cost)
-        path.write_text(json.dumps(codec.encode(priced)), encoding="utf-8")
+        path.write_text(json.dumps(codec.encode(change(number, metrics))), encoding="utf-8")
     summarize(target)
     write_report(target)
     return target
+
+
+def _priced_copy(run: Path, target: Path) -> Path:
+    """``run`` with a cost in every scenario's metrics (a different one each)."""
+
+    def priced(number: int, metrics: ScenarioMetrics) -> ScenarioMetrics:
+        # not in scenario order, so that sorting by cost differs from sorting by scenario
+        agent = ((number * 7) % 11 + 1) / 1000
+        cost = RoleCosts(agent=agent, user=agent / 10, judge=0.0005)
+        return dataclasses.replace(metrics, cost=cost)
+
+    return _changed_copy(run, target, priced)
 
 
 def test_the_cost_per_role_and_the_cost_column_sort(
@@ -387,16 +397,13 @@ def test_a_signal_the_profile_does_not_score_reads_not_applicable(
 ) -> None:
     """A tau2-profile run: CLEAN_EXIT is not part of its success. summary.json gave it a rate of
     0% (the page's card and bar too) and every scenario's EXIT cell a failure."""
-    run = tmp_path / "tau2"
-    shutil.copytree(mixed_run, run)
-    for path in run.rglob("metrics.json"):
-        metrics = codec.decode_value(ScenarioMetrics, json.loads(path.read_text(encoding="utf-8")))
+
+    def tau2(number: int, metrics: ScenarioMetrics) -> ScenarioMetrics:
         breakdown = dict(metrics.success_breakdown)
         breakdown["not_applicable"] = (*breakdown.get("not_applicable", ()), "CLEAN_EXIT")
-        tau2 = dataclasses.replace(metrics, profile="tau2", success_breakdown=breakdown)
-        path.write_text(json.dumps(codec.encode(tau2)), encoding="utf-8")
-    summarize(run)
-    write_report(run)
+        return dataclasses.replace(metrics, profile="tau2", success_breakdown=breakdown)
+
+    run = _changed_copy(mixed_run, tmp_path / "tau2", tau2)
     summary = _summary(run)
     opened = open_report(run / REPORT_FILE)
 
