@@ -38,7 +38,7 @@ caught and turned into text: they raise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -242,9 +242,6 @@ class BudgetExhausted(Tau2Error):
 
     ``spent``: what the stopped scenario's requests had cost (USD) when it stopped, set by the
     harness that ran it (0 for a scenario the budget kept from starting); an agent given as
-    code counts what it spent through its own backend. ``usage``: the tokens the stopped
-    conversation had counted per role (``Usage`` values), set by the engine: the harness
-    prices an agent given as code by them."""
+    code counts what it spent through its own backend."""
 
     spent: float = 0.0
-    usage: Mapping[str, Any] | None = None

@@ -19,6 +19,7 @@ from tau2_retail.engine.conversation_setup import (
     MessageListener,
     ScenarioPrompts,
     SystemClock,
+    UsageListener,
 )
 from tau2_retail.engine.conversation_state import Cast, RunningConversation
 from tau2_retail.engine.ending import Ending, StopReason
@@ -44,11 +45,13 @@ async def run_conversation(
     clock: Clock | None = None,
     rules: ConversationRules | None = None,
     on_message: MessageListener | None = None,
+    on_usage: UsageListener | None = None,
 ) -> ConversationResult:
     """Run one conversation on ``store`` (mutated in place) and return what happened.
 
     ``prompts``: the agent's and the user's system prompts and the agent's tools.
-    ``on_message`` sees each message as it is recorded (the ``run`` command prints them live).
+    ``on_message`` sees each message as it is recorded (the ``run`` command prints them live),
+    ``on_usage`` each completion's tokens as they are counted.
     """
     limits = limits or Limits()
     runner = agent if isinstance(agent, AgentRunner) else None
@@ -61,13 +64,13 @@ async def run_conversation(
         rules=rules or ConversationRules(),
         on_message=on_message,
         toolbox=runner is not None,
+        on_usage=on_usage,
     )
     cast = Cast(agent=agent, user=user, user_system=Message(role=Role.SYSTEM, content=prompts.user))
     try:
         ending = await _bounded(conversation, cast, limits.max_duration_seconds)
-    except BudgetExhausted as stopped:
+    except BudgetExhausted:
         # not an ending: the scenario stops unscored; the agent still closes its clients
-        stopped.usage = dict(conversation.usage)
         if runner is not None:
             await runner.close()
         raise

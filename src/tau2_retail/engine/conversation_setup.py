@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tau2_retail.engine.prompts import GREETING
-from tau2_retail.models.messages import Message
+from tau2_retail.models.messages import Message, Usage
 from tau2_retail.tools.registry import END_CONVERSATION, TRANSFER_TO_HUMAN_AGENTS
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "MessageListener",
     "ScenarioPrompts",
     "SystemClock",
+    "UsageListener",
 ]
 
 _EXIT_TOOLS = frozenset({END_CONVERSATION, TRANSFER_TO_HUMAN_AGENTS})
@@ -80,6 +81,11 @@ class ConversationRules:
 
 MessageListener = Callable[[Message], None]
 """Called with each message as it joins the conversation (live output); it must not block."""
+
+UsageListener = Callable[[str, Usage], None]
+"""Called with a role and the tokens of each of its completions as they are counted (for an
+agent given as code, those it returns or records); it must not block, and may be called from
+a loop-style agent's thread."""
 
 
 class Clock(Protocol):

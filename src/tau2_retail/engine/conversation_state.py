@@ -17,6 +17,7 @@ from tau2_retail.engine.conversation_setup import (
     Limits,
     MessageListener,
     ScenarioPrompts,
+    UsageListener,
 )
 from tau2_retail.engine.ending import (
     EMPTY_AGENT,
@@ -99,6 +100,7 @@ class RunningConversation:
         rules: ConversationRules,
         on_message: MessageListener | None,
         toolbox: bool,
+        on_usage: UsageListener | None = None,
     ) -> None:
         self.rules = rules
         self.agent_system = Message(role=Role.SYSTEM, content=prompts.agent)
@@ -108,6 +110,7 @@ class RunningConversation:
         self.seed = seed
         self.clock = clock
         self.on_message = on_message
+        self.on_usage = on_usage
         self.messages: list[Message] = []
         self.timestamps: list[float] = []
         self.usages: list[Usage | None] = []
@@ -176,6 +179,8 @@ class RunningConversation:
         """Add a completion's tokens to ``role``'s total and to its next message's usage."""
         self.usage[role] = self.usage[role] + usage
         self.pending[role] = self.pending.get(role, Usage()) + usage
+        if self.on_usage is not None:
+            self.on_usage(role, usage)
 
     async def complete(self, role: str, model: ChatModel, messages: list[Message]) -> AssistantTurn:
         tools = self.tools if role == "agent" else None

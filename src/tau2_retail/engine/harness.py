@@ -20,7 +20,9 @@ through it; with ``prices``, each outcome's metrics carry its cost per role. Wit
 before it is sent (``tau2_retail.models.spending``); a request the budget refuses raises
 ``BudgetExhausted`` out of ``run``: the scenario is not scored. An agent given as code is
 priced by the ``model`` it declares; its cost is charged to the budget when its scenario ends
-or the budget stops it.
+or the budget stops it. With prices, a scenario stopped without an outcome says what it had
+spent: the budget's in ``BudgetExhausted.spent``, one interrupted (cancelled, or
+``KeyboardInterrupt``) to ``on_interrupted``.
 
 The conversation runs on exactly what the models said. The outcome ``run`` returns is what a
 run writes and shows (artifacts, failure messages, the terminal): the API keys of the roles'
@@ -30,6 +32,7 @@ the environment; ``tau2_retail.models.masking`` says which values count as keys)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -54,7 +57,12 @@ from tau2_retail.models.masking import Masker, masked
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import PriceTable, RoleCosts
 from tau2_retail.models.protocol import ChatModel, ClosedOnExit
-from tau2_retail.models.spending import BudgetedChatModel, ScenarioSpending, Spending
+from tau2_retail.models.spending import (
+    BudgetedChatModel,
+    CountedChatModel,
+    ScenarioSpending,
+    Spending,
+)
 from tau2_retail.tools.store import Store
 
 if TYPE_CHECKING:
@@ -128,6 +136,9 @@ class Harness(ClosedOnExit):
     spending: Spending | None = None
     #: says a line once for the run (an endpoint refused a parameter the profile sends)
     notice: Callable[[str], None] | None = None
+    #: told what a scenario interrupted before its outcome (cancelled: Ctrl-C, the session's
+    #: end; or ``KeyboardInterrupt``) had spent, USD, when it had spent anything (prices)
+    on_interrupted: Callable[[Scenario, float], None] | None = None
     _clients: dict[str, OpenAIChatModel] = field(default_factory=dict, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -178,7 +189,7 @@ class Harness(ClosedOnExit):
         return client
 
     def _model(
-        self, role: str, choice: ModelChoice, scenario: Scenario, spending: Spending | None
+        self, role: str, choice: ModelChoice, scenario: Scenario, spending: ScenarioSpending | None
     ) -> ChatModel:
         if choice.endpoint is None:
             return builtin_model(choice.name, scenario.task, role=role)
@@ -192,6 +203,8 @@ class Harness(ClosedOnExit):
         price = self.prices.price(choice.endpoint.model) if self.prices is not None else None
         if spending is None or price is None:
             return model
+        if self.spending is None:  # no budget: nothing to reserve, each reply's cost counted
+            return CountedChatModel(model, price=price, spending=spending)
         return BudgetedChatModel(
             model,
             price=price,
@@ -200,8 +213,9 @@ class Harness(ClosedOnExit):
         )
 
     def _scenario_spending(self) -> ScenarioSpending | None:
-        """The run's spending, counting what one scenario's requests cost (None: no budget)."""
-        return None if self.spending is None else ScenarioSpending(self.spending)
+        """What one scenario's requests cost, counted (with a budget, through the run's
+        spending); None without prices."""
+        return None if self.prices is None else ScenarioSpending(self.spending)
 
     def costs(
         self, outcome: ScenarioOutcome, *, agent: AgentIdentity | None = None
@@ -233,14 +247,33 @@ class Harness(ClosedOnExit):
         if self.spending is not None and cost is not None and cost.agent:
             self.spending.charge(cost.agent)
 
-    def _code_agent_cost(self, agent: AgentRunner | None) -> Callable[[Usage], float] | None:
-        """What an agent given as code spent for its usage, at its model's price (None: no
-        such agent). A scenario the budget stops has no outcome to charge it from."""
-        prices = self.prices
-        if agent is None or prices is None:
+    def _code_agent_tokens(self, agent: AgentRunner | None) -> _CodeAgentTokens | None:
+        """What an agent given as code spends, counted as it goes (None: no such agent, or
+        no prices). A scenario stopped unscored has no outcome to charge it from."""
+        if agent is None or self.prices is None:
             return None
-        model = agent.identity.model
-        return lambda usage: prices.cost(model, usage) or 0.0
+        return _CodeAgentTokens(self.prices, agent.identity.model)
+
+    @contextlib.contextmanager
+    def _stopped_unscored(
+        self,
+        scenario: Scenario,
+        spending: ScenarioSpending | None,
+        code_agent: _CodeAgentTokens | None = None,
+    ) -> Iterator[None]:
+        """A scenario stopped without an outcome says what it had spent: one the budget stops
+        carries it (``spent``), the run counting it beside the scored scenarios' cost; one
+        interrupted tells ``on_interrupted``."""
+        try:
+            yield
+        except BudgetExhausted as stopped:
+            stopped.spent = _spent(spending, code_agent)
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            spent = _spent(spending, code_agent)
+            if spent and self.on_interrupted is not None:
+                self.on_interrupted(scenario, spent)
+            raise
 
     async def run(
         self,
@@ -263,7 +296,8 @@ class Harness(ClosedOnExit):
             self._model("agent", roles.agent, scenario, spending) if agent is None else agent
         )
         judge_model = None if judge is None else self._model("judge", judge, scenario, spending)
-        with _spent_when_stopped(spending, self._code_agent_cost(agent)):
+        code_agent = self._code_agent_tokens(agent)
+        with self._stopped_unscored(scenario, spending, code_agent):
             outcome = await run_scenario(
                 scenario,
                 agent=agent_model,
@@ -274,6 +308,7 @@ class Harness(ClosedOnExit):
                 profile=self.bundle.profile,
                 limits=self.limits,
                 on_message=on_message,
+                on_usage=code_agent,
             )
         if agent is None:
             return self.shown(self.costs(outcome))
@@ -301,7 +336,7 @@ class Harness(ClosedOnExit):
             raise ConfigError("re-judging needs a judge model; none is configured")
         task = scenario.task
         spending = self._scenario_spending()
-        with _spent_when_stopped(spending):
+        with self._stopped_unscored(scenario, spending):
             outcome = await rejudge(
                 scenario,
                 transcript=transcript,
@@ -315,20 +350,31 @@ class Harness(ClosedOnExit):
         return self.shown(self.costs(outcome, agent=agent))
 
 
-@contextlib.contextmanager
-def _spent_when_stopped(
-    spending: ScenarioSpending | None, agent_cost: Callable[[Usage], float] | None = None
-) -> Iterator[None]:
-    """A scenario the budget stops carries what its requests had cost (``spent``): the run
-    counts it beside the scored scenarios' cost. ``agent_cost`` prices an agent given as code:
-    what it spent through its own backend until then is charged to the budget and counted."""
-    try:
-        yield
-    except BudgetExhausted as stopped:
-        if spending is not None and agent_cost is not None:
-            usage = (stopped.usage or {}).get("agent")
-            cost = agent_cost(usage) if isinstance(usage, Usage) else 0.0
-            if cost:
-                spending.charge(cost)
-        stopped.spent = spending.spent if spending is not None else 0.0
-        raise
+class _CodeAgentTokens:
+    """A usage listener: the tokens an agent given as code has returned or recorded so far,
+    priced by the model it declares."""
+
+    __slots__ = ("_model", "_prices", "usage")
+
+    def __init__(self, prices: PriceTable, model: str | None) -> None:
+        self._prices = prices
+        self._model = model
+        self.usage = Usage()
+
+    def __call__(self, role: str, usage: Usage) -> None:
+        if role == "agent":
+            self.usage = self.usage + usage
+
+    def cost(self) -> float:
+        return self._prices.cost(self._model, self.usage) or 0.0
+
+
+def _spent(spending: ScenarioSpending | None, code_agent: _CodeAgentTokens | None) -> float:
+    """What a scenario stopped unscored had spent: its requests', and what an agent given as
+    code spent through its own backend until then (charged now, to the budget too)."""
+    if spending is None:
+        return 0.0
+    cost = code_agent.cost() if code_agent is not None else 0.0
+    if cost:
+        spending.charge(cost)
+    return spending.spent

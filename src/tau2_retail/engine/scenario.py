@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tau2_retail.data.gold import Gold
 from tau2_retail.data.tasks import Task
 from tau2_retail.engine.conversation import run_conversation
-from tau2_retail.engine.conversation_setup import Clock, Limits, MessageListener
+from tau2_retail.engine.conversation_setup import Clock, Limits, MessageListener, UsageListener
 from tau2_retail.engine.ending import StopReason
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import Profile, ProfilePolicy
@@ -28,12 +28,7 @@ from tau2_retail.engine.scoring import (
 )
 from tau2_retail.engine.timeouts import TimeoutHit, timeouts_hit
 from tau2_retail.engine.transcript import ConversationResult
-from tau2_retail.errors import (
-    ArtifactError,
-    BudgetExhausted,
-    EndpointError,
-    SavedConversationError,
-)
+from tau2_retail.errors import ArtifactError, EndpointError, SavedConversationError
 from tau2_retail.models.progress import tracking
 from tau2_retail.models.protocol import ChatModel
 from tau2_retail.tools.database import SeedDatabase
@@ -176,11 +171,13 @@ async def run_scenario(
     limits: Limits | None = None,
     clock: Clock | None = None,
     on_message: MessageListener | None = None,
+    on_usage: UsageListener | None = None,
 ) -> ScenarioOutcome:
     """Run the conversation on ``store``, judge it when a judge is given, score it.
 
     ``profile`` gives the prompts, the tools, the routing rules, the judge and the score.
-    ``on_message`` sees each conversation message as it is recorded.
+    ``on_message`` sees each conversation message as it is recorded, ``on_usage`` each
+    completion's tokens of the agent and the user as they are counted.
     """
     conversation = await run_conversation(
         agent=agent,
@@ -191,6 +188,7 @@ async def run_scenario(
         seed=scenario.seed,
         clock=clock,
         on_message=on_message,
+        on_usage=on_usage,
         rules=profile.rules,
     )
     return await _judge_and_score(
@@ -254,18 +252,14 @@ async def _judge_and_score(
     judge_deadline = False
     infra = conversation.stop_reason is StopReason.INFRA_ERROR
     if judge_model is not None and profile.policy.judges(scenario.task) and not infra:
-        try:
-            judge, judge_error, judge_deadline = await _judged(
-                scenario,
-                conversation,
-                judge_model=judge_model,
-                gold=gold,
-                limits=limits,
-                profile=profile,
-            )
-        except BudgetExhausted as stopped:
-            stopped.usage = dict(conversation.usage)  # what the conversation had spent
-            raise
+        judge, judge_error, judge_deadline = await _judged(
+            scenario,
+            conversation,
+            judge_model=judge_model,
+            gold=gold,
+            limits=limits,
+            profile=profile,
+        )
     db_diff = db_difference(conversation.store, gold.store)
     metrics = build_metrics(
         scenario=scenario,

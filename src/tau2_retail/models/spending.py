@@ -15,6 +15,11 @@ cost beyond their estimates: less than one request per conversation in flight. T
 generous (every character of the prompt and the tools at 3 characters a token, and the
 request's ``max_tokens``, else :data:`COMPLETION_ALLOWANCE` tokens, of completion), so with
 replies shorter than the allowance the run stays under the limit.
+
+Each scenario's requests go through a :class:`ScenarioSpending`, which counts what that
+scenario spent, so a scenario stopped unscored (by the budget, or interrupted) still says what
+it cost. Without a budget there is nothing to reserve: :class:`CountedChatModel` only counts
+each reply's cost.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "COMPLETION_ALLOWANCE",
     "BudgetedChatModel",
+    "CountedChatModel",
     "ScenarioSpending",
     "Spending",
     "estimate_cost",
@@ -77,22 +83,24 @@ def estimate_cost(price: ModelPrice, *, prompt_chars: int, max_tokens: int | Non
 
 class ScenarioSpending:
     """The run's ``Spending`` as one scenario's requests use it: every reservation,
-    settlement and charge goes to the run's, and ``spent`` adds up what this scenario's
-    settled and charged (what it cost, also when the budget stops it unscored)."""
+    settlement and charge goes to the run's (none without a budget), and ``spent`` adds up
+    what this scenario's settled and charged (what it cost, also when it stops unscored)."""
 
-    def __init__(self, run: Spending) -> None:
+    def __init__(self, run: Spending | None = None) -> None:
         self._run = run
         self.spent = 0.0
 
     def reserve(self, estimate: float) -> str:
-        return self._run.reserve(estimate)
+        return "" if self._run is None else self._run.reserve(estimate)
 
     def settle(self, key: str, actual: float) -> None:
-        self._run.settle(key, actual)
+        if self._run is not None:
+            self._run.settle(key, actual)
         self.spent += actual
 
     def charge(self, actual: float) -> None:
-        self._run.charge(actual)
+        if self._run is not None:
+            self._run.charge(actual)
         self.spent += actual
 
 
@@ -145,3 +153,28 @@ class BudgetedChatModel:
             return turn
         finally:
             self._spending.settle(key, actual)
+
+
+class CountedChatModel:
+    """A ``ChatModel``: ``inner``'s completions, each one's cost counted into ``spending``
+    (a run with prices and no budget: nothing is reserved before a request)."""
+
+    def __init__(self, inner: ChatModel, *, price: ModelPrice, spending: ScenarioSpending) -> None:
+        self._inner = inner
+        self._price = price
+        self._spending = spending
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> AssistantTurn:
+        turn = await self._inner.complete(messages, tools=tools, seed=seed)
+        self._spending.charge(self._price.cost(turn.usage))
+        return turn

@@ -318,3 +318,41 @@ def test_what_a_code_agent_spent_counts_when_the_budget_stops_its_conversation(
     agent = (1000 * 2.0 + 100 * 8.0) / 1e6
     assert stopped.value.spent == pytest.approx(customer + agent)
     assert spending.charged == [pytest.approx(agent)]
+
+
+def test_what_a_code_agent_spent_counts_when_its_scenario_is_interrupted(bundle) -> None:
+    """Ctrl-C cancels a scenario whose agent had recorded tokens through its own backend:
+    with prices (no budget) what it spent is told, priced by its declared model."""
+    recorded, released = threading.Event(), threading.Event()
+
+    class Busy:
+        model = "agent-model"
+
+        def converse(self, messages: list[dict[str, Any]], toolbox: Any) -> str:
+            toolbox.record_usage(input_tokens=1000, output_tokens=100)
+            recorded.set()
+            released.wait(10)
+            return "late"
+
+    told: list[tuple[str, float]] = []
+
+    async def go() -> None:
+        def tell(scenario: Scenario, spent: float) -> None:
+            told.append((scenario.id, spent))
+
+        async with Harness(bundle=bundle, roles=ROLES, prices=PRICES, on_interrupted=tell) as h:
+            agent = Busy()
+            runner = AgentRunner(lambda: agent, AgentIdentity.of("test:agent", agent))
+            scenario = Scenario(task=bundle.tasks["10"], trial=0, trials=1, seed=7)
+            running = asyncio.create_task(h.run(scenario, agent=runner))
+            while not recorded.is_set():
+                await asyncio.sleep(0.01)
+            running.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await running
+
+    try:
+        asyncio.run(go())
+    finally:
+        released.set()
+    assert told == [("tau2_retail__10", pytest.approx((1000 * 2.0 + 100 * 8.0) / 1e6))]

@@ -17,8 +17,14 @@ from tau2_retail.models.builtin import BUILTIN_CUSTOMER, BUILTIN_NOOP, BUILTIN_O
 from tau2_retail.models.choice import ModelChoice, choose_model
 from tau2_retail.models.config import EndpointConfig
 from tau2_retail.models.messages import Message
+from tau2_retail.models.prices import PriceTable
 from tau2_retail.results.artifacts import METRICS_FILE, read_metrics, write_outcome
-from tau2_retail.testing.loopback_server import Completion, LoopbackOpenAIServer, ReplyToolCall
+from tau2_retail.testing.loopback_server import (
+    Completion,
+    Hang,
+    LoopbackOpenAIServer,
+    ReplyToolCall,
+)
 
 ORACLE = ModelChoice(name=BUILTIN_ORACLE, endpoint=None)
 CUSTOMER = ModelChoice(name=BUILTIN_CUSTOMER, endpoint=None)
@@ -160,3 +166,35 @@ def test_rejudge_without_a_judge_is_a_config_error(bundle):
 
     with pytest.raises(ConfigError, match="re-judging needs a judge model"):
         asyncio.run(go())
+
+
+def test_an_interrupted_scenario_tells_what_its_requests_had_cost_without_a_budget(bundle):
+    """With prices and no ``--tau2-max-cost`` nothing counted a scenario's spending: one
+    cancelled in flight (Ctrl-C) left what its answered requests had cost nowhere."""
+    reply = Completion(content="Let me look into that.", prompt_tokens=1000, completion_tokens=50)
+    prices = {"agent-model": {"input": 2.0, "output": 8.0}}
+    told: list[tuple[str, float]] = []
+    with LoopbackOpenAIServer(replies=[reply, Hang()]) as server:
+        agent = ModelChoice(
+            name="agent-model",
+            endpoint=EndpointConfig(model="agent-model", base_url=server.base_url),
+        )
+
+        async def go():
+            async with Harness(
+                bundle=bundle,
+                roles=Roles(agent=agent, user=CUSTOMER),
+                prices=PriceTable.parse(prices),
+                on_interrupted=lambda stopped, spent: told.append((stopped.id, spent)),
+            ) as harness:
+                running = asyncio.create_task(harness.run(scenario(bundle, "10")))
+                while len(server.requests) < 2:  # the second one hangs
+                    await asyncio.sleep(0.01)
+                running.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await running
+
+        asyncio.run(go())
+        billed = server.billed_usd(prices)
+    assert billed == pytest.approx((1000 * 2.0 + 50 * 8.0) / 1e6)
+    assert told == [("tau2_retail__10", pytest.approx(billed))]
