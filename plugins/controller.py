@@ -26,9 +26,14 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import AgentInterrupted, ArtifactError, ConfigError, DataError
 from tau2_retail.plugins.compat import runs_no_test
 from tau2_retail.plugins.interop import distributing_mode, record_suite_properties
+from tau2_retail.plugins.interrupted_spending import (
+    clear_interrupted_spending,
+    interrupted_spending,
+)
 from tau2_retail.plugins.ledger import NOT_RUN, NOT_RUN_INTERRUPTED, RunLedger
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import Tau2Process, send_plan
@@ -252,24 +257,8 @@ class Tau2Run:
         records, lost = self.ledger.records(
             self.run_dir, self.folder.expected(), interrupted=self.interrupted
         )
-        expected = self.folder.expected(*records, *lost, *self.ledger.seen)
-        configuration = self.folder.configuration(self.ledger.agent_identity)
         try:
-            args = self.folder.write_run_args(expected, configuration)
-            not_run = sorted(self.ledger.budget_skipped - records.keys())
-            # what every stopped scenario had spent, in this session and (resume) the earlier
-            # ones: spent and billed, whether or not a later invocation scored the scenario
-            spent = self.folder.earlier_not_run_cost + sum(self.ledger.stopped_spent.values())
-            self.summary = write_run_summary(
-                self.run_dir,
-                [records[key] for key in sorted(records)],
-                **summary_inputs(
-                    args,
-                    lost=lost,
-                    not_run=not_run,
-                    not_run_cost=spent,
-                ),
-            )
+            self.summary = self._write_summary(records, lost)
         except ArtifactError as error:
             self.problems.append(f"tau2: could not write the run summary: {error}")
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -286,6 +275,31 @@ class Tau2Run:
         self.exit_problem = _BROKEN.get(pytest.ExitCode(session.exitstatus))
         self._apply_gate(self.summary)
         self._export_tau2(session)
+
+    def _write_summary(
+        self, records: dict[str, ScenarioMetrics], lost: dict[str, str]
+    ) -> RunSummary:
+        """Write ``run_args.json`` and the summaries of ``records`` (by scenario) and ``lost``."""
+        expected = self.folder.expected(*records, *lost, *self.ledger.seen)
+        configuration = self.folder.configuration(self.ledger.agent_identity)
+        args = self.folder.write_run_args(expected, configuration)
+        # what every scenario stopped unscored had spent, in this session and (resume) the
+        # earlier ones: spent and billed, whether or not a later invocation scored it
+        folder = self.folder
+        summary = write_run_summary(
+            self.run_dir,
+            [records[key] for key in sorted(records)],
+            **summary_inputs(
+                args,
+                lost=lost,
+                not_run=sorted(self.ledger.budget_skipped - records.keys()),
+                not_run_cost=folder.earlier_not_run_cost + sum(self.ledger.stopped_spent.values()),
+                interrupted_cost=folder.earlier_interrupted_cost
+                + interrupted_spending(self.run_dir),
+            ),
+        )
+        clear_interrupted_spending(self.run_dir)  # its amounts are in the summary now
+        return summary
 
     def _export_tau2(self, session: pytest.Session) -> None:
         """``--tau2-export-tau2``: the run as upstream's results.json; a refusal exits 4 when

@@ -68,9 +68,11 @@ class RunFolder:
         self.lock: RunLock | None = None
         #: ``run_args.json`` of the resumed run, as stored
         self.stored: RunArgs | None = None
-        #: what the resumed run's earlier invocations' stopped scenarios had spent, USD (its
-        #: ``summary.json``'s ``not_run_cost``): this session's summary adds its own to it
+        #: what the resumed run's earlier invocations' scenarios stopped unscored had spent,
+        #: USD, by the budget and by an interrupt (its ``summary.json``'s ``not_run_cost`` and
+        #: ``interrupted_cost``): this session's summary adds its own to each
         self.earlier_not_run_cost = 0.0
+        self.earlier_interrupted_cost = 0.0
         #: the scenario ids this session selected (after -k, --lf and resume): with those of
         #: the stored run, the expected list of ``run_args.json``
         self.selected: set[str] = set()
@@ -194,7 +196,7 @@ class RunFolder:
         if stored is not None:
             self._compare(stored)
             self.stored = stored
-            self.earlier_not_run_cost = _not_run_cost(self.run_dir)
+            self.earlier_not_run_cost, self.earlier_interrupted_cost = _stopped_costs(self.run_dir)
         elif finished.records or finished.incomplete:
             # run_args.json is written before the first scenario starts: results without it
             # mean it was removed; the settings are unknown
@@ -300,11 +302,14 @@ class RunFolder:
         return args
 
 
-def _not_run_cost(run_dir: Path) -> float:
-    """What the stopped scenarios of ``run_dir``'s earlier invocations had spent (0 when its
-    ``summary.json`` is missing or unreadable, as ``summarize`` reads it)."""
+def _stopped_costs(run_dir: Path) -> tuple[float, float]:
+    """What the scenarios of ``run_dir``'s earlier invocations that the budget stopped, and
+    those an interrupt stopped, had spent (0 when its ``summary.json`` is missing or
+    unreadable, as ``summarize`` reads it)."""
     try:
         earlier = read_summary(run_dir)
     except ArtifactError:
-        return 0.0
-    return (earlier.not_run_cost or 0.0) if earlier is not None else 0.0
+        return 0.0, 0.0
+    if earlier is None:
+        return 0.0, 0.0
+    return earlier.not_run_cost or 0.0, earlier.interrupted_cost or 0.0

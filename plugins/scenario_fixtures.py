@@ -25,6 +25,7 @@ from tau2_retail.errors import AgentInterrupted, BudgetExhausted
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.compat import sets_up_only
 from tau2_retail.plugins.interop import remember_session_loop
+from tau2_retail.plugins.interrupted_spending import record_interrupted_spending
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.scenario_report import (
@@ -128,12 +129,22 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
         prices=settings.prices,
         spending=tau2_run.budget,
         notice=tau2_run.notice,
+        on_interrupted=functools.partial(_interrupted, tau2_run),
     ) as harness:
         try:
             yield harness
         finally:
             if harness.cache is not None:
                 harness.cache.close()
+
+
+def _interrupted(run: Tau2Process, scenario: Scenario, spent: float) -> None:
+    """Note in the run folder what ``scenario``, interrupted unscored, had spent (the run's
+    summary adds it up; under xdist after a Ctrl-C the controller reads no more reports)."""
+    try:
+        record_interrupted_spending(run.plan.run_dir, scenario.id, spent)
+    except OSError as error:  # said, never raised: the scenario is being cancelled
+        run.notice(f"tau2: what an interrupted scenario had spent was not recorded: {error}")
 
 
 def _is_scenario_item(item: pytest.Item) -> bool:

@@ -13,6 +13,7 @@ import warnings
 import pytest
 
 from tau2_retail.plugins import repeated_interrupt
+from tau2_retail.plugins.interrupted_spending import INTERRUPTED_SPENDING_FILE
 from tau2_retail.plugins.repeated_interrupt import (
     FORCED_QUIT_NOTICE,
     REPEATED_INTERRUPT_NOTICE,
@@ -68,6 +69,8 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
     # __5's test assertions comes after the scenario itself ran and was scored)
     assert finished == on_disk
     assert len(finished) >= 3
+    assert not (run_dir / INTERRUPTED_SPENDING_FILE).exists()  # no prices: nothing counted
+    assert "interrupted_cost" not in summary
     resume = [line for line in result.stdout.lines if "resume with: " in line]
     assert len(resume) == 1
     assert resume[0].endswith("--tau2-resume=int")

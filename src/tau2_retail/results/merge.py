@@ -86,6 +86,8 @@ class ShardRun:
     not_run: tuple[str, ...] = ()
     #: what those its budget stopped unscored had spent, USD (from its ``summary.json``)
     not_run_cost: float = 0.0
+    #: what the scenarios an interrupt stopped unscored had spent, USD (idem)
+    interrupted_cost: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,13 +100,18 @@ class MergedRun:
     lost: Mapping[str, str]
     not_run: tuple[str, ...] = ()
     not_run_cost: float = 0.0
+    interrupted_cost: float = 0.0
     #: the shards of the count the shards recorded that were not given (``"3/3"``)
     missing_shards: tuple[str, ...] = ()
 
     def summary_inputs(self) -> SummaryInputs:
         """What the merged run's summary is built from, beside its records."""
         return summary_inputs(
-            self.args, lost=self.lost, not_run=self.not_run, not_run_cost=self.not_run_cost
+            self.args,
+            lost=self.lost,
+            not_run=self.not_run,
+            not_run_cost=self.not_run_cost,
+            interrupted_cost=self.interrupted_cost,
         )
 
 
@@ -130,6 +137,7 @@ def read_shard(run_dir: Path) -> ShardRun:
         incomplete=loaded.incomplete,
         not_run=summary.not_run if summary is not None else (),
         not_run_cost=(summary.not_run_cost or 0.0) if summary is not None else 0.0,
+        interrupted_cost=(summary.interrupted_cost or 0.0) if summary is not None else 0.0,
     )
 
 
@@ -254,6 +262,7 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
             sorted({s for shard in shards for s in shard.not_run} - owner.keys() - lost.keys())
         ),
         not_run_cost=sum(shard.not_run_cost for shard in shards),
+        interrupted_cost=sum(shard.interrupted_cost for shard in shards),
         missing_shards=missing_shards(shards),
     )
 

@@ -402,6 +402,9 @@ class RunSummary:
     #: USD the scenarios of ``not_run`` had spent when the budget stopped them (not in ``cost``,
     #: which sums the scenarios' records)
     not_run_cost: Annotated[float | None, Omitted] = None
+    #: USD the scenarios an interrupt (Ctrl-C, SIGTERM, an agent's KeyboardInterrupt) stopped
+    #: unscored had spent: they have no record, so ``cost`` leaves it out too
+    interrupted_cost: Annotated[float | None, Omitted] = None
     tau2_reward_not_scorable: Annotated[int, Field(exclude=True)] = 0
     unpriced_models: Annotated[Items[str], Field(exclude=True)] = ()
 

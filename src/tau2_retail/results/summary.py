@@ -121,11 +121,13 @@ def build_summary(
     lost: Mapping[str, str] | Sequence[str] = (),
     not_run: Sequence[str] = (),
     not_run_cost: float = 0.0,
+    interrupted_cost: float = 0.0,
 ) -> RunSummary:
     """The figures of ``summary.json`` from the scenarios' metrics.
 
     ``not_run``: scenarios the budget kept from starting or stopped unscored; they are neither
-    lost nor scored. ``not_run_cost``: what those it stopped had spent (USD).
+    lost nor scored. ``not_run_cost``: what those it stopped had spent (USD);
+    ``interrupted_cost``: what the scenarios an interrupt stopped unscored had spent.
 
     ``expected``: the scenario ids the run meant to produce (None when unknown); those without
     metrics are lost, as are the ids in ``lost`` (a mapping gives each one's reason, e.g. an
@@ -154,11 +156,7 @@ def build_summary(
         token_usage=figures.token_usage(ordered),
         by_split=figures.group_rates(scored, "split"),
         by_persona=figures.group_rates(scored, "persona_name"),
-        infra_errors=tuple(
-            InfraErrorRow(scenario_id=m.scenario_id, detail=m.stop_detail)
-            for m in ordered
-            if m.infra_error
-        ),
+        infra_errors=_infra_rows(ordered),
         lost=missing.lost,
         lost_reasons={
             key: missing.reasons[key] for key in missing.lost if missing.reasons.get(key)
@@ -170,6 +168,15 @@ def build_summary(
         unpriced_models=unpriced,
         not_run=missing.not_run,
         not_run_cost=figures.rounded_usd(not_run_cost) if not_run_cost else None,
+        interrupted_cost=figures.rounded_usd(interrupted_cost) if interrupted_cost else None,
+    )
+
+
+def _infra_rows(ordered: Sequence[ScenarioMetrics]) -> tuple[InfraErrorRow, ...]:
+    return tuple(
+        InfraErrorRow(scenario_id=m.scenario_id, detail=m.stop_detail)
+        for m in ordered
+        if m.infra_error
     )
 
 
@@ -234,6 +241,7 @@ class SummaryInputs(TypedDict):
     lost: NotRequired[Mapping[str, str] | Sequence[str]]
     not_run: NotRequired[Sequence[str]]
     not_run_cost: NotRequired[float]
+    interrupted_cost: NotRequired[float]
 
 
 def summary_inputs(
@@ -242,10 +250,11 @@ def summary_inputs(
     lost: Mapping[str, str] | Sequence[str] = (),
     not_run: Sequence[str] = (),
     not_run_cost: float = 0.0,
+    interrupted_cost: float = 0.0,
 ) -> SummaryInputs:
     """The inputs of :func:`build_summary` that ``run_args.json`` records (the expected
     scenarios, trials, configuration and versions), with the run's ``lost`` and ``not_run``
-    (and what those the budget stopped had spent)."""
+    (and what those the budget stopped, and those an interrupt stopped, had spent)."""
     return SummaryInputs(
         expected=args.expected,
         trials=args.trials,
@@ -254,6 +263,7 @@ def summary_inputs(
         lost=lost,
         not_run=not_run,
         not_run_cost=not_run_cost,
+        interrupted_cost=interrupted_cost,
     )
 
 
@@ -321,10 +331,13 @@ def summarize(run_dir: Path) -> RunSummary:
         earlier = read_summary(run_dir)
     except ArtifactError:
         earlier = None
-    # scenarios the budget kept from starting (or stopped), and what those it stopped had
-    # spent, are recorded in the summary only
+    # scenarios the budget kept from starting (or stopped), and what those it stopped, and
+    # those an interrupt stopped, had spent, are recorded in the summary only
     not_run = earlier.not_run if earlier else ()
-    not_run_cost = (earlier.not_run_cost or 0.0) if earlier else 0.0
+    spent = {
+        "not_run_cost": (earlier.not_run_cost or 0.0) if earlier else 0.0,
+        "interrupted_cost": (earlier.interrupted_cost or 0.0) if earlier else 0.0,
+    }
     if run_args is not None:
         # run_args.json is written before the first scenario starts: every expected scenario
         # without a whole record is listed as lost, even when the run was killed at once
@@ -337,7 +350,7 @@ def summarize(run_dir: Path) -> RunSummary:
         return write_run_summary(
             run_dir,
             loaded.records,
-            **summary_inputs(run_args, lost=reasons, not_run=not_run, not_run_cost=not_run_cost),
+            **summary_inputs(run_args, lost=reasons, not_run=not_run, **spent),
         )
     trials = max((m.trial for m in loaded.records), default=1)
     return write_run_summary(
@@ -349,5 +362,5 @@ def summarize(run_dir: Path) -> RunSummary:
         versions=earlier.versions if earlier else {},
         lost=loaded.incomplete,
         not_run=not_run,
-        not_run_cost=not_run_cost,
+        **spent,
     )

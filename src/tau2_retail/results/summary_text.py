@@ -87,17 +87,25 @@ def usd(value: float | None) -> str:
 
 
 def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
-    """``Cost: ...`` per role and in total, what scenarios the budget stopped unscored had
-    spent, and which models have no price (none without prices)."""
+    """``Cost: ...`` per role and in total, what the scenarios the budget stopped unscored,
+    and those an interrupt stopped, had spent, and which models have no price (none without
+    prices)."""
     cost = summary.cost
     lines = []
     if cost is not None:
         roles = ", ".join(f"{role} {usd(cost.role(role))}" for role in _ROLES)
         lines.append(f"{indent}Cost (USD): {usd(cost.total)} total ({roles})")
-    if summary.not_run_cost:
-        stopped = f"{usd(summary.not_run_cost)} spent by the scenarios the budget stopped unscored"
-        if lines:
+    for amount, by in (
+        (summary.not_run_cost, "the budget"),
+        (summary.interrupted_cost, "the interrupt"),
+    ):
+        if not amount:
+            continue
+        stopped = f"{usd(amount)} spent by the scenarios {by} stopped unscored"
+        if cost is not None:
             lines.append(f"{indent}  and {stopped} (no record: not in the total)")
+        elif lines:  # a line without a total already leads
+            lines.append(f"{indent}  and {stopped}")
         elif summary.counts.scored:  # records without a cost (scored without --tau2-prices)
             lines.append(
                 f"{indent}Cost (USD): n/a (no scored scenario's record has a cost); {stopped}"

@@ -1,5 +1,6 @@
-"""The cost, the replies from the response cache and the scenarios not run (budget) in the run
-summary; summaries and metrics written before them still read."""
+"""The cost, the replies from the response cache, the scenarios not run (budget) and what the
+scenarios stopped unscored had spent in the run summary; summaries and metrics written before
+them still read."""
 
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ def test_a_run_without_prices_keeps_the_old_shape() -> None:
     )
     assert "cost" not in data
     assert "not_run" not in data
+    assert "interrupted_cost" not in data
     assert "not_run" not in data["counts"]
     assert "cost" not in data["scenarios"][0]
     assert set(data["token_usage"]["agent"]) == {"n_calls", "prompt", "completion"}
@@ -183,4 +185,63 @@ def test_what_stopped_scenarios_spent_is_said_without_a_cost_total(
     # no total to be left out of: no "(no record: not in the total)"
     assert cost_lines(summary) == [
         f"Cost (USD): {lead}; $0.5000 spent by the scenarios the budget stopped unscored"
+    ]
+
+
+def test_summarize_keeps_what_the_interrupted_scenarios_spent(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    record = priced("0", 0.1, 0.1, 0.0)
+    folder = run / record.scenario_name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
+    write_summary(
+        run,
+        [record],
+        expected=["tau2_retail__0", "tau2_retail__1"],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        lost={"tau2_retail__1": "not run (interrupted)"},
+        interrupted_cost=0.0137,
+    )
+    assert json.loads((run / "summary.json").read_text())["interrupted_cost"] == 0.0137
+
+    rebuilt = summarize(run)
+
+    assert rebuilt.interrupted_cost == 0.0137
+    assert (
+        "  Cost (USD): $0.2000 total (agent $0.1000, user $0.1000, judge $0.0000)\n"
+        "    and $0.0137 spent by the scenarios the interrupt stopped unscored (no record: not "
+        "in the total)\n"
+    ) in (run / "all_summary.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    ("scored", "first"),
+    [
+        ([], "Cost (USD): no scenario scored; "),
+        (["0"], "Cost (USD): n/a (no scored scenario's record has a cost); "),
+    ],
+)
+def test_what_interrupted_scenarios_spent_follows_what_the_budget_stopped(
+    scored: list[str], first: str
+) -> None:
+    """Both amounts without a Cost total: the first line leads, the second joins it."""
+    summary = build_summary(
+        [metric(task) for task in scored],
+        expected=["tau2_retail__0", "tau2_retail__1", "tau2_retail__2"],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        not_run=["tau2_retail__1"],
+        not_run_cost=0.5,
+        interrupted_cost=0.25,
+    )
+    assert cost_lines(summary, indent="  ") == [
+        f"  {first}$0.5000 spent by the scenarios the budget stopped unscored",
+        "    and $0.2500 spent by the scenarios the interrupt stopped unscored",
+    ]
+    alone = dataclasses.replace(summary, not_run_cost=None)
+    assert cost_lines(alone) == [
+        f"{first}$0.2500 spent by the scenarios the interrupt stopped unscored"
     ]

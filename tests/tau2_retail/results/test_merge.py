@@ -18,9 +18,15 @@ from tau2_retail.results.merge import (
     merged_gate,
     missing_shards,
     missing_shards_problem,
+    read_shard,
 )
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
-from tau2_retail.results.summary import build_summary
+from tau2_retail.results.summary import (
+    build_summary,
+    summary_inputs,
+    write_run_args,
+    write_run_summary,
+)
 
 from .test_summary import metric
 
@@ -208,3 +214,23 @@ def test_a_missing_shard_fails_the_merged_gate_unless_allowed() -> None:
         assert "shard(s) 3/3 missing from the merge" in verdict.line
     assert missing_shards_problem(("3/3",), allowed=True) == []
     assert merged_gate(passing, gate_of({}), baseline=None).passed
+
+
+def test_what_each_shards_interrupted_scenarios_spent_is_added_up(tmp_path: Path) -> None:
+    """A shard interrupted (its CI job's time limit, SIGTERM) states what its interrupted
+    scenarios had spent; the merged run holds the shards' sum."""
+    shards = []
+    for index, (task, spent) in enumerate((("1", 0.125), ("2", 0.0625))):
+        made = shard(f"s{index}", [task], shard=[index + 1, 2])
+        run_dir = tmp_path / f"s{index}"
+        write_run_args(run_dir, made.args)
+        write_run_summary(
+            run_dir, made.metrics, **summary_inputs(made.args, interrupted_cost=spent)
+        )
+        shards.append(read_shard(run_dir))
+    assert [s.interrupted_cost for s in shards] == [0.125, 0.0625]
+
+    merged = merge_shards(shards, run_id="all", argv=ARGV)
+
+    assert merged.interrupted_cost == 0.1875
+    assert build_summary(merged.metrics, **merged.summary_inputs()).interrupted_cost == 0.1875

@@ -467,13 +467,15 @@
           roles.map(([role, u]) => [role, int(u.n_calls), int(u.prompt), int(u.completion), int(u.cache_hits || 0)]),
           "token_usage"
         ),
-        S.cost || S.not_run_cost
+        S.cost || S.not_run_cost || S.interrupted_cost
           ? numbersTable(
               ["cost (USD)", "agent", "user", "judge", "total"],
               [
                 S.cost ? ["run", usd(S.cost.agent), usd(S.cost.user), usd(S.cost.judge), usd(S.cost.total)] : null,
-                // what the scenarios the budget stopped had spent: no record, not in the run's total
+                // what the scenarios the budget, or an interrupt, stopped had spent: no record,
+                // not in the run's total
                 S.not_run_cost ? ["stopped by the budget (no record)", "", "", "", usd(S.not_run_cost)] : null,
+                S.interrupted_cost ? ["stopped by the interrupt (no record)", "", "", "", usd(S.interrupted_cost)] : null,
               ].filter(Boolean),
               "cost"
             )

@@ -1,0 +1,153 @@
+"""What the scenarios a Ctrl-C stopped unscored had spent: stated under the Cost line and in
+``summary.json`` (``interrupted_cost``), with prices and no budget, in one process and on two
+workers, and kept by a resume and by ``summarize``.
+
+The loopback endpoint plays the agent, the customer and the judge, each priced; it holds the
+second agent request of chosen scenarios in a hang (never billed), so when the test sends
+SIGINT every scenario has either finished (its record holds its cost) or spent its first
+requests and hangs: what the endpoint billed is exactly the records' total and what the
+interrupted ones had spent.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.data.tasks import Task, load_user_guidelines
+from tau2_retail.plugins.interrupted_spending import INTERRUPTED_SPENDING_FILE
+from tau2_retail.testing.bench import Run
+from tau2_retail.testing.loopback_server import Hang, Reply
+from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint
+
+from .conftest import Bench
+
+PRICES = {
+    "price-agent": {"input": 2.0, "output": 8.0},
+    "price-user": {"input": 0.5, "output": 1.5},
+    "price-judge": {"input": 3.0, "output": 12.0},
+}
+TASKS = ("0", "1", "2", "3", "4", "5", "6", "7")
+HELD = frozenset({"1", "4", "6"})
+WAIT_SECONDS = 60.0
+
+
+class HoldSecondAgentRequest:
+    """A fault: the second agent request of each scenario of ``tasks`` hangs (its first one,
+    and the customer's opening, are answered and billed); ``all_held`` is set once every one
+    of them hangs."""
+
+    def __init__(self, tasks: frozenset[str]) -> None:
+        self.tasks = tasks
+        self.held: set[str] = set()
+        self.all_held = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, request: Request) -> Reply | None:
+        if request.task_id not in self.tasks or request.role != "agent" or request.attempt < 1:
+            return None
+        with self._lock:
+            self.held.add(request.task_id)
+            if self.held == self.tasks:
+                self.all_held.set()
+        return Hang()
+
+
+@pytest.fixture
+def three_roles(tasks: Mapping[str, Task], data_dir: Path) -> Iterator[ScriptedEndpoint]:
+    scripted = ScriptedEndpoint(tasks, load_user_guidelines(data_dir))
+    with scripted.server:
+        yield scripted
+
+
+def _args(endpoint: ScriptedEndpoint) -> list[str]:
+    return [
+        *endpoint.args("agent", model="price-agent", max_retries=0),
+        *endpoint.args("user", model="price-user"),
+        *endpoint.args("judge", model="price-judge"),
+        f"--tau2-prices={json.dumps(PRICES)}",
+    ]
+
+
+def _interrupted_run(
+    bench: Bench, endpoint: ScriptedEndpoint, workers: tuple[str, ...], run_id: str
+) -> tuple[Run, float]:
+    """Run ``TASKS`` with every scenario in flight, send SIGINT to the main process once the
+    others finished and the held ones hang; returns the run and what the endpoint billed."""
+    hold = HoldSecondAgentRequest(HELD)
+    endpoint.default_fault = hold
+    before = endpoint.server.billed_usd(PRICES)
+    run_dir = bench.run_dir(run_id)
+    free = {f"tau2_retail__{task}" for task in TASKS if task not in HELD}
+    started = bench.start(
+        *workers, *_args(endpoint), f"--tau2-tasks={','.join(TASKS)}", f"--tau2-run-id={run_id}"
+    )
+    try:
+        assert hold.all_held.wait(WAIT_SECONDS), "the held scenarios never reached the endpoint"
+        deadline = time.monotonic() + WAIT_SECONDS
+        while {path.parent.name for path in run_dir.glob("*/metrics.json")} != free:
+            assert time.monotonic() < deadline, "the other scenarios wrote no records"
+            time.sleep(0.05)
+        started.process.send_signal(signal.SIGINT)  # to the main process, as a CI runner sends it
+        run = started.wait()
+    finally:
+        started.kill()
+    endpoint.default_fault = None
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, run.output
+    return run, endpoint.server.billed_usd(PRICES) - before
+
+
+@pytest.mark.parametrize(
+    "workers",
+    [("-n", "0", "--tau2-concurrency=8"), ("-n", "2", "--dist", "each", "--tau2-concurrency=4")],
+    ids=["one-process", "two-workers"],
+)
+def test_what_the_interrupted_scenarios_spent_is_stated_beside_the_records_total(
+    bench: Bench, three_roles: ScriptedEndpoint, workers: tuple[str, ...]
+) -> None:
+    """Ctrl-C with scenarios in flight: what they had spent was nowhere (the Cost line sums
+    the records, and an interrupted scenario has none)."""
+    run, billed = _interrupted_run(bench, three_roles, workers, "int")
+
+    summary = bench.summary("int")
+    assert {row["scenario_id"] for row in summary["scenarios"]} == {
+        f"tau2_retail__{task}" for task in TASKS if task not in HELD
+    }
+    interrupted = summary.get("interrupted_cost", 0.0)
+    assert interrupted > 0
+    assert summary["cost"]["total"] + interrupted == pytest.approx(billed, abs=1e-5)
+    line = (
+        f"  and ${interrupted:,.4f} spent by the scenarios the interrupt stopped unscored "
+        "(no record: not in the total)"
+    )
+    assert line in run.stdout
+    assert line in (bench.run_dir("int") / "all_summary.txt").read_text(encoding="utf-8")
+    assert not (bench.run_dir("int") / INTERRUPTED_SPENDING_FILE).exists()  # in the summary
+
+
+def test_a_resume_and_summarize_keep_what_the_interrupted_scenarios_spent(
+    bench: Bench, three_roles: ScriptedEndpoint
+) -> None:
+    workers = ("-n", "0", "--tau2-concurrency=8")
+    _interrupted_run(bench, three_roles, workers, "res")
+    interrupted = bench.summary("res")["interrupted_cost"]
+
+    resumed = bench.run(*workers, *_args(three_roles), "--tau2-resume=res")
+
+    assert resumed.ret == 0, resumed.output
+    summary = bench.summary("res")
+    assert summary["counts"]["scored"] == len(TASKS)
+    assert summary["interrupted_cost"] == interrupted  # spent and billed, though now scored
+    billed = three_roles.server.billed_usd(PRICES)  # both invocations
+    assert summary["cost"]["total"] + interrupted == pytest.approx(billed, abs=1e-5)
+
+    summarized = bench.python("-m", "tau2_retail", "summarize", str(bench.run_dir("res")))
+
+    assert summarized.returncode == 0, summarized.stderr
+    assert bench.summary("res")["interrupted_cost"] == interrupted

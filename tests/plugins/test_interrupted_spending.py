@@ -1,0 +1,38 @@
+"""The ledger of what interrupted scenarios had spent: appended by every process, added up and
+removed by the run (the runs themselves: ``test_interrupted_cost.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tau2_retail.errors import ArtifactError
+from tau2_retail.plugins.interrupted_spending import (
+    INTERRUPTED_SPENDING_FILE,
+    clear_interrupted_spending,
+    interrupted_spending,
+    record_interrupted_spending,
+)
+
+
+def test_the_lines_of_every_process_add_up_and_a_foreign_line_counts_nothing(
+    tmp_path: Path,
+) -> None:
+    assert interrupted_spending(tmp_path) == 0.0  # no ledger: nothing was interrupted
+    record_interrupted_spending(tmp_path, "tau2_retail__1", 0.0125)
+    record_interrupted_spending(tmp_path, "tau2_retail__4-trial2", 0.5)
+    with (tmp_path / INTERRUPTED_SPENDING_FILE).open("a", encoding="utf-8") as ledger:
+        ledger.write("tau2_retail__6 nan\nnot a line of ours\n")
+
+    assert interrupted_spending(tmp_path) == pytest.approx(0.5125)
+
+    clear_interrupted_spending(tmp_path)
+    assert not (tmp_path / INTERRUPTED_SPENDING_FILE).exists()
+    clear_interrupted_spending(tmp_path)  # nothing to remove: no error
+
+
+def test_an_unreadable_ledger_is_an_artifact_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / INTERRUPTED_SPENDING_FILE).mkdir()
+    with pytest.raises(ArtifactError, match=r"cannot read .*\.interrupted-spending"):
+        interrupted_spending(tmp_path)
