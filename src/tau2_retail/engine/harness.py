@@ -59,7 +59,6 @@ from tau2_retail.models.prices import PriceTable, RoleCosts
 from tau2_retail.models.protocol import ChatModel, ClosedOnExit
 from tau2_retail.models.spending import (
     BudgetedChatModel,
-    CountedChatModel,
     ScenarioSpending,
     Spending,
 )
@@ -203,13 +202,12 @@ class Harness(ClosedOnExit):
         price = self.prices.price(choice.endpoint.model) if self.prices is not None else None
         if spending is None or price is None:
             return model
-        if self.spending is None:  # no budget: nothing to reserve, each reply's cost counted
-            return CountedChatModel(model, price=price, spending=spending)
         return BudgetedChatModel(
             model,
             price=price,
             spending=spending,
             max_tokens=self._clients[role].config.max_tokens,
+            reserve=self.spending is not None,  # no budget: each reply's cost only counted
         )
 
     def _scenario_spending(self) -> ScenarioSpending | None:

@@ -18,8 +18,8 @@ replies shorter than the allowance the run stays under the limit.
 
 Each scenario's requests go through a :class:`ScenarioSpending`, which counts what that
 scenario spent, so a scenario stopped unscored (by the budget, or interrupted) still says what
-it cost. Without a budget there is nothing to reserve: :class:`CountedChatModel` only counts
-each reply's cost.
+it cost. Without a budget there is nothing to reserve: :class:`BudgetedChatModel` then only
+counts each reply's cost.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "COMPLETION_ALLOWANCE",
     "BudgetedChatModel",
-    "CountedChatModel",
     "ScenarioSpending",
     "Spending",
     "estimate_cost",
@@ -105,7 +104,9 @@ class ScenarioSpending:
 
 
 class BudgetedChatModel:
-    """A ``ChatModel``: ``inner``'s completions, each reserved and settled with ``spending``."""
+    """A ``ChatModel``: ``inner``'s completions, each reserved and settled with ``spending``.
+    ``reserve=False`` (a run with prices and no budget): nothing is estimated or reserved
+    before a request, its cost is settled after it."""
 
     def __init__(
         self,
@@ -114,11 +115,13 @@ class BudgetedChatModel:
         price: ModelPrice,
         spending: Spending,
         max_tokens: int | None = None,
+        reserve: bool = True,
     ) -> None:
         self._inner = inner
         self._price = price
         self._spending = spending
         self._max_tokens = max_tokens
+        self._reserve = reserve
         # the tools are the same object for every request of a scenario: sized once
         self._tools: tuple[int, int] | None = None
 
@@ -140,12 +143,14 @@ class BudgetedChatModel:
         tools: Sequence[Mapping[str, Any]] | None = None,
         seed: int | None = None,
     ) -> AssistantTurn:
-        estimate = estimate_cost(
-            self._price,
-            prompt_chars=_characters(messages) + self._tools_chars(tools),
-            max_tokens=self._max_tokens,
-        )
-        key = self._spending.reserve(estimate)
+        key = ""
+        if self._reserve:
+            estimate = estimate_cost(
+                self._price,
+                prompt_chars=_characters(messages) + self._tools_chars(tools),
+                max_tokens=self._max_tokens,
+            )
+            key = self._spending.reserve(estimate)
         actual = 0.0  # a request that failed is not billed
         try:
             turn = await self._inner.complete(messages, tools=tools, seed=seed)
@@ -153,28 +158,3 @@ class BudgetedChatModel:
             return turn
         finally:
             self._spending.settle(key, actual)
-
-
-class CountedChatModel:
-    """A ``ChatModel``: ``inner``'s completions, each one's cost counted into ``spending``
-    (a run with prices and no budget: nothing is reserved before a request)."""
-
-    def __init__(self, inner: ChatModel, *, price: ModelPrice, spending: ScenarioSpending) -> None:
-        self._inner = inner
-        self._price = price
-        self._spending = spending
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        seed: int | None = None,
-    ) -> AssistantTurn:
-        turn = await self._inner.complete(messages, tools=tools, seed=seed)
-        self._spending.charge(self._price.cost(turn.usage))
-        return turn

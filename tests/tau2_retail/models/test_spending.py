@@ -118,3 +118,22 @@ def test_a_scenarios_spending_counts_what_its_requests_cost_and_the_run_sees_eac
     assert first.spent == pytest.approx(one_request + 0.5)
     assert second.spent == 0.0
     assert budget.spent == pytest.approx(one_request + 0.5)
+
+
+def test_without_a_budget_a_scenarios_requests_are_counted_and_nothing_is_reserved() -> None:
+    """Prices and no budget: each reply's cost is counted (what an interrupted scenario had
+    spent); no estimate is reserved, so no request is ever refused."""
+
+    class Refusing(ScenarioSpending):
+        def reserve(self, estimate: float) -> str:
+            raise AssertionError("a run without a budget reserved an estimate")
+
+    spending = Refusing()
+    model = BudgetedChatModel(
+        FunctionModel("m", _reply), price=PRICE, spending=spending, reserve=False
+    )
+
+    asyncio.run(model.complete(HELLO))
+    asyncio.run(model.complete(HELLO))
+
+    assert spending.spent == pytest.approx(2 * (1000 * 1.0 + 10 * 2.0) / 1e6)

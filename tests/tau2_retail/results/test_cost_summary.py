@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,7 +128,20 @@ def test_cache_hits_are_counted_per_role() -> None:
     )
 
 
-def test_summarize_keeps_the_scenarios_not_run_and_what_they_spent(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stopped", "field", "by"),
+    [
+        ({"not_run": ["tau2_retail__1"], "not_run_cost": 0.0421}, "not_run_cost", "the budget"),
+        (
+            {"lost": {"tau2_retail__1": "not run (interrupted)"}, "interrupted_cost": 0.0421},
+            "interrupted_cost",
+            "the interrupt",
+        ),
+    ],
+)
+def test_summarize_keeps_what_the_stopped_scenarios_spent(
+    tmp_path: Path, stopped: dict[str, Any], field: str, by: str
+) -> None:
     run = tmp_path / "run"
     record = priced("0", 0.1, 0.1, 0.0)
     folder = run / record.scenario_name
@@ -140,20 +154,20 @@ def test_summarize_keeps_the_scenarios_not_run_and_what_they_spent(tmp_path: Pat
         trials=1,
         configuration=CONFIGURATION,
         versions=VERSIONS,
-        not_run=["tau2_retail__1"],
-        not_run_cost=0.0421,
+        **stopped,
     )
-    assert json.loads((run / "summary.json").read_text())["not_run_cost"] == 0.0421
+    assert json.loads((run / "summary.json").read_text())[field] == 0.0421
+
     rebuilt = summarize(run)
-    assert rebuilt.not_run == ("tau2_retail__1",)
-    assert rebuilt.not_run_cost == 0.0421
-    assert rebuilt.counts.lost == 0
+
+    assert getattr(rebuilt, field) == 0.0421
+    assert rebuilt.not_run == tuple(stopped.get("not_run", ()))
     assert rebuilt.cost is not None
     assert rebuilt.cost.total == pytest.approx(0.2)
     text = (run / "all_summary.txt").read_text()
     assert "Cost (USD): $0.2000 total (agent $0.1000, user $0.1000, judge $0.0000)\n" in text
     assert (
-        "  and $0.0421 spent by the scenarios the budget stopped unscored (no record: not in "
+        f"  and $0.0421 spent by the scenarios {by} stopped unscored (no record: not in "
         "the total)\n"
     ) in text
 
@@ -186,34 +200,6 @@ def test_what_stopped_scenarios_spent_is_said_without_a_cost_total(
     assert cost_lines(summary) == [
         f"Cost (USD): {lead}; $0.5000 spent by the scenarios the budget stopped unscored"
     ]
-
-
-def test_summarize_keeps_what_the_interrupted_scenarios_spent(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    record = priced("0", 0.1, 0.1, 0.0)
-    folder = run / record.scenario_name
-    folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
-    write_summary(
-        run,
-        [record],
-        expected=["tau2_retail__0", "tau2_retail__1"],
-        trials=1,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
-        lost={"tau2_retail__1": "not run (interrupted)"},
-        interrupted_cost=0.0137,
-    )
-    assert json.loads((run / "summary.json").read_text())["interrupted_cost"] == 0.0137
-
-    rebuilt = summarize(run)
-
-    assert rebuilt.interrupted_cost == 0.0137
-    assert (
-        "  Cost (USD): $0.2000 total (agent $0.1000, user $0.1000, judge $0.0000)\n"
-        "    and $0.0137 spent by the scenarios the interrupt stopped unscored (no record: not "
-        "in the total)\n"
-    ) in (run / "all_summary.txt").read_text()
 
 
 @pytest.mark.parametrize(
