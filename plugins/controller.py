@@ -30,10 +30,6 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import AgentInterrupted, ArtifactError, ConfigError, DataError
 from tau2_retail.plugins.compat import runs_no_test
 from tau2_retail.plugins.interop import distributing_mode, record_suite_properties
-from tau2_retail.plugins.interrupted_spending import (
-    clear_interrupted_spending,
-    interrupted_spending,
-)
 from tau2_retail.plugins.ledger import NOT_RUN, NOT_RUN_INTERRUPTED, RunLedger
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import Tau2Process, send_plan
@@ -44,6 +40,10 @@ from tau2_retail.plugins.scenario_report import WorkerLeftovers, scenario_of_ite
 from tau2_retail.plugins.verdict import run_verdict, suite_properties
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.gate import GateVerdict
+from tau2_retail.results.interrupted_spending import (
+    clear_interrupted_spending,
+    interrupted_spending,
+)
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.summary import summary_inputs, write_run_summary
 from tau2_retail.tau2_format.after_run import export_after_run

@@ -25,7 +25,6 @@ from tau2_retail.errors import AgentInterrupted, BudgetExhausted
 from tau2_retail.plugins.agents import AGENTS_KEY, AgentSupply
 from tau2_retail.plugins.compat import sets_up_only
 from tau2_retail.plugins.interop import remember_session_loop
-from tau2_retail.plugins.interrupted_spending import record_interrupted_spending
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import PROCESS_KEY, Tau2InfraError, Tau2Process
 from tau2_retail.plugins.scenario_report import (
@@ -45,6 +44,7 @@ from tau2_retail.plugins.scheduler import (
 )
 from tau2_retail.results.artifacts import load_pending_judgement, outcome_files, scenario_dir
 from tau2_retail.results.folder_writer import FolderWriter
+from tau2_retail.results.interrupted_spending import record_interrupted_spending
 from tau2_retail.results.scenario_folder import ScenarioFiles
 from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store

@@ -13,7 +13,6 @@ import warnings
 import pytest
 
 from tau2_retail.plugins import repeated_interrupt
-from tau2_retail.plugins.interrupted_spending import INTERRUPTED_SPENDING_FILE
 from tau2_retail.plugins.repeated_interrupt import (
     FORCED_QUIT_NOTICE,
     REPEATED_INTERRUPT_NOTICE,
@@ -21,6 +20,7 @@ from tau2_retail.plugins.repeated_interrupt import (
     RepeatedInterrupt,
     forced_quit_status,
 )
+from tau2_retail.results.interrupted_spending import INTERRUPTED_SPENDING_FILE
 from tau2_retail.testing.bench import USER_INI
 
 from .conftest import Bench, distributed

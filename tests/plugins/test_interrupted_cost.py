@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.plugins.interrupted_spending import INTERRUPTED_SPENDING_FILE
+from tau2_retail.results.interrupted_spending import INTERRUPTED_SPENDING_FILE
 from tau2_retail.testing.bench import Run
 from tau2_retail.testing.loopback_server import Hang, Reply
 from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint

@@ -33,6 +33,7 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
+from tau2_retail.results.interrupted_spending import interrupted_spending
 from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import (
     RUN_ARGS_FILE,
@@ -86,7 +87,8 @@ class ShardRun:
     not_run: tuple[str, ...] = ()
     #: what those its budget stopped unscored had spent, USD (from its ``summary.json``)
     not_run_cost: float = 0.0
-    #: what the scenarios an interrupt stopped unscored had spent, USD (idem)
+    #: what the scenarios an interrupt stopped unscored had spent, USD (idem, and the ledger
+    #: of an invocation killed while it stopped)
     interrupted_cost: float = 0.0
 
 
@@ -137,7 +139,10 @@ def read_shard(run_dir: Path) -> ShardRun:
         incomplete=loaded.incomplete,
         not_run=summary.not_run if summary is not None else (),
         not_run_cost=(summary.not_run_cost or 0.0) if summary is not None else 0.0,
-        interrupted_cost=(summary.interrupted_cost or 0.0) if summary is not None else 0.0,
+        # and what its interrupted scenarios had spent when it was killed while it stopped
+        # (in the ledger only: its summary is an earlier invocation's, or none)
+        interrupted_cost=((summary.interrupted_cost or 0.0) if summary is not None else 0.0)
+        + interrupted_spending(run_dir),
     )
 
 

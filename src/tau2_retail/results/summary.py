@@ -44,8 +44,12 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.engine.profiles import MIXED, ProfileName
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results import summary_figures as figures
-from tau2_retail.results.artifacts import load_run_metrics
+from tau2_retail.results.artifacts import RunMetrics, load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
+from tau2_retail.results.interrupted_spending import (
+    clear_interrupted_spending,
+    interrupted_spending,
+)
 from tau2_retail.results.long_text import cut_long_texts
 from tau2_retail.results.records import (
     Counts,
@@ -331,12 +335,25 @@ def summarize(run_dir: Path) -> RunSummary:
         earlier = read_summary(run_dir)
     except ArtifactError:
         earlier = None
+    summary = _rebuilt(run_dir, loaded, run_args, earlier)
+    # a killed invocation's interrupted scenarios (their amounts in the ledger alone) are in
+    # the summary now: a resume must not count them again
+    clear_interrupted_spending(run_dir)
+    return summary
+
+
+def _rebuilt(
+    run_dir: Path, loaded: RunMetrics, run_args: RunArgs | None, earlier: RunSummary | None
+) -> RunSummary:
+    """:func:`summarize`'s summary of ``loaded`` (the run's records), written."""
     # scenarios the budget kept from starting (or stopped), and what those it stopped, and
-    # those an interrupt stopped, had spent, are recorded in the summary only
+    # those an interrupt stopped, had spent, are recorded in the summary only, and (a run
+    # killed while it stopped) what its interrupted scenarios had spent in the ledger
     not_run = earlier.not_run if earlier else ()
     spent = {
         "not_run_cost": (earlier.not_run_cost or 0.0) if earlier else 0.0,
-        "interrupted_cost": (earlier.interrupted_cost or 0.0) if earlier else 0.0,
+        "interrupted_cost": ((earlier.interrupted_cost or 0.0) if earlier else 0.0)
+        + interrupted_spending(run_dir),
     }
     if run_args is not None:
         # run_args.json is written before the first scenario starts: every expected scenario

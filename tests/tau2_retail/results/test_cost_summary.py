@@ -15,6 +15,10 @@ from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
+from tau2_retail.results.interrupted_spending import (
+    INTERRUPTED_SPENDING_FILE,
+    record_interrupted_spending,
+)
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.summary import build_summary, cost_lines, render_summary_text, summarize
 from tau2_retail.results.summary import write_run_summary as write_summary
@@ -231,3 +235,33 @@ def test_what_interrupted_scenarios_spent_follows_what_the_budget_stopped(
     assert cost_lines(alone) == [
         f"{first}$0.2500 spent by the scenarios the interrupt stopped unscored"
     ]
+
+
+def test_summarize_adds_what_a_killed_invocation_left_in_the_interrupted_ledger(
+    tmp_path: Path,
+) -> None:
+    """A run killed while it stopped (a third Ctrl-C, SIGKILL) has no summary of that
+    invocation: its interrupted scenarios' amounts are in the ledger only, and ``summarize``
+    (the documented way to write the summaries then) must count them, once."""
+    run = tmp_path / "run"
+    record = priced("0", 0.1, 0.1, 0.0)
+    folder = run / record.scenario_name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
+    write_summary(  # an earlier invocation's summary, with what its interrupt stopped
+        run,
+        [record],
+        expected=["tau2_retail__0", "tau2_retail__1", "tau2_retail__2"],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        interrupted_cost=0.0421,
+    )
+    record_interrupted_spending(run, "tau2_retail__1", 0.0125)
+    record_interrupted_spending(run, "tau2_retail__2", 0.002)
+
+    rebuilt = summarize(run)
+
+    assert rebuilt.interrupted_cost == pytest.approx(0.0566)
+    assert not (run / INTERRUPTED_SPENDING_FILE).exists()  # in the summary now
+    assert summarize(run).interrupted_cost == pytest.approx(0.0566)  # counted once

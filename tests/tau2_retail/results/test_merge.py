@@ -11,6 +11,10 @@ import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
+from tau2_retail.results.interrupted_spending import (
+    INTERRUPTED_SPENDING_FILE,
+    record_interrupted_spending,
+)
 from tau2_retail.results.merge import (
     GateSettings,
     ShardRun,
@@ -234,3 +238,17 @@ def test_what_each_shards_interrupted_scenarios_spent_is_added_up(tmp_path: Path
 
     assert merged.interrupted_cost == 0.1875
     assert build_summary(merged.metrics, **merged.summary_inputs()).interrupted_cost == 0.1875
+
+
+def test_a_shard_killed_while_it_stopped_adds_what_its_ledger_holds(tmp_path: Path) -> None:
+    """A shard killed while it stopped (its CI job's SIGKILL after the grace period) left what
+    its interrupted scenarios had spent in its ledger, not in its summary: the merge counts
+    it (read only: the shard's folder is not changed)."""
+    made = shard("s0", ["1"], shard=[1, 1])
+    run_dir = tmp_path / "s0"
+    write_run_args(run_dir, made.args)
+    write_run_summary(run_dir, made.metrics, **summary_inputs(made.args, interrupted_cost=0.125))
+    record_interrupted_spending(run_dir, "tau2_retail__2", 0.0625)
+
+    assert read_shard(run_dir).interrupted_cost == 0.1875
+    assert (run_dir / INTERRUPTED_SPENDING_FILE).exists()

@@ -10,8 +10,10 @@ when the controller no longer reads its workers' reports.
 
 The run adds the lines up into ``summary.json``'s ``interrupted_cost`` once its processes are
 done (:func:`interrupted_spending`), then removes the file (:func:`clear_interrupted_spending`):
-an invocation that ended without its summary (a third Ctrl-C, SIGKILL) leaves its lines to the
-next one (``--tau2-resume``), which counts them.
+an invocation that ended without its summary (a third Ctrl-C, SIGKILL) leaves its lines to
+whatever writes the run's summary next, which counts them: its ``--tau2-resume``, or
+``summarize`` (each adds them to the earlier summary's amount and removes the file). ``merge``
+adds a shard's lines to its summary's amount and leaves the shard's folder as it is.
 """
 
 from __future__ import annotations

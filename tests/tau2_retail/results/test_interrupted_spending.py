@@ -1,5 +1,6 @@
 """The ledger of what interrupted scenarios had spent: appended by every process, added up and
-removed by the run (the runs themselves: ``test_interrupted_cost.py``)."""
+removed by the run, by ``summarize``, read by ``merge`` (the runs themselves:
+``tests/plugins/test_interrupted_cost.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.errors import ArtifactError
-from tau2_retail.plugins.interrupted_spending import (
+from tau2_retail.results.interrupted_spending import (
     INTERRUPTED_SPENDING_FILE,
     clear_interrupted_spending,
     interrupted_spending,
