@@ -97,7 +97,9 @@ def _changed_signals(row: ScenarioRow, before: ScenarioRow) -> list[str]:
     changed = []
     if row.db_state_match != before.db_state_match:
         changed.append("DB_STATE_MATCH")
-    if row.clean_exit != before.clean_exit:
+    # null where the scenario's profile does not score it (tau2), also on one side only: a
+    # baseline written before summaries said so (false), or of the other profile (--force)
+    if None not in (row.clean_exit, before.clean_exit) and row.clean_exit != before.clean_exit:
         changed.append("CLEAN_EXIT")
     if row.nl_assertion_pass_rate != before.nl_assertion_pass_rate:
         changed.append("NL_ASSERTION")

@@ -34,7 +34,9 @@ from tau2_retail.report.page import (
 )
 from tau2_retail.report.scenario_page import action_pairs, record_differences
 from tau2_retail.results.records import RunSummary
+from tau2_retail.results.summary import build_summary
 from tests.report.runs import HOSTILE, JUDGE_REASON, MIXED_PLAN, write_run
+from tests.tau2_retail.results.test_summary import CONFIGURATION, VERSIONS, _tau2
 
 ASSETS = Path(__file__).resolve().parents[3] / "src" / "tau2_retail" / "report" / "assets"
 
@@ -384,6 +386,37 @@ def test_action_pairs_follow_the_action_match_rule() -> None:
 
 
 # -- comparing runs -----------------------------------------------------------------------------
+
+
+def test_a_flip_names_no_change_of_a_signal_one_run_does_not_score() -> None:
+    """CLEAN_EXIT of a tau2-profile run is not applicable (null in its rows); a baseline
+    written before that (false in every row), or a default-profile one, did not see it change."""
+    ours = build_summary(
+        [_tau2("0", 0, 0.0)],
+        expected=None,
+        trials=2,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    passed = build_summary(
+        [_tau2("0", 0, 1.0)],
+        expected=None,
+        trials=2,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    written_before = dataclasses.replace(
+        passed,
+        scenarios=tuple(dataclasses.replace(row, clean_exit=False) for row in passed.scenarios),
+    )
+    default = dataclasses.replace(
+        passed,
+        scenarios=tuple(dataclasses.replace(row, clean_exit=True) for row in passed.scenarios),
+    )
+
+    for baseline in (passed, written_before, default):
+        flips = compare_summaries(ours, baseline)["flips"]
+        assert [(f["kind"], f["signals"]) for f in flips] == [("broken", [])]
 
 
 def test_compare_lists_flips_and_rate_differences(runs: dict[str, Path]) -> None:
