@@ -23,8 +23,8 @@ import pytest
 from tau2_retail.data.tasks import Task, load_user_guidelines
 from tau2_retail.results.interrupted_spending import INTERRUPTED_SPENDING_FILE
 from tau2_retail.testing.bench import Run
-from tau2_retail.testing.loopback_server import Hang, Reply
-from tau2_retail.testing.scripted_endpoint import Request, ScriptedEndpoint
+from tau2_retail.testing.loopback_server import Completion, Hang, Reply
+from tau2_retail.testing.scripted_endpoint import END, Request, ScriptedEndpoint
 
 from .conftest import Bench
 
@@ -151,3 +151,38 @@ def test_a_resume_and_summarize_keep_what_the_interrupted_scenarios_spent(
 
     assert summarized.returncode == 0, summarized.stderr
     assert bench.summary("res")["interrupted_cost"] == interrupted
+
+
+def test_x_counts_what_the_scenarios_started_ahead_had_spent_in_its_own_summary(
+    bench: Bench, three_roles: ScriptedEndpoint
+) -> None:
+    """``-x`` in one process: the scenarios started ahead of the failing test are cancelled
+    without an interrupt; pytest tears the session's fixtures down in that test's teardown,
+    before the run writes its summary, so what they had spent is in it (not left in the
+    ledger). (Under xdist, ``-x`` stops the session as an interrupt: the tests above.)"""
+    hold = HoldSecondAgentRequest(frozenset(TASKS) - {"0"})
+    three_roles.default_fault = hold
+    # scenario 0 fails (it ends at once, its database is not the gold one), once the others
+    # have spent their first requests
+    three_roles.agent["0"] = Completion(tool_calls=END.tool_calls, latency=3.0)
+
+    run = bench.run(
+        "-n",
+        "0",
+        "-x",
+        "--tau2-concurrency=8",
+        *_args(three_roles),
+        f"--tau2-tasks={','.join(TASKS)}",
+        "--tau2-run-id=x",
+    )
+
+    assert hold.all_held.is_set(), "the held scenarios never reached the endpoint"
+    assert run.ret == pytest.ExitCode.TESTS_FAILED, run.output
+    summary = bench.summary("x")
+    assert [row["scenario_id"] for row in summary["scenarios"]] == ["tau2_retail__0"]
+    assert summary["interrupted_cost"] > 0
+    billed = three_roles.server.billed_usd(PRICES)
+    assert summary["cost"]["total"] + summary.get("interrupted_cost", 0.0) == pytest.approx(
+        billed, abs=1e-5
+    )
+    assert not (bench.run_dir("x") / INTERRUPTED_SPENDING_FILE).exists()
