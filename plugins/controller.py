@@ -40,10 +40,7 @@ from tau2_retail.plugins.scenario_report import WorkerLeftovers, scenario_of_ite
 from tau2_retail.plugins.verdict import run_verdict, suite_properties
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.gate import GateVerdict
-from tau2_retail.results.interrupted_spending import (
-    clear_interrupted_spending,
-    interrupted_spending,
-)
+from tau2_retail.results.interrupted_spending import interrupted_spending
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.summary import summary_inputs, write_run_summary
 from tau2_retail.tau2_format.after_run import export_after_run
@@ -286,9 +283,10 @@ class Tau2Run:
         # what every scenario stopped unscored had spent, in this session and (resume) the
         # earlier ones: spent and billed, whether or not a later invocation scored it
         folder = self.folder
-        summary = write_run_summary(
+        return write_run_summary(
             self.run_dir,
             [records[key] for key in sorted(records)],
+            ledger_counted=True,  # its amounts are in summary.json: removed once it is written
             **summary_inputs(
                 args,
                 lost=lost,
@@ -298,8 +296,6 @@ class Tau2Run:
                 + interrupted_spending(self.run_dir),
             ),
         )
-        clear_interrupted_spending(self.run_dir)  # its amounts are in the summary now
-        return summary
 
     def _export_tau2(self, session: pytest.Session) -> None:
         """``--tau2-export-tau2``: the run as upstream's results.json; a refusal exits 4 when

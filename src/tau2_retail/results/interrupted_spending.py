@@ -9,7 +9,9 @@ of a session need no lock. This is the channel that still works under xdist afte
 when the controller no longer reads its workers' reports.
 
 The run adds the lines up into ``summary.json``'s ``interrupted_cost`` once its processes are
-done (:func:`interrupted_spending`), then removes the file (:func:`clear_interrupted_spending`):
+done (:func:`interrupted_spending`), then removes the file (:func:`clear_interrupted_spending`)
+as soon as ``summary.json`` is written, before ``all_summary.txt`` (a later failure must not
+leave lines the summary already holds for the next summary to count again):
 an invocation that ended without its summary (a third Ctrl-C, SIGKILL) leaves its lines to
 whatever writes the run's summary next, which counts them: its ``--tau2-resume``, or
 ``summarize`` (each adds them to the earlier summary's amount and removes the file). ``merge``

@@ -272,11 +272,18 @@ def summary_inputs(
 
 
 def write_run_summary(
-    run_dir: Path, metrics: Sequence[ScenarioMetrics], **inputs: Unpack[SummaryInputs]
+    run_dir: Path,
+    metrics: Sequence[ScenarioMetrics],
+    *,
+    ledger_counted: bool = False,
+    **inputs: Unpack[SummaryInputs],
 ) -> RunSummary:
     """Write ``all_metrics.json``, ``summary.json`` and ``all_summary.txt``; return the summary.
 
     Controller process only. ``inputs`` are those of :func:`build_summary`.
+    ``ledger_counted``: ``interrupted_cost`` holds the run folder's ledger of interrupted
+    spending, removed as soon as ``summary.json`` is written (a later failure must not leave
+    it for the next summary to count again).
     """
     run_dir = Path(run_dir)
     summary = build_summary(metrics, **inputs)
@@ -286,6 +293,8 @@ def write_run_summary(
         cut_long_texts(codec.encode(ordered, list[ScenarioMetrics])),
     )
     write_json_atomic(run_dir / SUMMARY_JSON_FILE, codec.encode(summary))
+    if ledger_counted:
+        clear_interrupted_spending(run_dir)
     write_text_atomic(run_dir / SUMMARY_TEXT_FILE, render_summary_text(summary))
     return summary
 
@@ -316,7 +325,9 @@ def summarize(run_dir: Path) -> RunSummary:
 
     Trials, expected scenarios, configuration and versions come from ``run_args.json``; without
     it, from the earlier ``summary.json`` (never replaced by empty values), else from the
-    metrics. Unreadable ``metrics.json`` files count as lost, with their reason.
+    metrics. Unreadable ``metrics.json`` files count as lost, with their reason. What the
+    ledger of interrupted spending holds (a run killed while it stopped) is added to the
+    earlier summary's ``interrupted_cost``, and the ledger removed.
     """
     run_dir = Path(run_dir)
     loaded = load_run_metrics(run_dir)
@@ -335,11 +346,7 @@ def summarize(run_dir: Path) -> RunSummary:
         earlier = read_summary(run_dir)
     except ArtifactError:
         earlier = None
-    summary = _rebuilt(run_dir, loaded, run_args, earlier)
-    # a killed invocation's interrupted scenarios (their amounts in the ledger alone) are in
-    # the summary now: a resume must not count them again
-    clear_interrupted_spending(run_dir)
-    return summary
+    return _rebuilt(run_dir, loaded, run_args, earlier)
 
 
 def _rebuilt(
@@ -348,7 +355,9 @@ def _rebuilt(
     """:func:`summarize`'s summary of ``loaded`` (the run's records), written."""
     # scenarios the budget kept from starting (or stopped), and what those it stopped, and
     # those an interrupt stopped, had spent, are recorded in the summary only, and (a run
-    # killed while it stopped) what its interrupted scenarios had spent in the ledger
+    # killed while it stopped) what its interrupted scenarios had spent in the ledger, which
+    # the summary then holds (removed once summary.json is written: a resume must not count
+    # it again)
     not_run = earlier.not_run if earlier else ()
     spent = {
         "not_run_cost": (earlier.not_run_cost or 0.0) if earlier else 0.0,
@@ -367,12 +376,14 @@ def _rebuilt(
         return write_run_summary(
             run_dir,
             loaded.records,
+            ledger_counted=True,
             **summary_inputs(run_args, lost=reasons, not_run=not_run, **spent),
         )
     trials = max((m.trial for m in loaded.records), default=1)
     return write_run_summary(
         run_dir,
         loaded.records,
+        ledger_counted=True,
         expected=[row.scenario_id for row in earlier.scenarios] if earlier else None,
         trials=earlier.trials if earlier else trials,
         configuration=earlier.configuration if earlier else None,

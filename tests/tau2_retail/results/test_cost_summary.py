@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
+from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.interrupted_spending import (
@@ -265,3 +267,32 @@ def test_summarize_adds_what_a_killed_invocation_left_in_the_interrupted_ledger(
     assert rebuilt.interrupted_cost == pytest.approx(0.0566)
     assert not (run / INTERRUPTED_SPENDING_FILE).exists()  # in the summary now
     assert summarize(run).interrupted_cost == pytest.approx(0.0566)  # counted once
+
+
+def test_the_ledger_is_removed_once_summary_json_holds_it(tmp_path: Path) -> None:
+    """summary.json holds the ledger's amounts once it is written: a later file that fails
+    (all_summary.txt here: a folder in its place; a full disk) must not leave the ledger for
+    the next summary, which would count it again."""
+    run = tmp_path / "run"
+    record = priced("0", 0.1, 0.1, 0.0)
+    folder = run / record.scenario_name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
+    write_summary(
+        run,
+        [record],
+        expected=["tau2_retail__0", "tau2_retail__1"],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+    )
+    record_interrupted_spending(run, "tau2_retail__1", 0.0125)
+    (run / "all_summary.txt").unlink()
+    (run / "all_summary.txt" / "in-the-way").mkdir(parents=True)
+
+    with pytest.raises(ArtifactError):
+        summarize(run)
+
+    assert json.loads((run / "summary.json").read_text())["interrupted_cost"] == 0.0125
+    shutil.rmtree(run / "all_summary.txt")
+    assert summarize(run).interrupted_cost == 0.0125  # not 0.025
