@@ -171,8 +171,8 @@ def build_summary(
         cost=cost,
         unpriced_models=unpriced,
         not_run=missing.not_run,
-        not_run_cost=figures.rounded_usd(not_run_cost) if not_run_cost else None,
-        interrupted_cost=figures.rounded_usd(interrupted_cost) if interrupted_cost else None,
+        not_run_cost=figures.rounded_usd(not_run_cost) or None,  # 0 once rounded: omitted
+        interrupted_cost=figures.rounded_usd(interrupted_cost) or None,
     )
 
 

@@ -296,3 +296,20 @@ def test_the_ledger_is_removed_once_summary_json_holds_it(tmp_path: Path) -> Non
     assert json.loads((run / "summary.json").read_text())["interrupted_cost"] == 0.0125
     shutil.rmtree(run / "all_summary.txt")
     assert summarize(run).interrupted_cost == 0.0125  # not 0.025
+
+
+def test_an_amount_that_rounds_to_nothing_is_omitted_as_nothing_is() -> None:
+    """summary.json writes micro-dollars: a stopped scenario's $0.0000001 is 0 there, and a 0
+    is omitted (a run that spent nothing unscored writes what it wrote before)."""
+    summary = build_summary(
+        [priced("0", 0.1, 0.1, 0.0)],
+        expected=None,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        not_run_cost=2e-7,
+        interrupted_cost=1e-7,
+    )
+    written = codec.encode(summary)
+    assert "not_run_cost" not in written
+    assert "interrupted_cost" not in written
