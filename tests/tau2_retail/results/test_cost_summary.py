@@ -178,7 +178,8 @@ def test_summarize_keeps_what_the_stopped_scenarios_spent(
     ) in text
 
 
-@pytest.mark.parametrize(
+#: the runs without a Cost total, and how the first stopped amount's line opens there
+WITHOUT_A_COST_TOTAL = pytest.mark.parametrize(
     ("scored", "lead"),
     [
         ([], "no scenario scored"),
@@ -188,6 +189,9 @@ def test_summarize_keeps_what_the_stopped_scenarios_spent(
         (["0"], "n/a (no scored scenario's record has a cost)"),
     ],
 )
+
+
+@WITHOUT_A_COST_TOTAL
 def test_what_stopped_scenarios_spent_is_said_without_a_cost_total(
     scored: list[str], lead: str
 ) -> None:
@@ -208,17 +212,12 @@ def test_what_stopped_scenarios_spent_is_said_without_a_cost_total(
     ]
 
 
-@pytest.mark.parametrize(
-    ("scored", "first"),
-    [
-        ([], "Cost (USD): no scenario scored; "),
-        (["0"], "Cost (USD): n/a (no scored scenario's record has a cost); "),
-    ],
-)
+@WITHOUT_A_COST_TOTAL
 def test_what_interrupted_scenarios_spent_follows_what_the_budget_stopped(
-    scored: list[str], first: str
+    scored: list[str], lead: str
 ) -> None:
     """Both amounts without a Cost total: the first line leads, the second joins it."""
+    first = f"Cost (USD): {lead}; "
     summary = build_summary(
         [metric(task) for task in scored],
         expected=["tau2_retail__0", "tau2_retail__1", "tau2_retail__2"],
