@@ -10,6 +10,7 @@ request digest) and no endpoint is contacted.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tau2_retail.errors import CacheMiss
@@ -23,30 +24,26 @@ if TYPE_CHECKING:
 __all__ = ["CachedChatModel"]
 
 
+@dataclass(slots=True, eq=False)
 class CachedChatModel:
     """A ``ChatModel``: ``client``'s completions for one scenario trial, through ``cache``."""
 
-    def __init__(
-        self,
-        client: OpenAIChatModel,
-        cache: ResponseCache,
-        *,
-        role: str,
-        trial: int,
-        masker: Masker | None = None,
-    ) -> None:
-        self._client = client
-        self._cache = cache
-        self._role = role
-        self._trial = trial
-        self._masker = masker
-        # where the requests go: a role without a base URL goes where OPENAI_BASE_URL points
-        self._host = endpoint_host(client.base_url, client.config.headers)
-        self._seen: dict[str, int] = {}
+    client: OpenAIChatModel
+    cache: ResponseCache
+    _: KW_ONLY
+    role: str
+    trial: int
+    masker: Masker | None = None
+    # where the requests go: a role without a base URL goes where OPENAI_BASE_URL points
+    _host: str = field(init=False)
+    _seen: dict[str, int] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._host = endpoint_host(self.client.base_url, self.client.config.headers)
 
     @property
     def name(self) -> str:
-        return self._client.name
+        return self.client.name
 
     async def complete(
         self,
@@ -55,10 +52,10 @@ class CachedChatModel:
         tools: Sequence[Mapping[str, Any]] | None = None,
         seed: int | None = None,
     ) -> AssistantTurn:
-        request = self._client.prepare(messages, tools=tools, seed=seed)
-        body = self._client.wire_body(request)
+        request = self.client.prepare(messages, tools=tools, seed=seed)
+        body = self.client.wire_body(request)
         base = request_digest(
-            role=self._role, model=self.name, host=self._host, body=body, trial=self._trial
+            role=self.role, model=self.name, host=self._host, body=body, trial=self.trial
         )
         occurrence = self._seen.get(base, 0)
         self._seen[base] = occurrence + 1
@@ -66,16 +63,16 @@ class CachedChatModel:
             base
             if occurrence == 0
             else request_digest(
-                role=self._role,
+                role=self.role,
                 model=self.name,
                 host=self._host,
                 body=body,
-                trial=self._trial,
+                trial=self.trial,
                 occurrence=occurrence,
             )
         )
-        cache = self._cache
-        cached = cache.lookup(digest, max_bytes=self._client.config.max_reply_bytes)
+        cache = self.cache
+        cached = cache.lookup(digest, max_bytes=self.client.config.max_reply_bytes)
         if cached is not None:
             return cached
         if cache.mode is CacheMode.REPLAY:
@@ -84,11 +81,11 @@ class CachedChatModel:
             why = f" ({why})" if why else ""
             raise CacheMiss(
                 f"replay from the response cache {cache.path}: no {usable}reply "
-                f"for request {digest[:16]} (model {self.name!r}, trial {self._trial + 1})"
+                f"for request {digest[:16]} (model {self.name!r}, trial {self.trial + 1})"
                 f"{why}; replay needs the cache file of a run with the same settings",
                 digest=digest,
             )
-        turn = await self._client.send(request)
-        host, masker = self._host, self._masker
-        cache.store(digest, role=self._role, model=self.name, host=host, turn=turn, masker=masker)
+        turn = await self.client.send(request)
+        host, masker = self._host, self.masker
+        cache.store(digest, role=self.role, model=self.name, host=host, turn=turn, masker=masker)
         return turn

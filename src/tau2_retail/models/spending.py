@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final, Protocol
 
 from tau2_retail.models.messages import AssistantTurn, Message, Usage
@@ -103,31 +104,24 @@ class ScenarioSpending:
         self.spent += actual
 
 
+@dataclass(slots=True, eq=False)
 class BudgetedChatModel:
     """A ``ChatModel``: ``inner``'s completions, each reserved and settled with ``spending``.
     ``reserve=False`` (a run with prices and no budget): nothing is estimated or reserved
     before a request, its cost is settled after it."""
 
-    def __init__(
-        self,
-        inner: ChatModel,
-        *,
-        price: ModelPrice,
-        spending: Spending,
-        max_tokens: int | None = None,
-        reserve: bool = True,
-    ) -> None:
-        self._inner = inner
-        self._price = price
-        self._spending = spending
-        self._max_tokens = max_tokens
-        self._reserve = reserve
-        # the tools are the same object for every request of a scenario: sized once
-        self._tools: tuple[int, int] | None = None
+    inner: ChatModel
+    _: KW_ONLY
+    price: ModelPrice
+    spending: Spending
+    max_tokens: int | None = None
+    reserve: bool = True
+    # the tools are the same object for every request of a scenario: sized once
+    _tools: tuple[int, int] | None = field(default=None, init=False)
 
     @property
     def name(self) -> str:
-        return self._inner.name
+        return self.inner.name
 
     def _tools_chars(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
         if not tools:
@@ -144,17 +138,17 @@ class BudgetedChatModel:
         seed: int | None = None,
     ) -> AssistantTurn:
         key = ""
-        if self._reserve:
+        if self.reserve:
             estimate = estimate_cost(
-                self._price,
+                self.price,
                 prompt_chars=_characters(messages) + self._tools_chars(tools),
-                max_tokens=self._max_tokens,
+                max_tokens=self.max_tokens,
             )
-            key = self._spending.reserve(estimate)
+            key = self.spending.reserve(estimate)
         actual = 0.0  # a request that failed is not billed
         try:
-            turn = await self._inner.complete(messages, tools=tools, seed=seed)
-            actual = self._price.cost(turn.usage)
+            turn = await self.inner.complete(messages, tools=tools, seed=seed)
+            actual = self.price.cost(turn.usage)
             return turn
         finally:
-            self._spending.settle(key, actual)
+            self.spending.settle(key, actual)
