@@ -100,14 +100,6 @@ class Tau2Run:
         assert self._process is not None, "Tau2Run.start() decides the plan first"
         return self._process
 
-    @property
-    def settings(self) -> Tau2Settings:
-        return self.folder.settings
-
-    @property
-    def run_dir(self) -> Path:
-        return self.folder.run_dir
-
     def start(self, unmet: ConfigError | None = None, *, defer: bool = False) -> Tau2Process:
         """Decide the plan (:meth:`RunFolder.start`); returns this process's view of it.
 
@@ -136,7 +128,7 @@ class Tau2Run:
 
     def _known_scenarios(self) -> list[str]:
         try:
-            return scenario_ids(self.settings)
+            return scenario_ids(self.folder.settings)
         except (DataError, ValueError):
             return []  # the workers report the error, with its fix, when they collect
 
@@ -241,7 +233,7 @@ class Tau2Run:
         if active and interrupted:
             self._finish(session)
         if not active and exitstatus not in _BROKEN and not self.folder.collect_only:
-            self.gate = self.ledger.empty.verdict(self.settings)
+            self.gate = self.ledger.empty.verdict(self.folder.settings)
             if self.gate is not None:
                 self.exit_verdict = pytest.ExitCode.TESTS_FAILED
         # applied last: plugins that finish after us (one ORs in the status pytest passed to
@@ -250,9 +242,9 @@ class Tau2Run:
             session.exitstatus = self.exit_verdict
 
     def _finish(self, session: pytest.Session) -> None:
-        self.problems.extend(self.ledger.errored.set_aside(self.run_dir))
+        self.problems.extend(self.ledger.errored.set_aside(self.folder.run_dir))
         records, lost = self.ledger.records(
-            self.run_dir, self.folder.expected(), interrupted=self.interrupted
+            self.folder.run_dir, self.folder.expected(), interrupted=self.interrupted
         )
         try:
             self.summary = self._write_summary(records, lost)
@@ -261,7 +253,7 @@ class Tau2Run:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             return
         try:
-            self.report_path, _ = write_report(self.run_dir)
+            self.report_path, _ = write_report(self.folder.run_dir)
         except ReportError as error:  # the summary is written; the page is a convenience
             self.problems.append(f"tau2: report.html not written: {error}")
         except Exception as error:
@@ -284,7 +276,7 @@ class Tau2Run:
         # earlier ones: spent and billed, whether or not a later invocation scored it
         folder = self.folder
         return write_run_summary(
-            self.run_dir,
+            self.folder.run_dir,
             [records[key] for key in sorted(records)],
             ledger_counted=True,  # its amounts are in summary.json: removed once it is written
             **summary_inputs(
@@ -293,18 +285,18 @@ class Tau2Run:
                 not_run=sorted(self.ledger.budget_skipped - records.keys()),
                 not_run_cost=folder.earlier_not_run_cost + sum(self.ledger.stopped_spent.values()),
                 interrupted_cost=folder.earlier_interrupted_cost
-                + interrupted_spending(self.run_dir),
+                + interrupted_spending(self.folder.run_dir),
             ),
         )
 
     def _export_tau2(self, session: pytest.Session) -> None:
         """``--tau2-export-tau2``: the run as upstream's results.json; a refusal exits 4 when
         nothing else failed (the run's own files are written)."""
-        settings = self.settings
+        settings = self.folder.settings
         if not settings.export_tau2:
             return
         exported = export_after_run(
-            self.run_dir,
+            self.folder.run_dir,
             Path(settings.export_tau2),
             data_dir=Path(settings.data_dir) if settings.data_dir else None,
             shard=settings.shard,
@@ -317,7 +309,7 @@ class Tau2Run:
     def _apply_gate(self, summary: RunSummary) -> None:
         verdict = run_verdict(
             summary,
-            self.settings,
+            self.folder.settings,
             session_problem=self.exit_problem,
             errored_problem=self.ledger.errored.gate_problem(),
             others_failed=self.ledger.others_failed,
@@ -352,7 +344,7 @@ class Tau2Run:
             stopped_before=tuple(self.not_run()),
             notices=tuple(self.ledger.notices),
             problems=tuple(self.problems),
-            run_dir=self.run_dir,
+            run_dir=self.folder.run_dir,
             report_path=self.report_path,
             export_lines=self.export_lines,
             exit_problem=self.exit_problem,
@@ -375,13 +367,13 @@ class Tau2Run:
         terminalreporter.section("tau2 retail")
         failures_listed = bool(terminalreporter.hasopt("f"))
         end = self.run_end(self.summary)
-        for line in terminal_lines(self.settings, end, failures_listed=failures_listed):
+        for line in terminal_lines(self.folder.settings, end, failures_listed=failures_listed):
             terminalreporter.write_line(line)
 
     def closing_lines(self) -> list[str]:
         """After Ctrl-C, the resume command: the session's very last line (below pytest's
         KeyboardInterrupt banner and its count of tests)."""
-        if not self.interrupted or not self.run_dir.is_dir():
+        if not self.interrupted or not self.folder.run_dir.is_dir():
             return []
         if self.summary is None and self.problems:
             return []  # the run could not be summarized: the section said why

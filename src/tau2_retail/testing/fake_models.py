@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from tau2_retail.models.messages import AssistantTurn, Message, ToolCall, Usage
@@ -17,15 +18,13 @@ END_TURN: Final = AssistantTurn(
 """The agent ends the conversation."""
 
 
+@dataclass(frozen=True, slots=True)
 class FunctionModel:
     """A ``ChatModel`` whose reply to every request is ``answer(messages)``; ``answer`` may
     raise as an endpoint would (``EndpointError``: the endpoint is down)."""
 
-    __slots__ = ("answer", "name")
-
-    def __init__(self, name: str, answer: Callable[[Sequence[Message]], AssistantTurn]) -> None:
-        self.name = name
-        self.answer = answer
+    name: str
+    answer: Callable[[Sequence[Message]], AssistantTurn]
 
     async def complete(
         self,
