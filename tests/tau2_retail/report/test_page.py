@@ -391,28 +391,22 @@ def test_action_pairs_follow_the_action_match_rule() -> None:
 def test_a_flip_names_no_change_of_a_signal_one_run_does_not_score() -> None:
     """CLEAN_EXIT of a tau2-profile run is not applicable (null in its rows); a baseline
     written before that (false in every row), or a default-profile one, did not see it change."""
-    ours = build_summary(
-        [_tau2("0", 0, 0.0)],
-        expected=None,
-        trials=2,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
+    ours, passed = (
+        build_summary(
+            [_tau2("0", 0, reward)],
+            expected=None,
+            trials=2,
+            configuration=CONFIGURATION,
+            versions=VERSIONS,
+        )
+        for reward in (0.0, 1.0)
     )
-    passed = build_summary(
-        [_tau2("0", 0, 1.0)],
-        expected=None,
-        trials=2,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
-    )
-    written_before = dataclasses.replace(
-        passed,
-        scenarios=tuple(dataclasses.replace(row, clean_exit=False) for row in passed.scenarios),
-    )
-    default = dataclasses.replace(
-        passed,
-        scenarios=tuple(dataclasses.replace(row, clean_exit=True) for row in passed.scenarios),
-    )
+
+    def clean_exit(value: bool | None) -> RunSummary:
+        rows = tuple(dataclasses.replace(row, clean_exit=value) for row in passed.scenarios)
+        return dataclasses.replace(passed, scenarios=rows)
+
+    written_before, default = clean_exit(False), clean_exit(True)
 
     for baseline in (passed, written_before, default):
         flips = compare_summaries(ours, baseline)["flips"]
