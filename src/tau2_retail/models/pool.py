@@ -26,6 +26,7 @@ import contextlib
 import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tau2_retail.models.http1 import (
@@ -155,33 +156,26 @@ def pooled_transport(
     return transport(library, stream, _Pool(max_connections), on_connected)
 
 
+@dataclass(eq=False)
 class _PooledStream:
     """A reply's body (the library's ``AsyncByteStream`` too): its connection goes back to the
     pool once the body was read whole, and is closed when the reader stops early."""
 
-    def __init__(
-        self,
-        library: Any,
-        pool: _Pool,
-        connection: Connection,
-        parts: AsyncIterator[bytes],
-        keep: bool,
-    ) -> None:
-        self._library = library
-        self._pool = pool
-        self._connection = connection
-        self._parts = parts
-        self._keep = keep
-        self._complete = False
-        self._released = False
+    library: Any
+    pool: _Pool
+    connection: Connection
+    parts: AsyncIterator[bytes]
+    keep: bool
+    _complete: bool = field(default=False, init=False)
+    _released: bool = field(default=False, init=False)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
-            async for part in self._parts:
+            async for part in self.parts:
                 yield part
         except (ProtocolError, TimeoutError, OSError) as error:
             self._release()
-            raise _mapped(self._library, error, self._connection) from _cause(error)
+            raise _mapped(self.library, error, self.connection) from _cause(error)
         self._complete = True
         self._release()
 
@@ -191,7 +185,7 @@ class _PooledStream:
     def _release(self) -> None:
         if not self._released:
             self._released = True
-            self._pool.release(self._connection, reusable=self._keep and self._complete)
+            self.pool.release(self.connection, reusable=self.keep and self._complete)
 
 
 class _PooledTransport:
