@@ -1,7 +1,8 @@
 """``python -m tau2_retail data fetch|verify``: the pinned upstream data files (and sources).
 
-``verify`` also prints one sha256 over the data and the pinned sources, and derives the tau2
-profile from those sources (a construct a changed pin lacks is named).
+``verify`` names the pinned upstream commit (the one to install tau2-bench at, to run its own
+tools on an export), prints one sha256 over the data and the pinned sources, and derives the
+tau2 profile from those sources (a construct a changed pin lacks is named).
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def verify_command(args: argparse.Namespace) -> int:
     folder = chosen_data_dir(args.folder)[0]
     checks = verify_folder(folder)
     print(format_checks(folder, checks))
+    manifest = load_manifest()
+    print(f"pinned upstream: {manifest.repository} at commit {manifest.commit}")
     problems = [check for check in checks if check.status is not CheckStatus.OK]
     if problems:
         dest = "" if folder == chosen_data_dir()[0] else f" --dest {folder}"

@@ -44,6 +44,8 @@ NAMES = [
 ]
 
 
+PINNED_COMMIT = load_manifest().commit
+
 # sha256 of the manifest's listing "<sha256>  <name>\n" (data, then the pinned sources)
 _COMBINED = hashlib.sha256(
     "".join(f"{entry.sha256}  {entry.name}\n" for entry in load_manifest().files).encode()
@@ -551,6 +553,8 @@ def test_cli_fetch_then_verify(
     assert main(["data", "verify", str(dest)]) == 0
     out, _ = capsys.readouterr()
     assert "all 14 files match the manifest" in out
+    # the commit to install tau2-bench at (docs/leaderboard.md sends the reader here for it)
+    assert f"pinned upstream: sierra-research/tau2-bench at commit {PINNED_COMMIT}\n" in out
     assert out.count(" ok ") == 14
     assert f"sha256 of the data and the pinned sources: {_COMBINED}\n" in out
     assert out.endswith(
@@ -581,6 +585,7 @@ def test_cli_verify_reports_problems_with_exit_code_1(
     assert "LICENSE" in out
     assert "missing" in out
     assert "2 of 14 files missing or different" in out
+    assert f"at commit {PINNED_COMMIT}\n" in out  # named whatever the folder holds
     assert "python -m tau2_retail data fetch" in out
 
 
