@@ -20,7 +20,6 @@ from tau2_retail.engine.conversation_setup import (
     UsageListener,
 )
 from tau2_retail.engine.ending import (
-    EMPTY_AGENT,
     Ending,
     StopReason,
     empty_agent_ending,
@@ -267,7 +266,8 @@ class RunningConversation:
             turn = await self.complete("agent", agent, [self.agent_system, *self.messages])
             if turn.is_empty:
                 if retried_empty or not self.rules.retry_empty_agent:
-                    raise _Stopped(empty_agent_ending(turn.finish_reason))
+                    ending = empty_agent_ending(turn.finish_reason, asked_again=retried_empty)
+                    raise _Stopped(ending)
                 retried_empty = True
                 continue
             # The retry is per empty message: a good reply earns the next empty one a retry too.
@@ -315,7 +315,7 @@ class RunningConversation:
             if ended:
                 return True
             if retried_empty or not self.rules.retry_empty_agent:
-                raise _Stopped(EMPTY_AGENT)
+                raise _Stopped(empty_agent_ending(None, asked_again=retried_empty))
             retried_empty = True
 
     def toolbox_call(self, name: str, arguments: str, call_id: str | None = None) -> str:

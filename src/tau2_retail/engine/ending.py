@@ -97,9 +97,11 @@ def why_empty(finish_reason: str | None) -> str:
     return f" (finish_reason {finish_reason})"
 
 
-def empty_agent_ending(finish_reason: str | None) -> Ending:
-    """The agent's ending after an empty message asked again came back empty too."""
-    return dataclasses.replace(EMPTY_AGENT, detail=EMPTY_AGENT.detail + why_empty(finish_reason))
+def empty_agent_ending(finish_reason: str | None, *, asked_again: bool = True) -> Ending:
+    """The agent's ending after an empty message: asked again and empty again (the default
+    profile), or at the first one (``asked_again`` False: the tau2 profile asks no second time)."""
+    detail = EMPTY_AGENT.detail if asked_again else "the agent returned an empty message"
+    return dataclasses.replace(EMPTY_AGENT, detail=detail + why_empty(finish_reason))
 
 
 def user_reply_ending(content: str | None, finish_reason: str | None) -> Ending | None:

@@ -264,6 +264,8 @@ def test_tau2_empty_agent_message_is_an_agent_error_at_once(
     conversation = converse(tau2, seed, agent, Scripted(text("hi")))
     assert conversation.stop_reason is StopReason.AGENT_ERROR
     assert len(agent.calls) == 1
+    # asked once: the detail must not say "twice" (the default profile's retry)
+    assert conversation.detail == "the agent returned an empty message"
 
 
 # -- reward --------------------------------------------------------------------------------------
