@@ -238,8 +238,14 @@ def _read(sim: SimulationRecord, place: _Place, references: References) -> _Read
         nl_count=nl_count,
         actions=recorded_actions(messages),
         reference=references(place.task),
-        detail=str(notes.get("stop_detail") or notes.get("error") or notes.get("note") or ""),
+        detail=str(notes.get("stop_detail") or _one_line(notes.get("error") or notes.get("note"))),
     )
+
+
+def _one_line(text: object) -> str:
+    """Upstream's error or note as one line: its errors embed a message's repr (``Got
+    AssistantMessage\\nis_final_chunk: True``), which split the summary's list of infra errors."""
+    return " ".join(str(text).split()) if text else ""
 
 
 def _metrics(sim: SimulationRecord, place: _Place, read: _Read) -> ScenarioMetrics:

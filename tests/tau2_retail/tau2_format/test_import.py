@@ -224,6 +224,30 @@ def test_a_file_every_reader_would_fail_on_is_refused_where_it_is_read(
         upstream_run(path, data_dir=data_dir)
 
 
+def test_an_upstream_infra_errors_multi_line_error_reads_as_one_line(
+    upstream_example: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    # as upstream's tau2 run records an empty agent message after its retries
+    document = json.loads(upstream_example.read_bytes())
+    document["simulations"][0].update(
+        termination_reason="infrastructure_error",
+        messages=[],
+        reward_info=None,
+        info={
+            "error": "AssistantMessage must have either content or tool_calls. Got "
+            "AssistantMessage\nis_final_chunk: True\n",
+            "error_type": "ValueError",
+            "failed_after_attempts": 4,
+        },
+    )
+    summary = upstream_summary(_write(tmp_path, document), data_dir=data_dir)
+    assert summary.counts.infra_errors == 1
+    assert [e.detail for e in summary.infra_errors] == [
+        "AssistantMessage must have either content or tool_calls. Got AssistantMessage "
+        "is_final_chunk: True"
+    ]
+
+
 def test_the_record_of_the_file_is_upstreams_shape(upstream_example: Path) -> None:
     from tau2_retail import codec
 
