@@ -278,6 +278,16 @@ TRANSFORMERS_TOOL_CALL_CUT = HttpError(  # the agent's call cut at its max_token
 TRANSFORMERS_ARGUMENTS_IN_THE_HISTORY = HttpError(
     status=400, body='{"detail":"Expecting value: line 1 column 13 (char 12)"}'
 )
+# the agent's call whose arguments the server then fails to parse in the history
+MALFORMED_CALL = Completion(
+    tool_calls=(ReplyToolCall(name="get_user_details", arguments='{"user_id": ', id="bad-1"),)
+)
+
+
+def _after_a_malformed_call(reply: HttpError) -> Any:
+    """The agent's first request answered with a malformed call, its second with ``reply``."""
+    replies = {0: MALFORMED_CALL, 1: reply}
+    return lambda request: replies.get(request.attempt) if request.role == "agent" else None
 
 
 def test_transformers_serves_overflow_and_unparsed_calls_are_the_agents_and_the_customers_infra(
@@ -288,7 +298,7 @@ def test_transformers_serves_overflow_and_unparsed_calls_are_the_agents_and_the_
     scripted.faults["0"] = _first_agent_request(TRANSFORMERS_PROMPT_OVER_THE_WINDOW)
     scripted.faults["1"] = _first_agent_request(TRANSFORMERS_TOOL_CALL_CUT)
     history = TRANSFORMERS_ARGUMENTS_IN_THE_HISTORY
-    scripted.faults["5"] = lambda r: history if r.role == "agent" and r.attempt == 1 else None
+    scripted.faults["5"] = _after_a_malformed_call(history)
     full = TRANSFORMERS_PROMPT_FILLS_THE_WINDOW
     scripted.faults["6"] = lambda r: full if r.role == "user" and r.attempt == 1 else None
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
@@ -27,6 +27,8 @@ from tau2_retail.models.unparsed import unparsed_output_server
 
 if TYPE_CHECKING:
     import openai
+
+    from tau2_retail.models.messages import Message
 
 __all__ = [
     "BODY_EXCERPT_CHARS",
@@ -136,13 +138,16 @@ def status_failure(
     where: str,
     attempts: int,
     redact: Callable[[str], str],
+    sent: Sequence[Message] | None = None,
 ) -> AttemptFailure:
-    """The failure of an HTTP error status; ``fatal`` is set when retrying cannot help."""
+    """The failure of an HTTP error status; ``fatal`` is set when retrying cannot help.
+    ``sent``: the request's messages (whether a server's words about the history's arguments
+    can be about the model's)."""
     status = error.status_code
     text = error.response.text  # at most FULL_BODY_CHARS bytes and a marker (the hook)
     body = excerpt(text, redact)
     whole = valid_unicode(redact(text))
-    server = unparsed_output_server(status, text)
+    server = unparsed_output_server(status, text, sent=sent)
     if server is not None:
         # the model's malformed output: asking again sends the same prompt (at
         # temperature 0 the same output); the endpoint answered, so it is up

@@ -373,7 +373,13 @@ class OpenAIChatModel(ClosedOnExit):
             )
             return AttemptFailure(detail=str(e), cause=e, fatal=fatal, endpoint_level=False)
         except openai.APIStatusError as e:
-            return status_failure(e, where=self._where(), attempts=attempts, redact=self._redact)
+            return status_failure(
+                e,
+                where=self._where(),
+                attempts=attempts,
+                redact=self._redact,
+                sent=request.messages,
+            )
         except TIMEOUT_ERRORS as e:
             return AttemptFailure(
                 detail=f"no complete reply within the {deadline:g} s timeout",

@@ -45,14 +45,32 @@ phrases are the servers' own, as their sources and issue trackers show them:
 
 SGLang and vLLM's other tool parsers (``auto`` tool choice) return an unparsed call as the
 reply's text with HTTP 200: the agent then answered in text, as it wrote it.
+
+Three forms speak of the agent's earlier arguments sent back in the history, not of the output
+just generated (llama.cpp's ``Failed to parse tool call arguments as JSON``, Ollama's ``invalid
+tool call arguments``, and Python's JSON error of old vLLM and transformers serve). They are the
+model's output only when the request held such a call: one whose arguments are not a JSON
+object. The same words in reply to a request whose history holds none cannot be about the
+model (a proxy that could not read the request body answers ``Failed to decode JSON object:
+Expecting value: line 1 column 1 (char 0)``): the reply is then what its status says, an infra
+error of the role. The agent's first request was scored as its malformed output before.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["UNPARSED_OUTPUT_FORMS", "UnparsedOutputForm", "unparsed_output_server"]
+from tau2_retail.models.messages import Message
+
+__all__ = [
+    "UNPARSED_OUTPUT_FORMS",
+    "UnparsedOutputForm",
+    "malformed_call_sent",
+    "unparsed_output_server",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +81,9 @@ class UnparsedOutputForm:
     status: int
     #: lower-case phrases that must all appear in the error body
     phrases: tuple[str, ...]
+    #: the phrases are about the agent's earlier arguments sent back in the history: the form
+    #: is the model's output only when the request held a call whose arguments are no object
+    history: bool = False
 
 
 UNPARSED_OUTPUT_FORMS: Final = (
@@ -73,7 +94,10 @@ UNPARSED_OUTPUT_FORMS: Final = (
     ),
     UnparsedOutputForm(server="llama.cpp", status=500, phrases=("failed to parse input at pos",)),
     UnparsedOutputForm(
-        server="llama.cpp", status=500, phrases=("failed to parse tool call arguments as json",)
+        server="llama.cpp",
+        status=500,
+        phrases=("failed to parse tool call arguments as json",),
+        history=True,
     ),
     UnparsedOutputForm(
         server="llama.cpp",
@@ -91,10 +115,15 @@ UNPARSED_OUTPUT_FORMS: Final = (
         server="transformers serve", status=400, phrases=("could not parse region as json",)
     ),
     UnparsedOutputForm(
-        server="vLLM or transformers serve", status=400, phrases=(": line ", " column ", "(char ")
+        server="vLLM or transformers serve",
+        status=400,
+        phrases=(": line ", " column ", "(char "),
+        history=True,
     ),
     UnparsedOutputForm(server="Ollama", status=500, phrases=("error parsing tool call",)),
-    UnparsedOutputForm(server="Ollama", status=400, phrases=("invalid tool call arguments",)),
+    UnparsedOutputForm(
+        server="Ollama", status=400, phrases=("invalid tool call arguments",), history=True
+    ),
     UnparsedOutputForm(server="TGI", status=422, phrases=("failed to parse generated text",)),
     UnparsedOutputForm(server="Groq", status=400, phrases=("tool_use_failed",)),
     UnparsedOutputForm(
@@ -104,14 +133,39 @@ UNPARSED_OUTPUT_FORMS: Final = (
 )
 
 
-def unparsed_output_server(status: int, body: str) -> str | None:
-    """The server whose known form ``status`` and ``body`` are (``llama.cpp``), or None."""
+def unparsed_output_server(
+    status: int, body: str, *, sent: Sequence[Message] | None = None
+) -> str | None:
+    """The server whose known form ``status`` and ``body`` are (``llama.cpp``), or None.
+
+    ``sent``: the messages of the request answered so; a form about the history's arguments
+    is then the model's only when they hold a malformed call (:func:`malformed_call_sent`).
+    None: the text alone decides.
+    """
     lowered: str | None = None
     for form in UNPARSED_OUTPUT_FORMS:
         if form.status != status:
             continue
         if lowered is None:
             lowered = body.lower()
-        if all(phrase in lowered for phrase in form.phrases):
-            return form.server
+        if not all(phrase in lowered for phrase in form.phrases):
+            continue
+        if form.history and sent is not None and not malformed_call_sent(sent):
+            continue
+        return form.server
     return None
+
+
+def malformed_call_sent(messages: Sequence[Message]) -> bool:
+    """Whether ``messages`` hold a tool call whose arguments are not a JSON object: the only
+    thing of the model's a server can fail to parse in the history."""
+    return any(
+        not _json_object(call.arguments) for message in messages for call in message.tool_calls
+    )
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
+        return False
