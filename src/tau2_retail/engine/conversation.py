@@ -93,9 +93,7 @@ async def _bounded(conversation: RunningConversation, cast: Cast, seconds: float
         async with asyncio.timeout(seconds):
             return await conversation.converse(cast)
     except TimeoutError:
-        cut = conversation.cut_role
-        call = f"the {cut} request in flight (counted as failed)" if cut else "a model call"
-        ending = Ending(reason=StopReason.TIMEOUT, detail=f"{call} outlived the {seconds} s limit")
+        ending = _deadline_ending(conversation, seconds)
         if isinstance(cast.agent, AgentRunner):
             blocked = cast.agent.blocking_now()
             if blocked >= BLOCKING_STEP_SECONDS:
@@ -106,3 +104,27 @@ async def _bounded(conversation: RunningConversation, cast: Cast, seconds: float
         return ending
     finally:
         conversation.close_toolbox()
+
+
+def _deadline_ending(conversation: RunningConversation, seconds: float) -> Ending:
+    """The ending of a conversation its deadline cut: ``timeout``, the time the models took;
+    but a request that had already failed an attempt was retrying a failing endpoint (a hang,
+    a drip, a 5xx, a rate limit), whose fault that is, not the agent's: an infra error of the
+    role it was sent for (a customer's endpoint that went dark made the agent fail)."""
+    if conversation.cut_request is None:
+        return Ending(
+            reason=StopReason.TIMEOUT, detail=f"a model call outlived the {seconds} s limit"
+        )
+    role, progress = conversation.cut_request
+    if not progress.failed_attempts:
+        detail = f"the {role} request in flight (counted as failed) outlived the {seconds} s limit"
+        return Ending(reason=StopReason.TIMEOUT, detail=detail)
+    if progress.failure_timeout is not None:  # the run names the option that raises it
+        conversation.request_timeout = progress.failure_timeout
+    return Ending.failure(
+        StopReason.INFRA_ERROR,
+        role,
+        f"{progress.endpoint or 'its endpoint'}: the request was still being retried after "
+        f"{progress.failed_attempts} failed attempt(s) (last: {progress.last_failure}) when "
+        f"the scenario reached its {seconds} s limit (counted as failed)",
+    )

@@ -122,8 +122,8 @@ class RunningConversation:
         self.history_chars = len(prompts.agent)
         self.error_body = ""
         self.request_timeout: float | None = None
-        #: the role whose request was cut in flight (by the deadline)
-        self.cut_role: str | None = None
+        #: the role whose request was cut in flight (by the deadline), and its progress
+        self.cut_request: tuple[str, RequestProgress] | None = None
         self.agent_traceback = ""
         # a loop-style agent's toolbox: its calls may come from the agent's thread
         self.toolbox: ScenarioToolbox | None = None
@@ -217,7 +217,7 @@ class RunningConversation:
         """Count ``role``'s request cut in flight (at the scenario's deadline, or the session
         stopping): sent, failed, with the attempts and waits it had made; its tokens are
         unknown (the server never said them), so usage and cost gain nothing."""
-        self.cut_role = role
+        self.cut_request = (role, progress)
         self.requests[role] += RequestStats(
             requests=1,
             attempts=max(progress.attempts, 1),

@@ -250,6 +250,10 @@ class OpenAIChatModel(ClosedOnExit):
                     wait_seconds=waited,
                 )
             failure = outcome
+            if progress is not None:
+                progress.failed_attempts += 1
+                progress.last_failure, progress.failure_timeout = failure.detail, failure.timeout
+                progress.endpoint = self._where()
             self._raise_unless_retried(failure, attempts, waited)
         assert failure is not None  # the loop ran at least once and did not return
         raise self._gave_up(failure, attempts, waited) from failure.cause

@@ -4,7 +4,9 @@ A scenario's wall-clock limit cancels the request in flight; the client's own co
 attempts dies with it. The conversation opens a :class:`RequestProgress` around each request
 (:func:`tracking`, a context variable: each asyncio task sees its own), the client updates it as
 it goes (:func:`current`), and the conversation records the cut request with it: in
-``requests`` as failed, with the attempts and the waits it had made.
+``requests`` as failed, with the attempts and the waits it had made. A request that had
+already failed an attempt was retrying a failing endpoint when it was cut: that is the
+endpoint's fault, an infra error of its role, not the time the model took.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ class RequestProgress:
 
     attempts: int = 0
     wait_seconds: float = 0.0
+    #: attempts that failed (a request that had one was retrying when it was cut), the last's
+    #: why, and where they went (``model 'm' at URL``)
+    failed_attempts: int = 0
+    last_failure: str = ""
+    endpoint: str = ""
+    #: that attempt's timeout, when it got no complete reply within it
+    failure_timeout: float | None = None
 
 
 _CURRENT: ContextVar[RequestProgress | None] = ContextVar("tau2_request_progress", default=None)

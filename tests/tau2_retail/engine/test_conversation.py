@@ -40,6 +40,7 @@ from tau2_retail.testing.loopback_model import RecordedSleeps, loopback_model
 from tau2_retail.testing.loopback_server import (
     Completion,
     Drop,
+    Hang,
     HttpError,
     LoopbackOpenAIServer,
     ReplyToolCall,
@@ -1151,6 +1152,57 @@ async def test_a_request_cut_at_the_deadline_is_counted_as_failed(store):
     }
     assert result.usage["agent"] == Usage()  # its tokens are unknown: nothing is made up
     assert result.requests["user"].requests == 1
+
+
+@pytest.mark.parametrize("role", ["agent", "user"])
+@pytest.mark.asyncio
+async def test_a_request_retrying_a_failing_endpoint_at_the_deadline_is_that_roles_infra_error(
+    store, wire, agent_server, user_server, role
+):
+    """The endpoint answered 503, and its retry hangs: the scenario's deadline cut a request
+    that was retrying a failing endpoint. It was ``timeout``, the agent's failure, also when
+    the customer's endpoint failed (a customer's endpoint that went dark 285 s into a
+    scenario made the agent fail under the default settings)."""
+    server = agent_server if role == "agent" else user_server
+    server.enqueue(HttpError.server_error(503), Hang())
+    user_server.enqueue(Completion(content="Hi, I need help."))  # the agent's case
+    async with wire(agent_server, "agent-model") as agent, wire(user_server, "user-model") as user:
+        result = await run_conversation(
+            agent=agent,
+            user=user,
+            prompts=PROMPTS,
+            store=store,
+            limits=Limits(max_duration_seconds=0.5),
+        )
+    assert result.stop_reason is StopReason.INFRA_ERROR
+    assert result.failed_role == role
+    assert result.detail.startswith(
+        f"{role}: model '{role}-model' at {server.base_url}: the request was still being "
+        "retried after 1 failed attempt(s) (last: HTTP 503"
+    )
+    assert result.detail.endswith("when the scenario reached its 0.5 s limit (counted as failed)")
+    stats = result.requests[role]
+    assert (stats.requests, stats.attempts, stats.failed) == (1, 2, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_request_cut_after_a_timed_out_attempt_names_the_request_timeout(
+    store, user_server
+):
+    """Its first attempt got no reply within 0.3 s; the deadline (1 s) cut its backoff (1 s)."""
+    user_server.enqueue(Hang(), Hang())
+    user = loopback_model(user_server, model="user-model", timeout_seconds=0.3, sleep=asyncio.sleep)
+    async with user:
+        result = await run_conversation(
+            agent=Scripted("agent", []),
+            user=user,
+            prompts=PROMPTS,
+            store=store,
+            limits=Limits(max_duration_seconds=1.0),
+        )
+    assert result.stop_reason is StopReason.INFRA_ERROR
+    assert "(last: no complete reply within the 0.3 s timeout)" in result.detail
+    assert result.request_timeout == 0.3  # the run says which option raises it
 
 
 @pytest.mark.asyncio
