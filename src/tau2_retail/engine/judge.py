@@ -4,11 +4,12 @@ One request per scenario: ``build_judge_prompt`` renders our own prompt (the num
 the conversation as ``role: text`` lines, the reference and the recorded actions) and
 ``judge_scenario`` sends it and turns the reply into a ``JudgeResult`` through
 ``normalize_judgement``. The judge never crashes a scenario. A reply that arrives but cannot be
-read (no JSON object in it, empty, or longer than ``MAX_REPLY_CHARS``) is asked again once, as
-a fresh request (``UNREADABLE_RETRIES``); still unreadable, it is the judge's failure, not the
-agent's: the result is marked ``unreadable`` (every verdict false with reason ``Judge error:
-<detail>``, score 0, each raw reply kept whole in ``judge_result.json``) and the scenario
-becomes an infra error of the judge role, re-judged on resume from its saved transcript. (An
+read (no JSON object in it, no verdict for any assertion, empty, or longer than
+``MAX_REPLY_CHARS``) is asked again once, as a fresh request (``UNREADABLE_RETRIES``); still
+unreadable, it is the judge's failure, not the agent's: the result is marked ``unreadable``
+(every verdict false with reason ``Judge error: <detail>``, score 0, each raw reply kept whole
+in ``judge_result.json``) and the scenario becomes an infra error of the judge role, re-judged
+on resume from its saved transcript. (An
 earlier version scored the first unreadable reply as failed verdicts: a judge that answers in
 prose then silently failed the agent.) An endpoint that cannot answer (after its retries, or
 while its circuit breaker is open) is infrastructure too: ``judge_scenario`` raises the

@@ -17,6 +17,12 @@ Normalization rules, beyond the spec's wording, decided here:
   unless another verdict names it properly).
 - A verdict that is not an object is dropped; a ``nl_assertion_verdicts`` that is not a list means
   no verdicts at all.
+- An object that gives no valid verdict for any assertion (no ``nl_assertion_verdicts`` list, an
+  empty one, or only verdicts dropped above: ``{"score": 1.0, "reason": "All met."}``) did not
+  answer what it was asked: unreadable, as prose is (``judge_scenario`` asks again once, then
+  it is the judge's failure). It failed every assertion before: the agent was scored for the
+  judge's format. An object that answers some assertions is the judge's answer: the spec's
+  missing index fails.
 - A verdict's ``reason`` is kept when it is a string, rendered as JSON when it is another value,
   and ``NO_REASON`` when it is missing or null. The overall ``reason`` is kept when it is a
   string, else empty.
@@ -79,7 +85,8 @@ def normalize_judgement(
     """``(score, reason, verdicts)`` from the judge's reply, per spec §5 and the module docstring.
 
     The verdicts are exactly one per assertion, in order, indexed 1..n. Raises
-    ``UnreadableJudgement`` (a ``ValueError``) when the reply holds no JSON object at all.
+    ``UnreadableJudgement`` (a ``ValueError``) when the reply holds no JSON object at all, or
+    one that gives no valid verdict for any assertion.
     """
     data = _judgement_object(text)
     raw_verdicts = data.get("nl_assertion_verdicts")
@@ -91,6 +98,11 @@ def normalize_judgement(
             index = raw.get("index")
             if _is_int(index) and 1 <= index <= len(assertions):
                 by_index[index] = raw  # a repeated index keeps the last
+    if assertions and not by_index:
+        raise UnreadableJudgement(
+            f"no verdict for any of the {len(assertions)} assertion(s) in the reply: "
+            f"{_excerpt(text)}"
+        )
     verdicts = tuple(
         _verdict(n, assertion, by_index.get(n)) for n, assertion in enumerate(assertions, start=1)
     )

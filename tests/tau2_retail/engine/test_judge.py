@@ -22,6 +22,7 @@ from tau2_retail.engine.judge_reply import (
     MAX_REPLY_CHARS,
     MISSING_VERDICT_REASON,
     NO_REASON,
+    UnreadableJudgement,
     normalize_judgement,
 )
 from tau2_retail.engine.judge_result import JudgeResult, Verdict
@@ -101,6 +102,7 @@ def verdict(index: Any, passed: Any = True, reason: Any = "Seen in the conversat
 
 
 ALL_TRUE = reply([verdict(1), verdict(2), verdict(3)])
+ONE = json.dumps(verdict(1))  # one verdict: the reply answers
 
 
 def outcomes(verdicts: tuple[Verdict, ...]) -> list[tuple[int, bool, str]]:
@@ -233,11 +235,6 @@ def test_all_verdicts_true():
             [(1, True, NO_REASON), (2, True, "42"), (3, True, NO_REASON)],
             id="reasons",
         ),
-        pytest.param(
-            [],
-            [(n, False, MISSING_VERDICT_REASON) for n in (1, 2, 3)],
-            id="empty-list",
-        ),
     ],
 )  # fmt: skip
 def test_verdicts_are_normalized(verdicts, expected):
@@ -246,11 +243,28 @@ def test_verdicts_are_normalized(verdicts, expected):
     assert [v.assertion for v in normalized] == list(ASSERTIONS)
 
 
-@pytest.mark.parametrize("value", [None, "all of them", {"1": True}, 3])
-def test_verdicts_that_are_not_a_list_mean_none(value):
-    text = json.dumps({"score": 1, "reason": "ok", "nl_assertion_verdicts": value})
-    _, _, verdicts = normalize_judgement(text, ASSERTIONS)
-    assert outcomes(verdicts) == [(n, False, MISSING_VERDICT_REASON) for n in (1, 2, 3)]
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param('{"score": 1.0, "reason": "The agent met every assertion."}', id="no-list"),
+        pytest.param(reply([]), id="empty-list"),
+        pytest.param(reply([verdict(0), verdict(4), verdict(-1)]), id="out-of-range"),
+        pytest.param(reply([verdict("1"), verdict(2.0), verdict(True)]), id="non-integer-index"),
+        pytest.param(reply(["1", None, [verdict(1)], {"passed": True}]), id="non-objects"),
+        pytest.param('{"verdict": "PASS"}', id="own-shape"),
+        pytest.param("{}", id="empty-object"),
+        *(
+            pytest.param(json.dumps({"score": 1, "nl_assertion_verdicts": value}), id=repr(value))
+            for value in (None, "all of them", {"1": True}, 3)
+        ),
+    ],
+)
+def test_an_object_without_a_verdict_for_any_assertion_is_unreadable(text):
+    """The judge did not answer what it was asked: every assertion failed, the agent was
+    scored for the judge's format (``{"score": 1.0, "reason": "All met."}`` failed them all).
+    Now it is unreadable like prose: asked again once, then the judge's failure."""
+    with pytest.raises(UnreadableJudgement, match=r"no verdict for any of the 3 assertion\(s\)"):
+        normalize_judgement(text, ASSERTIONS)
 
 
 @pytest.mark.parametrize(
@@ -276,7 +290,7 @@ def test_score_is_clamped_and_must_be_a_number(score, expected):
 @pytest.mark.parametrize(("sign", "expected"), [("", 1.0), ("-", 0.0)])
 def test_an_integer_too_large_for_a_float_is_clamped(sign, expected):
     # float() of it raised OverflowError: the scenario was lost
-    text = f'{{"score": {sign}1{"0" * 400}, "nl_assertion_verdicts": []}}'
+    text = f'{{"score": {sign}1{"0" * 400}, "nl_assertion_verdicts": [{ONE}]}}'
     assert normalize_judgement(text, ASSERTIONS)[0] == expected
 
 
@@ -298,14 +312,14 @@ def test_json_with_an_integer_too_long_to_read_is_unreadable_not_its_inner_objec
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_score_is_zero(constant):
-    text = f'{{"score": {constant}, "reason": "r", "nl_assertion_verdicts": []}}'
+    text = f'{{"score": {constant}, "reason": "r", "nl_assertion_verdicts": [{ONE}]}}'
     assert normalize_judgement(text, ASSERTIONS)[0] == 0.0
 
 
 def test_missing_score_and_reason():
-    score, reason, _ = normalize_judgement('{"nl_assertion_verdicts": []}', ASSERTIONS)
+    score, reason, _ = normalize_judgement(f'{{"nl_assertion_verdicts": [{ONE}]}}', ASSERTIONS)
     assert (score, reason) == (0.0, "")
-    assert normalize_judgement(reply([], reason=["x"]), ASSERTIONS)[1] == ""
+    assert normalize_judgement(reply([verdict(1)], reason=["x"]), ASSERTIONS)[1] == ""
 
 
 @pytest.mark.parametrize(
@@ -405,6 +419,14 @@ VERDICT_VALUES = st.one_of(
 def test_normalization_properties(n_assertions, raw_verdicts, score):
     assertions = [f"assertion {n}" for n in range(n_assertions)]
     text = json.dumps({"score": score, "reason": "r", "nl_assertion_verdicts": raw_verdicts})
+    answered = any(
+        isinstance(raw, dict) and type(raw["index"]) is int and 1 <= raw["index"] <= n_assertions
+        for raw in raw_verdicts
+    )
+    if assertions and not answered:
+        with pytest.raises(UnreadableJudgement, match="no verdict for any"):
+            normalize_judgement(text, assertions)
+        return
     result_score, _, verdicts = normalize_judgement(text, assertions)
     assert 0.0 <= result_score <= 1.0
     assert [v.index for v in verdicts] == list(range(1, n_assertions + 1))
@@ -723,11 +745,22 @@ async def test_an_unparseable_reply_is_kept_whole_in_the_result(openai_server, m
 
 
 @pytest.mark.asyncio
-async def test_a_reply_without_verdicts_keeps_its_raw_text(openai_server, make_judge):
-    openai_server.enqueue(Completion(content='{"score": 0.5}'))
+async def test_a_reply_without_verdicts_is_asked_again_then_the_judges_failure(
+    openai_server, make_judge
+):
+    """``{"score": 0.5}`` failed every assertion: the agent scored for the judge's format."""
+    openai_server.enqueue(Completion(content='{"score": 0.5}'), Completion(content="{}"))
     result = await judge(make_judge)
-    assert codec.encode(result)["raw_reply"] == '{"score": 0.5}'
-    assert [v.reason for v in result.verdicts] == [MISSING_VERDICT_REASON] * 3
+    assert_judge_failure(result, ['{"score": 0.5}', "{}"], "no verdict for any")
+
+
+@pytest.mark.asyncio
+async def test_a_reply_without_verdicts_then_one_with_them_is_scored(openai_server, make_judge):
+    openai_server.enqueue(Completion(content='{"score": 0.5}'), Completion(content=ALL_TRUE))
+    result = await judge(make_judge)
+    assert result.error is None
+    assert result.pass_rate == 1.0
+    assert len(openai_server.requests) == 2
 
 
 @pytest.mark.parametrize(
@@ -759,7 +792,13 @@ def test_the_deepest_judgement_read_is_the_same_under_every_python(before):
 
     def reply(depth: int) -> str:
         inner = '{"a": ' * (depth - 1) + "1" + "}" * (depth - 1)
-        return before + '{"score": 1, "reason": "r", "extra": ' + inner + "}"
+        # the verdict after the deep value: no place an object could start reaches it
+        return (
+            before
+            + '{"score": 1, "reason": "r", "extra": '
+            + inner
+            + f', "nl_assertion_verdicts": [{ONE}]}}'
+        )
 
     assert normalize_judgement(reply(MAX_JSON_DEPTH), ASSERTIONS)[:2] == (1.0, "r")
     # every place an object could start is too deep (the reader tries MAX_OBJECT_ATTEMPTS)
@@ -768,9 +807,9 @@ def test_the_deepest_judgement_read_is_the_same_under_every_python(before):
 
 
 def test_an_object_after_stray_braces_and_quotes_is_found():
-    reply = 'Note: {draft "oops\n then {"score": 1, "nl_assertion_verdicts": []} done'
+    reply = f'Note: {{draft "oops\n then {{"score": 1, "nl_assertion_verdicts": [{ONE}]}} done'
     assert normalize_judgement(reply, ASSERTIONS)[0] == 1.0
-    nested = '{outer {"score": 0.5, "reason": "r"}}'
+    nested = f'{{outer {{"score": 0.5, "reason": "r", "nl_assertion_verdicts": [{ONE}]}}}}'
     assert normalize_judgement(nested, ASSERTIONS)[:2] == (0.5, "r")
 
 
