@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from tau2_retail.errors import ContextWindowExceeded, EndpointError, UnparsedModelOutput
+from tau2_retail.models.secrets import strip_userinfo
 from tau2_retail.models.text import finite_or_none, valid_unicode
 from tau2_retail.models.unparsed import unparsed_output_server
 
@@ -42,6 +43,7 @@ __all__ = [
     "connection_failure",
     "excerpt",
     "full_body",
+    "redirected",
     "retry_after_seconds",
     "status_failure",
 ]
@@ -163,9 +165,10 @@ def status_failure(
         return AttemptFailure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
     invalid = any(m in text.lower() for m in INVALID_REQUEST_MARKERS)
     no_quota = status == RATE_LIMITED and _quota_exhausted(text)
+    shown = f"HTTP {status}{redirected(error.response, redact)}"
     if status in RETRYABLE_STATUSES and not (status >= 500 and invalid) and not no_quota:
         return AttemptFailure(
-            detail=f"HTTP {status}: {body}",
+            detail=f"{shown}: {body}",
             cause=error,
             status=status,
             body=body,
@@ -181,13 +184,23 @@ def status_failure(
             full_body=whole,
         )
         return AttemptFailure(detail=body, cause=error, fatal=fatal, endpoint_level=False)
-    return _refused(error, where=where, attempts=attempts, body=body, whole=whole, invalid=invalid)
+    return _refused(
+        error, where=where, attempts=attempts, body=body, whole=whole, invalid=invalid, shown=shown
+    )
 
 
 def _refused(
-    error: openai.APIStatusError, *, where: str, attempts: int, body: str, whole: str, invalid: bool
+    error: openai.APIStatusError,
+    *,
+    where: str,
+    attempts: int,
+    body: str,
+    whole: str,
+    invalid: bool,
+    shown: str,
 ) -> AttemptFailure:
-    """The failure of an error status that is not retried: the request, URL, model or key."""
+    """The failure of an error status that is not retried: the request, URL, model or key
+    (``shown``: the status as the message says it, with the redirect that led to it)."""
     status = error.status_code
     request_rejected = status in (400, 413, 422) or (status >= 500 and invalid)
     if request_rejected:
@@ -203,17 +216,41 @@ def _refused(
         why = "waiting does not help this status"
     fatal = EndpointError(
         f"{where}: chat completion failed after {attempts} attempt(s): "
-        f"HTTP {status} (not retried: {why}): {body}",
+        f"{shown} (not retried: {why}): {body}",
         status=status,
         body=body,
         full_body=whole,
     )
     return AttemptFailure(
-        detail=f"HTTP {status}: {body}",
+        detail=f"{shown}: {body}",
         cause=error,
         fatal=fatal,
         endpoint_level=not request_rejected,
     )
+
+
+_METHOD_CHANGING_REDIRECTS: Final = frozenset({301, 302, 303})
+
+
+def redirected(response: object, redact: Callable[[str], str]) -> str:
+    """Where an error status came from when redirects led to it (the HTTP library follows
+    them), else "": the message named the base URL alone, so a 404 or 405 of the server a
+    redirect pointed at read as the configured server's own (``check the base URL``)."""
+    history = getattr(response, "history", None)
+    request = getattr(response, "request", None)
+    if not history or request is None:
+        return ""
+    statuses = ", ".join(str(getattr(step, "status_code", "?")) for step in history)
+    url = valid_unicode(redact(strip_userinfo(str(request.url))))
+    note = f" from {url}, where HTTP {statuses} redirected the request"
+    if request.method == "GET" and any(
+        getattr(step, "status_code", None) in _METHOD_CHANGING_REDIRECTS for step in history
+    ):
+        note += (
+            " (a 301, 302 or 303 turns the POST into a GET without its body, which no chat "
+            "endpoint answers: set the base URL to the address it redirects to)"
+        )
+    return note
 
 
 def _quota_exhausted(text: str) -> bool:

@@ -1061,6 +1061,41 @@ async def test_other_client_errors_fail_at_once(
     assert len(openai_server.requests) == 1
 
 
+@pytest.mark.parametrize("status", [301, 302, 303])
+@pytest.mark.asyncio
+async def test_a_redirect_that_turns_the_post_into_a_get_is_named_in_the_error(
+    openai_server, make_model, status
+):
+    """An ingress's 301 (http:// to its new address): the HTTP library follows it as a GET
+    without the body, and the error was the new server's 405 under the base URL alone."""
+    with LoopbackOpenAIServer() as elsewhere:
+        moved = f"{elsewhere.base_url}/chat/completions"
+        openai_server.enqueue(HttpError(status=status, headers={"Location": moved}))
+        async with make_model() as model:
+            with pytest.raises(EndpointError) as caught:
+                await model.complete(HELLO)
+        assert elsewhere.requests == ()  # its POST route never saw it: a GET came
+    message = str(caught.value)
+    assert caught.value.status == 405
+    assert f"HTTP 405 from {moved}, where HTTP {status} redirected the request" in message
+    assert "turns the POST into a GET without its body" in message
+    assert "set the base URL to the address it redirects to" in message
+
+
+@pytest.mark.asyncio
+async def test_an_error_after_a_redirect_names_where_it_came_from(openai_server, make_model):
+    with LoopbackOpenAIServer() as elsewhere:
+        moved = f"{elsewhere.base_url}/chat/completions"
+        openai_server.enqueue(HttpError(status=307, headers={"Location": moved}))
+        elsewhere.enqueue(HttpError.openai(404, "The model does not exist."))
+        async with make_model() as model:
+            with pytest.raises(EndpointError) as caught:
+                await model.complete(HELLO)
+    message = str(caught.value)
+    assert f"HTTP 404 from {moved}, where HTTP 307 redirected the request (not retried" in message
+    assert "GET" not in message  # a 307 keeps the POST and its body
+
+
 # -- the key stays secret -----------------------------------------------------------------------
 
 
