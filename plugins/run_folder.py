@@ -32,7 +32,7 @@ from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import RunPlan, new_run_id, run_configuration
 from tau2_retail.results.artifacts import load_run_metrics
 from tau2_retail.results.lock import LOCK_FILE, RunLock
-from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration
+from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import read_run_args, read_summary, write_run_args
 from tau2_retail.settings import REDACTED_JSON_FLAGS, adopt_stored, resume_differences
 
@@ -68,11 +68,10 @@ class RunFolder:
         self.lock: RunLock | None = None
         #: ``run_args.json`` of the resumed run, as stored
         self.stored: RunArgs | None = None
-        #: what the resumed run's earlier invocations' scenarios stopped unscored had spent,
-        #: USD, by the budget and by an interrupt (its ``summary.json``'s ``not_run_cost`` and
-        #: ``interrupted_cost``): this session's summary adds its own to each
-        self.earlier_not_run_cost = 0.0
-        self.earlier_interrupted_cost = 0.0
+        #: the resumed run's ``summary.json`` (None: none, or unreadable, as ``summarize``
+        #: reads it): what its earlier invocations' scenarios stopped unscored had spent, by the
+        #: budget and in flight, to which this session's summary adds its own
+        self.earlier: RunSummary | None = None
         #: the scenario ids this session selected (after -k, --lf and resume): with those of
         #: the stored run, the expected list of ``run_args.json``
         self.selected: set[str] = set()
@@ -196,7 +195,7 @@ class RunFolder:
         if stored is not None:
             self._compare(stored)
             self.stored = stored
-            self.earlier_not_run_cost, self.earlier_interrupted_cost = _stopped_costs(self.run_dir)
+            self.earlier = _earlier_summary(self.run_dir)
         elif finished.records or finished.incomplete:
             # run_args.json is written before the first scenario starts: results without it
             # mean it was removed; the settings are unknown
@@ -302,14 +301,10 @@ class RunFolder:
         return args
 
 
-def _stopped_costs(run_dir: Path) -> tuple[float, float]:
-    """What the scenarios of ``run_dir``'s earlier invocations that the budget stopped, and
-    those an interrupt stopped, had spent (0 when its ``summary.json`` is missing or
-    unreadable, as ``summarize`` reads it)."""
+def _earlier_summary(run_dir: Path) -> RunSummary | None:
+    """``run_dir``'s ``summary.json`` (None when it is missing or unreadable, as ``summarize``
+    reads it)."""
     try:
-        earlier = read_summary(run_dir)
+        return read_summary(run_dir)
     except ArtifactError:
-        return 0.0, 0.0
-    if earlier is None:
-        return 0.0, 0.0
-    return earlier.not_run_cost or 0.0, earlier.interrupted_cost or 0.0
+        return None

@@ -44,7 +44,7 @@ from tau2_retail.plugins.scheduler import (
 )
 from tau2_retail.results.artifacts import load_pending_judgement, outcome_files, scenario_dir
 from tau2_retail.results.folder_writer import FolderWriter
-from tau2_retail.results.interrupted_spending import record_interrupted_spending
+from tau2_retail.results.interrupted_spending import StopCause, record_interrupted_spending
 from tau2_retail.results.scenario_folder import ScenarioFiles
 from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store
@@ -129,7 +129,6 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
         prices=settings.prices,
         spending=tau2_run.budget,
         notice=tau2_run.notice,
-        on_interrupted=functools.partial(_interrupted, tau2_run),
     ) as harness:
         try:
             yield harness
@@ -138,13 +137,34 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
                 harness.cache.close()
 
 
-def _interrupted(run: Tau2Process, scenario: Scenario, spent: float) -> None:
-    """Note in the run folder what ``scenario``, interrupted unscored, had spent (the run's
-    summary adds it up; under xdist after a Ctrl-C the controller reads no more reports)."""
+def _interrupted(run: Tau2Process, scenario: Scenario, spent: float, cause: StopCause) -> None:
+    """Note in the run folder what ``scenario``, stopped in flight by ``cause``, had spent
+    (the run's summary adds it up; under xdist after a Ctrl-C the controller reads no more
+    reports)."""
     try:
-        record_interrupted_spending(run.plan.run_dir, scenario.id, spent)
+        record_interrupted_spending(run.plan.run_dir, scenario.id, spent, cause)
     except OSError as error:  # said, never raised: the scenario is being cancelled
         run.notice(f"tau2: what an interrupted scenario had spent was not recorded: {error}")
+
+
+def _session_stop_cause(session: pytest.Session) -> StopCause:
+    """Why the session stops the scenarios still running at its end: Ctrl-C (SIGTERM, an
+    agent's ``KeyboardInterrupt``: pytest's exit status is set before it tears the session's
+    fixtures down), ``-x`` / ``--maxfail`` (it then tears them down in the failing test's
+    teardown), or its end before their tests ran."""
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        return StopCause.INTERRUPT
+    if session.shouldfail:
+        return StopCause.MAXFAIL
+    return StopCause.SESSION_END
+
+
+def _abandon(scheduler: ScenarioScheduler[Finished], item: pytest.Item) -> None:
+    """``item``'s test is over: its scenario, if still running, is cancelled. Its test ended
+    waiting for it: interrupted, or (what else stops a test from outside the event loop)
+    failed by a timeout's signal."""
+    interrupted = item.session.exitstatus == pytest.ExitCode.INTERRUPTED
+    scheduler.abandon(item, StopCause.INTERRUPT if interrupted else StopCause.TIMEOUT)
 
 
 def _is_scenario_item(item: pytest.Item) -> bool:
@@ -167,12 +187,21 @@ class Finished(NamedTuple):
 
 
 async def _play(
-    run: Tau2Process, harness: Harness, scenario: Scenario, agents: AgentSupply, nodeid: str
+    run: Tau2Process,
+    harness: Harness,
+    scenario: Scenario,
+    agents: AgentSupply,
+    item: pytest.Item,
+    scheduler: ScenarioScheduler[Finished],
 ) -> tuple[ScenarioOutcome, AgentInterrupted | None]:
     """Run ``scenario``; on resume, a scenario whose conversation finished but whose judge was
     down is judged again from its saved transcript (the conversation is not run again). With
     the outcome, the interrupt the agent's ``close()`` raised (its run stops once the record
-    is written)."""
+    is written). Stopped in flight, it notes what it had spent and why (``scheduler``)."""
+
+    def interrupted(spent: float) -> None:
+        _interrupted(run, scenario, spent, scheduler.stop_cause(item))
+
     if run.plan.settings.resume and harness.roles.judge is not None:
         pending = load_pending_judgement(
             scenario_dir(run.plan.run_dir, scenario.name, scenario.trial, scenario.trials)
@@ -184,13 +213,14 @@ async def _play(
                     transcript=pending.transcript,
                     expected_db_hash=pending.db_hash,
                     agent=agents.identity,
+                    on_interrupted=interrupted,
                 )
                 return outcome, None
             except SavedConversationError:
                 pass  # run it again from the start
-    runner = agents.runner(nodeid)
+    runner = agents.runner(item.nodeid)
     try:
-        outcome = await harness.run(scenario, agent=runner)
+        outcome = await harness.run(scenario, agent=runner, on_interrupted=interrupted)
         return outcome, runner.interrupted if runner is not None else None
     finally:
         if runner is not None:
@@ -216,7 +246,9 @@ async def tau2_scheduler(
         scenario = scenario_of_item(item)
         assert scenario is not None, "the scheduler starts only scenario items"
         try:
-            outcome, interrupt = await _play(tau2_run, tau2_harness, scenario, agents, item.nodeid)
+            outcome, interrupt = await _play(
+                tau2_run, tau2_harness, scenario, agents, item, scheduler
+            )
         except AgentInterrupted as raised:
             # as Ctrl-C: the scenarios in flight stop (no record), the test pytest is at tells
             # the run, which stops there (summaries written, resume offered). An exception,
@@ -252,7 +284,7 @@ async def tau2_scheduler(
         yield scheduler
     finally:
         try:
-            await scheduler.aclose()
+            await scheduler.aclose(_session_stop_cause(session))
         finally:
             await writer.aclose()  # every folder it received is on disk
 
@@ -380,7 +412,7 @@ async def tau2_outcome(
             pytrace=False,
         )
     ran.add(request.node.nodeid)
-    request.addfinalizer(functools.partial(tau2_scheduler.abandon, request.node))
+    request.addfinalizer(functools.partial(_abandon, tau2_scheduler, request.node))
     if not tau2_scheduler.started(request.node):
         agents.accept(request.node.nodeid, tau2_agent)
     try:

@@ -15,7 +15,8 @@ at a time).
 Once pytest is stopping (``-x``, ``--maxfail``) nothing new starts. ``aclose`` (the session's
 end, Ctrl-C included) cancels what is still running; a scenario's coroutine records its own
 artifacts when it finishes, so every finished one is kept, whether pytest reached its test or
-not.
+not. Each cancellation has its cause (:class:`StopCause`), which ``stop_cause`` tells the
+scenario as it stops (the run says what stopped the scenarios it counts unscored).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tau2_retail.data.tasks import Task
 from tau2_retail.engine.shards import shard_tasks
 from tau2_retail.plugins.interop import scheduled_items
 from tau2_retail.plugins.scenario_report import scenario_of_item
+from tau2_retail.results.interrupted_spending import StopCause
 
 __all__ = [
     "NotStarted",
@@ -94,6 +96,8 @@ class ScenarioScheduler(Generic[T]):
         self._current: pytest.Item | None = None
         self._closed = False
         self._interrupted: str | None = None
+        #: why each cancelled scenario was cancelled (by node id)
+        self._causes: dict[str, StopCause] = {}
         self.peak_in_flight = 0
 
     @property
@@ -113,13 +117,22 @@ class ScenarioScheduler(Generic[T]):
     def started(self, item: pytest.Item) -> bool:
         return id(item) in self._started
 
-    def abandon(self, item: pytest.Item) -> None:
+    def stop_cause(self, item: pytest.Item) -> StopCause:
+        """Why ``item``'s scenario, stopping unscored, was stopped: the cause of its
+        cancellation, else an interrupt (a ``KeyboardInterrupt`` landed in it)."""
+        return self._causes.get(item.nodeid, StopCause.INTERRUPT)
+
+    def _cancel(self, nodeid: str, task: asyncio.Task[T], cause: StopCause) -> None:
+        self._causes.setdefault(nodeid, cause)
+        task.cancel()
+
+    def abandon(self, item: pytest.Item, cause: StopCause) -> None:
         """``item``'s test is over without taking its outcome (an exception from outside the
-        loop, such as pytest-timeout's signal, left it waiting): its scenario is cancelled
-        rather than finishing, and writing its record, during a later test."""
+        loop, such as pytest-timeout's signal, left it waiting; ``cause``): its scenario is
+        cancelled rather than finishing, and writing its record, during a later test."""
         task = self._tasks.pop(item.nodeid, None)
         if task is not None and not task.done():
-            task.cancel()
+            self._cancel(item.nodeid, task, cause)
 
     async def outcome(self, item: pytest.Item) -> T:
         """The result of ``item``'s scenario: started now if it was not yet, then awaited.
@@ -143,8 +156,11 @@ class ScenarioScheduler(Generic[T]):
                 raise SchedulerInterrupted(str(self._interrupted))
             return task.result()
         finally:
-            # the test holds its outcome from here; the scheduler lets go of it (memory)
-            self._tasks.pop(item.nodeid, None)
+            # the test holds its outcome from here; the scheduler lets go of it (memory). One
+            # still running stays: an exception from outside the loop (a timeout's signal)
+            # ended the wait, and the test's end cancels it (``abandon``)
+            if task.done():
+                self._tasks.pop(item.nodeid, None)
 
     def _ensure(self, item: pytest.Item) -> asyncio.Task[T]:
         task = self._tasks.get(item.nodeid)
@@ -192,18 +208,19 @@ class ScenarioScheduler(Generic[T]):
         self._interrupted = reason
         self._closed = True
         current = asyncio.current_task()
-        for task in self._tasks.values():
+        for nodeid, task in self._tasks.items():
             if task is not current and not task.done():
-                task.cancel()
+                self._cancel(nodeid, task, StopCause.INTERRUPT)
 
-    async def aclose(self) -> None:
-        """Cancel the scenarios still running (those that finished keep their results)."""
+    async def aclose(self, cause: StopCause = StopCause.SESSION_END) -> None:
+        """Cancel the scenarios still running, for ``cause`` (those that finished keep their
+        results)."""
         self._closed = True
-        pending = [task for task in self._tasks.values() if not task.done()]
-        for task in pending:
-            task.cancel()
+        pending = [(nodeid, task) for nodeid, task in self._tasks.items() if not task.done()]
+        for nodeid, task in pending:
+            self._cancel(nodeid, task, cause)
         if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
         for task in self._tasks.values():
             if not task.cancelled():
                 task.exception()  # retrieved (a Ctrl-C may have landed in one): no GC warning

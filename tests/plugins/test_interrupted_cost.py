@@ -1,6 +1,7 @@
-"""What the scenarios a Ctrl-C stopped unscored had spent: stated under the Cost line and in
-``summary.json`` (``interrupted_cost``), with prices and no budget, in one process and on two
-workers, and kept by a resume and by ``summarize``.
+"""What the scenarios a Ctrl-C (or -x, or a timeout) stopped unscored had spent: stated under the
+Cost line, naming what stopped them, and in ``summary.json`` (``interrupted_cost``,
+``interrupted_by``), with prices and no budget, in one process and on two workers, and kept by
+a resume and by ``summarize``.
 
 The loopback endpoint plays the agent, the customer and the judge, each priced; it holds the
 second agent request of chosen scenarios in a hang (never billed), so when the test sends
@@ -121,6 +122,7 @@ def test_what_the_interrupted_scenarios_spent_is_stated_beside_the_records_total
     }
     interrupted = summary.get("interrupted_cost", 0.0)
     assert interrupted > 0
+    assert summary["interrupted_by"] == ["interrupt"]
     assert summary["cost"]["total"] + interrupted == pytest.approx(billed, abs=1e-5)
     line = (
         f"  and ${interrupted:,.4f} spent by the scenarios the interrupt stopped unscored "
@@ -153,36 +155,122 @@ def test_a_resume_and_summarize_keep_what_the_interrupted_scenarios_spent(
     assert bench.summary("res")["interrupted_cost"] == interrupted
 
 
-def test_x_counts_what_the_scenarios_started_ahead_had_spent_in_its_own_summary(
-    bench: Bench, three_roles: ScriptedEndpoint
+@pytest.mark.parametrize(
+    ("workers", "held", "ended"),
+    [
+        (
+            ("-n", "0", "--tau2-concurrency=8"),
+            frozenset(TASKS) - {"0"},
+            pytest.ExitCode.TESTS_FAILED,
+        ),
+        # --dist each deals 0, 2, 3 and 5 to one worker; the other's scenarios finish. xdist's
+        # controller ends a session -x stopped as interrupted.
+        (
+            ("-n", "2", "--dist", "each", "--tau2-concurrency=4"),
+            frozenset({"2", "3", "5"}),
+            pytest.ExitCode.INTERRUPTED,
+        ),
+    ],
+    ids=["one-process", "two-workers"],
+)
+def test_x_counts_what_the_scenarios_started_ahead_had_spent_and_says_x_stopped_them(
+    bench: Bench,
+    three_roles: ScriptedEndpoint,
+    workers: tuple[str, ...],
+    held: frozenset[str],
+    ended: pytest.ExitCode,
 ) -> None:
-    """``-x`` in one process: the scenarios started ahead of the failing test are cancelled
-    without an interrupt; pytest tears the session's fixtures down in that test's teardown,
-    before the run writes its summary, so what they had spent is in it (not left in the
-    ledger). (Under xdist, ``-x`` stops the session as an interrupt: the tests above.)"""
-    hold = HoldSecondAgentRequest(frozenset(TASKS) - {"0"})
+    """``-x``: the scenarios started ahead of the failing test are cancelled without an
+    interrupt; pytest tears the session's fixtures down in that test's teardown, before the run
+    writes its summary, so what they had spent is in it (not left in the ledger). The line
+    said "the interrupt" stopped them."""
+    hold = HoldSecondAgentRequest(held)
     three_roles.default_fault = hold
     # scenario 0 fails (it ends at once, its database is not the gold one), once the others
     # have spent their first requests
     three_roles.agent["0"] = Completion(tool_calls=END.tool_calls, latency=3.0)
 
     run = bench.run(
-        "-n",
-        "0",
-        "-x",
-        "--tau2-concurrency=8",
-        *_args(three_roles),
-        f"--tau2-tasks={','.join(TASKS)}",
-        "--tau2-run-id=x",
+        *workers, "-x", *_args(three_roles), f"--tau2-tasks={','.join(TASKS)}", "--tau2-run-id=x"
     )
 
     assert hold.all_held.is_set(), "the held scenarios never reached the endpoint"
-    assert run.ret == pytest.ExitCode.TESTS_FAILED, run.output
+    assert run.ret == ended, run.output
     summary = bench.summary("x")
-    assert [row["scenario_id"] for row in summary["scenarios"]] == ["tau2_retail__0"]
-    assert summary["interrupted_cost"] > 0
+    scored = {f"tau2_retail__{task}" for task in TASKS if task not in held}
+    assert {row["scenario_id"] for row in summary["scenarios"]} == scored
+    interrupted = summary["interrupted_cost"]
+    assert interrupted > 0
     billed = three_roles.server.billed_usd(PRICES)
-    assert summary["cost"]["total"] + summary.get("interrupted_cost", 0.0) == pytest.approx(
-        billed, abs=1e-5
+    assert summary["cost"]["total"] + interrupted == pytest.approx(billed, abs=1e-5)
+    line = (
+        f"  and ${interrupted:,.4f} spent by the scenarios -x/--maxfail stopped unscored "
+        "(no record: not in the total)"
     )
+    assert line in run.stdout
+    assert "the interrupt" not in run.stdout
+    assert summary["interrupted_by"] == ["maxfail"]
     assert not (bench.run_dir("x") / INTERRUPTED_SPENDING_FILE).exists()
+
+
+# what pytest-timeout's signal method does (its SIGALRM handler, for the whole test): the test
+# sends the signal once the held scenario hangs, so the timeout fires mid-conversation. It fails
+# the test where the signal lands; here only in the event loop's wait for I/O, where a test
+# waiting for its scenario spends its time (landing in a read's callback, it fails that
+# request instead: an infra error, nothing cancelled), else it tries again 50 ms later.
+SIGNAL_TIMEOUT = """
+import signal
+
+import pytest
+
+
+def _timeout(signum, frame):
+    if frame is not None and frame.f_code.co_name == "select":
+        pytest.fail("Timeout (>30.0s) from pytest-timeout.")
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    signal.signal(signal.SIGALRM, _timeout)
+    try:
+        return (yield)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+"""
+
+
+def test_a_timeout_counts_what_its_scenario_had_spent_and_says_a_timeout_stopped_it(
+    bench: Bench, three_roles: ScriptedEndpoint
+) -> None:
+    """pytest-timeout's signal method fails a scenario's test while its conversation runs: the
+    scenario is cancelled (its test is over), what it had spent is counted, and the line said
+    "the interrupt" stopped it."""
+    bench.pytester.makeconftest(SIGNAL_TIMEOUT)
+    hold = HoldSecondAgentRequest(frozenset({"0"}))
+    three_roles.default_fault = hold
+    started = bench.start(
+        "-n", "0", "--tau2-concurrency=1", *_args(three_roles), "--tau2-tasks=0,1",
+        "--tau2-run-id=alarm",
+    )  # fmt: skip
+    try:
+        assert hold.all_held.wait(WAIT_SECONDS), "the held scenario never reached the endpoint"
+        started.process.send_signal(signal.SIGALRM)
+        run = started.wait()
+    finally:
+        started.kill()
+
+    assert "Timeout (>30.0s) from pytest-timeout." in run.output
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.output
+    summary = bench.summary("alarm")
+    assert [row["scenario_id"] for row in summary["scenarios"]] == ["tau2_retail__1"]
+    interrupted = summary["interrupted_cost"]
+    assert interrupted > 0
+    billed = three_roles.server.billed_usd(PRICES)
+    assert summary["cost"]["total"] + interrupted == pytest.approx(billed, abs=1e-5)
+    assert (
+        f"  and ${interrupted:,.4f} spent by the scenarios a timeout stopped unscored "
+        "(no record: not in the total)"
+    ) in run.stdout
+    assert summary["interrupted_by"] == ["timeout"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tau2_retail.plugins.scheduler import NotStarted, ScenarioScheduler
+from tau2_retail.results.interrupted_spending import StopCause
 
 
 @dataclass(frozen=True)
@@ -22,11 +23,16 @@ class Conversations:
 
     started: list[str] = field(default_factory=list)
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
+    cancelled: list[str] = field(default_factory=list)
 
     async def start(self, item: FakeItem) -> str:
         self.started.append(item.nodeid)
         gate = self.gates.setdefault(item.nodeid, asyncio.Event())
-        await gate.wait()
+        try:
+            await gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(item.nodeid)
+            raise
         return f"outcome of {item.nodeid}"
 
     def release(self, nodeid: str) -> None:
@@ -116,6 +122,45 @@ async def test_close_cancels_the_scenarios_still_running() -> None:
     await scheduler.aclose()
 
     assert scheduler.in_flight == 0
+
+
+@pytest.mark.asyncio
+async def test_each_cancelled_scenario_is_told_why_it_was_cancelled() -> None:
+    """A timeout's signal ends a test's wait for its scenario: the scenario was let go of, so
+    its test's end cancelled nothing and it ran on (here until -x stopped the session, which
+    then named the wrong cause); what is stopped, and why, is what the run says it spent."""
+    conversations, scheduler = make(limit=3)
+    waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
+    await settle()
+    waiting.cancel()  # an exception from outside the loop ends the wait of a's test
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+
+    scheduler.abandon(ITEMS[0], StopCause.TIMEOUT)  # a's test is over: its finalizer
+    await settle()
+    assert conversations.cancelled == ["test[a]"]
+    await scheduler.aclose(StopCause.MAXFAIL)
+
+    # d started when a's cancellation freed its slot
+    assert conversations.cancelled == ["test[a]", "test[b]", "test[c]", "test[d]"]
+    causes = [scheduler.stop_cause(item) for item in ITEMS[:4]]  # type: ignore[arg-type]
+    assert causes == [StopCause.TIMEOUT, *[StopCause.MAXFAIL] * 3]
+
+
+@pytest.mark.asyncio
+async def test_an_interrupt_cancels_the_others_as_an_interrupt() -> None:
+    conversations, scheduler = make(limit=3)
+    waiting = asyncio.ensure_future(scheduler.outcome(ITEMS[0]))  # type: ignore[arg-type]
+    await settle()
+
+    scheduler.interrupt("KeyboardInterrupt in tau2_retail__9")  # an agent's, elsewhere
+    await settle()
+    await scheduler.aclose(StopCause.SESSION_END)
+
+    assert waiting.exception() is not None
+    assert conversations.cancelled == ["test[a]", "test[b]", "test[c]"]
+    causes = {scheduler.stop_cause(item) for item in ITEMS[:3]}  # type: ignore[arg-type]
+    assert causes == {StopCause.INTERRUPT}
 
 
 @pytest.mark.asyncio

@@ -346,21 +346,26 @@ def test_the_cost_per_role_and_the_cost_column_sort(
 def test_what_the_stopped_scenarios_spent_is_under_the_cost(
     mixed_run: Path, open_report: Open, tmp_path: Path
 ) -> None:
-    """all_summary.txt and the terminal state what the scenarios the budget, and an interrupt,
-    stopped had spent under the Cost line; the page showed the records' total alone."""
+    """all_summary.txt and the terminal state what the scenarios the budget, and what stopped
+    them in flight (here -x and a timeout), stopped had spent under the Cost line; the page
+    showed the records' total alone, then named "the interrupt" for every cause."""
     run = _priced_copy(mixed_run, tmp_path / "stopped")
     path = run / "summary.json"
     written = json.loads(path.read_text(encoding="utf-8"))
-    stopped = {"not_run_cost": 0.0421, "interrupted_cost": 0.0137}
+    stopped = {
+        "not_run_cost": 0.0421,
+        "interrupted_cost": 0.0137,
+        "interrupted_by": ["maxfail", "timeout"],
+    }
     path.write_text(json.dumps({**written, **stopped}), encoding="utf-8")
-    summarize(run)  # keeps both, as after a run the budget stopped, then a Ctrl-C
+    summarize(run)  # keeps them, as after a run the budget stopped, then one -x stopped
     write_report(run)
     opened = open_report(run / REPORT_FILE)
 
     rows = opened.page.locator("[data-table=cost] tbody tr")
     assert [rows.nth(n).locator("td").all_text_contents() for n in (1, 2)] == [
         ["stopped by the budget (no record)", "", "", "", "$0.0421"],
-        ["stopped by the interrupt (no record)", "", "", "", "$0.0137"],
+        ["stopped by -x/--maxfail and a timeout (no record)", "", "", "", "$0.0137"],
     ]
     _assert_clean(opened)
 

@@ -22,7 +22,7 @@ before it is sent (``tau2_retail.models.spending``); a request the budget refuse
 priced by the ``model`` it declares; its cost is charged to the budget when its scenario ends
 or the budget stops it. With prices, a scenario stopped without an outcome says what it had
 spent: the budget's in ``BudgetExhausted.spent``, one interrupted (cancelled, or
-``KeyboardInterrupt``) to ``on_interrupted``.
+``KeyboardInterrupt``) to the ``on_interrupted`` its ``run`` was given.
 
 The conversation runs on exactly what the models said. The outcome ``run`` returns is what a
 run writes and shows (artifacts, failure messages, the terminal): the API keys of the roles'
@@ -135,9 +135,6 @@ class Harness(ClosedOnExit):
     spending: Spending | None = None
     #: says a line once for the run (an endpoint refused a parameter the profile sends)
     notice: Callable[[str], None] | None = None
-    #: told what a scenario interrupted before its outcome (cancelled: Ctrl-C, the session's
-    #: end; or ``KeyboardInterrupt``) had spent, USD, when it had spent anything (prices)
-    on_interrupted: Callable[[Scenario, float], None] | None = None
     _clients: dict[str, OpenAIChatModel] = field(default_factory=dict, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -252,11 +249,11 @@ class Harness(ClosedOnExit):
             return None
         return _CodeAgentTokens(self.prices, agent.identity.model)
 
+    @staticmethod
     @contextlib.contextmanager
     def _stopped_unscored(
-        self,
-        scenario: Scenario,
         spending: ScenarioSpending | None,
+        on_interrupted: Callable[[float], None] | None,
         code_agent: _CodeAgentTokens | None = None,
     ) -> Iterator[None]:
         """A scenario stopped without an outcome says what it had spent: one the budget stops
@@ -269,8 +266,8 @@ class Harness(ClosedOnExit):
             raise
         except (asyncio.CancelledError, KeyboardInterrupt):
             spent = _spent(spending, code_agent)
-            if spent and self.on_interrupted is not None:
-                self.on_interrupted(scenario, spent)
+            if spent and on_interrupted is not None:
+                on_interrupted(spent)
             raise
 
     async def run(
@@ -280,11 +277,15 @@ class Harness(ClosedOnExit):
         store: Store | None = None,
         on_message: MessageListener | None = None,
         agent: AgentRunner | None = None,
+        on_interrupted: Callable[[float], None] | None = None,
     ) -> ScenarioOutcome:
         """Run ``scenario`` on ``store`` (default: a fresh copy of the seed database).
 
         ``on_message`` sees each conversation message as it is recorded. ``agent`` is an
         agent given as Python code (made for this scenario), in place of the agent model.
+        ``on_interrupted`` is told what the scenario had spent (USD, with prices, when it had
+        spent anything) if it is interrupted before its outcome (cancelled, or
+        ``KeyboardInterrupt``).
         """
         task = scenario.task
         roles = self.roles
@@ -295,7 +296,7 @@ class Harness(ClosedOnExit):
         )
         judge_model = None if judge is None else self._model("judge", judge, scenario, spending)
         code_agent = self._code_agent_tokens(agent)
-        with self._stopped_unscored(scenario, spending, code_agent):
+        with self._stopped_unscored(spending, on_interrupted, code_agent):
             outcome = await run_scenario(
                 scenario,
                 agent=agent_model,
@@ -321,10 +322,12 @@ class Harness(ClosedOnExit):
         transcript: Mapping[str, Any],
         expected_db_hash: str,
         agent: AgentIdentity | None = None,
+        on_interrupted: Callable[[float], None] | None = None,
     ) -> ScenarioOutcome:
         """Judge ``scenario``'s finished conversation again from its saved ``transcript``
         (``transcript.json``) whose final database hashed to ``expected_db_hash``; ``agent``
-        is the agent given as code that held it (its tokens priced by its model).
+        is the agent given as code that held it (its tokens priced by its model);
+        ``on_interrupted`` as for :meth:`run`.
 
         Raises ``SavedConversationError`` when the transcript cannot be used (the caller then
         runs the scenario again) and ``ConfigError`` when no judge is configured.
@@ -334,7 +337,7 @@ class Harness(ClosedOnExit):
             raise ConfigError("re-judging needs a judge model; none is configured")
         task = scenario.task
         spending = self._scenario_spending()
-        with self._stopped_unscored(scenario, spending):
+        with self._stopped_unscored(spending, on_interrupted):
             outcome = await rejudge(
                 scenario,
                 transcript=transcript,

@@ -47,6 +47,7 @@ from tau2_retail.results.atomic import write_text_atomic
 from tau2_retail.results.outputs import output_problem
 from tau2_retail.results.records import RunSummary, ScenarioRow
 from tau2_retail.results.summary import ALL_METRICS_FILE, SUMMARY_JSON_FILE
+from tau2_retail.results.summary_text import interrupted_by_text
 from tau2_retail.tau2_format.upstream_run import upstream_summary
 
 __all__ = [
@@ -350,13 +351,13 @@ def build_report_data(
             "trials": baseline.trials,
             **compare_summaries(summary, baseline),
         }
-    generated = (now or datetime.now(tz=UTC)).isoformat(timespec="seconds")
     main = {
         "format": FORMAT_VERSION,
         "run": {"name": run_dir.resolve().name},
-        "generated": generated,
+        "generated": (now or datetime.now(tz=UTC)).isoformat(timespec="seconds"),
         "configuration": _configuration_rows(summary, seeds),
         "summary": _overview(summary),
+        "interrupted_by": interrupted_by_text(summary),  # as all_summary.txt words it
         "columns": list(ROW_COLUMNS),
         "rows": rows,
         "comparison": comparison,

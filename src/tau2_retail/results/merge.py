@@ -22,9 +22,10 @@ Every record read and written is typed (:class:`~tau2_retail.results.records.Run
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,12 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
-from tau2_retail.results.interrupted_spending import interrupted_spending
+from tau2_retail.results.interrupted_spending import InterruptedSpending, interrupted_spending
 from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration, RunSummary
 from tau2_retail.results.summary import (
     RUN_ARGS_FILE,
     SummaryInputs,
+    interrupted_of,
     read_run_args,
     read_summary,
     summary_inputs,
@@ -87,9 +89,9 @@ class ShardRun:
     not_run: tuple[str, ...] = ()
     #: what those its budget stopped unscored had spent, USD (from its ``summary.json``)
     not_run_cost: float = 0.0
-    #: what the scenarios an interrupt stopped unscored had spent, USD (idem, and the ledger
-    #: of an invocation killed while it stopped)
-    interrupted_cost: float = 0.0
+    #: what the scenarios stopped in flight unscored had spent, USD, and what stopped them
+    #: (idem, and the ledger of an invocation killed while it stopped)
+    interrupted: InterruptedSpending = field(default_factory=InterruptedSpending)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,7 +104,7 @@ class MergedRun:
     lost: Mapping[str, str]
     not_run: tuple[str, ...] = ()
     not_run_cost: float = 0.0
-    interrupted_cost: float = 0.0
+    interrupted: InterruptedSpending = field(default_factory=InterruptedSpending)
     #: the shards of the count the shards recorded that were not given (``"3/3"``)
     missing_shards: tuple[str, ...] = ()
 
@@ -113,7 +115,8 @@ class MergedRun:
             lost=self.lost,
             not_run=self.not_run,
             not_run_cost=self.not_run_cost,
-            interrupted_cost=self.interrupted_cost,
+            interrupted_cost=self.interrupted.cost,
+            interrupted_by=self.interrupted.causes,
         )
 
 
@@ -141,8 +144,7 @@ def read_shard(run_dir: Path) -> ShardRun:
         not_run_cost=(summary.not_run_cost or 0.0) if summary is not None else 0.0,
         # and what its interrupted scenarios had spent when it was killed while it stopped
         # (in the ledger only: its summary is an earlier invocation's, or none)
-        interrupted_cost=((summary.interrupted_cost or 0.0) if summary is not None else 0.0)
-        + interrupted_spending(run_dir),
+        interrupted=interrupted_of(summary).plus(interrupted_spending(run_dir)),
     )
 
 
@@ -267,7 +269,9 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
             sorted({s for shard in shards for s in shard.not_run} - owner.keys() - lost.keys())
         ),
         not_run_cost=sum(shard.not_run_cost for shard in shards),
-        interrupted_cost=sum(shard.interrupted_cost for shard in shards),
+        interrupted=functools.reduce(
+            InterruptedSpending.plus, (shard.interrupted for shard in shards), InterruptedSpending()
+        ),
         missing_shards=missing_shards(shards),
     )
 

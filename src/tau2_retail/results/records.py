@@ -28,6 +28,7 @@ from tau2_retail.codec import FORMAT_VERSION, Items, Omitted
 from tau2_retail.engine.profiles import RunProfile, policy_for
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
+from tau2_retail.results.interrupted_spending import StopCause
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
 
 __all__ = [
@@ -402,9 +403,12 @@ class RunSummary:
     #: USD the scenarios of ``not_run`` had spent when the budget stopped them (not in ``cost``,
     #: which sums the scenarios' records)
     not_run_cost: Annotated[float | None, Omitted] = None
-    #: USD the scenarios an interrupt (Ctrl-C, SIGTERM, an agent's KeyboardInterrupt) stopped
-    #: unscored had spent: they have no record, so ``cost`` leaves it out too
+    #: USD the scenarios stopped in flight unscored had spent (an interrupt: Ctrl-C, SIGTERM,
+    #: an agent's KeyboardInterrupt; -x or --maxfail; a timeout...): they have no record, so
+    #: ``cost`` leaves it out too
     interrupted_cost: Annotated[float | None, Omitted] = None
+    #: what stopped them (one or more causes, with ``interrupted_cost`` only)
+    interrupted_by: Annotated[Items[StopCause], Omitted] = ()
     tau2_reward_not_scorable: Annotated[int, Field(exclude=True)] = 0
     unpriced_models: Annotated[Items[str], Field(exclude=True)] = ()
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import NotRequired, TypedDict, Unpack
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from tau2_retail import codec
 from tau2_retail.engine.metrics import ScenarioMetrics
@@ -47,6 +47,8 @@ from tau2_retail.results import summary_figures as figures
 from tau2_retail.results.artifacts import RunMetrics, load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
 from tau2_retail.results.interrupted_spending import (
+    InterruptedSpending,
+    StopCause,
     clear_interrupted_spending,
     interrupted_spending,
 )
@@ -81,6 +83,7 @@ __all__ = [
     "cost_lines",
     "flaky_lines",
     "headline_lines",
+    "interrupted_of",
     "judge_format_line",
     "pass_hat_k",
     "pass_hat_k_line",
@@ -126,12 +129,13 @@ def build_summary(
     not_run: Sequence[str] = (),
     not_run_cost: float = 0.0,
     interrupted_cost: float = 0.0,
+    interrupted_by: Collection[StopCause] = (),
 ) -> RunSummary:
     """The figures of ``summary.json`` from the scenarios' metrics.
 
-    ``not_run``: scenarios the budget kept from starting or stopped unscored; they are neither
-    lost nor scored. ``not_run_cost``: what those it stopped had spent (USD);
-    ``interrupted_cost``: what the scenarios an interrupt stopped unscored had spent.
+    ``not_run``: scenarios the budget kept from starting or stopped unscored, neither lost nor
+    scored; ``not_run_cost``: what those it stopped had spent (USD). ``interrupted_cost``: what
+    those stopped in flight had spent; ``interrupted_by``: what stopped them.
 
     ``expected``: the scenario ids the run meant to produce (None when unknown); those without
     metrics are lost, as are the ids in ``lost`` (a mapping gives each one's reason, e.g. an
@@ -172,8 +176,19 @@ def build_summary(
         unpriced_models=unpriced,
         not_run=missing.not_run,
         not_run_cost=figures.rounded_usd(not_run_cost) or None,  # 0 once rounded: omitted
-        interrupted_cost=figures.rounded_usd(interrupted_cost) or None,
+        **_interrupted(interrupted_cost, interrupted_by),
     )
+
+
+def _interrupted(cost: float, causes: Collection[StopCause]) -> dict[str, Any]:
+    """``interrupted_cost`` (omitted when it rounds to 0) and, with it, ``interrupted_by``."""
+    rounded = figures.rounded_usd(cost)
+    if not rounded:
+        return {}
+    return {
+        "interrupted_cost": rounded,
+        "interrupted_by": InterruptedSpending.of(rounded, causes).causes,
+    }
 
 
 def _infra_rows(ordered: Sequence[ScenarioMetrics]) -> tuple[InfraErrorRow, ...]:
@@ -246,6 +261,7 @@ class SummaryInputs(TypedDict):
     not_run: NotRequired[Sequence[str]]
     not_run_cost: NotRequired[float]
     interrupted_cost: NotRequired[float]
+    interrupted_by: NotRequired[Collection[StopCause]]
 
 
 def summary_inputs(
@@ -255,10 +271,11 @@ def summary_inputs(
     not_run: Sequence[str] = (),
     not_run_cost: float = 0.0,
     interrupted_cost: float = 0.0,
+    interrupted_by: Collection[StopCause] = (),
 ) -> SummaryInputs:
     """The inputs of :func:`build_summary` that ``run_args.json`` records (the expected
     scenarios, trials, configuration and versions), with the run's ``lost`` and ``not_run``
-    (and what those the budget stopped, and those an interrupt stopped, had spent)."""
+    (and what those the budget stopped, and those stopped in flight, had spent)."""
     return SummaryInputs(
         expected=args.expected,
         trials=args.trials,
@@ -268,6 +285,7 @@ def summary_inputs(
         not_run=not_run,
         not_run_cost=not_run_cost,
         interrupted_cost=interrupted_cost,
+        interrupted_by=interrupted_by,
     )
 
 
@@ -310,6 +328,14 @@ def read_run_args(run_dir: Path) -> RunArgs | None:
     if not path.is_file():
         return None
     return codec.read(RunArgs, path)
+
+
+def interrupted_of(summary: RunSummary | None) -> InterruptedSpending:
+    """What ``summary`` says the scenarios stopped in flight had spent, and what stopped them
+    (nothing without a summary)."""
+    if summary is None or not summary.interrupted_cost:
+        return InterruptedSpending()
+    return InterruptedSpending.of(summary.interrupted_cost, summary.interrupted_by)
 
 
 def read_summary(run_dir: Path) -> RunSummary | None:
@@ -359,11 +385,6 @@ def _rebuilt(
     # the summary then holds (removed once summary.json is written: a resume must not count
     # it again)
     not_run = earlier.not_run if earlier else ()
-    spent = {
-        "not_run_cost": (earlier.not_run_cost or 0.0) if earlier else 0.0,
-        "interrupted_cost": ((earlier.interrupted_cost or 0.0) if earlier else 0.0)
-        + interrupted_spending(run_dir),
-    }
     if run_args is not None:
         # run_args.json is written before the first scenario starts: every expected scenario
         # without a whole record is listed as lost, even when the run was killed at once
@@ -373,22 +394,18 @@ def _rebuilt(
             NO_RESULT,
         )
         reasons.update(loaded.incomplete)
-        return write_run_summary(
-            run_dir,
-            loaded.records,
-            ledger_counted=True,
-            **summary_inputs(run_args, lost=reasons, not_run=not_run, **spent),
+        inputs = summary_inputs(run_args, lost=reasons, not_run=not_run)
+    else:
+        inputs = SummaryInputs(
+            expected=[row.scenario_id for row in earlier.scenarios] if earlier else None,
+            trials=earlier.trials if earlier else max((m.trial for m in loaded.records), default=1),
+            configuration=earlier.configuration if earlier else None,
+            versions=earlier.versions if earlier else {},
+            lost=loaded.incomplete,
+            not_run=not_run,
         )
-    trials = max((m.trial for m in loaded.records), default=1)
-    return write_run_summary(
-        run_dir,
-        loaded.records,
-        ledger_counted=True,
-        expected=[row.scenario_id for row in earlier.scenarios] if earlier else None,
-        trials=earlier.trials if earlier else trials,
-        configuration=earlier.configuration if earlier else None,
-        versions=earlier.versions if earlier else {},
-        lost=loaded.incomplete,
-        not_run=not_run,
-        **spent,
-    )
+    interrupted = interrupted_of(earlier).plus(interrupted_spending(run_dir))
+    inputs["not_run_cost"] = (earlier.not_run_cost or 0.0) if earlier else 0.0
+    inputs["interrupted_cost"] = interrupted.cost
+    inputs["interrupted_by"] = interrupted.causes
+    return write_run_summary(run_dir, loaded.records, ledger_counted=True, **inputs)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from tau2_retail.engine.profiles import policy_for
 from tau2_retail.engine.scoring import Signal
+from tau2_retail.results.interrupted_spending import StopCause
 from tau2_retail.results.records import PassHatK, Rate, RunSummary, ScenarioRow, SignalRate
 from tau2_retail.results.stats import fixed
 
@@ -19,6 +20,7 @@ __all__ = [
     "cost_lines",
     "flaky_lines",
     "headline_lines",
+    "interrupted_by_text",
     "judge_format_line",
     "pass_hat_k_line",
     "render_summary_text",
@@ -86,22 +88,52 @@ def usd(value: float | None) -> str:
     return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
 
 
+#: what stopped scenarios in flight, as the cost lines name it (:class:`StopCause`)
+_STOPPED_BY = {
+    StopCause.INTERRUPT: "the interrupt",
+    StopCause.MAXFAIL: "-x/--maxfail",
+    StopCause.TIMEOUT: "a timeout",
+    StopCause.SESSION_END: "the session's end",
+}
+
+
+def interrupted_by_text(summary: RunSummary) -> str | None:
+    """What stopped the scenarios of ``interrupted_cost``: ``the interrupt``, ``-x/--maxfail
+    and a timeout`` (None: the summary does not say)."""
+    names = [_STOPPED_BY[cause] for cause in summary.interrupted_by]
+    if len(names) < 2:
+        return names[0] if names else None
+    return f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _stopped_scenarios(summary: RunSummary) -> list[tuple[float | None, str]]:
+    """Each amount stopped scenarios had spent, with who they are: ``the scenarios the
+    budget stopped unscored``."""
+    by = interrupted_by_text(summary)
+    return [
+        (summary.not_run_cost, "the scenarios the budget stopped unscored"),
+        (
+            summary.interrupted_cost,
+            "the scenarios stopped in flight unscored"
+            if by is None
+            else f"the scenarios {by} stopped unscored",
+        ),
+    ]
+
+
 def cost_lines(summary: RunSummary, *, indent: str = "") -> list[str]:
     """``Cost: ...`` per role and in total, what the scenarios the budget stopped unscored,
-    and those an interrupt stopped, had spent, and which models have no price (none without
-    prices)."""
+    and those stopped in flight (by an interrupt, -x...), had spent, and which models have no
+    price (none without prices)."""
     cost = summary.cost
     lines = []
     if cost is not None:
         roles = ", ".join(f"{role} {usd(cost.role(role))}" for role in _ROLES)
         lines.append(f"{indent}Cost (USD): {usd(cost.total)} total ({roles})")
-    for amount, by in (
-        (summary.not_run_cost, "the budget"),
-        (summary.interrupted_cost, "the interrupt"),
-    ):
+    for amount, scenarios in _stopped_scenarios(summary):
         if not amount:
             continue
-        stopped = f"{usd(amount)} spent by the scenarios {by} stopped unscored"
+        stopped = f"{usd(amount)} spent by {scenarios}"
         if cost is not None:
             lines.append(f"{indent}  and {stopped} (no record: not in the total)")
         elif lines:  # a line without a total already leads

@@ -337,14 +337,15 @@ def test_what_a_code_agent_spent_counts_when_its_scenario_is_interrupted(bundle)
     told: list[tuple[str, float]] = []
 
     async def go() -> None:
-        def tell(scenario: Scenario, spent: float) -> None:
-            told.append((scenario.id, spent))
-
-        async with Harness(bundle=bundle, roles=ROLES, prices=PRICES, on_interrupted=tell) as h:
+        async with Harness(bundle=bundle, roles=ROLES, prices=PRICES) as h:
             agent = Busy()
             runner = AgentRunner(lambda: agent, AgentIdentity.of("test:agent", agent))
             scenario = Scenario(task=bundle.tasks["10"], trial=0, trials=1, seed=7)
-            running = asyncio.create_task(h.run(scenario, agent=runner))
+
+            def tell(spent: float) -> None:
+                told.append((scenario.id, spent))
+
+            running = asyncio.create_task(h.run(scenario, agent=runner, on_interrupted=tell))
             while not recorded.is_set():
                 await asyncio.sleep(0.01)
             running.cancel()

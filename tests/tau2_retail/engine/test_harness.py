@@ -185,9 +185,13 @@ def test_an_interrupted_scenario_tells_what_its_requests_had_cost_without_a_budg
                 bundle=bundle,
                 roles=Roles(agent=agent, user=CUSTOMER),
                 prices=PriceTable.parse(prices),
-                on_interrupted=lambda stopped, spent: told.append((stopped.id, spent)),
             ) as harness:
-                running = asyncio.create_task(harness.run(scenario(bundle, "10")))
+                stopped = scenario(bundle, "10")
+
+                def tell(spent: float) -> None:
+                    told.append((stopped.id, spent))
+
+                running = asyncio.create_task(harness.run(stopped, on_interrupted=tell))
                 while len(server.requests) < 2:  # the second one hangs
                     await asyncio.sleep(0.01)
                 running.cancel()

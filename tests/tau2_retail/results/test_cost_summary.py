@@ -19,6 +19,7 @@ from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
 from tau2_retail.results.interrupted_spending import (
     INTERRUPTED_SPENDING_FILE,
+    StopCause,
     record_interrupted_spending,
 )
 from tau2_retail.results.records import RunSummary
@@ -91,6 +92,7 @@ def test_a_run_without_prices_keeps_the_old_shape() -> None:
     assert "cost" not in data
     assert "not_run" not in data
     assert "interrupted_cost" not in data
+    assert "interrupted_by" not in data
     assert "not_run" not in data["counts"]
     assert "cost" not in data["scenarios"][0]
     assert set(data["token_usage"]["agent"]) == {"n_calls", "prompt", "completion"}
@@ -139,9 +141,22 @@ def test_cache_hits_are_counted_per_role() -> None:
     [
         ({"not_run": ["tau2_retail__1"], "not_run_cost": 0.0421}, "not_run_cost", "the budget"),
         (
-            {"lost": {"tau2_retail__1": "not run (interrupted)"}, "interrupted_cost": 0.0421},
+            {
+                "lost": {"tau2_retail__1": "not run (interrupted)"},
+                "interrupted_cost": 0.0421,
+                "interrupted_by": [StopCause.INTERRUPT],
+            },
             "interrupted_cost",
             "the interrupt",
+        ),
+        (
+            {
+                "lost": {"tau2_retail__1": "not run (interrupted)"},
+                "interrupted_cost": 0.0421,
+                "interrupted_by": [StopCause.MAXFAIL],
+            },
+            "interrupted_cost",
+            "-x/--maxfail",
         ),
     ],
 )
@@ -227,6 +242,7 @@ def test_what_interrupted_scenarios_spent_follows_what_the_budget_stopped(
         not_run=["tau2_retail__1"],
         not_run_cost=0.5,
         interrupted_cost=0.25,
+        interrupted_by=[StopCause.INTERRUPT],
     )
     assert cost_lines(summary, indent="  ") == [
         f"  {first}$0.5000 spent by the scenarios the budget stopped unscored",
@@ -257,13 +273,15 @@ def test_summarize_adds_what_a_killed_invocation_left_in_the_interrupted_ledger(
         configuration=CONFIGURATION,
         versions=VERSIONS,
         interrupted_cost=0.0421,
+        interrupted_by=[StopCause.INTERRUPT],
     )
-    record_interrupted_spending(run, "tau2_retail__1", 0.0125)
-    record_interrupted_spending(run, "tau2_retail__2", 0.002)
+    record_interrupted_spending(run, "tau2_retail__1", 0.0125, StopCause.MAXFAIL)
+    record_interrupted_spending(run, "tau2_retail__2", 0.002, StopCause.MAXFAIL)
 
     rebuilt = summarize(run)
 
     assert rebuilt.interrupted_cost == pytest.approx(0.0566)
+    assert rebuilt.interrupted_by == (StopCause.INTERRUPT, StopCause.MAXFAIL)
     assert not (run / INTERRUPTED_SPENDING_FILE).exists()  # in the summary now
     assert summarize(run).interrupted_cost == pytest.approx(0.0566)  # counted once
 
@@ -285,7 +303,7 @@ def test_the_ledger_is_removed_once_summary_json_holds_it(tmp_path: Path) -> Non
         configuration=CONFIGURATION,
         versions=VERSIONS,
     )
-    record_interrupted_spending(run, "tau2_retail__1", 0.0125)
+    record_interrupted_spending(run, "tau2_retail__1", 0.0125, StopCause.INTERRUPT)
     (run / "all_summary.txt").unlink()
     (run / "all_summary.txt" / "in-the-way").mkdir(parents=True)
 
@@ -312,3 +330,38 @@ def test_an_amount_that_rounds_to_nothing_is_omitted_as_nothing_is() -> None:
     written = codec.encode(summary)
     assert "not_run_cost" not in written
     assert "interrupted_cost" not in written
+
+
+@pytest.mark.parametrize(
+    ("causes", "scenarios", "written"),
+    [
+        ([StopCause.INTERRUPT], "the scenarios the interrupt stopped unscored", ["interrupt"]),
+        ([StopCause.MAXFAIL], "the scenarios -x/--maxfail stopped unscored", ["maxfail"]),
+        ([StopCause.TIMEOUT], "the scenarios a timeout stopped unscored", ["timeout"]),
+        (
+            [StopCause.SESSION_END, StopCause.TIMEOUT, StopCause.INTERRUPT, StopCause.TIMEOUT],
+            "the scenarios the interrupt, a timeout and the session's end stopped unscored",
+            ["interrupt", "timeout", "session_end"],
+        ),
+        ([], "the scenarios stopped in flight unscored", None),  # a summary that does not say
+    ],
+)
+def test_the_line_names_what_stopped_the_scenarios_in_flight(
+    causes: list[StopCause], scenarios: str, written: list[str] | None
+) -> None:
+    """-x and a timeout's cancellations are counted with the interrupt's, and the line said
+    "the interrupt" for them too."""
+    summary = build_summary(
+        [priced("0", 0.1, 0.1, 0.0)],
+        expected=None,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        interrupted_cost=0.0421,
+        interrupted_by=causes,
+    )
+    assert cost_lines(summary)[1:] == [
+        f"  and $0.0421 spent by {scenarios} (no record: not in the total)"
+    ]
+    assert codec.encode(summary).get("interrupted_by") == written
+    assert codec.decode_value(RunSummary, codec.encode(summary)) == summary

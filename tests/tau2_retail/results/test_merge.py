@@ -13,6 +13,7 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.interrupted_spending import (
     INTERRUPTED_SPENDING_FILE,
+    StopCause,
     record_interrupted_spending,
 )
 from tau2_retail.results.merge import (
@@ -224,20 +225,22 @@ def test_what_each_shards_interrupted_scenarios_spent_is_added_up(tmp_path: Path
     """A shard interrupted (its CI job's time limit, SIGTERM) states what its interrupted
     scenarios had spent; the merged run holds the shards' sum."""
     shards = []
-    for index, (task, spent) in enumerate((("1", 0.125), ("2", 0.0625))):
+    stopped = (("1", 0.125, StopCause.TIMEOUT), ("2", 0.0625, StopCause.INTERRUPT))
+    for index, (task, spent, cause) in enumerate(stopped):
         made = shard(f"s{index}", [task], shard=[index + 1, 2])
         run_dir = tmp_path / f"s{index}"
         write_run_args(run_dir, made.args)
-        write_run_summary(
-            run_dir, made.metrics, **summary_inputs(made.args, interrupted_cost=spent)
-        )
+        inputs = summary_inputs(made.args, interrupted_cost=spent, interrupted_by=[cause])
+        write_run_summary(run_dir, made.metrics, **inputs)
         shards.append(read_shard(run_dir))
-    assert [s.interrupted_cost for s in shards] == [0.125, 0.0625]
+    assert [s.interrupted.cost for s in shards] == [0.125, 0.0625]
 
     merged = merge_shards(shards, run_id="all", argv=ARGV)
 
-    assert merged.interrupted_cost == 0.1875
-    assert build_summary(merged.metrics, **merged.summary_inputs()).interrupted_cost == 0.1875
+    assert merged.interrupted.cost == 0.1875
+    summary = build_summary(merged.metrics, **merged.summary_inputs())
+    assert summary.interrupted_cost == 0.1875
+    assert summary.interrupted_by == (StopCause.INTERRUPT, StopCause.TIMEOUT)
 
 
 def test_a_shard_killed_while_it_stopped_adds_what_its_ledger_holds(tmp_path: Path) -> None:
@@ -248,7 +251,7 @@ def test_a_shard_killed_while_it_stopped_adds_what_its_ledger_holds(tmp_path: Pa
     run_dir = tmp_path / "s0"
     write_run_args(run_dir, made.args)
     write_run_summary(run_dir, made.metrics, **summary_inputs(made.args, interrupted_cost=0.125))
-    record_interrupted_spending(run_dir, "tau2_retail__2", 0.0625)
+    record_interrupted_spending(run_dir, "tau2_retail__2", 0.0625, StopCause.TIMEOUT)
 
-    assert read_shard(run_dir).interrupted_cost == 0.1875
+    assert read_shard(run_dir).interrupted.cost == 0.1875
     assert (run_dir / INTERRUPTED_SPENDING_FILE).exists()

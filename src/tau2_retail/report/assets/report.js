@@ -472,10 +472,18 @@
               ["cost (USD)", "agent", "user", "judge", "total"],
               [
                 S.cost ? ["run", usd(S.cost.agent), usd(S.cost.user), usd(S.cost.judge), usd(S.cost.total)] : null,
-                // what the scenarios the budget, or an interrupt, stopped had spent: no record,
-                // not in the run's total
+                // what the scenarios the budget, or what stopped them in flight (an interrupt,
+                // -x...), stopped had spent: no record, not in the run's total
                 S.not_run_cost ? ["stopped by the budget (no record)", "", "", "", usd(S.not_run_cost)] : null,
-                S.interrupted_cost ? ["stopped by the interrupt (no record)", "", "", "", usd(S.interrupted_cost)] : null,
+                S.interrupted_cost
+                  ? [
+                      (DATA.interrupted_by ? "stopped by " + DATA.interrupted_by : "stopped in flight") + " (no record)",
+                      "",
+                      "",
+                      "",
+                      usd(S.interrupted_cost),
+                    ]
+                  : null,
               ].filter(Boolean),
               "cost"
             )
