@@ -40,9 +40,9 @@ from tau2_retail.plugins.scenario_report import WorkerLeftovers, scenario_of_ite
 from tau2_retail.plugins.verdict import run_verdict, suite_properties
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.gate import GateVerdict
-from tau2_retail.results.interrupted_spending import interrupted_spending
 from tau2_retail.results.records import RunSummary
-from tau2_retail.results.summary import interrupted_of, summary_inputs, write_run_summary
+from tau2_retail.results.stopped_spending import stopped_spending
+from tau2_retail.results.summary import stopped_of, summary_inputs, write_run_summary
 from tau2_retail.tau2_format.after_run import export_after_run
 
 __all__ = ["NOT_RUN", "NOT_RUN_INTERRUPTED", "RUN_KEY", "Tau2Run"]
@@ -272,10 +272,10 @@ class Tau2Run:
         expected = self.folder.expected(*records, *lost, *self.ledger.seen)
         configuration = self.folder.configuration(self.ledger.agent_identity)
         args = self.folder.write_run_args(expected, configuration)
-        # what every scenario stopped unscored had spent, in this session and (resume) the
-        # earlier ones: spent and billed, whether or not a later invocation scored it
-        earlier = self.folder.earlier
-        interrupted = interrupted_of(earlier).plus(interrupted_spending(self.folder.run_dir))
+        # what every scenario stopped unscored had spent, in this session (the processes'
+        # ledger) and (resume) the earlier ones: spent and billed, whether or not a later
+        # invocation scored it
+        stopped = stopped_of(self.folder.earlier).plus(stopped_spending(self.folder.run_dir))
         return write_run_summary(
             self.folder.run_dir,
             [records[key] for key in sorted(records)],
@@ -284,10 +284,7 @@ class Tau2Run:
                 args,
                 lost=lost,
                 not_run=sorted(self.ledger.budget_skipped - records.keys()),
-                not_run_cost=((earlier.not_run_cost or 0.0) if earlier else 0.0)
-                + sum(self.ledger.stopped_spent.values()),
-                interrupted_cost=interrupted.cost,
-                interrupted_by=interrupted.causes,
+                stopped=stopped,
             ),
         )
 

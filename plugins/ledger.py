@@ -75,8 +75,6 @@ class RunLedger:
         self.others_failed: list[str] = []
         #: scenarios the budget kept from starting
         self.budget_skipped: set[str] = set()
-        #: what each scenario the budget stopped unscored had spent (USD)
-        self.stopped_spent: dict[str, float] = {}
         #: lines the processes asked to say once, in order
         self.notices: dict[str, None] = {}
         #: whether the benchmark was collected (a gate on an empty selection fails)
@@ -119,8 +117,6 @@ class RunLedger:
             self._take_notices(record.notices)
             if record.verdict == BUDGET_VERDICT:
                 self.budget_skipped.add(record.scenario_id)
-                if record.spent:
-                    self.stopped_spent[record.scenario_id] = record.spent
             if self.agent_identity is None and record.agent is not None:
                 # a fixture's agent is known only once a scenario had it: its name and version
                 # then reach the summary, the report and the gate line (from a worker too)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -44,8 +44,8 @@ from tau2_retail.plugins.scheduler import (
 )
 from tau2_retail.results.artifacts import load_pending_judgement, outcome_files, scenario_dir
 from tau2_retail.results.folder_writer import FolderWriter
-from tau2_retail.results.interrupted_spending import StopCause, record_interrupted_spending
 from tau2_retail.results.scenario_folder import ScenarioFiles
+from tau2_retail.results.stopped_spending import StopCause, record_stopped_spending
 from tau2_retail.settings.notices import timeout_notice
 from tau2_retail.tools.store import Store
 
@@ -137,14 +137,17 @@ async def tau2_harness(tau2_run: Tau2Process, tau2_data: DataBundle) -> AsyncIte
                 harness.cache.close()
 
 
-def _interrupted(run: Tau2Process, scenario: Scenario, spent: float, cause: StopCause) -> None:
-    """Note in the run folder what ``scenario``, stopped in flight by ``cause``, had spent
-    (the run's summary adds it up; under xdist after a Ctrl-C the controller reads no more
-    reports)."""
+def _stopped(run: Tau2Process, scenario: Scenario, spent: float, cause: StopCause) -> None:
+    """Note in the run folder what ``scenario``, stopped unscored by ``cause``, had spent
+    (the run's summary adds it up: also when its test never reports, -x or Ctrl-C having
+    stopped the session first, and under xdist after a Ctrl-C, when the controller reads no
+    more reports)."""
+    if not spent:
+        return
     try:
-        record_interrupted_spending(run.plan.run_dir, scenario.id, spent, cause)
-    except OSError as error:  # said, never raised: the scenario is being cancelled
-        run.notice(f"tau2: what an interrupted scenario had spent was not recorded: {error}")
+        record_stopped_spending(run.plan.run_dir, scenario.id, spent, cause)
+    except OSError as error:  # said, never raised: the scenario is being stopped
+        run.notice(f"tau2: what a stopped scenario had spent was not recorded: {error}")
 
 
 def _session_stop_cause(session: pytest.Session) -> StopCause:
@@ -194,37 +197,56 @@ async def _play(
     item: pytest.Item,
     scheduler: ScenarioScheduler[Finished],
 ) -> tuple[ScenarioOutcome, AgentInterrupted | None]:
-    """Run ``scenario``; on resume, a scenario whose conversation finished but whose judge was
-    down is judged again from its saved transcript (the conversation is not run again). With
-    the outcome, the interrupt the agent's ``close()`` raised (its run stops once the record
-    is written). Stopped in flight, it notes what it had spent and why (``scheduler``)."""
+    """Run ``scenario`` (or judge it again, :func:`_rejudged`). With the outcome, the interrupt
+    the agent's ``close()`` raised (its run stops once the record is written). Stopped
+    unscored, it notes what it had spent and why (in flight: the ``scheduler`` tells why)."""
 
     def interrupted(spent: float) -> None:
-        _interrupted(run, scenario, spent, scheduler.stop_cause(item))
+        _stopped(run, scenario, spent, scheduler.stop_cause(item))
 
-    if run.plan.settings.resume and harness.roles.judge is not None:
-        pending = load_pending_judgement(
-            scenario_dir(run.plan.run_dir, scenario.name, scenario.trial, scenario.trials)
-        )
-        if pending is not None:
-            try:
-                outcome = await harness.rejudge(
-                    scenario,
-                    transcript=pending.transcript,
-                    expected_db_hash=pending.db_hash,
-                    agent=agents.identity,
-                    on_interrupted=interrupted,
-                )
-                return outcome, None
-            except SavedConversationError:
-                pass  # run it again from the start
-    runner = agents.runner(item.nodeid)
     try:
-        outcome = await harness.run(scenario, agent=runner, on_interrupted=interrupted)
-        return outcome, runner.interrupted if runner is not None else None
-    finally:
-        if runner is not None:
-            agents.after(runner, run.notices)
+        rejudged = await _rejudged(run, harness, scenario, agents, interrupted)
+        if rejudged is not None:
+            return rejudged, None
+        runner = agents.runner(item.nodeid)
+        try:
+            outcome = await harness.run(scenario, agent=runner, on_interrupted=interrupted)
+            return outcome, runner.interrupted if runner is not None else None
+        finally:
+            if runner is not None:
+                agents.after(runner, run.notices)
+    except BudgetExhausted as stopped:
+        # noted now, not by its test's report: -x or a Ctrl-C may stop the session first
+        _stopped(run, scenario, stopped.spent, StopCause.BUDGET)
+        raise
+
+
+async def _rejudged(
+    run: Tau2Process,
+    harness: Harness,
+    scenario: Scenario,
+    agents: AgentSupply,
+    on_interrupted: Callable[[float], None],
+) -> ScenarioOutcome | None:
+    """On resume, a scenario whose conversation finished but whose judge was down, judged again
+    from its saved transcript (the conversation is not run again); None: it runs again."""
+    if not run.plan.settings.resume or harness.roles.judge is None:
+        return None
+    pending = load_pending_judgement(
+        scenario_dir(run.plan.run_dir, scenario.name, scenario.trial, scenario.trials)
+    )
+    if pending is None:
+        return None
+    try:
+        return await harness.rejudge(
+            scenario,
+            transcript=pending.transcript,
+            expected_db_hash=pending.db_hash,
+            agent=agents.identity,
+            on_interrupted=on_interrupted,
+        )
+    except SavedConversationError:
+        return None  # run it again from the start
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -421,9 +443,8 @@ async def tau2_outcome(
         # the agent's KeyboardInterrupt: the run stops at this test's report
         _report(request, tau2_run, tau2_scenario, INTERRUPTED_VERDICT, interrupt=str(interrupted))
         pytest.skip(f"not run: the agent interrupted the run ({interrupted})")
-    except (NotStarted, BudgetExhausted) as stopped:
-        spent = stopped.spent if isinstance(stopped, BudgetExhausted) and stopped.spent else None
-        _report(request, tau2_run, tau2_scenario, BUDGET_VERDICT, spent=spent)
+    except (NotStarted, BudgetExhausted) as stopped:  # what it spent: in the ledger (_play)
+        _report(request, tau2_run, tau2_scenario, BUDGET_VERDICT)
         pytest.skip(_budget_skip_reason(tau2_run, stopped))
     _report(
         request,

@@ -74,8 +74,6 @@ class ScenarioReport:
     notices: Annotated[tuple[str, ...], Omitted] = ()
     #: where the agent's KeyboardInterrupt was raised (verdict ``INTERRUPTED``)
     interrupt: Annotated[str | None, Omitted] = None
-    #: what a scenario the budget stopped unscored had spent, USD (verdict ``NOT RUN (budget)``)
-    spent: Annotated[float | None, Omitted] = None
 
     @property
     def failed(self) -> bool:

@@ -31,7 +31,7 @@ from tau2_retail.data.tasks import Task
 from tau2_retail.engine.shards import shard_tasks
 from tau2_retail.plugins.interop import scheduled_items
 from tau2_retail.plugins.scenario_report import scenario_of_item
-from tau2_retail.results.interrupted_spending import StopCause
+from tau2_retail.results.stopped_spending import StopCause
 
 __all__ = [
     "NotStarted",

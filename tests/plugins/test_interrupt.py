@@ -20,7 +20,7 @@ from tau2_retail.plugins.repeated_interrupt import (
     RepeatedInterrupt,
     forced_quit_status,
 )
-from tau2_retail.results.interrupted_spending import INTERRUPTED_SPENDING_FILE
+from tau2_retail.results.stopped_spending import STOPPED_SPENDING_FILE
 from tau2_retail.testing.bench import USER_INI
 
 from .conftest import Bench, distributed
@@ -69,7 +69,7 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
     # __5's test assertions comes after the scenario itself ran and was scored)
     assert finished == on_disk
     assert len(finished) >= 3
-    assert not (run_dir / INTERRUPTED_SPENDING_FILE).exists()  # no prices: nothing counted
+    assert not (run_dir / STOPPED_SPENDING_FILE).exists()  # no prices: nothing counted
     assert "interrupted_cost" not in summary
     resume = [line for line in result.stdout.lines if "resume with: " in line]
     assert len(resume) == 1

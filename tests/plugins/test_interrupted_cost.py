@@ -1,7 +1,8 @@
 """What the scenarios a Ctrl-C (or -x, or a timeout) stopped unscored had spent: stated under the
 Cost line, naming what stopped them, and in ``summary.json`` (``interrupted_cost``,
 ``interrupted_by``), with prices and no budget, in one process and on two workers, and kept by
-a resume and by ``summarize``.
+a resume and by ``summarize``; and what a scenario the budget stopped ahead of a test -x then
+kept from running had spent (``not_run_cost``).
 
 The loopback endpoint plays the agent, the customer and the judge, each priced; it holds the
 second agent request of chosen scenarios in a hang (never billed), so when the test sends
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tau2_retail.data.tasks import Task, load_user_guidelines
-from tau2_retail.results.interrupted_spending import INTERRUPTED_SPENDING_FILE
+from tau2_retail.results.stopped_spending import STOPPED_SPENDING_FILE
 from tau2_retail.testing.bench import Run
 from tau2_retail.testing.loopback_server import Completion, Hang, Reply
 from tau2_retail.testing.scripted_endpoint import END, Request, ScriptedEndpoint
@@ -67,12 +68,12 @@ def three_roles(tasks: Mapping[str, Task], data_dir: Path) -> Iterator[ScriptedE
         yield scripted
 
 
-def _args(endpoint: ScriptedEndpoint) -> list[str]:
+def _args(endpoint: ScriptedEndpoint, prices: Mapping[str, object] = PRICES) -> list[str]:
     return [
         *endpoint.args("agent", model="price-agent", max_retries=0),
         *endpoint.args("user", model="price-user"),
         *endpoint.args("judge", model="price-judge"),
-        f"--tau2-prices={json.dumps(PRICES)}",
+        f"--tau2-prices={json.dumps(prices)}",
     ]
 
 
@@ -130,7 +131,7 @@ def test_what_the_interrupted_scenarios_spent_is_stated_beside_the_records_total
     )
     assert line in run.stdout
     assert line in (bench.run_dir("int") / "all_summary.txt").read_text(encoding="utf-8")
-    assert not (bench.run_dir("int") / INTERRUPTED_SPENDING_FILE).exists()  # in the summary
+    assert not (bench.run_dir("int") / STOPPED_SPENDING_FILE).exists()  # in the summary
 
 
 def test_a_resume_and_summarize_keep_what_the_interrupted_scenarios_spent(
@@ -210,7 +211,7 @@ def test_x_counts_what_the_scenarios_started_ahead_had_spent_and_says_x_stopped_
     assert line in run.stdout
     assert "the interrupt" not in run.stdout
     assert summary["interrupted_by"] == ["maxfail"]
-    assert not (bench.run_dir("x") / INTERRUPTED_SPENDING_FILE).exists()
+    assert not (bench.run_dir("x") / STOPPED_SPENDING_FILE).exists()
 
 
 # what pytest-timeout's signal method does (its SIGALRM handler, for the whole test): the test
@@ -274,3 +275,44 @@ def test_a_timeout_counts_what_its_scenario_had_spent_and_says_a_timeout_stopped
         "(no record: not in the total)"
     ) in run.stdout
     assert summary["interrupted_by"] == ["timeout"]
+
+
+# a judge request's estimate (its 1,024 output tokens at $10,000 per million) never fits the
+# budget: the scenarios with NL assertions (2, 3 and 4 of TASKS) are stopped by the budget at
+# their judge, having spent their conversation; the others finish
+JUDGE_REFUSED = {**PRICES, "price-judge": {"input": 3.0, "output": 10_000.0}}
+
+
+@pytest.mark.parametrize(
+    ("workers", "ended"),
+    [
+        (("-n", "0", "--tau2-concurrency=8"), pytest.ExitCode.TESTS_FAILED),
+        # --dist each deals 0, 2, 3 and 5 to one worker (-x stops it), 1, 4, 6 and 7 to the other
+        (("-n", "2", "--dist", "each", "--tau2-concurrency=4"), pytest.ExitCode.INTERRUPTED),
+    ],
+    ids=["one-process", "two-workers"],
+)
+def test_what_the_budget_stopped_ahead_of_a_test_x_never_ran_is_counted(
+    bench: Bench, three_roles: ScriptedEndpoint, workers: tuple[str, ...], ended: pytest.ExitCode
+) -> None:
+    """A scenario started ahead of its test and stopped by the budget told what it had spent
+    through its test's report only: -x stopped the session before that test ran, and the
+    amount was in neither not_run_cost nor interrupted_cost."""
+    # scenario 0 fails (it ends at once), once the others have finished or been stopped
+    three_roles.agent["0"] = Completion(tool_calls=END.tool_calls, latency=3.0)
+
+    run = bench.run(
+        *workers, "-x", *_args(three_roles, JUDGE_REFUSED), "--tau2-max-cost=5",
+        f"--tau2-tasks={','.join(TASKS)}", "--tau2-run-id=ahead",
+    )  # fmt: skip
+
+    assert run.ret == ended, run.output
+    summary = bench.summary("ahead")
+    assert not {"tau2_retail__2", "tau2_retail__3"} & {
+        r["scenario_id"] for r in summary["scenarios"]
+    }
+    stopped = summary.get("not_run_cost", 0.0)
+    billed = three_roles.server.billed_usd(JUDGE_REFUSED)
+    counted = summary["cost"]["total"] + stopped + summary.get("interrupted_cost", 0.0)
+    assert counted == pytest.approx(billed, abs=1e-5), (summary["cost"]["total"], stopped, billed)
+    assert f"  and ${stopped:,.4f} spent by the scenarios the budget stopped unscored" in run.stdout

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tau2_retail.plugins.scheduler import NotStarted, ScenarioScheduler
-from tau2_retail.results.interrupted_spending import StopCause
+from tau2_retail.results.stopped_spending import StopCause
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,14 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
-from tau2_retail.results.interrupted_spending import InterruptedSpending, interrupted_spending
 from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration, RunSummary
+from tau2_retail.results.stopped_spending import StoppedSpending, stopped_spending
 from tau2_retail.results.summary import (
     RUN_ARGS_FILE,
     SummaryInputs,
-    interrupted_of,
     read_run_args,
     read_summary,
+    stopped_of,
     summary_inputs,
 )
 
@@ -87,11 +87,10 @@ class ShardRun:
     incomplete: Mapping[str, str]
     #: scenarios the shard's budget kept from starting (from its ``summary.json``)
     not_run: tuple[str, ...] = ()
-    #: what those its budget stopped unscored had spent, USD (from its ``summary.json``)
-    not_run_cost: float = 0.0
-    #: what the scenarios stopped in flight unscored had spent, USD, and what stopped them
-    #: (idem, and the ledger of an invocation killed while it stopped)
-    interrupted: InterruptedSpending = field(default_factory=InterruptedSpending)
+    #: what those its budget stopped unscored, and those stopped in flight, had spent, USD,
+    #: and what stopped the latter (from its ``summary.json``, and the ledger of an invocation
+    #: killed while it stopped)
+    stopped: StoppedSpending = field(default_factory=StoppedSpending)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,8 +102,7 @@ class MergedRun:
     metrics: tuple[ScenarioMetrics, ...]
     lost: Mapping[str, str]
     not_run: tuple[str, ...] = ()
-    not_run_cost: float = 0.0
-    interrupted: InterruptedSpending = field(default_factory=InterruptedSpending)
+    stopped: StoppedSpending = field(default_factory=StoppedSpending)
     #: the shards of the count the shards recorded that were not given (``"3/3"``)
     missing_shards: tuple[str, ...] = ()
 
@@ -114,9 +112,7 @@ class MergedRun:
             self.args,
             lost=self.lost,
             not_run=self.not_run,
-            not_run_cost=self.not_run_cost,
-            interrupted_cost=self.interrupted.cost,
-            interrupted_by=self.interrupted.causes,
+            stopped=self.stopped,
         )
 
 
@@ -141,10 +137,9 @@ def read_shard(run_dir: Path) -> ShardRun:
         metrics=loaded.records,
         incomplete=loaded.incomplete,
         not_run=summary.not_run if summary is not None else (),
-        not_run_cost=(summary.not_run_cost or 0.0) if summary is not None else 0.0,
-        # and what its interrupted scenarios had spent when it was killed while it stopped
-        # (in the ledger only: its summary is an earlier invocation's, or none)
-        interrupted=interrupted_of(summary).plus(interrupted_spending(run_dir)),
+        # and what its stopped scenarios had spent when it was killed while it stopped (in the
+        # ledger only: its summary is an earlier invocation's, or none)
+        stopped=stopped_of(summary).plus(stopped_spending(run_dir)),
     )
 
 
@@ -268,9 +263,8 @@ def merge_shards(shards: Sequence[ShardRun], *, run_id: str, argv: Sequence[str]
         not_run=tuple(
             sorted({s for shard in shards for s in shard.not_run} - owner.keys() - lost.keys())
         ),
-        not_run_cost=sum(shard.not_run_cost for shard in shards),
-        interrupted=functools.reduce(
-            InterruptedSpending.plus, (shard.interrupted for shard in shards), InterruptedSpending()
+        stopped=functools.reduce(
+            StoppedSpending.plus, (shard.stopped for shard in shards), StoppedSpending()
         ),
         missing_shards=missing_shards(shards),
     )

@@ -28,8 +28,8 @@ from tau2_retail.codec import FORMAT_VERSION, Items, Omitted
 from tau2_retail.engine.profiles import RunProfile, policy_for
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
-from tau2_retail.results.interrupted_spending import StopCause
 from tau2_retail.results.stats import WILSON, Interval, wilson_interval
+from tau2_retail.results.stopped_spending import StopCause
 
 __all__ = [
     "PACKAGE",

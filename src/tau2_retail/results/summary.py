@@ -46,12 +46,6 @@ from tau2_retail.errors import ArtifactError
 from tau2_retail.results import summary_figures as figures
 from tau2_retail.results.artifacts import RunMetrics, load_run_metrics
 from tau2_retail.results.atomic import write_json_atomic, write_text_atomic
-from tau2_retail.results.interrupted_spending import (
-    InterruptedSpending,
-    StopCause,
-    clear_interrupted_spending,
-    interrupted_spending,
-)
 from tau2_retail.results.long_text import cut_long_texts
 from tau2_retail.results.records import (
     Counts,
@@ -59,6 +53,12 @@ from tau2_retail.results.records import (
     RunArgs,
     RunConfiguration,
     RunSummary,
+)
+from tau2_retail.results.stopped_spending import (
+    StopCause,
+    StoppedSpending,
+    clear_stopped_spending,
+    stopped_spending,
 )
 from tau2_retail.results.summary_figures import pass_hat_k
 from tau2_retail.results.summary_text import (
@@ -83,7 +83,6 @@ __all__ = [
     "cost_lines",
     "flaky_lines",
     "headline_lines",
-    "interrupted_of",
     "judge_format_line",
     "pass_hat_k",
     "pass_hat_k_line",
@@ -91,6 +90,7 @@ __all__ = [
     "read_summary",
     "render_summary_text",
     "scenario_order",
+    "stopped_of",
     "summarize",
     "summary_inputs",
     "usd",
@@ -187,7 +187,7 @@ def _interrupted(cost: float, causes: Collection[StopCause]) -> dict[str, Any]:
         return {}
     return {
         "interrupted_cost": rounded,
-        "interrupted_by": InterruptedSpending.of(rounded, causes).causes,
+        "interrupted_by": StoppedSpending.of(interrupted=rounded, by=causes).interrupted_by,
     }
 
 
@@ -269,13 +269,12 @@ def summary_inputs(
     *,
     lost: Mapping[str, str] | Sequence[str] = (),
     not_run: Sequence[str] = (),
-    not_run_cost: float = 0.0,
-    interrupted_cost: float = 0.0,
-    interrupted_by: Collection[StopCause] = (),
+    stopped: StoppedSpending | None = None,
 ) -> SummaryInputs:
     """The inputs of :func:`build_summary` that ``run_args.json`` records (the expected
     scenarios, trials, configuration and versions), with the run's ``lost`` and ``not_run``
-    (and what those the budget stopped, and those stopped in flight, had spent)."""
+    (and what those the budget stopped, and those stopped in flight, had spent: ``stopped``)."""
+    stopped = stopped or StoppedSpending()
     return SummaryInputs(
         expected=args.expected,
         trials=args.trials,
@@ -283,9 +282,9 @@ def summary_inputs(
         versions=args.versions,
         lost=lost,
         not_run=not_run,
-        not_run_cost=not_run_cost,
-        interrupted_cost=interrupted_cost,
-        interrupted_by=interrupted_by,
+        not_run_cost=stopped.budget,
+        interrupted_cost=stopped.interrupted,
+        interrupted_by=stopped.interrupted_by,
     )
 
 
@@ -299,9 +298,9 @@ def write_run_summary(
     """Write ``all_metrics.json``, ``summary.json`` and ``all_summary.txt``; return the summary.
 
     Controller process only. ``inputs`` are those of :func:`build_summary`.
-    ``ledger_counted``: ``interrupted_cost`` holds the run folder's ledger of interrupted
-    spending, removed as soon as ``summary.json`` is written (a later failure must not leave
-    it for the next summary to count again).
+    ``ledger_counted``: ``not_run_cost`` and ``interrupted_cost`` hold the run folder's ledger
+    of stopped spending, removed as soon as ``summary.json`` is written (a later failure must
+    not leave it for the next summary to count again).
     """
     run_dir = Path(run_dir)
     summary = build_summary(metrics, **inputs)
@@ -312,7 +311,7 @@ def write_run_summary(
     )
     write_json_atomic(run_dir / SUMMARY_JSON_FILE, codec.encode(summary))
     if ledger_counted:
-        clear_interrupted_spending(run_dir)
+        clear_stopped_spending(run_dir)
     write_text_atomic(run_dir / SUMMARY_TEXT_FILE, render_summary_text(summary))
     return summary
 
@@ -330,12 +329,16 @@ def read_run_args(run_dir: Path) -> RunArgs | None:
     return codec.read(RunArgs, path)
 
 
-def interrupted_of(summary: RunSummary | None) -> InterruptedSpending:
-    """What ``summary`` says the scenarios stopped in flight had spent, and what stopped them
-    (nothing without a summary)."""
-    if summary is None or not summary.interrupted_cost:
-        return InterruptedSpending()
-    return InterruptedSpending.of(summary.interrupted_cost, summary.interrupted_by)
+def stopped_of(summary: RunSummary | None) -> StoppedSpending:
+    """What ``summary`` says the scenarios the budget stopped, and those stopped in flight,
+    had spent, and what stopped the latter (nothing without a summary)."""
+    if summary is None:
+        return StoppedSpending()
+    return StoppedSpending.of(
+        budget=summary.not_run_cost or 0.0,
+        interrupted=summary.interrupted_cost or 0.0,
+        by=summary.interrupted_by,
+    )
 
 
 def read_summary(run_dir: Path) -> RunSummary | None:
@@ -352,8 +355,8 @@ def summarize(run_dir: Path) -> RunSummary:
     Trials, expected scenarios, configuration and versions come from ``run_args.json``; without
     it, from the earlier ``summary.json`` (never replaced by empty values), else from the
     metrics. Unreadable ``metrics.json`` files count as lost, with their reason. What the
-    ledger of interrupted spending holds (a run killed while it stopped) is added to the
-    earlier summary's ``interrupted_cost``, and the ledger removed.
+    ledger of stopped spending holds (a run killed while it stopped) is added to the earlier
+    summary's ``not_run_cost`` and ``interrupted_cost``, and the ledger removed.
     """
     run_dir = Path(run_dir)
     loaded = load_run_metrics(run_dir)
@@ -380,10 +383,9 @@ def _rebuilt(
 ) -> RunSummary:
     """:func:`summarize`'s summary of ``loaded`` (the run's records), written."""
     # scenarios the budget kept from starting (or stopped), and what those it stopped, and
-    # those an interrupt stopped, had spent, are recorded in the summary only, and (a run
-    # killed while it stopped) what its interrupted scenarios had spent in the ledger, which
-    # the summary then holds (removed once summary.json is written: a resume must not count
-    # it again)
+    # those stopped in flight, had spent, are recorded in the summary only, and (a run killed
+    # while it stopped) what its stopped scenarios had spent in the ledger, which the summary
+    # then holds (removed once summary.json is written: a resume must not count it again)
     not_run = earlier.not_run if earlier else ()
     if run_args is not None:
         # run_args.json is written before the first scenario starts: every expected scenario
@@ -404,8 +406,8 @@ def _rebuilt(
             lost=loaded.incomplete,
             not_run=not_run,
         )
-    interrupted = interrupted_of(earlier).plus(interrupted_spending(run_dir))
-    inputs["not_run_cost"] = (earlier.not_run_cost or 0.0) if earlier else 0.0
-    inputs["interrupted_cost"] = interrupted.cost
-    inputs["interrupted_by"] = interrupted.causes
+    stopped = stopped_of(earlier).plus(stopped_spending(run_dir))
+    inputs["not_run_cost"] = stopped.budget
+    inputs["interrupted_cost"] = stopped.interrupted
+    inputs["interrupted_by"] = stopped.interrupted_by
     return write_run_summary(run_dir, loaded.records, ledger_counted=True, **inputs)

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from tau2_retail.engine.profiles import policy_for
 from tau2_retail.engine.scoring import Signal
-from tau2_retail.results.interrupted_spending import StopCause
 from tau2_retail.results.records import PassHatK, Rate, RunSummary, ScenarioRow, SignalRate
 from tau2_retail.results.stats import fixed
+from tau2_retail.results.stopped_spending import StopCause
 
 __all__ = [
     "INTERVAL_NOTE",

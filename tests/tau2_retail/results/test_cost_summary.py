@@ -17,12 +17,12 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
-from tau2_retail.results.interrupted_spending import (
-    INTERRUPTED_SPENDING_FILE,
-    StopCause,
-    record_interrupted_spending,
-)
 from tau2_retail.results.records import RunSummary
+from tau2_retail.results.stopped_spending import (
+    STOPPED_SPENDING_FILE,
+    StopCause,
+    record_stopped_spending,
+)
 from tau2_retail.results.summary import build_summary, cost_lines, render_summary_text, summarize
 from tau2_retail.results.summary import write_run_summary as write_summary
 from tests.tau2_retail.results.test_summary import CONFIGURATION, VERSIONS, metric
@@ -275,14 +275,14 @@ def test_summarize_adds_what_a_killed_invocation_left_in_the_interrupted_ledger(
         interrupted_cost=0.0421,
         interrupted_by=[StopCause.INTERRUPT],
     )
-    record_interrupted_spending(run, "tau2_retail__1", 0.0125, StopCause.MAXFAIL)
-    record_interrupted_spending(run, "tau2_retail__2", 0.002, StopCause.MAXFAIL)
+    record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.MAXFAIL)
+    record_stopped_spending(run, "tau2_retail__2", 0.002, StopCause.MAXFAIL)
 
     rebuilt = summarize(run)
 
     assert rebuilt.interrupted_cost == pytest.approx(0.0566)
     assert rebuilt.interrupted_by == (StopCause.INTERRUPT, StopCause.MAXFAIL)
-    assert not (run / INTERRUPTED_SPENDING_FILE).exists()  # in the summary now
+    assert not (run / STOPPED_SPENDING_FILE).exists()  # in the summary now
     assert summarize(run).interrupted_cost == pytest.approx(0.0566)  # counted once
 
 
@@ -303,7 +303,7 @@ def test_the_ledger_is_removed_once_summary_json_holds_it(tmp_path: Path) -> Non
         configuration=CONFIGURATION,
         versions=VERSIONS,
     )
-    record_interrupted_spending(run, "tau2_retail__1", 0.0125, StopCause.INTERRUPT)
+    record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.INTERRUPT)
     (run / "all_summary.txt").unlink()
     (run / "all_summary.txt" / "in-the-way").mkdir(parents=True)
 

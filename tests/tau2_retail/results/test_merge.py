@@ -11,11 +11,6 @@ import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
-from tau2_retail.results.interrupted_spending import (
-    INTERRUPTED_SPENDING_FILE,
-    StopCause,
-    record_interrupted_spending,
-)
 from tau2_retail.results.merge import (
     GateSettings,
     ShardRun,
@@ -26,6 +21,12 @@ from tau2_retail.results.merge import (
     read_shard,
 )
 from tau2_retail.results.records import RunArgs, RunConfiguration, RunSummary
+from tau2_retail.results.stopped_spending import (
+    STOPPED_SPENDING_FILE,
+    StopCause,
+    StoppedSpending,
+    record_stopped_spending,
+)
 from tau2_retail.results.summary import (
     build_summary,
     summary_inputs,
@@ -169,13 +170,15 @@ def test_a_shards_cache_and_budget_may_differ_and_its_scenarios_not_run_stay_not
     stopped = dataclasses.replace(
         shard("b", ["3"], cache="b.sqlite", cache_mode="replay", max_cost=2.5),
         not_run=("tau2_retail__4", "tau2_retail__5"),
-        not_run_cost=0.75,
+        stopped=StoppedSpending(budget=0.75),
     )
-    also = dataclasses.replace(shard("a", ["1"], cache="a.sqlite", max_cost=1.0), not_run_cost=0.25)
+    also = dataclasses.replace(
+        shard("a", ["1"], cache="a.sqlite", max_cost=1.0), stopped=StoppedSpending(budget=0.25)
+    )
     merged = merge_shards([also, stopped], run_id="all", argv=ARGV)
 
     assert merged.not_run == ("tau2_retail__4", "tau2_retail__5")
-    assert merged.not_run_cost == 1.0  # what each shard's stopped scenarios spent
+    assert merged.stopped.budget == 1.0  # what each shard's stopped scenarios spent
     summary = summary_of(
         merged.metrics,
         expected=[*merged.args.expected, *merged.not_run],
@@ -230,14 +233,16 @@ def test_what_each_shards_interrupted_scenarios_spent_is_added_up(tmp_path: Path
         made = shard(f"s{index}", [task], shard=[index + 1, 2])
         run_dir = tmp_path / f"s{index}"
         write_run_args(run_dir, made.args)
-        inputs = summary_inputs(made.args, interrupted_cost=spent, interrupted_by=[cause])
+        inputs = summary_inputs(
+            made.args, stopped=StoppedSpending.of(interrupted=spent, by=[cause])
+        )
         write_run_summary(run_dir, made.metrics, **inputs)
         shards.append(read_shard(run_dir))
-    assert [s.interrupted.cost for s in shards] == [0.125, 0.0625]
+    assert [s.stopped.interrupted for s in shards] == [0.125, 0.0625]
 
     merged = merge_shards(shards, run_id="all", argv=ARGV)
 
-    assert merged.interrupted.cost == 0.1875
+    assert merged.stopped.interrupted == 0.1875
     summary = build_summary(merged.metrics, **merged.summary_inputs())
     assert summary.interrupted_cost == 0.1875
     assert summary.interrupted_by == (StopCause.INTERRUPT, StopCause.TIMEOUT)
@@ -250,8 +255,11 @@ def test_a_shard_killed_while_it_stopped_adds_what_its_ledger_holds(tmp_path: Pa
     made = shard("s0", ["1"], shard=[1, 1])
     run_dir = tmp_path / "s0"
     write_run_args(run_dir, made.args)
-    write_run_summary(run_dir, made.metrics, **summary_inputs(made.args, interrupted_cost=0.125))
-    record_interrupted_spending(run_dir, "tau2_retail__2", 0.0625, StopCause.TIMEOUT)
+    stopped = StoppedSpending(budget=0.5, interrupted=0.125)
+    write_run_summary(run_dir, made.metrics, **summary_inputs(made.args, stopped=stopped))
+    record_stopped_spending(run_dir, "tau2_retail__2", 0.0625, StopCause.TIMEOUT)
 
-    assert read_shard(run_dir).interrupted.cost == 0.1875
-    assert (run_dir / INTERRUPTED_SPENDING_FILE).exists()
+    assert read_shard(run_dir).stopped == StoppedSpending(
+        budget=0.5, interrupted=0.1875, interrupted_by=(StopCause.TIMEOUT,)
+    )
+    assert (run_dir / STOPPED_SPENDING_FILE).exists()
