@@ -137,9 +137,17 @@ def test_what_the_interrupted_scenarios_spent_is_stated_beside_the_records_total
 def test_a_resume_and_summarize_keep_what_the_interrupted_scenarios_spent(
     bench: Bench, three_roles: ScriptedEndpoint
 ) -> None:
+    """Also when the ledger the interrupted run's summary counted is still there (the process
+    died, or could not remove it, right after writing summary.json): a resume and summarize
+    counted it again."""
     workers = ("-n", "0", "--tau2-concurrency=8")
     _interrupted_run(bench, three_roles, workers, "res")
-    interrupted = bench.summary("res")["interrupted_cost"]
+    first = bench.summary("res")
+    interrupted = first["interrupted_cost"]
+    (counted,) = first["counted_ledgers"]
+    assert not (bench.run_dir("res") / counted).exists()  # removed once summary.json held it
+    # as if it had not been removed: what it held, summed in one line
+    (bench.run_dir("res") / counted).write_text(f"tau2_retail__1 {interrupted!r} interrupt\n")
 
     resumed = bench.run(*workers, *_args(three_roles), "--tau2-resume=res")
 
@@ -154,6 +162,7 @@ def test_a_resume_and_summarize_keep_what_the_interrupted_scenarios_spent(
 
     assert summarized.returncode == 0, summarized.stderr
     assert bench.summary("res")["interrupted_cost"] == interrupted
+    assert not list(bench.run_dir("res").glob(f"{STOPPED_SPENDING_FILE}*"))
 
 
 @pytest.mark.parametrize(

@@ -139,7 +139,9 @@ def read_shard(run_dir: Path) -> ShardRun:
         not_run=summary.not_run if summary is not None else (),
         # and what its stopped scenarios had spent when it was killed while it stopped (in the
         # ledger only: its summary is an earlier invocation's, or none)
-        stopped=stopped_of(summary).plus(stopped_spending(run_dir)),
+        stopped=stopped_of(summary).plus(
+            stopped_spending(run_dir, held=summary.counted_ledgers if summary else ())
+        ),
     )
 
 

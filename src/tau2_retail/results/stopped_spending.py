@@ -15,22 +15,28 @@ Ctrl-C, SIGTERM or an agent's ``KeyboardInterrupt``; ``-x`` / ``--maxfail`` stop
 at a failure; its test ending first (pytest-timeout's signal method); the session ending before
 its test ran. The summary says which of them stopped the scenarios it counts.
 
-The run adds the lines up into ``summary.json`` (:func:`stopped_spending`): the budget's into
-``not_run_cost``, the others into ``interrupted_cost`` and ``interrupted_by``, once its
-processes are done, then removes the file (:func:`clear_stopped_spending`) as soon as
-``summary.json`` is written, before ``all_summary.txt`` (a later failure must not leave lines
-the summary already holds for the next summary to count again):
-an invocation that ended without its summary (a third Ctrl-C, SIGKILL) leaves its lines to
-whatever writes the run's summary next, which counts them: its ``--tau2-resume``, or
-``summarize`` (each adds them to the earlier summary's amounts and removes the file). ``merge``
-adds a shard's lines to its summary's amounts and leaves the shard's folder as it is.
+The run adds the lines up into ``summary.json``, the budget's into ``not_run_cost``, the others
+into ``interrupted_cost`` and ``interrupted_by``, once its processes are done. A summary takes
+the ledger (:func:`take_stopped_spending`): the live file is renamed to a batch of its own,
+``.stopped-spending.<token>`` (a line a process appends later starts a new live file, for the
+next summary); every batch the summary it adds to does not already hold is added up, and every
+batch there is listed in the new ``summary.json`` (``counted_ledgers``), then removed once that
+file is written (:func:`clear_stopped_spending`). So a crash either way counts each line once:
+killed before ``summary.json`` is written, the batch is in no summary and the next one counts
+it; after, the summary lists it, and the next one skips it (and removes it).
+An invocation that ended without its summary (a third Ctrl-C, SIGKILL) leaves its lines to
+whatever writes the run's summary next: its ``--tau2-resume``, or ``summarize``. ``merge`` adds
+what a shard's summary does not hold to its amounts and leaves the shard's folder as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import os
-from collections.abc import Iterable
+import secrets
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -45,6 +51,7 @@ __all__ = [
     "clear_stopped_spending",
     "record_stopped_spending",
     "stopped_spending",
+    "take_stopped_spending",
 ]
 
 STOPPED_SPENDING_FILE: Final = ".stopped-spending"
@@ -74,15 +81,28 @@ class StoppedSpending:
     budget: float = 0.0
     interrupted: float = 0.0
     interrupted_by: tuple[StopCause, ...] = ()
+    #: the ledger's batches whose amounts these are, or which an earlier summary counted
+    #: (:func:`take_stopped_spending`): a summary lists them, ``counted_ledgers``
+    ledgers: tuple[str, ...] = ()
 
     @classmethod
     def of(
-        cls, *, budget: float = 0.0, interrupted: float = 0.0, by: Iterable[StopCause] = ()
+        cls,
+        *,
+        budget: float = 0.0,
+        interrupted: float = 0.0,
+        by: Iterable[StopCause] = (),
+        ledgers: Iterable[str] = (),
     ) -> StoppedSpending:
         """These amounts, the causes each named once, in order (never the budget)."""
         given = set(by) - {StopCause.BUDGET}
         causes = tuple(cause for cause in StopCause if cause in given)
-        return cls(budget=budget, interrupted=interrupted, interrupted_by=causes)
+        return cls(
+            budget=budget,
+            interrupted=interrupted,
+            interrupted_by=causes,
+            ledgers=tuple(sorted(set(ledgers))),
+        )
 
     def plus(self, other: StoppedSpending) -> StoppedSpending:
         """This and ``other`` together."""
@@ -90,6 +110,7 @@ class StoppedSpending:
             budget=self.budget + other.budget,
             interrupted=self.interrupted + other.interrupted,
             by=(*self.interrupted_by, *other.interrupted_by),
+            ledgers=(*self.ledgers, *other.ledgers),
         )
 
 
@@ -103,10 +124,60 @@ def record_stopped_spending(run_dir: Path, scenario: str, spent: float, cause: S
         os.close(fd)
 
 
-def stopped_spending(run_dir: Path) -> StoppedSpending:
-    """What the ledger's lines add up to (nothing without a ledger); a line that is not one of
-    :func:`record_stopped_spending` counts nothing. ``ArtifactError``: unreadable."""
-    path = run_dir / STOPPED_SPENDING_FILE
+def take_stopped_spending(run_dir: Path, *, held: Collection[str]) -> StoppedSpending:
+    """The ledger taken for the summary about to be written: the live file is renamed to a
+    batch of its own (``.stopped-spending.<token>``; a line a process appends later starts a
+    new live file, for the next summary), then every batch but those ``held`` (the ones the
+    summary this one adds to already counts) is added up. ``ledgers`` names every batch there:
+    the new summary holds them all, and they are removed once it is written.
+    ``ArtifactError``: unreadable, or the live file could not be renamed."""
+    live = run_dir / STOPPED_SPENDING_FILE
+    batch = live.with_name(f"{STOPPED_SPENDING_FILE}.{secrets.token_hex(6)}")
+    try:
+        live.rename(batch)
+    except FileNotFoundError:
+        pass  # nothing was stopped since the last summary
+    except OSError as error:
+        raise ArtifactError(f"cannot rename {live} to {batch.name}: {error}") from error
+    return _read(run_dir, held=held, live=False)
+
+
+def stopped_spending(run_dir: Path, *, held: Collection[str] = ()) -> StoppedSpending:
+    """What the ledger holds beyond ``held`` (the batches a summary already counts), read and
+    left as it is (``merge`` reads a shard so); ``ArtifactError``: unreadable."""
+    return _read(run_dir, held=held, live=True)
+
+
+def _ledger_files(run_dir: Path, *, live: bool) -> list[Path]:
+    """The ledger's batches (and its live file, with ``live``), in name order."""
+    try:
+        names = sorted(path.name for path in run_dir.iterdir())
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise ArtifactError(f"cannot list {run_dir}: {error}") from error
+    batch = f"{STOPPED_SPENDING_FILE}."
+    return [
+        run_dir / name
+        for name in names
+        if name.startswith(batch) or (live and name == STOPPED_SPENDING_FILE)
+    ]
+
+
+def _read(run_dir: Path, *, held: Collection[str], live: bool) -> StoppedSpending:
+    total = StoppedSpending()
+    batches: list[str] = []
+    for path in _ledger_files(run_dir, live=live):
+        if path.name != STOPPED_SPENDING_FILE:
+            batches.append(path.name)
+        if path.name not in held:
+            total = total.plus(_added_up(path))
+    return dataclasses.replace(total, ledgers=tuple(batches) if not live else ())
+
+
+def _added_up(path: Path) -> StoppedSpending:
+    """What the lines of one ledger file add up to; a line that is not one of
+    :func:`record_stopped_spending` counts nothing."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -132,13 +203,10 @@ def stopped_spending(run_dir: Path) -> StoppedSpending:
     return StoppedSpending.of(budget=budget, interrupted=interrupted, by=causes)
 
 
-def clear_stopped_spending(run_dir: Path) -> None:
-    """Remove the ledger: its lines are in the summary now. ``ArtifactError``: it stays."""
-    path = run_dir / STOPPED_SPENDING_FILE
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as error:
-        raise ArtifactError(
-            f"cannot remove {path} (its amounts are in summary.json now; remove it before a "
-            f"resume, which would count them again): {error}"
-        ) from error
+def clear_stopped_spending(run_dir: Path, ledgers: Iterable[str]) -> None:
+    """Remove the batches ``ledgers`` (their amounts are in ``summary.json`` now). One that
+    cannot be removed stays, harmless: the summary lists it as counted, so no later summary
+    counts it again, and the next one removes it."""
+    for name in ledgers:
+        with contextlib.suppress(OSError):
+            (run_dir / name).unlink(missing_ok=True)

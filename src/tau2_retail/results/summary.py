@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, Unpack
 
@@ -55,10 +55,9 @@ from tau2_retail.results.records import (
     RunSummary,
 )
 from tau2_retail.results.stopped_spending import (
-    StopCause,
     StoppedSpending,
     clear_stopped_spending,
-    stopped_spending,
+    take_stopped_spending,
 )
 from tau2_retail.results.summary_figures import pass_hat_k
 from tau2_retail.results.summary_text import (
@@ -127,15 +126,12 @@ def build_summary(
     versions: Mapping[str, str],
     lost: Mapping[str, str] | Sequence[str] = (),
     not_run: Sequence[str] = (),
-    not_run_cost: float = 0.0,
-    interrupted_cost: float = 0.0,
-    interrupted_by: Collection[StopCause] = (),
+    stopped: StoppedSpending | None = None,
 ) -> RunSummary:
     """The figures of ``summary.json`` from the scenarios' metrics.
 
     ``not_run``: scenarios the budget kept from starting or stopped unscored, neither lost nor
-    scored; ``not_run_cost``: what those it stopped had spent (USD). ``interrupted_cost``: what
-    those stopped in flight had spent; ``interrupted_by``: what stopped them.
+    scored; ``stopped``: what those it stopped, and those stopped in flight, had spent.
 
     ``expected``: the scenario ids the run meant to produce (None when unknown); those without
     metrics are lost, as are the ids in ``lost`` (a mapping gives each one's reason, e.g. an
@@ -175,19 +171,20 @@ def build_summary(
         cost=cost,
         unpriced_models=unpriced,
         not_run=missing.not_run,
-        not_run_cost=figures.rounded_usd(not_run_cost) or None,  # 0 once rounded: omitted
-        **_interrupted(interrupted_cost, interrupted_by),
+        **_stopped_fields(stopped or StoppedSpending()),
     )
 
 
-def _interrupted(cost: float, causes: Collection[StopCause]) -> dict[str, Any]:
-    """``interrupted_cost`` (omitted when it rounds to 0) and, with it, ``interrupted_by``."""
-    rounded = figures.rounded_usd(cost)
-    if not rounded:
-        return {}
+def _stopped_fields(stopped: StoppedSpending) -> dict[str, Any]:
+    """``not_run_cost``, ``interrupted_cost`` with its ``interrupted_by``, and
+    ``counted_ledgers``: an amount that rounds to 0 (micro-dollars) is omitted."""
+    budget = figures.rounded_usd(stopped.budget)
+    interrupted = figures.rounded_usd(stopped.interrupted)
     return {
-        "interrupted_cost": rounded,
-        "interrupted_by": StoppedSpending.of(interrupted=rounded, by=causes).interrupted_by,
+        "not_run_cost": budget or None,
+        "interrupted_cost": interrupted or None,
+        "interrupted_by": stopped.interrupted_by if interrupted else (),
+        "counted_ledgers": stopped.ledgers,
     }
 
 
@@ -259,9 +256,7 @@ class SummaryInputs(TypedDict):
     versions: Mapping[str, str]
     lost: NotRequired[Mapping[str, str] | Sequence[str]]
     not_run: NotRequired[Sequence[str]]
-    not_run_cost: NotRequired[float]
-    interrupted_cost: NotRequired[float]
-    interrupted_by: NotRequired[Collection[StopCause]]
+    stopped: NotRequired[StoppedSpending | None]
 
 
 def summary_inputs(
@@ -274,7 +269,6 @@ def summary_inputs(
     """The inputs of :func:`build_summary` that ``run_args.json`` records (the expected
     scenarios, trials, configuration and versions), with the run's ``lost`` and ``not_run``
     (and what those the budget stopped, and those stopped in flight, had spent: ``stopped``)."""
-    stopped = stopped or StoppedSpending()
     return SummaryInputs(
         expected=args.expected,
         trials=args.trials,
@@ -282,25 +276,22 @@ def summary_inputs(
         versions=args.versions,
         lost=lost,
         not_run=not_run,
-        not_run_cost=stopped.budget,
-        interrupted_cost=stopped.interrupted,
-        interrupted_by=stopped.interrupted_by,
+        stopped=stopped,
     )
 
 
 def write_run_summary(
     run_dir: Path,
     metrics: Sequence[ScenarioMetrics],
-    *,
-    ledger_counted: bool = False,
     **inputs: Unpack[SummaryInputs],
 ) -> RunSummary:
     """Write ``all_metrics.json``, ``summary.json`` and ``all_summary.txt``; return the summary.
 
-    Controller process only. ``inputs`` are those of :func:`build_summary`.
-    ``ledger_counted``: ``not_run_cost`` and ``interrupted_cost`` hold the run folder's ledger
-    of stopped spending, removed as soon as ``summary.json`` is written (a later failure must
-    not leave it for the next summary to count again).
+    Controller process only. ``inputs`` are those of :func:`build_summary`. The ledger
+    batches of stopped spending the summary counts (``counted_ledgers``, taken by
+    :func:`~tau2_retail.results.stopped_spending.take_stopped_spending`) are removed once
+    ``summary.json`` is written; one that stays (a crash, a failure) is listed there as
+    counted, so no later summary counts it again.
     """
     run_dir = Path(run_dir)
     summary = build_summary(metrics, **inputs)
@@ -310,8 +301,7 @@ def write_run_summary(
         cut_long_texts(codec.encode(ordered, list[ScenarioMetrics])),
     )
     write_json_atomic(run_dir / SUMMARY_JSON_FILE, codec.encode(summary))
-    if ledger_counted:
-        clear_stopped_spending(run_dir)
+    clear_stopped_spending(run_dir, summary.counted_ledgers)
     write_text_atomic(run_dir / SUMMARY_TEXT_FILE, render_summary_text(summary))
     return summary
 
@@ -406,8 +396,6 @@ def _rebuilt(
             lost=loaded.incomplete,
             not_run=not_run,
         )
-    stopped = stopped_of(earlier).plus(stopped_spending(run_dir))
-    inputs["not_run_cost"] = stopped.budget
-    inputs["interrupted_cost"] = stopped.interrupted
-    inputs["interrupted_by"] = stopped.interrupted_by
-    return write_run_summary(run_dir, loaded.records, ledger_counted=True, **inputs)
+    held = earlier.counted_ledgers if earlier else ()
+    inputs["stopped"] = stopped_of(earlier).plus(take_stopped_spending(run_dir, held=held))
+    return write_run_summary(run_dir, loaded.records, **inputs)

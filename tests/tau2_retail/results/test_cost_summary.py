@@ -17,10 +17,12 @@ from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import ArtifactError
 from tau2_retail.models.messages import Usage
 from tau2_retail.models.prices import RoleCosts
+from tau2_retail.results import summary as summary_module
 from tau2_retail.results.records import RunSummary
 from tau2_retail.results.stopped_spending import (
     STOPPED_SPENDING_FILE,
     StopCause,
+    StoppedSpending,
     record_stopped_spending,
 )
 from tau2_retail.results.summary import build_summary, cost_lines, render_summary_text, summarize
@@ -139,12 +141,15 @@ def test_cache_hits_are_counted_per_role() -> None:
 @pytest.mark.parametrize(
     ("stopped", "field", "by"),
     [
-        ({"not_run": ["tau2_retail__1"], "not_run_cost": 0.0421}, "not_run_cost", "the budget"),
+        (
+            {"not_run": ["tau2_retail__1"], "stopped": StoppedSpending(budget=0.0421)},
+            "not_run_cost",
+            "the budget",
+        ),
         (
             {
                 "lost": {"tau2_retail__1": "not run (interrupted)"},
-                "interrupted_cost": 0.0421,
-                "interrupted_by": [StopCause.INTERRUPT],
+                "stopped": StoppedSpending.of(interrupted=0.0421, by=[StopCause.INTERRUPT]),
             },
             "interrupted_cost",
             "the interrupt",
@@ -152,8 +157,7 @@ def test_cache_hits_are_counted_per_role() -> None:
         (
             {
                 "lost": {"tau2_retail__1": "not run (interrupted)"},
-                "interrupted_cost": 0.0421,
-                "interrupted_by": [StopCause.MAXFAIL],
+                "stopped": StoppedSpending.of(interrupted=0.0421, by=[StopCause.MAXFAIL]),
             },
             "interrupted_cost",
             "-x/--maxfail",
@@ -217,7 +221,7 @@ def test_what_stopped_scenarios_spent_is_said_without_a_cost_total(
         configuration=CONFIGURATION,
         versions=VERSIONS,
         not_run=["tau2_retail__1"] if scored else ["tau2_retail__0", "tau2_retail__1"],
-        not_run_cost=0.5,
+        stopped=StoppedSpending(budget=0.5),
     )
     assert summary.cost is None
     assert summary.counts.scored == len(scored)
@@ -240,9 +244,7 @@ def test_what_interrupted_scenarios_spent_follows_what_the_budget_stopped(
         configuration=CONFIGURATION,
         versions=VERSIONS,
         not_run=["tau2_retail__1"],
-        not_run_cost=0.5,
-        interrupted_cost=0.25,
-        interrupted_by=[StopCause.INTERRUPT],
+        stopped=StoppedSpending.of(budget=0.5, interrupted=0.25, by=[StopCause.INTERRUPT]),
     )
     assert cost_lines(summary, indent="  ") == [
         f"  {first}$0.5000 spent by the scenarios the budget stopped unscored",
@@ -272,8 +274,7 @@ def test_summarize_adds_what_a_killed_invocation_left_in_the_interrupted_ledger(
         trials=1,
         configuration=CONFIGURATION,
         versions=VERSIONS,
-        interrupted_cost=0.0421,
-        interrupted_by=[StopCause.INTERRUPT],
+        stopped=StoppedSpending.of(interrupted=0.0421, by=[StopCause.INTERRUPT]),
     )
     record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.MAXFAIL)
     record_stopped_spending(run, "tau2_retail__2", 0.002, StopCause.MAXFAIL)
@@ -315,6 +316,104 @@ def test_the_ledger_is_removed_once_summary_json_holds_it(tmp_path: Path) -> Non
     assert summarize(run).interrupted_cost == 0.0125  # not 0.025
 
 
+def _summarized_run(tmp_path: Path) -> Path:
+    """A run folder with one priced record and an earlier invocation's summary, in which an
+    interrupt stopped scenarios that had spent $0.0421, and a ledger line of $0.0125 that
+    summary does not hold (an invocation that stopped since)."""
+    run = tmp_path / "run"
+    record = priced("0", 0.1, 0.1, 0.0)
+    folder = run / record.scenario_name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
+    write_summary(
+        run,
+        [record],
+        expected=["tau2_retail__0", "tau2_retail__1"],
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        stopped=StoppedSpending.of(interrupted=0.0421, by=[StopCause.INTERRUPT]),
+    )
+    record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.TIMEOUT)
+    return run
+
+
+class Crash(BaseException):
+    """The process dies here (SIGKILL, a power loss): nothing after it runs."""
+
+
+def _ledger_files(run: Path) -> list[str]:
+    return sorted(path.name for path in run.glob(f"{STOPPED_SPENDING_FILE}*"))
+
+
+def test_a_crash_before_summary_json_is_written_leaves_the_ledger_for_the_next_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger is taken (renamed to a batch of its own) before summary.json is written:
+    killed in between, the next summary must still count it, once."""
+    run = _summarized_run(tmp_path)
+    written = summary_module.write_json_atomic
+
+    def crash_at_summary_json(path: Path, value: Any) -> None:
+        if path.name == "summary.json":
+            raise Crash
+        written(path, value)
+
+    monkeypatch.setattr(summary_module, "write_json_atomic", crash_at_summary_json)
+    with pytest.raises(Crash):
+        summarize(run)
+    monkeypatch.undo()
+    assert json.loads((run / "summary.json").read_text())["interrupted_cost"] == 0.0421
+    assert len(_ledger_files(run)) == 1  # taken, not counted yet
+
+    rebuilt = summarize(run)
+
+    assert rebuilt.interrupted_cost == pytest.approx(0.0546)
+    assert rebuilt.interrupted_by == (StopCause.INTERRUPT, StopCause.TIMEOUT)
+    assert _ledger_files(run) == []
+    assert summarize(run).interrupted_cost == pytest.approx(0.0546)
+
+
+@pytest.mark.parametrize("failure", ["crash", "unremovable"])
+def test_a_ledger_left_after_summary_json_holds_it_is_not_counted_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    """summary.json was written, then the process died before it removed the ledger (or the
+    ledger could not be removed): the next summary (a resume's, summarize) counted its lines
+    again ($0.0671 where $0.0546 was spent)."""
+    run = _summarized_run(tmp_path)
+    if failure == "crash":
+
+        def crash(*args: Any) -> None:
+            raise Crash
+
+        monkeypatch.setattr(summary_module, "clear_stopped_spending", crash)
+        with pytest.raises(Crash):
+            summarize(run)
+    else:
+        unlink = Path.unlink
+
+        def refused(path: Path, missing_ok: bool = False) -> None:
+            if path.name.startswith(STOPPED_SPENDING_FILE):
+                raise PermissionError(13, "Permission denied", str(path))
+            unlink(path, missing_ok=missing_ok)
+
+        monkeypatch.setattr(Path, "unlink", refused)
+        summarize(run)
+    monkeypatch.undo()
+    held = json.loads((run / "summary.json").read_text())
+    assert held["interrupted_cost"] == pytest.approx(0.0546)
+    left = _ledger_files(run)
+
+    rebuilt = summarize(run)
+
+    assert rebuilt.interrupted_cost == pytest.approx(0.0546)  # not 0.0671
+    assert left  # it stayed
+    assert left == held.get("counted_ledgers")  # and summary.json held it
+    assert _ledger_files(run) == []
+    assert summarize(run).interrupted_cost == pytest.approx(0.0546)
+
+
 def test_an_amount_that_rounds_to_nothing_is_omitted_as_nothing_is() -> None:
     """summary.json writes micro-dollars: a stopped scenario's $0.0000001 is 0 there, and a 0
     is omitted (a run that spent nothing unscored writes what it wrote before)."""
@@ -324,8 +423,7 @@ def test_an_amount_that_rounds_to_nothing_is_omitted_as_nothing_is() -> None:
         trials=1,
         configuration=CONFIGURATION,
         versions=VERSIONS,
-        not_run_cost=2e-7,
-        interrupted_cost=1e-7,
+        stopped=StoppedSpending(budget=2e-7, interrupted=1e-7),
     )
     written = codec.encode(summary)
     assert "not_run_cost" not in written
@@ -357,8 +455,7 @@ def test_the_line_names_what_stopped_the_scenarios_in_flight(
         trials=1,
         configuration=CONFIGURATION,
         versions=VERSIONS,
-        interrupted_cost=0.0421,
-        interrupted_by=causes,
+        stopped=StoppedSpending.of(interrupted=0.0421, by=causes),
     )
     assert cost_lines(summary)[1:] == [
         f"  and $0.0421 spent by {scenarios} (no record: not in the total)"

@@ -26,6 +26,7 @@ from tau2_retail.results.stopped_spending import (
     StopCause,
     StoppedSpending,
     record_stopped_spending,
+    take_stopped_spending,
 )
 from tau2_retail.results.summary import (
     build_summary,
@@ -263,3 +264,17 @@ def test_a_shard_killed_while_it_stopped_adds_what_its_ledger_holds(tmp_path: Pa
         budget=0.5, interrupted=0.1875, interrupted_by=(StopCause.TIMEOUT,)
     )
     assert (run_dir / STOPPED_SPENDING_FILE).exists()
+
+
+def test_a_ledger_a_shards_summary_counts_is_not_counted_again(tmp_path: Path) -> None:
+    """The shard's process died after writing summary.json, before removing the ledger that
+    summary counts: the merge adds only what the summary does not hold."""
+    made = shard("s0", ["1"], shard=[1, 1])
+    run_dir = tmp_path / "s0"
+    write_run_args(run_dir, made.args)
+    record_stopped_spending(run_dir, "tau2_retail__2", 0.0625, StopCause.TIMEOUT)
+    taken = take_stopped_spending(run_dir, held=())
+    write_run_summary(run_dir, made.metrics, **summary_inputs(made.args, stopped=taken))
+    (run_dir / taken.ledgers[0]).write_text("tau2_retail__2 0.0625 timeout\n")  # left there
+
+    assert read_shard(run_dir).stopped.interrupted == 0.0625  # not 0.125
