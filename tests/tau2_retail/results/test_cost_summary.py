@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,31 @@ def test_cache_hits_are_counted_per_role() -> None:
     )
 
 
+def _run_with_a_summary(
+    tmp_path: Path,
+    *,
+    expected: Sequence[str] = ("tau2_retail__0", "tau2_retail__1"),
+    **stopped: Any,
+) -> Path:
+    """A run folder with one priced record (scenario 0: $0.2) and its summary, ``stopped``
+    (``lost``, ``not_run``, ``stopped``) given to ``write_run_summary``."""
+    run = tmp_path / "run"
+    record = priced("0", 0.1, 0.1, 0.0)
+    folder = run / record.scenario_name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
+    write_summary(
+        run,
+        [record],
+        expected=expected,
+        trials=1,
+        configuration=CONFIGURATION,
+        versions=VERSIONS,
+        **stopped,
+    )
+    return run
+
+
 @pytest.mark.parametrize(
     ("stopped", "field", "by"),
     [
@@ -167,20 +193,7 @@ def test_cache_hits_are_counted_per_role() -> None:
 def test_summarize_keeps_what_the_stopped_scenarios_spent(
     tmp_path: Path, stopped: dict[str, Any], field: str, by: str
 ) -> None:
-    run = tmp_path / "run"
-    record = priced("0", 0.1, 0.1, 0.0)
-    folder = run / record.scenario_name
-    folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
-    write_summary(
-        run,
-        [record],
-        expected=["tau2_retail__0", "tau2_retail__1"],
-        trials=1,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
-        **stopped,
-    )
+    run = _run_with_a_summary(tmp_path, **stopped)
     assert json.loads((run / "summary.json").read_text())[field] == 0.0421
 
     rebuilt = summarize(run)
@@ -262,18 +275,9 @@ def test_summarize_adds_what_a_killed_invocation_left_in_the_interrupted_ledger(
     """A run killed while it stopped (a third Ctrl-C, SIGKILL) has no summary of that
     invocation: its interrupted scenarios' amounts are in the ledger only, and ``summarize``
     (the documented way to write the summaries then) must count them, once."""
-    run = tmp_path / "run"
-    record = priced("0", 0.1, 0.1, 0.0)
-    folder = run / record.scenario_name
-    folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
-    write_summary(  # an earlier invocation's summary, with what its interrupt stopped
-        run,
-        [record],
+    run = _run_with_a_summary(  # an earlier invocation's summary, with what its interrupt stopped
+        tmp_path,
         expected=["tau2_retail__0", "tau2_retail__1", "tau2_retail__2"],
-        trials=1,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
         stopped=StoppedSpending.of(interrupted=0.0421, by=[StopCause.INTERRUPT]),
     )
     record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.MAXFAIL)
@@ -291,19 +295,7 @@ def test_the_ledger_is_removed_once_summary_json_holds_it(tmp_path: Path) -> Non
     """summary.json holds the ledger's amounts once it is written: a later file that fails
     (all_summary.txt here: a folder in its place; a full disk) must not leave the ledger for
     the next summary, which would count it again."""
-    run = tmp_path / "run"
-    record = priced("0", 0.1, 0.1, 0.0)
-    folder = run / record.scenario_name
-    folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
-    write_summary(
-        run,
-        [record],
-        expected=["tau2_retail__0", "tau2_retail__1"],
-        trials=1,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
-    )
+    run = _run_with_a_summary(tmp_path)
     record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.INTERRUPT)
     (run / "all_summary.txt").unlink()
     (run / "all_summary.txt" / "in-the-way").mkdir(parents=True)
@@ -320,19 +312,8 @@ def _summarized_run(tmp_path: Path) -> Path:
     """A run folder with one priced record and an earlier invocation's summary, in which an
     interrupt stopped scenarios that had spent $0.0421, and a ledger line of $0.0125 that
     summary does not hold (an invocation that stopped since)."""
-    run = tmp_path / "run"
-    record = priced("0", 0.1, 0.1, 0.0)
-    folder = run / record.scenario_name
-    folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps(codec.encode(record)))
-    write_summary(
-        run,
-        [record],
-        expected=["tau2_retail__0", "tau2_retail__1"],
-        trials=1,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
-        stopped=StoppedSpending.of(interrupted=0.0421, by=[StopCause.INTERRUPT]),
+    run = _run_with_a_summary(
+        tmp_path, stopped=StoppedSpending.of(interrupted=0.0421, by=[StopCause.INTERRUPT])
     )
     record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.TIMEOUT)
     return run
@@ -414,17 +395,22 @@ def test_a_ledger_left_after_summary_json_holds_it_is_not_counted_again(
     assert summarize(run).interrupted_cost == pytest.approx(0.0546)
 
 
-def test_an_amount_that_rounds_to_nothing_is_omitted_as_nothing_is() -> None:
-    """summary.json writes micro-dollars: a stopped scenario's $0.0000001 is 0 there, and a 0
-    is omitted (a run that spent nothing unscored writes what it wrote before)."""
-    summary = build_summary(
+def _one_priced_scenario(*, stopped: StoppedSpending) -> RunSummary:
+    """The summary of one priced scenario ($0.2) and of what ``stopped`` scenarios spent."""
+    return build_summary(
         [priced("0", 0.1, 0.1, 0.0)],
         expected=None,
         trials=1,
         configuration=CONFIGURATION,
         versions=VERSIONS,
-        stopped=StoppedSpending(budget=2e-7, interrupted=1e-7),
+        stopped=stopped,
     )
+
+
+def test_an_amount_that_rounds_to_nothing_is_omitted_as_nothing_is() -> None:
+    """summary.json writes micro-dollars: a stopped scenario's $0.0000001 is 0 there, and a 0
+    is omitted (a run that spent nothing unscored writes what it wrote before)."""
+    summary = _one_priced_scenario(stopped=StoppedSpending(budget=2e-7, interrupted=1e-7))
     written = codec.encode(summary)
     assert "not_run_cost" not in written
     assert "interrupted_cost" not in written
@@ -449,14 +435,7 @@ def test_the_line_names_what_stopped_the_scenarios_in_flight(
 ) -> None:
     """-x and a timeout's cancellations are counted with the interrupt's, and the line said
     "the interrupt" for them too."""
-    summary = build_summary(
-        [priced("0", 0.1, 0.1, 0.0)],
-        expected=None,
-        trials=1,
-        configuration=CONFIGURATION,
-        versions=VERSIONS,
-        stopped=StoppedSpending.of(interrupted=0.0421, by=causes),
-    )
+    summary = _one_priced_scenario(stopped=StoppedSpending.of(interrupted=0.0421, by=causes))
     assert cost_lines(summary)[1:] == [
         f"  and $0.0421 spent by {scenarios} (no record: not in the total)"
     ]
