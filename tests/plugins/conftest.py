@@ -59,6 +59,19 @@ def distributed(xdist: tuple[str, ...]) -> bool:
     return xdist[-1] != "0"
 
 
+def in_one_process_and_two_workers(conversations: int) -> pytest.MarkDecorator:
+    """Parametrize ``workers`` with the options of ``conversations`` in flight at once: in one
+    process (``-n 0``), or half in each of two workers (``-n 2 --dist each``)."""
+    return pytest.mark.parametrize(
+        "workers",
+        [
+            ("-n", "0", f"--tau2-concurrency={conversations}"),
+            ("-n", "2", "--dist", "each", f"--tau2-concurrency={conversations // 2}"),
+        ],
+        ids=["one-process", "two-workers"],
+    )
+
+
 def run_expecting(bench: Bench, run_id: str, outcomes: Mapping[str, str], *args: str) -> Run:
     """Run the tasks of ``outcomes`` (task id -> ``passed``/``failed``/``error``) as run
     ``run_id`` on two workers, with ``args``; assert each scenario's outcome."""

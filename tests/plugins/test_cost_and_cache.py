@@ -23,7 +23,7 @@ from tau2_retail.testing.bench import error_lines, read_only
 from tau2_retail.testing.run_files import edit_cache_replies, files_under
 from tau2_retail.testing.scripted_endpoint import END, ScriptedEndpoint
 
-from .conftest import Bench
+from .conftest import Bench, in_one_process_and_two_workers
 
 PRICES = {
     "price-agent": {"input": 2.0, "output": 8.0},
@@ -337,11 +337,7 @@ def test_a_budget_too_small_for_a_request_sends_nothing_and_a_higher_one_resumes
 TWENTY = "--tau2-tasks=" + ",".join(str(task) for task in range(20))
 
 
-@pytest.mark.parametrize(
-    "workers",
-    [("-n", "0", "--tau2-concurrency=20"), ("-n", "2", "--dist", "each", "--tau2-concurrency=10")],
-    ids=["one-process", "two-workers"],
-)
+@in_one_process_and_two_workers(conversations=20)
 def test_the_budget_is_a_cap_with_every_scenario_in_flight(
     bench: Bench, three_roles: ScriptedEndpoint, workers: tuple[str, ...]
 ) -> None:

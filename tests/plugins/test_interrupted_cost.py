@@ -28,7 +28,7 @@ from tau2_retail.testing.bench import Run
 from tau2_retail.testing.loopback_server import Completion, Hang, Reply
 from tau2_retail.testing.scripted_endpoint import END, Request, ScriptedEndpoint
 
-from .conftest import Bench
+from .conftest import Bench, in_one_process_and_two_workers
 
 PRICES = {
     "price-agent": {"input": 2.0, "output": 8.0},
@@ -105,11 +105,7 @@ def _interrupted_run(
     return run, endpoint.server.billed_usd(PRICES) - before
 
 
-@pytest.mark.parametrize(
-    "workers",
-    [("-n", "0", "--tau2-concurrency=8"), ("-n", "2", "--dist", "each", "--tau2-concurrency=4")],
-    ids=["one-process", "two-workers"],
-)
+@in_one_process_and_two_workers(conversations=8)
 def test_what_the_interrupted_scenarios_spent_is_stated_beside_the_records_total(
     bench: Bench, three_roles: ScriptedEndpoint, workers: tuple[str, ...]
 ) -> None:
