@@ -13,6 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 __all__ = [
@@ -89,9 +90,15 @@ class ParserSource(Protocol):
     def add_parser(self, commands: SubParsers, /) -> object: ...
 
 
+def _folder(text: str) -> Path | None:
+    """An argparse ``type``: a folder, or None for an empty value (the default applies)."""
+    return Path(text) if text else None
+
+
 DATA_DIR = Argument(
     "--data-dir",
     metavar="DIR",
+    type=_folder,
     help="folder holding the upstream files (default: $TAU2_DATA_DIR, else the data cache "
     "that `data fetch` fills: $XDG_CACHE_HOME/tau2_retail, ~/.cache/tau2_retail when unset)",
 )

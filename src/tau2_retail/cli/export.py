@@ -26,7 +26,7 @@ def export_command(args: argparse.Namespace) -> int:
         result = export_run(
             Path(args.run_dir),
             Path(args.output),
-            data_dir=Path(args.data_dir) if args.data_dir else None,
+            data_dir=args.data_dir,
             allow_incomplete=args.allow_incomplete,
         )
     except ExportRefused as refused:

@@ -20,7 +20,7 @@ def import_command(args: argparse.Namespace) -> int:
     summary = import_results(
         Path(args.results),
         run_dir,
-        data_dir=Path(args.data_dir) if args.data_dir else None,
+        data_dir=args.data_dir,
     )
     try:
         write_report(run_dir)

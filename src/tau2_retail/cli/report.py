@@ -22,7 +22,7 @@ def report_command(args: argparse.Namespace) -> int:
         against=against,
         output=output,
         force=args.force,
-        data_dir=Path(args.data_dir) if args.data_dir else None,
+        data_dir=args.data_dir,
     )
     size = path.stat().st_size
     print(f"wrote {path} ({len(data.details)} scenarios, {size / 1e6:.1f} MB)")
