@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pytest
@@ -54,6 +55,7 @@ class SchedulerInterrupted(Exception):
     """The run is being interrupted (``interrupt``): no outcome for this item."""
 
 
+@dataclass(eq=False, kw_only=True)
 class ScenarioScheduler(Generic[T]):
     """Keeps up to ``limit`` scenarios of this process running, in the order pytest runs them.
 
@@ -67,38 +69,30 @@ class ScenarioScheduler(Generic[T]):
     the whole rest of the run: quadratic in the scenarios of a process).
     """
 
-    def __init__(
-        self,
-        *,
-        limit: int,
-        start: Start[T],
-        upcoming: Callable[[pytest.Item], Iterable[pytest.Item]],
-        wanted: Callable[[pytest.Item], bool],
-        stopping: Callable[[], bool],
-        admit: Callable[[], bool] = lambda: True,
-        upcoming_is_final: bool = False,
-    ) -> None:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        self.limit = limit
-        self._start = start
-        self._upcoming = upcoming
-        self._wanted = wanted
-        self._stopping = stopping
-        self._admit = admit
-        self._upcoming_is_final = upcoming_is_final
-        self._all_started = False
-        self._tasks: dict[str, asyncio.Task[T]] = {}
-        # started items by id(): each look at the upcoming items tests every one of them, and
-        # an item's nodeid is a computed property (pytest 9), far dearer than id()
-        self._started: set[int] = set()
-        self._running = 0  # tasks not done: counted, not summed over every task per look
-        self._current: pytest.Item | None = None
-        self._closed = False
-        self._interrupted: str | None = None
-        #: why each cancelled scenario was cancelled (by node id)
-        self._causes: dict[str, StopCause] = {}
-        self.peak_in_flight = 0
+    limit: int
+    start: Start[T]
+    upcoming: Callable[[pytest.Item], Iterable[pytest.Item]]
+    wanted: Callable[[pytest.Item], bool]
+    stopping: Callable[[], bool]
+    admit: Callable[[], bool] = lambda: True
+    upcoming_is_final: bool = False
+    peak_in_flight: int = field(default=0, init=False)
+    _all_started: bool = field(default=False, init=False)
+    _tasks: dict[str, asyncio.Task[T]] = field(default_factory=dict, init=False)
+    # started items by id(): each look at the upcoming items tests every one of them, and an
+    # item's nodeid is a computed property (pytest 9), far dearer than id()
+    _started: set[int] = field(default_factory=set, init=False)
+    # tasks not done: counted, not summed over every task per look
+    _running: int = field(default=0, init=False)
+    _current: pytest.Item | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
+    _interrupted: str | None = field(default=None, init=False)
+    #: why each cancelled scenario was cancelled (by node id)
+    _causes: dict[str, StopCause] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
 
     @property
     def current(self) -> pytest.Item | None:
@@ -142,7 +136,7 @@ class ScenarioScheduler(Generic[T]):
         self._current = item
         if self._interrupted is not None:
             raise SchedulerInterrupted(self._interrupted)
-        if item.nodeid not in self._tasks and not self._admit():
+        if item.nodeid not in self._tasks and not self.admit():
             raise NotStarted(item.nodeid)
         task = self._ensure(item)
         self._fill()
@@ -166,7 +160,7 @@ class ScenarioScheduler(Generic[T]):
         task = self._tasks.get(item.nodeid)
         if task is None:
             task = asyncio.get_running_loop().create_task(
-                self._start(item), name=f"tau2 {item.nodeid}"
+                self.start(item), name=f"tau2 {item.nodeid}"
             )
             self._running += 1
             task.add_done_callback(self._on_done)
@@ -179,21 +173,21 @@ class ScenarioScheduler(Generic[T]):
         # A limit of 1 starts nothing ahead: each scenario runs in its own test's set-up.
         if self.limit == 1 or self._closed or self._current is None or self._all_started:
             return  # (all started: pytest's list gets no new item; a worker's queue may)
-        if self._stopping():
+        if self.stopping():
             return
         free = self.limit - self._running
-        if free <= 0 or not self._admit():
+        if free <= 0 or not self.admit():
             return  # full (most looks with hundreds in flight): no walk over the items
-        for item in self._upcoming(self._current):
+        for item in self.upcoming(self._current):
             if free <= 0:
                 break
-            if id(item) in self._started or not self._wanted(item):
+            if id(item) in self._started or not self.wanted(item):
                 continue
             self._ensure(item)
             free -= 1
         else:
             # every upcoming item is started (or not one to start)
-            self._all_started = self._upcoming_is_final
+            self._all_started = self.upcoming_is_final
 
     def _on_done(self, task: asyncio.Task[T]) -> None:
         # A finished conversation frees a slot: start the next one without waiting for pytest
