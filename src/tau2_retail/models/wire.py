@@ -17,6 +17,7 @@ server sends for itself and requires back is kept and sent back as it came: a to
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -203,7 +204,14 @@ def _usage(raw: object) -> Usage:
 
 def _count(value: object) -> int:
     """A reported token count: a non-negative integer, at most :data:`MAX_TOKEN_COUNT` (an
-    agent's code may return any integer, and one of 5,000 digits could not be written)."""
+    agent's code may return any integer, and one of 5,000 digits could not be written). Some
+    proxies write it as a float (``1200.0``, a fraction rounded up) or as digits in a string:
+    counted 0, their requests cost nothing and the budget never stopped the run."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        digits = value.strip().lstrip("0") or "0"
+        value = int(digits) if len(digits) <= 18 else MAX_TOKEN_COUNT
+    elif isinstance(value, float) and math.isfinite(value):
+        value = math.ceil(min(value, MAX_TOKEN_COUNT))
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return min(value, MAX_TOKEN_COUNT)
     return 0

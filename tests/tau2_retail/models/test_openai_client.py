@@ -1420,3 +1420,31 @@ def test_an_untrusted_certificate_is_not_retried_and_says_how_to_trust_it() -> N
     )
     assert refused.fatal is None  # retried, as before
     assert refused.connection
+
+
+@pytest.mark.parametrize(
+    ("reported", "counted"),
+    [
+        pytest.param(1200, 1200, id="integer"),
+        pytest.param(1200.0, 1200, id="integral-float"),
+        pytest.param(1199.2, 1200, id="fraction-rounded-up"),
+        pytest.param("1200", 1200, id="digits-as-text"),
+        pytest.param(-5, 0, id="negative"),
+        pytest.param("many", 0, id="words"),
+        pytest.param(float("inf"), 0, id="infinite"),
+        pytest.param(True, 0, id="boolean"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_token_count_a_server_sends_as_a_float_or_text_is_counted(
+    openai_server, make_model, reported, counted
+):
+    """A proxy that writes ``"prompt_tokens": 1200.0`` (or ``"1200"``) was counted 0 tokens:
+    its requests cost nothing, and ``--tau2-max-cost`` never stopped the run."""
+    raw = _raw_completion({"role": "assistant", "content": "Hello."})
+    body = json.loads(raw.body)
+    body["usage"] = {"prompt_tokens": reported, "completion_tokens": reported}
+    openai_server.enqueue(RawBody(body=json.dumps(body).encode(), headers=raw.headers))
+    async with make_model() as model:
+        turn = await model.complete(HELLO)
+    assert (turn.usage.prompt, turn.usage.completion) == (counted, counted)
