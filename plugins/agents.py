@@ -45,6 +45,7 @@ __all__ = [
     "AgentSource",
     "AgentSupply",
     "fixture_sources",
+    "import_agent_source",
     "load_agent_source",
     "unreachable_fixture_problem",
 ]
@@ -155,10 +156,13 @@ def _fixture_file(function: object) -> Path | None:
     return Path(file).resolve() if file else None
 
 
-def load_agent_source(config: pytest.Config, *, spec: str, spec_source: str) -> AgentSource | None:
+def load_agent_source(
+    config: pytest.Config, *, spec: str, spec_source: str, defer: bool = False
+) -> AgentSource | None:
     """The agent's source at start-up: the ``--tau2-agent`` factory or a conftest's
     ``tau2_agent`` fixture; ``ConfigError`` for a bad or conflicting one (the settings check
-    that an agent model is not given too)."""
+    that an agent model is not given too). With ``defer``, an import string is not imported
+    yet: its source is ``pending`` (:func:`import_agent_source` imports it)."""
     reaching, _ = fixture_sources(config)
     fixture = reaching[-1] if reaching else None
     if fixture and spec:
@@ -170,8 +174,18 @@ def load_agent_source(config: pytest.Config, *, spec: str, spec_source: str) -> 
         return AgentSource(identity=AgentIdentity(source=fixture, fixture=True))
     if not spec:
         return None
+    pending = AgentSource(identity=AgentIdentity(source=spec), pending=True)
+    return pending if defer else import_agent_source(pending, spec_source)
+
+
+def import_agent_source(source: AgentSource, spec_source: str) -> AgentSource:
+    """``source`` with its import string imported (its factory checked: a function factory is
+    called twice); the same ``source`` when it is not pending. ``ConfigError`` names
+    ``spec_source`` (``--tau2-agent``, ``ini tau2_agent``, ``TAU2_AGENT``)."""
+    if not source.pending:
+        return source
     try:
-        factory, identity = load_agent_factory(spec)
+        factory, identity = load_agent_factory(source.identity.source)
     except ConfigError as error:
         raise ConfigError(f"{spec_source}: {error}") from None
     return AgentSource(identity=identity, factory=factory)
@@ -205,6 +219,8 @@ class AgentSupply:
         self.identity: AgentIdentity | None = source.identity if source else None
         #: the agents handed out in this process: one handed out twice is refused
         self.ledger = AgentLedger()
+        #: why a pending agent could not be imported here (its scenarios cannot run)
+        self.import_problem: ConfigError | None = None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(
@@ -218,6 +234,18 @@ class AgentSupply:
                 f"{_shown(file, self.rootpath)}::{FIXTURE_NAME}" if user and file else None
             )
         return (yield)
+
+    def import_pending(self, spec_source: str) -> AgentSource | None:
+        """Import the agent when its source is still pending (:func:`import_agent_source`:
+        ``ConfigError`` for one that cannot be loaded); returns the source, imported."""
+        if self.source is not None and self.source.pending:
+            try:
+                self.source = import_agent_source(self.source, spec_source)
+            except ConfigError as error:
+                self.import_problem = error
+                raise
+            self.identity = self.source.identity
+        return self.source
 
     @property
     def starts_ahead(self) -> bool:
@@ -315,6 +343,11 @@ class AgentSupply:
             return self._runner(self._shared, self.identity_or(FIXTURE_SOURCE))
         if self.source is not None and self.source.factory is not None:
             return self._runner(self.source.factory, self.source.identity)
+        if self.source is not None and self.source.pending:
+            # never another agent in its place; the run stops at its collection before this
+            raise self.import_problem or ConfigError(
+                f"the agent {self.source.identity.source} was not imported in this process"
+            )
         return None
 
     def _runner(self, factory: AgentFactory, identity: AgentIdentity) -> AgentRunner:

@@ -28,6 +28,7 @@ import pytest
 
 from tau2_retail.engine.metrics import ScenarioMetrics
 from tau2_retail.errors import AgentInterrupted, ArtifactError, ConfigError, DataError
+from tau2_retail.plugins.agents import AGENTS_KEY
 from tau2_retail.plugins.compat import runs_no_test
 from tau2_retail.plugins.interop import distributing_mode, record_suite_properties
 from tau2_retail.plugins.ledger import NOT_RUN, NOT_RUN_INTERRUPTED, RunLedger
@@ -108,7 +109,8 @@ class Tau2Run:
         ``defer``: no ``--tau2-*`` option was given, the settings come from the ini file, the
         environment or a ``tau2_agent`` fixture, which every pytest run of the project reads;
         the problem then waits for a scenario to be collected, and a session that collects
-        none (the project's own tests) stays silent.
+        none (the project's own tests) stays silent. The agent those name is imported then
+        too (:meth:`_import_agent`), after that problem.
         """
         problem = unmet
         if problem is None:
@@ -176,6 +178,7 @@ class Tau2Run:
         if self.unmet is not None:
             self.stopped = True
             raise pytest.UsageError(str(self.unmet))
+        self._import_agent()
         configuration = self.folder.configuration(self.ledger.agent_identity)
         _usage(lambda: self.folder.claim(scenarios, configuration))
         if self.collected:
@@ -192,6 +195,17 @@ class Tau2Run:
         ):
             if not quiet or "OFFLINE SELF-CHECK" in line:
                 reporter.write_line(line)
+
+    def _import_agent(self) -> None:
+        """Import an agent the ini file or the environment names (pending since start-up: the
+        project's own test sessions never import it), before the run folder is claimed and the
+        header names the agent; one that cannot be loaded stops the session (exit 4)."""
+        try:
+            self.process.import_agent(self.config.stash[AGENTS_KEY])
+        except ConfigError as error:
+            self.stopped = True
+            raise pytest.UsageError(str(error)) from None
+        self.folder.plan = self.process.plan
 
     # -- results ---------------------------------------------------------------------------
 

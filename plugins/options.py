@@ -131,13 +131,16 @@ def _inputs(config: pytest.Config, deferred: list[ConfigError] | None = None) ->
 def _agent_source(
     config: pytest.Config, spec: str, source: str, deferred: list[ConfigError] | None
 ) -> AgentSource | None:
-    """The agent's source; an agent of the ini file or the environment that cannot be loaded,
-    with no ``--tau2-*`` option given, goes to ``deferred`` (None then): it stops only a
-    session that collects a scenario, not one of the project's own tests."""
+    """The agent's source. With no ``--tau2-*`` option given, an agent of the ini file or the
+    environment is not imported here (its source is pending: the session imports it once it
+    collects a scenario), and one that conflicts with a fixture goes to ``deferred`` (None
+    then): the ini file and the environment apply to every session of the project, its own
+    tests included."""
+    defer = deferred is not None and not options_given(config)
     try:
-        return load_agent_source(config, spec=spec, spec_source=source)
+        return load_agent_source(config, spec=spec, spec_source=source, defer=defer)
     except ConfigError as error:
-        if deferred is None or options_given(config):
+        if deferred is None or not defer:
             raise
         deferred.append(error)
         return None

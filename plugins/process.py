@@ -30,14 +30,14 @@ from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.cache import CacheMode, ResponseCache
 from tau2_retail.models.choice import ModelChoice
 from tau2_retail.models.secrets import json_redaction, strip_userinfo
-from tau2_retail.plugins.agents import load_agent_source
+from tau2_retail.plugins.agents import AgentSupply, load_agent_source
 from tau2_retail.plugins.budget import Budget, new_budget_token
 from tau2_retail.plugins.options import Tau2Settings, options_given
 from tau2_retail.plugins.runtime import DataBundle, load_bundle
 from tau2_retail.plugins.scenario_report import WorkerLeftovers
 from tau2_retail.results.artifacts import validate_name
 from tau2_retail.results.records import ModelRecord, RunConfiguration
-from tau2_retail.settings import SETTINGS, settings_from_recorded
+from tau2_retail.settings import SETTINGS, AgentSource, settings_from_recorded
 
 __all__ = [
     "PROCESS_KEY",
@@ -103,6 +103,13 @@ class RunPlan:
     def run_dir(self) -> Path:
         return Path(self.settings.output_dir).joinpath(self.run_id).absolute()
 
+    def with_agent(self, source: AgentSource | None) -> RunPlan:
+        """This plan with ``source`` as its agent (itself when it has that one)."""
+        if source is self.settings.agent_source:
+            return self
+        settings = dataclasses.replace(self.settings, agent_source=source)
+        return dataclasses.replace(self, settings=settings)
+
 
 def send_plan(workerinput: dict[str, Any], plan: RunPlan) -> None:
     """Put ``plan`` into an xdist worker's ``workerinput`` (plain JSON values; the controller's
@@ -119,15 +126,21 @@ def send_plan(workerinput: dict[str, Any], plan: RunPlan) -> None:
 
 def receive_plan(config: pytest.Config, workerinput: Mapping[str, Any]) -> RunPlan:
     """The plan the controller sent (:func:`send_plan`). Only the agent's code is looked up
-    here: a factory and a conftest's fixture live in each process."""
+    here: a factory and a conftest's fixture live in each process. Without a ``--tau2-*``
+    option, an import string is imported once the worker collects a scenario
+    (:meth:`Tau2Process.import_agent`), as on the controller."""
     sent = workerinput[_PLAN_KEY]
     settings = settings_from_recorded(sent["settings"], sent["sources"])
+    defer = not options_given(config)
     try:
         source = load_agent_source(
-            config, spec=settings.agent_code, spec_source=settings.source("agent_code")
+            config,
+            spec=settings.agent_code,
+            spec_source=settings.source("agent_code"),
+            defer=defer,
         )
     except ConfigError as error:
-        if options_given(config):
+        if not defer:
             raise pytest.UsageError(str(error)) from None
         # the controller read the same and stops the session once a scenario is collected
         source = None
@@ -155,6 +168,14 @@ class Tau2Process:
         self._cache: ResponseCache | None = None
         self._budget: Budget | None = None
         self._bundle: DataBundle | None = None
+
+    def import_agent(self, agents: AgentSupply) -> None:
+        """Import the plan's agent if it is still pending (the ini file's or the environment's,
+        once a scenario is collected), in ``agents`` too; ``ConfigError`` for one that cannot
+        be loaded."""
+        self.plan = self.plan.with_agent(
+            agents.import_pending(self.plan.settings.source("agent_code"))
+        )
 
     def notice(self, line: str) -> None:
         """Say ``line`` once, at the end of the run (the controller says each line once)."""

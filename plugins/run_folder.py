@@ -28,6 +28,7 @@ from pathlib import Path
 from tau2_retail.errors import ArtifactError, ConfigError, DataError, RunInUse
 from tau2_retail.models.agent import AgentIdentity
 from tau2_retail.models.secrets import redact_argv
+from tau2_retail.plugins.agents import import_agent_source
 from tau2_retail.plugins.options import Tau2Settings
 from tau2_retail.plugins.process import RunPlan, new_run_id, run_configuration
 from tau2_retail.results.artifacts import load_run_metrics
@@ -97,6 +98,8 @@ class RunFolder:
         """Check the output folder, the run id and (on resume) the stored configuration, and
         decide the plan. On resume the lock is taken here, before the files are read, and kept.
         """
+        if self.settings.resume:
+            self._import_agent()
         self._check_output_dir()
         try:
             if self.settings.resume:
@@ -109,6 +112,14 @@ class RunFolder:
             self.close()
             raise
         return self.plan
+
+    def _import_agent(self) -> None:
+        """A resumed run is compared with the agent's name, version and model: an agent still
+        pending (the ini file's or the environment's) is imported at start-up."""
+        source = self.settings.agent_source
+        if source is not None:
+            spec_source = self.settings.source("agent_code")
+            self.plan = self.plan.with_agent(import_agent_source(source, spec_source))
 
     def close(self) -> None:
         """Release the run folder's lock (idempotent): the run is over in this process."""

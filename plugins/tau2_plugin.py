@@ -10,6 +10,7 @@ knows of other plugins (xdist, junitxml, syrupy, pluggy, pytest-asyncio) is in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Final
@@ -52,6 +53,7 @@ pytest_plugins = ["tau2_retail.plugins.scenario_fixtures"]
 __all__ = [
     "pytest_addoption",
     "pytest_collect_directory",
+    "pytest_collection_finish",
     "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_generate_tests",
@@ -249,6 +251,20 @@ def pytest_runtest_makereport(
         # a failed write (full disk, permissions): one line naming the file and the cause
         report.longrepr = f"ArtifactError: {printable(str(excinfo.value))}"
     return report
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A process holding a scenario imports the agent the ini file or the environment names,
+    if still pending: an xdist worker here; the run's own process (``Tau2Run``, before this)
+    first stops the session on a problem of its settings."""
+    config = session.config
+    if not any(is_benchmark_item(item) for item in session.items):
+        return
+    # a worker keeps a failed import in the supply (no scenario runs without its agent): the
+    # controller imports the same agent at this worker's collection and stops the session
+    with contextlib.suppress(ConfigError):
+        config.stash[PROCESS_KEY].import_agent(config.stash[AGENTS_KEY])
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

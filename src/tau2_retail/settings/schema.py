@@ -79,14 +79,18 @@ def _model_help(who: str, default: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentSource:
-    """Where the agent comes from: an import string (``factory`` set) or a fixture (None)."""
+    """Where the agent comes from: an import string (``factory`` set, or ``pending``: not
+    imported yet) or a fixture (neither)."""
 
     identity: AgentIdentity
     factory: AgentFactory | None = None
+    #: an import string whose module is not imported yet: the pytest plugin imports an agent of
+    #: the ini file or the environment only once a session collects a scenario
+    pending: bool = False
 
     @property
     def is_fixture(self) -> bool:
-        return self.factory is None
+        return self.factory is None and not self.pending
 
     def record(self) -> dict[str, Any]:
         """The ``code`` part of the agent's ``ModelRecord``."""
