@@ -106,8 +106,23 @@ class FolderWriter:
         """Write ``folder``; return its directory once every file is on disk.
 
         ``folder`` may be a function that makes it: called once the child can take it, so
-        that hundreds of scenarios ending at once do not all hold their files' bytes.
+        that hundreds of scenarios ending at once do not all hold their files' bytes. A put
+        is written even when its caller is cancelled meanwhile (the session stopping while
+        finished scenarios wait for the writer: each keeps its record); the cancellation is
+        raised once the folder is on disk.
         """
+        written = asyncio.ensure_future(self._put(folder))
+        cancelled: asyncio.CancelledError | None = None
+        while not written.done():
+            try:
+                await asyncio.shield(written)
+            except asyncio.CancelledError as error:
+                cancelled = error  # the folder first; then the cancellation
+        if cancelled is not None and written.exception() is None:
+            raise cancelled
+        return written.result()
+
+    async def _put(self, folder: ScenarioFiles | Callable[[], ScenarioFiles]) -> Path:
         process = self._process
         if process is None or process.stdin is None:
             return put_scenario_files(_rendered(folder))

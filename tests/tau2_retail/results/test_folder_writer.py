@@ -203,6 +203,28 @@ async def test_each_put_returns_once_its_folder_is_on_disk(tmp_path: Path) -> No
 
 
 @pytest.mark.asyncio
+async def test_a_folder_put_is_written_even_when_its_caller_is_cancelled(tmp_path: Path) -> None:
+    """A session stopping (Ctrl-C, -x) cancels the scenarios still running, also those that
+    finished and wait for the writer: such a folder was never written, so a finished scenario
+    had no record and what it had spent was counted nowhere."""
+    writer = await FolderWriter.start()
+    count = folder_writer._IN_FLIGHT + 3  # more than the writer takes at once: some wait
+    try:
+        puts = [
+            asyncio.ensure_future(writer.put(_folder(tmp_path / f"s{i}"))) for i in range(count)
+        ]
+        await asyncio.sleep(0)  # each has started: the first hold the writer, the others wait
+        for put in puts:
+            put.cancel()
+        ended = await asyncio.gather(*puts, return_exceptions=True)
+    finally:
+        await writer.aclose()
+    assert all(isinstance(end, asyncio.CancelledError) for end in ended), ended
+    written = sorted(path.parent.name for path in tmp_path.glob("*/metrics.json"))
+    assert written == sorted(f"s{i}" for i in range(count))
+
+
+@pytest.mark.asyncio
 async def test_a_killed_child_loses_no_folder_and_is_said_once(tmp_path: Path) -> None:
     notices: list[str] = []
     writer = await FolderWriter.start(on_fallback=notices.append)
