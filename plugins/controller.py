@@ -298,7 +298,11 @@ class Tau2Run:
             **summary_inputs(
                 args,
                 lost=lost,
-                not_run=sorted(self.ledger.budget_skipped - records.keys()),
+                # those the budget stopped whose tests never reported (-x, Ctrl-C) too: the
+                # ledger names them
+                not_run=sorted(
+                    (self.ledger.budget_skipped | set(stopped.budget_stopped)) - records.keys()
+                ),
                 stopped=stopped,
             ),
         )
@@ -347,7 +351,8 @@ class Tau2Run:
             return []
         # not run and lost (an expected scenario without a record): counted with the lost
         recorded = {row.scenario_id for row in self.summary.scenarios}
-        return sorted(self.folder.selected - recorded - self.ledger.seen)
+        budget = set(self.summary.not_run)  # stopped by the budget, listed as such
+        return sorted(self.folder.selected - recorded - budget - self.ledger.seen)
 
     def run_end(self, summary: RunSummary) -> RunEnd:
         """What the terminal section is rendered from."""

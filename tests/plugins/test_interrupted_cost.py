@@ -300,9 +300,10 @@ JUDGE_REFUSED = {**PRICES, "price-judge": {"input": 3.0, "output": 10_000.0}}
 def test_what_the_budget_stopped_ahead_of_a_test_x_never_ran_is_counted(
     bench: Bench, three_roles: ScriptedEndpoint, workers: tuple[str, ...], ended: pytest.ExitCode
 ) -> None:
-    """A scenario started ahead of its test and stopped by the budget told what it had spent
-    through its test's report only: -x stopped the session before that test ran, and the
-    amount was in neither not_run_cost nor interrupted_cost."""
+    """A scenario started ahead of its test and stopped by the budget told what it had spent,
+    and that the budget stopped it, through its test's report only: -x stopped the session
+    before that test ran, and the amount was in neither not_run_cost nor interrupted_cost
+    (and the scenario was listed as lost)."""
     # scenario 0 fails (it ends at once), once the others have finished or been stopped
     three_roles.agent["0"] = Completion(tool_calls=END.tool_calls, latency=3.0)
 
@@ -321,3 +322,8 @@ def test_what_the_budget_stopped_ahead_of_a_test_x_never_ran_is_counted(
     counted = summary["cost"]["total"] + stopped + summary.get("interrupted_cost", 0.0)
     assert counted == pytest.approx(billed, abs=1e-5), (summary["cost"]["total"], stopped, billed)
     assert f"  and ${stopped:,.4f} spent by the scenarios the budget stopped unscored" in run.stdout
+    # listed as the budget's, as the line says (they were lost: "not run (the session ended
+    # before it started)" in one process, "not run (interrupted)" on two workers)
+    assert {"tau2_retail__2", "tau2_retail__3"} <= set(summary["not_run"])
+    assert not {"tau2_retail__2", "tau2_retail__3"} & set(summary["lost"])
+    assert "NOT RUN (budget) tau2_retail__2" in run.stdout

@@ -131,17 +131,19 @@ def read_shard(run_dir: Path) -> ShardRun:
         summary = read_summary(run_dir)
     except ArtifactError:
         summary = None  # only its list of scenarios not run is read; they then count as lost
+    # and what its stopped scenarios had spent when it was killed while it stopped (in the
+    # ledger only: its summary is an earlier invocation's, or none), and which of them the
+    # budget stopped
+    ledger = stopped_spending(run_dir, held=summary.counted_ledgers if summary else ())
     return ShardRun(
         run_dir=run_dir,
         args=args,
         metrics=loaded.records,
         incomplete=loaded.incomplete,
-        not_run=summary.not_run if summary is not None else (),
-        # and what its stopped scenarios had spent when it was killed while it stopped (in the
-        # ledger only: its summary is an earlier invocation's, or none)
-        stopped=stopped_of(summary).plus(
-            stopped_spending(run_dir, held=summary.counted_ledgers if summary else ())
+        not_run=tuple(
+            sorted({*(summary.not_run if summary is not None else ()), *ledger.budget_stopped})
         ),
+        stopped=stopped_of(summary).plus(ledger),
     )
 
 

@@ -15,9 +15,10 @@ Ctrl-C, SIGTERM or an agent's ``KeyboardInterrupt``; ``-x`` / ``--maxfail`` stop
 at a failure; its test ending first (pytest-timeout's signal method); the session ending before
 its test ran. The summary says which of them stopped the scenarios it counts.
 
-The run adds the lines up into ``summary.json``, the budget's into ``not_run_cost``, the others
-into ``interrupted_cost`` and ``interrupted_by``, once its processes are done. A summary takes
-the ledger (:func:`take_stopped_spending`): the live file is renamed to a batch of its own,
+The run adds the lines up into ``summary.json``, the budget's into ``not_run_cost`` (their
+scenarios, without a record, listed as not run (budget) even when no test reported them), the
+others into ``interrupted_cost`` and ``interrupted_by``, once its processes are done. A summary
+takes the ledger (:func:`take_stopped_spending`): the live file is renamed to a batch of its own,
 ``.stopped-spending.<token>`` (a line a process appends later starts a new live file, for the
 next summary); every batch the summary it adds to does not already hold is added up, and every
 batch there is listed in the new ``summary.json`` (``counted_ledgers``), then removed once that
@@ -81,6 +82,9 @@ class StoppedSpending:
     budget: float = 0.0
     interrupted: float = 0.0
     interrupted_by: tuple[StopCause, ...] = ()
+    #: the scenarios the budget stopped (ids, sorted): a summary lists those without a record
+    #: as not run (budget), also when ``-x`` or a Ctrl-C kept their tests from reporting
+    budget_stopped: tuple[str, ...] = ()
     #: the ledger's batches whose amounts these are, or which an earlier summary counted
     #: (:func:`take_stopped_spending`): a summary lists them, ``counted_ledgers``
     ledgers: tuple[str, ...] = ()
@@ -92,6 +96,7 @@ class StoppedSpending:
         budget: float = 0.0,
         interrupted: float = 0.0,
         by: Iterable[StopCause] = (),
+        budget_stopped: Iterable[str] = (),
         ledgers: Iterable[str] = (),
     ) -> StoppedSpending:
         """These amounts, the causes each named once, in order (never the budget)."""
@@ -101,6 +106,7 @@ class StoppedSpending:
             budget=budget,
             interrupted=interrupted,
             interrupted_by=causes,
+            budget_stopped=tuple(sorted(set(budget_stopped))),
             ledgers=tuple(sorted(set(ledgers))),
         )
 
@@ -110,6 +116,7 @@ class StoppedSpending:
             budget=self.budget + other.budget,
             interrupted=self.interrupted + other.interrupted,
             by=(*self.interrupted_by, *other.interrupted_by),
+            budget_stopped=(*self.budget_stopped, *other.budget_stopped),
             ledgers=(*self.ledgers, *other.ledgers),
         )
 
@@ -186,6 +193,7 @@ def _added_up(path: Path) -> StoppedSpending:
         raise ArtifactError(f"cannot read {path}: {error}") from error
     budget = interrupted = 0.0
     causes: set[StopCause] = set()
+    budget_stopped: set[str] = set()
     for line in text.splitlines():
         parts = line.split(" ")
         try:
@@ -197,10 +205,13 @@ def _added_up(path: Path) -> StoppedSpending:
             continue
         if cause is StopCause.BUDGET:
             budget += amount
+            budget_stopped.add(parts[0])
         else:
             interrupted += amount
             causes.add(cause)
-    return StoppedSpending.of(budget=budget, interrupted=interrupted, by=causes)
+    return StoppedSpending.of(
+        budget=budget, interrupted=interrupted, by=causes, budget_stopped=budget_stopped
+    )
 
 
 def clear_stopped_spending(run_dir: Path, ledgers: Iterable[str]) -> None:

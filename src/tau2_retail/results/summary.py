@@ -376,7 +376,10 @@ def _rebuilt(
     # those stopped in flight, had spent, are recorded in the summary only, and (a run killed
     # while it stopped) what its stopped scenarios had spent in the ledger, which the summary
     # then holds (removed once summary.json is written: a resume must not count it again)
-    not_run = earlier.not_run if earlier else ()
+    held = earlier.counted_ledgers if earlier else ()
+    taken = take_stopped_spending(run_dir, held=held)
+    # and those the ledger says the budget stopped (their tests never reported: -x, Ctrl-C)
+    not_run = tuple(sorted({*(earlier.not_run if earlier else ()), *taken.budget_stopped}))
     if run_args is not None:
         # run_args.json is written before the first scenario starts: every expected scenario
         # without a whole record is listed as lost, even when the run was killed at once
@@ -396,6 +399,5 @@ def _rebuilt(
             lost=loaded.incomplete,
             not_run=not_run,
         )
-    held = earlier.counted_ledgers if earlier else ()
-    inputs["stopped"] = stopped_of(earlier).plus(take_stopped_spending(run_dir, held=held))
+    inputs["stopped"] = stopped_of(earlier).plus(taken)
     return write_run_summary(run_dir, loaded.records, **inputs)

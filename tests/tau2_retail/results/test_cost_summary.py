@@ -291,6 +291,23 @@ def test_summarize_adds_what_a_killed_invocation_left_in_the_interrupted_ledger(
     assert summarize(run).interrupted_cost == pytest.approx(0.0566)  # counted once
 
 
+def test_summarize_lists_a_scenario_the_ledger_says_the_budget_stopped_as_not_run(
+    tmp_path: Path,
+) -> None:
+    """The budget stopped scenario 1 ahead of its test, which -x then kept from running: no
+    report said so, and the summary listed it as lost ("not run") beside a Cost line saying
+    the budget had stopped it."""
+    run = _run_with_a_summary(tmp_path, expected=["tau2_retail__0", "tau2_retail__1"])
+    record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.BUDGET)
+
+    rebuilt = summarize(run)
+
+    assert rebuilt.not_run == ("tau2_retail__1",)
+    assert rebuilt.lost == ()
+    assert rebuilt.not_run_cost == 0.0125
+    assert summarize(run).not_run == ("tau2_retail__1",)  # kept by the next summary
+
+
 def test_the_ledger_is_removed_once_summary_json_holds_it(tmp_path: Path) -> None:
     """summary.json holds the ledger's amounts once it is written: a later file that fails
     (all_summary.txt here: a folder in its place; a full disk) must not leave the ledger for

@@ -266,6 +266,25 @@ def test_a_shard_killed_while_it_stopped_adds_what_its_ledger_holds(tmp_path: Pa
     assert (run_dir / STOPPED_SPENDING_FILE).exists()
 
 
+def test_a_scenario_a_shards_ledger_says_the_budget_stopped_is_not_run(tmp_path: Path) -> None:
+    """A shard killed while it stopped: its ledger names the scenario its budget stopped,
+    which the merged run lists as not run (budget), not lost."""
+    made = shard("s0", ["1"], shard=[1, 1])
+    run_dir = tmp_path / "s0"
+    args = dataclasses.replace(made.args, expected=("tau2_retail__1", "tau2_retail__2"))
+    write_run_args(run_dir, args)
+    write_run_summary(run_dir, made.metrics, **summary_inputs(args))
+    record_stopped_spending(run_dir, "tau2_retail__2", 0.0625, StopCause.BUDGET)
+
+    merged = merge_shards([read_shard(run_dir)], run_id="all", argv=ARGV)
+
+    assert merged.not_run == ("tau2_retail__2",)
+    summary = build_summary(merged.metrics, **merged.summary_inputs())
+    assert summary.not_run == ("tau2_retail__2",)
+    assert "tau2_retail__2" not in summary.lost
+    assert summary.not_run_cost == 0.0625
+
+
 def test_a_ledger_a_shards_summary_counts_is_not_counted_again(tmp_path: Path) -> None:
     """The shard's process died after writing summary.json, before removing the ledger that
     summary counts: the merge adds only what the summary does not hold."""
