@@ -26,8 +26,10 @@ file is written (:func:`clear_stopped_spending`). So a crash either way counts e
 killed before ``summary.json`` is written, the batch is in no summary and the next one counts
 it; after, the summary lists it, and the next one skips it (and removes it).
 An invocation that ended without its summary (a third Ctrl-C, SIGKILL) leaves its lines to
-whatever writes the run's summary next: its ``--tau2-resume``, or ``summarize``. ``merge`` adds
-what a shard's summary does not hold to its amounts and leaves the shard's folder as it is.
+whatever writes the run's summary next: its ``--tau2-resume``, or ``summarize`` (the
+conversations still in flight when it quit at once wrote none: what they spent is not known).
+``merge`` adds what a shard's summary does not hold to its amounts and leaves the shard's
+folder as it is.
 """
 
 from __future__ import annotations
