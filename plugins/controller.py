@@ -42,7 +42,7 @@ from tau2_retail.plugins.verdict import run_verdict, suite_properties
 from tau2_retail.report.page import ReportError, write_report
 from tau2_retail.results.gate import GateVerdict
 from tau2_retail.results.records import RunSummary
-from tau2_retail.results.stopped_spending import take_stopped_spending
+from tau2_retail.results.stopped_spending import with_ledger
 from tau2_retail.results.summary import stopped_of, summary_inputs, write_run_summary
 from tau2_retail.tau2_format.after_run import export_after_run
 
@@ -288,10 +288,8 @@ class Tau2Run:
         args = self.folder.write_run_args(expected, configuration)
         # what every scenario stopped unscored had spent, in this session (the processes'
         # ledger) and (resume) the earlier ones: spent and billed, whether or not a later
-        # invocation scored it
-        earlier = self.folder.earlier
-        held = earlier.counted_ledgers if earlier else ()
-        stopped = stopped_of(earlier).plus(take_stopped_spending(self.folder.run_dir, held=held))
+        # invocation scored it (the ledger's lines past what the earlier summary counted)
+        stopped = with_ledger(self.folder.run_dir, stopped_of(self.folder.earlier))
         return write_run_summary(
             self.folder.run_dir,
             [records[key] for key in sorted(records)],

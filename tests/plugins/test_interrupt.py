@@ -71,6 +71,7 @@ def test_ctrl_c_ends_with_exit_2_the_summaries_and_the_resume_command(
     assert len(finished) >= 3
     assert not (run_dir / STOPPED_SPENDING_FILE).exists()  # no prices: nothing counted
     assert "interrupted_cost" not in summary
+    assert "stopped_spending_counted" not in summary
     resume = [line for line in result.stdout.lines if "resume with: " in line]
     assert len(resume) == 1
     assert resume[0].endswith("--tau2-resume=int")

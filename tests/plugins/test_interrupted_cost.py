@@ -127,23 +127,22 @@ def test_what_the_interrupted_scenarios_spent_is_stated_beside_the_records_total
     )
     assert line in run.stdout
     assert line in (bench.run_dir("int") / "all_summary.txt").read_text(encoding="utf-8")
-    assert not (bench.run_dir("int") / STOPPED_SPENDING_FILE).exists()  # in the summary
+    ledger = bench.run_dir("int") / STOPPED_SPENDING_FILE
+    assert summary["stopped_spending_counted"] == ledger.stat().st_size  # all in the summary
 
 
 def test_a_resume_and_summarize_keep_what_the_interrupted_scenarios_spent(
     bench: Bench, three_roles: ScriptedEndpoint
 ) -> None:
-    """Also when the ledger the interrupted run's summary counted is still there (the process
-    died, or could not remove it, right after writing summary.json): a resume and summarize
-    counted it again."""
+    """The ledger the interrupted run's summary counted stays in the run folder: a resume and
+    summarize add only what was appended past the offset that summary counted (nothing)."""
     workers = ("-n", "0", "--tau2-concurrency=8")
     _interrupted_run(bench, three_roles, workers, "res")
     first = bench.summary("res")
     interrupted = first["interrupted_cost"]
-    (counted,) = first["counted_ledgers"]
-    assert not (bench.run_dir("res") / counted).exists()  # removed once summary.json held it
-    # as if it had not been removed: what it held, summed in one line
-    (bench.run_dir("res") / counted).write_text(f"tau2_retail__1 {interrupted!r} interrupt\n")
+    ledger = bench.run_dir("res") / STOPPED_SPENDING_FILE
+    lines = ledger.read_bytes()
+    assert first["stopped_spending_counted"] == len(lines)
 
     resumed = bench.run(*workers, *_args(three_roles), "--tau2-resume=res")
 
@@ -158,7 +157,8 @@ def test_a_resume_and_summarize_keep_what_the_interrupted_scenarios_spent(
 
     assert summarized.returncode == 0, summarized.stderr
     assert bench.summary("res")["interrupted_cost"] == interrupted
-    assert not list(bench.run_dir("res").glob(f"{STOPPED_SPENDING_FILE}*"))
+    assert bench.summary("res")["stopped_spending_counted"] == len(lines)
+    assert ledger.read_bytes() == lines  # the resume's scenarios all finished: nothing added
 
 
 @pytest.mark.parametrize(
@@ -216,7 +216,8 @@ def test_x_counts_what_the_scenarios_started_ahead_had_spent_and_says_x_stopped_
     assert line in run.stdout
     assert "the interrupt" not in run.stdout
     assert summary["interrupted_by"] == ["maxfail"]
-    assert not (bench.run_dir("x") / STOPPED_SPENDING_FILE).exists()
+    ledger = bench.run_dir("x") / STOPPED_SPENDING_FILE
+    assert summary["stopped_spending_counted"] == ledger.stat().st_size
 
 
 # what pytest-timeout's signal method does (its SIGALRM handler, for the whole test): the test

@@ -35,7 +35,7 @@ from tau2_retail.errors import ArtifactError
 from tau2_retail.results.artifacts import load_run_metrics, scenario_dir
 from tau2_retail.results.gate import GateVerdict, evaluate_gate
 from tau2_retail.results.records import PACKAGE, RunArgs, RunConfiguration, RunSummary
-from tau2_retail.results.stopped_spending import StoppedSpending, stopped_spending
+from tau2_retail.results.stopped_spending import StoppedSpending, with_ledger
 from tau2_retail.results.summary import (
     RUN_ARGS_FILE,
     SummaryInputs,
@@ -132,18 +132,18 @@ def read_shard(run_dir: Path) -> ShardRun:
     except ArtifactError:
         summary = None  # only its list of scenarios not run is read; they then count as lost
     # and what its stopped scenarios had spent when it was killed while it stopped (in the
-    # ledger only: its summary is an earlier invocation's, or none), and which of them the
-    # budget stopped
-    ledger = stopped_spending(run_dir, held=summary.counted_ledgers if summary else ())
+    # ledger only, past what its summary counted: that is an earlier invocation's, or none),
+    # and which of them the budget stopped
+    stopped = with_ledger(run_dir, stopped_of(summary))
     return ShardRun(
         run_dir=run_dir,
         args=args,
         metrics=loaded.records,
         incomplete=loaded.incomplete,
         not_run=tuple(
-            sorted({*(summary.not_run if summary is not None else ()), *ledger.budget_stopped})
+            sorted({*(summary.not_run if summary is not None else ()), *stopped.budget_stopped})
         ),
-        stopped=stopped_of(summary).plus(ledger),
+        stopped=stopped,
     )
 
 

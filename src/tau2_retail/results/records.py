@@ -409,10 +409,10 @@ class RunSummary:
     interrupted_cost: Annotated[float | None, Omitted] = None
     #: what stopped them (one or more causes, with ``interrupted_cost`` only)
     interrupted_by: Annotated[Items[StopCause], Omitted] = ()
-    #: the run folder's ledger files of stopped spending (``.stopped-spending.<token>``) whose
-    #: amounts ``not_run_cost`` and ``interrupted_cost`` hold: one not removed yet (a crash
-    #: after this file was written) is not counted again by the next summary
-    counted_ledgers: Annotated[Items[str], Omitted] = ()
+    #: how much of the run folder's ledger of stopped spending (``.stopped-spending``, bytes
+    #: from its start: the end of the last complete line read) ``not_run_cost`` and
+    #: ``interrupted_cost`` hold: the next summary adds only the lines past it
+    stopped_spending_counted: Annotated[int, Omitted] = 0
     tau2_reward_not_scorable: Annotated[int, Field(exclude=True)] = 0
     unpriced_models: Annotated[Items[str], Field(exclude=True)] = ()
 

@@ -15,31 +15,30 @@ Ctrl-C, SIGTERM or an agent's ``KeyboardInterrupt``; ``-x`` / ``--maxfail`` stop
 at a failure; its test ending first (pytest-timeout's signal method); the session ending before
 its test ran. The summary says which of them stopped the scenarios it counts.
 
-The run adds the lines up into ``summary.json``, the budget's into ``not_run_cost`` (their
-scenarios, without a record, listed as not run (budget) even when no test reported them), the
-others into ``interrupted_cost`` and ``interrupted_by``, once its processes are done. A summary
-takes the ledger (:func:`take_stopped_spending`): the live file is renamed to a batch of its own,
-``.stopped-spending.<token>`` (a line a process appends later starts a new live file, for the
-next summary); every batch the summary it adds to does not already hold is added up, and every
-batch there is listed in the new ``summary.json`` (``counted_ledgers``), then removed once that
-file is written (:func:`clear_stopped_spending`). So a crash either way counts each line once:
-killed before ``summary.json`` is written, the batch is in no summary and the next one counts
-it; after, the summary lists it, and the next one skips it (and removes it).
+The ledger is only ever appended to. ``summary.json`` adds its lines up, the budget's into
+``not_run_cost`` (their scenarios, without a record, listed as not run (budget) even when no
+test reported them), the others into ``interrupted_cost`` and ``interrupted_by``, and records
+how far it has counted: ``stopped_spending_counted``, the byte offset of the end of the last
+complete line it read. Each summary (the run's, a resume's, ``summarize``) starts from the
+earlier ``summary.json``'s amounts and offset and adds the complete lines past that offset
+(:func:`with_ledger`), and writes the new offset in the same atomic write of ``summary.json``:
+killed before it, the old offset stands and the next summary counts those lines; after, they
+are behind the offset and counted once. A line appended after a summary read the ledger (a
+worker stopped late) is past its offset, so the next summary counts it. A ledger shorter than
+the offset (removed or replaced by hand) is a new one, counted from its start.
 An invocation that ended without its summary (a third Ctrl-C, SIGKILL) leaves its lines to
 whatever writes the run's summary next: its ``--tau2-resume``, or ``summarize`` (the
 conversations still in flight when it quit at once wrote none: what they spent is not known).
-``merge`` adds what a shard's summary does not hold to its amounts and leaves the shard's
-folder as it is.
+``merge`` adds the lines past a shard's offset to its summary's amounts the same way and
+leaves the shard's folder as it is.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
-import secrets
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -51,10 +50,8 @@ __all__ = [
     "STOPPED_SPENDING_FILE",
     "StopCause",
     "StoppedSpending",
-    "clear_stopped_spending",
     "record_stopped_spending",
-    "stopped_spending",
-    "take_stopped_spending",
+    "with_ledger",
 ]
 
 STOPPED_SPENDING_FILE: Final = ".stopped-spending"
@@ -87,9 +84,9 @@ class StoppedSpending:
     #: the scenarios the budget stopped (ids, sorted): a summary lists those without a record
     #: as not run (budget), also when ``-x`` or a Ctrl-C kept their tests from reporting
     budget_stopped: tuple[str, ...] = ()
-    #: the ledger's batches whose amounts these are, or which an earlier summary counted
-    #: (:func:`take_stopped_spending`): a summary lists them, ``counted_ledgers``
-    ledgers: tuple[str, ...] = ()
+    #: how much of the run folder's ledger (bytes from its start) these amounts include: a
+    #: summary's ``stopped_spending_counted`` (:func:`with_ledger`)
+    counted: int = 0
 
     @classmethod
     def of(
@@ -99,7 +96,7 @@ class StoppedSpending:
         interrupted: float = 0.0,
         by: Iterable[StopCause] = (),
         budget_stopped: Iterable[str] = (),
-        ledgers: Iterable[str] = (),
+        counted: int = 0,
     ) -> StoppedSpending:
         """These amounts, the causes each named once, in order (never the budget)."""
         given = set(by) - {StopCause.BUDGET}
@@ -109,17 +106,17 @@ class StoppedSpending:
             interrupted=interrupted,
             interrupted_by=causes,
             budget_stopped=tuple(sorted(set(budget_stopped))),
-            ledgers=tuple(sorted(set(ledgers))),
+            counted=counted,
         )
 
     def plus(self, other: StoppedSpending) -> StoppedSpending:
-        """This and ``other`` together."""
+        """This and ``other`` together, as counting no ledger (``counted`` 0: e.g. the shards of
+        a merge, whose ledgers are not the merged run's)."""
         return self.of(
             budget=self.budget + other.budget,
             interrupted=self.interrupted + other.interrupted,
             by=(*self.interrupted_by, *other.interrupted_by),
             budget_stopped=(*self.budget_stopped, *other.budget_stopped),
-            ledgers=(*self.ledgers, *other.ledgers),
         )
 
 
@@ -133,66 +130,30 @@ def record_stopped_spending(run_dir: Path, scenario: str, spent: float, cause: S
         os.close(fd)
 
 
-def take_stopped_spending(run_dir: Path, *, held: Collection[str]) -> StoppedSpending:
-    """The ledger taken for the summary about to be written: the live file is renamed to a
-    batch of its own (``.stopped-spending.<token>``; a line a process appends later starts a
-    new live file, for the next summary), then every batch but those ``held`` (the ones the
-    summary this one adds to already counts) is added up. ``ledgers`` names every batch there:
-    the new summary holds them all, and they are removed once it is written.
-    ``ArtifactError``: unreadable, or the live file could not be renamed."""
-    live = run_dir / STOPPED_SPENDING_FILE
-    batch = live.with_name(f"{STOPPED_SPENDING_FILE}.{secrets.token_hex(6)}")
+def with_ledger(run_dir: Path, earlier: StoppedSpending) -> StoppedSpending:
+    """``earlier`` (a summary's amounts, which include ``run_dir``'s ledger up to
+    ``earlier.counted``) with the complete lines of the ledger past that offset; ``counted``
+    is then the end of the last of them (a line still being written is left to the next
+    summary). A ledger shorter than ``earlier.counted`` (removed or replaced by hand) is a new
+    one, counted from its start. The ledger is read only; ``ArtifactError``: unreadable."""
+    path = run_dir / STOPPED_SPENDING_FILE
     try:
-        live.rename(batch)
+        with path.open("rb") as ledger:
+            start = earlier.counted if earlier.counted <= os.fstat(ledger.fileno()).st_size else 0
+            ledger.seek(start)
+            text = ledger.read()
     except FileNotFoundError:
-        pass  # nothing was stopped since the last summary
-    except OSError as error:
-        raise ArtifactError(f"cannot rename {live} to {batch.name}: {error}") from error
-    return _read(run_dir, held=held, live=False)
-
-
-def stopped_spending(run_dir: Path, *, held: Collection[str] = ()) -> StoppedSpending:
-    """What the ledger holds beyond ``held`` (the batches a summary already counts), read and
-    left as it is (``merge`` reads a shard so); ``ArtifactError``: unreadable."""
-    return _read(run_dir, held=held, live=True)
-
-
-def _ledger_files(run_dir: Path, *, live: bool) -> list[Path]:
-    """The ledger's batches (and its live file, with ``live``), in name order."""
-    try:
-        names = sorted(path.name for path in run_dir.iterdir())
-    except FileNotFoundError:
-        return []
-    except OSError as error:
-        raise ArtifactError(f"cannot list {run_dir}: {error}") from error
-    batch = f"{STOPPED_SPENDING_FILE}."
-    return [
-        run_dir / name
-        for name in names
-        if name.startswith(batch) or (live and name == STOPPED_SPENDING_FILE)
-    ]
-
-
-def _read(run_dir: Path, *, held: Collection[str], live: bool) -> StoppedSpending:
-    total = StoppedSpending()
-    batches: list[str] = []
-    for path in _ledger_files(run_dir, live=live):
-        if path.name != STOPPED_SPENDING_FILE:
-            batches.append(path.name)
-        if path.name not in held:
-            total = total.plus(_added_up(path))
-    return dataclasses.replace(total, ledgers=tuple(batches) if not live else ())
-
-
-def _added_up(path: Path) -> StoppedSpending:
-    """What the lines of one ledger file add up to; a line that is not one of
-    :func:`record_stopped_spending` counts nothing."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return StoppedSpending()
+        return dataclasses.replace(earlier, counted=0)  # nothing was stopped
     except OSError as error:
         raise ArtifactError(f"cannot read {path}: {error}") from error
+    end = text.rfind(b"\n") + 1
+    added = _added_up(text[:end].decode("utf-8", errors="replace"))
+    return dataclasses.replace(earlier.plus(added), counted=start + end)
+
+
+def _added_up(text: str) -> StoppedSpending:
+    """What the ledger's lines ``text`` add up to; a line that is not one of
+    :func:`record_stopped_spending` counts nothing."""
     budget = interrupted = 0.0
     causes: set[StopCause] = set()
     budget_stopped: set[str] = set()
@@ -214,12 +175,3 @@ def _added_up(path: Path) -> StoppedSpending:
     return StoppedSpending.of(
         budget=budget, interrupted=interrupted, by=causes, budget_stopped=budget_stopped
     )
-
-
-def clear_stopped_spending(run_dir: Path, ledgers: Iterable[str]) -> None:
-    """Remove the batches ``ledgers`` (their amounts are in ``summary.json`` now). One that
-    cannot be removed stays, harmless: the summary lists it as counted, so no later summary
-    counts it again, and the next one removes it."""
-    for name in ledgers:
-        with contextlib.suppress(OSError):
-            (run_dir / name).unlink(missing_ok=True)

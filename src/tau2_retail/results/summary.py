@@ -54,11 +54,7 @@ from tau2_retail.results.records import (
     RunConfiguration,
     RunSummary,
 )
-from tau2_retail.results.stopped_spending import (
-    StoppedSpending,
-    clear_stopped_spending,
-    take_stopped_spending,
-)
+from tau2_retail.results.stopped_spending import StoppedSpending, with_ledger
 from tau2_retail.results.summary_figures import pass_hat_k
 from tau2_retail.results.summary_text import (
     INTERVAL_NOTE,
@@ -177,14 +173,15 @@ def build_summary(
 
 def _stopped_fields(stopped: StoppedSpending) -> dict[str, Any]:
     """``not_run_cost``, ``interrupted_cost`` with its ``interrupted_by``, and
-    ``counted_ledgers``: an amount that rounds to 0 (micro-dollars) is omitted."""
+    ``stopped_spending_counted``: an amount that rounds to 0 (micro-dollars) is omitted, as is
+    an offset of 0 (a run without a ledger)."""
     budget = figures.rounded_usd(stopped.budget)
     interrupted = figures.rounded_usd(stopped.interrupted)
     return {
         "not_run_cost": budget or None,
         "interrupted_cost": interrupted or None,
         "interrupted_by": stopped.interrupted_by if interrupted else (),
-        "counted_ledgers": stopped.ledgers,
+        "stopped_spending_counted": stopped.counted,
     }
 
 
@@ -287,11 +284,9 @@ def write_run_summary(
 ) -> RunSummary:
     """Write ``all_metrics.json``, ``summary.json`` and ``all_summary.txt``; return the summary.
 
-    Controller process only. ``inputs`` are those of :func:`build_summary`. The ledger
-    batches of stopped spending the summary counts (``counted_ledgers``, taken by
-    :func:`~tau2_retail.results.stopped_spending.take_stopped_spending`) are removed once
-    ``summary.json`` is written; one that stays (a crash, a failure) is listed there as
-    counted, so no later summary counts it again.
+    Controller process only. ``inputs`` are those of :func:`build_summary`; the offset up to
+    which the ledger of stopped spending is counted (``stopped``'s) is written with the
+    amounts, in the one atomic write of ``summary.json``.
     """
     run_dir = Path(run_dir)
     summary = build_summary(metrics, **inputs)
@@ -301,7 +296,6 @@ def write_run_summary(
         cut_long_texts(codec.encode(ordered, list[ScenarioMetrics])),
     )
     write_json_atomic(run_dir / SUMMARY_JSON_FILE, codec.encode(summary))
-    clear_stopped_spending(run_dir, summary.counted_ledgers)
     write_text_atomic(run_dir / SUMMARY_TEXT_FILE, render_summary_text(summary))
     return summary
 
@@ -321,13 +315,15 @@ def read_run_args(run_dir: Path) -> RunArgs | None:
 
 def stopped_of(summary: RunSummary | None) -> StoppedSpending:
     """What ``summary`` says the scenarios the budget stopped, and those stopped in flight,
-    had spent, and what stopped the latter (nothing without a summary)."""
+    had spent, what stopped the latter, and how much of the ledger that includes (nothing
+    without a summary)."""
     if summary is None:
         return StoppedSpending()
     return StoppedSpending.of(
         budget=summary.not_run_cost or 0.0,
         interrupted=summary.interrupted_cost or 0.0,
         by=summary.interrupted_by,
+        counted=summary.stopped_spending_counted,
     )
 
 
@@ -344,9 +340,9 @@ def summarize(run_dir: Path) -> RunSummary:
 
     Trials, expected scenarios, configuration and versions come from ``run_args.json``; without
     it, from the earlier ``summary.json`` (never replaced by empty values), else from the
-    metrics. Unreadable ``metrics.json`` files count as lost, with their reason. What the
-    ledger of stopped spending holds (a run killed while it stopped) is added to the earlier
-    summary's ``not_run_cost`` and ``interrupted_cost``, and the ledger removed.
+    metrics. Unreadable ``metrics.json`` files count as lost, with their reason. The lines of
+    the ledger of stopped spending past the offset the earlier summary counted (a run killed
+    while it stopped) are added to its ``not_run_cost`` and ``interrupted_cost``.
     """
     run_dir = Path(run_dir)
     loaded = load_run_metrics(run_dir)
@@ -375,11 +371,10 @@ def _rebuilt(
     # scenarios the budget kept from starting (or stopped), and what those it stopped, and
     # those stopped in flight, had spent, are recorded in the summary only, and (a run killed
     # while it stopped) what its stopped scenarios had spent in the ledger, which the summary
-    # then holds (removed once summary.json is written: a resume must not count it again)
-    held = earlier.counted_ledgers if earlier else ()
-    taken = take_stopped_spending(run_dir, held=held)
+    # then holds up to the offset it writes (a resume must not count it again)
+    stopped = with_ledger(run_dir, stopped_of(earlier))
     # and those the ledger says the budget stopped (their tests never reported: -x, Ctrl-C)
-    not_run = tuple(sorted({*(earlier.not_run if earlier else ()), *taken.budget_stopped}))
+    not_run = tuple(sorted({*(earlier.not_run if earlier else ()), *stopped.budget_stopped}))
     if run_args is not None:
         # run_args.json is written before the first scenario starts: every expected scenario
         # without a whole record is listed as lost, even when the run was killed at once
@@ -399,5 +394,5 @@ def _rebuilt(
             lost=loaded.incomplete,
             not_run=not_run,
         )
-    inputs["stopped"] = stopped_of(earlier).plus(taken)
+    inputs["stopped"] = stopped
     return write_run_summary(run_dir, loaded.records, **inputs)

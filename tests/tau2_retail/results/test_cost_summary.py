@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -287,8 +288,10 @@ def test_summarize_adds_what_a_killed_invocation_left_in_the_interrupted_ledger(
 
     assert rebuilt.interrupted_cost == pytest.approx(0.0566)
     assert rebuilt.interrupted_by == (StopCause.INTERRUPT, StopCause.MAXFAIL)
-    assert not (run / STOPPED_SPENDING_FILE).exists()  # in the summary now
+    ledger = run / STOPPED_SPENDING_FILE
+    assert rebuilt.stopped_spending_counted == ledger.stat().st_size  # in the summary now
     assert summarize(run).interrupted_cost == pytest.approx(0.0566)  # counted once
+    assert ledger.read_text(encoding="utf-8").count("\n") == 2  # left as it was
 
 
 def test_summarize_lists_a_scenario_the_ledger_says_the_budget_stopped_as_not_run(
@@ -308,23 +311,6 @@ def test_summarize_lists_a_scenario_the_ledger_says_the_budget_stopped_as_not_ru
     assert summarize(run).not_run == ("tau2_retail__1",)  # kept by the next summary
 
 
-def test_the_ledger_is_removed_once_summary_json_holds_it(tmp_path: Path) -> None:
-    """summary.json holds the ledger's amounts once it is written: a later file that fails
-    (all_summary.txt here: a folder in its place; a full disk) must not leave the ledger for
-    the next summary, which would count it again."""
-    run = _run_with_a_summary(tmp_path)
-    record_stopped_spending(run, "tau2_retail__1", 0.0125, StopCause.INTERRUPT)
-    (run / "all_summary.txt").unlink()
-    (run / "all_summary.txt" / "in-the-way").mkdir(parents=True)
-
-    with pytest.raises(ArtifactError):
-        summarize(run)
-
-    assert json.loads((run / "summary.json").read_text())["interrupted_cost"] == 0.0125
-    shutil.rmtree(run / "all_summary.txt")
-    assert summarize(run).interrupted_cost == 0.0125  # not 0.025
-
-
 def _summarized_run(tmp_path: Path) -> Path:
     """A run folder with one priced record and an earlier invocation's summary, in which an
     interrupt stopped scenarios that had spent $0.0421, and a ledger line of $0.0125 that
@@ -340,15 +326,15 @@ class Crash(BaseException):
     """The process dies here (SIGKILL, a power loss): nothing after it runs."""
 
 
-def _ledger_files(run: Path) -> list[str]:
-    return sorted(path.name for path in run.glob(f"{STOPPED_SPENDING_FILE}*"))
+def _counted(run: Path) -> Any:
+    return json.loads((run / "summary.json").read_text()).get("stopped_spending_counted")
 
 
 def test_a_crash_before_summary_json_is_written_leaves_the_ledger_for_the_next_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ledger is taken (renamed to a batch of its own) before summary.json is written:
-    killed in between, the next summary must still count it, once."""
+    """Killed before summary.json is written, the earlier summary's offset stands: the next
+    summary must still count the ledger's new line, once."""
     run = _summarized_run(tmp_path)
     written = summary_module.write_json_atomic
 
@@ -362,54 +348,86 @@ def test_a_crash_before_summary_json_is_written_leaves_the_ledger_for_the_next_s
         summarize(run)
     monkeypatch.undo()
     assert json.loads((run / "summary.json").read_text())["interrupted_cost"] == 0.0421
-    assert len(_ledger_files(run)) == 1  # taken, not counted yet
+    assert _counted(run) is None  # the earlier summary counted no ledger
 
     rebuilt = summarize(run)
 
     assert rebuilt.interrupted_cost == pytest.approx(0.0546)
     assert rebuilt.interrupted_by == (StopCause.INTERRUPT, StopCause.TIMEOUT)
-    assert _ledger_files(run) == []
+    assert _counted(run) == (run / STOPPED_SPENDING_FILE).stat().st_size
     assert summarize(run).interrupted_cost == pytest.approx(0.0546)
 
 
-@pytest.mark.parametrize("failure", ["crash", "unremovable"])
-def test_a_ledger_left_after_summary_json_holds_it_is_not_counted_again(
+@pytest.mark.parametrize("failure", ["crash", "all_summary.txt in the way"])
+def test_a_ledger_summary_json_holds_is_not_counted_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
 ) -> None:
-    """summary.json was written, then the process died before it removed the ledger (or the
-    ledger could not be removed): the next summary (a resume's, summarize) counted its lines
-    again ($0.0671 where $0.0546 was spent)."""
+    """summary.json holds the ledger's amounts, and how far it counted, once it is written: a
+    crash or a failure after it (all_summary.txt not written: a folder in its place, a full
+    disk) must not leave the ledger's lines for the next summary ($0.0671 where $0.0546 was
+    spent)."""
     run = _summarized_run(tmp_path)
     if failure == "crash":
 
         def crash(*args: Any) -> None:
             raise Crash
 
-        monkeypatch.setattr(summary_module, "clear_stopped_spending", crash)
+        monkeypatch.setattr(summary_module, "write_text_atomic", crash)
         with pytest.raises(Crash):
             summarize(run)
+        monkeypatch.undo()
     else:
-        unlink = Path.unlink
-
-        def refused(path: Path, missing_ok: bool = False) -> None:
-            if path.name.startswith(STOPPED_SPENDING_FILE):
-                raise PermissionError(13, "Permission denied", str(path))
-            unlink(path, missing_ok=missing_ok)
-
-        monkeypatch.setattr(Path, "unlink", refused)
-        summarize(run)
-    monkeypatch.undo()
+        (run / "all_summary.txt").unlink()
+        (run / "all_summary.txt" / "in-the-way").mkdir(parents=True)
+        with pytest.raises(ArtifactError):
+            summarize(run)
+        shutil.rmtree(run / "all_summary.txt")
     held = json.loads((run / "summary.json").read_text())
     assert held["interrupted_cost"] == pytest.approx(0.0546)
-    left = _ledger_files(run)
+    assert held["stopped_spending_counted"] == (run / STOPPED_SPENDING_FILE).stat().st_size
 
     rebuilt = summarize(run)
 
     assert rebuilt.interrupted_cost == pytest.approx(0.0546)  # not 0.0671
-    assert left  # it stayed
-    assert left == held.get("counted_ledgers")  # and summary.json held it
-    assert _ledger_files(run) == []
     assert summarize(run).interrupted_cost == pytest.approx(0.0546)
+
+
+def test_a_line_written_after_the_summary_read_the_ledger_goes_to_the_next_summary(
+    tmp_path: Path,
+) -> None:
+    """A process opened the ledger before the summary read it and writes its line after (an
+    xdist worker stopped late): the next summary counts it. The code before lost it: the line
+    went to the batch the summary had renamed, read, and then removed."""
+    run = _summarized_run(tmp_path)
+    late = os.open(run / STOPPED_SPENDING_FILE, os.O_WRONLY | os.O_APPEND)
+    try:
+        first = summarize(run)
+        os.write(late, b"tau2_retail__2 0.002 interrupt\n")
+    finally:
+        os.close(late)
+    assert first.interrupted_cost == pytest.approx(0.0546)
+
+    rebuilt = summarize(run)
+
+    assert rebuilt.interrupted_cost == pytest.approx(0.0566)
+    assert summarize(run).interrupted_cost == pytest.approx(0.0566)
+
+
+def test_a_ledger_shorter_than_the_counted_offset_is_counted_from_its_start(
+    tmp_path: Path,
+) -> None:
+    """The ledger summary.json counted was removed and a new one started (by hand): what the
+    summary holds stays, and the new file's lines are added from its first."""
+    run = _summarized_run(tmp_path)
+    assert summarize(run).interrupted_cost == pytest.approx(0.0546)
+    (run / STOPPED_SPENDING_FILE).unlink()
+    record_stopped_spending(run, "tau2_retail__1", 0.002, StopCause.MAXFAIL)
+    assert (run / STOPPED_SPENDING_FILE).stat().st_size < _counted(run)
+
+    rebuilt = summarize(run)
+
+    assert rebuilt.interrupted_cost == pytest.approx(0.0566)
+    assert rebuilt.interrupted_by == (StopCause.INTERRUPT, StopCause.MAXFAIL, StopCause.TIMEOUT)
 
 
 def _one_priced_scenario(*, stopped: StoppedSpending) -> RunSummary:

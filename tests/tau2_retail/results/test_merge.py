@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from tau2_retail.results.stopped_spending import (
     StopCause,
     StoppedSpending,
     record_stopped_spending,
-    take_stopped_spending,
+    with_ledger,
 )
 from tau2_retail.results.summary import (
     build_summary,
@@ -260,10 +261,15 @@ def test_a_shard_killed_while_it_stopped_adds_what_its_ledger_holds(tmp_path: Pa
     write_run_summary(run_dir, made.metrics, **summary_inputs(made.args, stopped=stopped))
     record_stopped_spending(run_dir, "tau2_retail__2", 0.0625, StopCause.TIMEOUT)
 
+    ledger = run_dir / STOPPED_SPENDING_FILE
+    before = ledger.read_bytes()
+
     assert read_shard(run_dir).stopped == StoppedSpending(
-        budget=0.5, interrupted=0.1875, interrupted_by=(StopCause.TIMEOUT,)
+        budget=0.5, interrupted=0.1875, interrupted_by=(StopCause.TIMEOUT,), counted=len(before)
     )
-    assert (run_dir / STOPPED_SPENDING_FILE).exists()
+    assert ledger.read_bytes() == before
+    written = json.loads((run_dir / "summary.json").read_text())
+    assert "stopped_spending_counted" not in written  # it counted no ledger: omitted
 
 
 def test_a_scenario_a_shards_ledger_says_the_budget_stopped_is_not_run(tmp_path: Path) -> None:
@@ -286,14 +292,20 @@ def test_a_scenario_a_shards_ledger_says_the_budget_stopped_is_not_run(tmp_path:
 
 
 def test_a_ledger_a_shards_summary_counts_is_not_counted_again(tmp_path: Path) -> None:
-    """The shard's process died after writing summary.json, before removing the ledger that
-    summary counts: the merge adds only what the summary does not hold."""
+    """The merge adds only the lines past the offset the shard's summary counted (the rest
+    are in its amounts); the merged run's summary counts no ledger of its own."""
     made = shard("s0", ["1"], shard=[1, 1])
     run_dir = tmp_path / "s0"
     write_run_args(run_dir, made.args)
     record_stopped_spending(run_dir, "tau2_retail__2", 0.0625, StopCause.TIMEOUT)
-    taken = take_stopped_spending(run_dir, held=())
-    write_run_summary(run_dir, made.metrics, **summary_inputs(made.args, stopped=taken))
-    (run_dir / taken.ledgers[0]).write_text("tau2_retail__2 0.0625 timeout\n")  # left there
+    counted = with_ledger(run_dir, StoppedSpending())
+    write_run_summary(run_dir, made.metrics, **summary_inputs(made.args, stopped=counted))
+    record_stopped_spending(run_dir, "tau2_retail__3", 0.125, StopCause.INTERRUPT)  # after it
 
-    assert read_shard(run_dir).stopped.interrupted == 0.0625  # not 0.125
+    read = read_shard(run_dir)
+
+    assert read.stopped.interrupted == 0.1875  # not 0.25
+    merged = merge_shards([read], run_id="all", argv=ARGV)
+    summary = build_summary(merged.metrics, **merged.summary_inputs())
+    assert summary.interrupted_cost == 0.1875
+    assert summary.stopped_spending_counted == 0  # not the shard's: summary.json omits it
